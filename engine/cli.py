@@ -1,0 +1,60 @@
+"""``python -m engine``: one entry point, one module per subcommand.
+
+Each subcommand module exposes ``add_arguments(parser)`` and ``run(args) -> int``. Every
+``EngineError`` (and any ``ValueError``/``KeyError`` from bad input) becomes one line on stderr
+and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import EngineError
+
+# name -> (module, one-line help); modules are imported only when their command runs
+COMMANDS = {
+    "networks": ("engine.commands.networks", "list the network zoo and each network's unique kernels"),
+    "profiles": ("engine.commands.profiles", "list bundled profiles and their provenance"),
+    "plan": ("engine.commands.plan", "make a WR or WD plan from a profile and export it as JSON"),
+    "front": ("engine.commands.front", "the network Pareto front (total time vs total workspace) as CSV/JSON"),
+    "profile": ("engine.gpu.cli_profile", "profile a network's kernels on this GPU (needs CuPy + cuDNN frontend)"),
+    "verify": ("engine.gpu.cli_verify", "run a plan on this GPU, check results against an undivided reference"),
+    "memory": ("engine.memory.cli", "memory timeline of a training step under vDNN/Layrub/SuperNeurons policies"),
+}
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict]:
+    parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parsers = {}
+    for name, (_module, help_text) in COMMANDS.items():
+        parsers[name] = sub.add_parser(name, help=help_text, description=help_text)
+    return parser, parsers
+
+
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser, parsers = build_parser()
+    # import only the chosen command's module, so `networks` never imports the GPU stack
+    name = next((a for a in argv if not a.startswith("-")), None)
+    if name in COMMANDS:
+        module = importlib.import_module(COMMANDS[name][0])
+        module.add_arguments(parsers[name])
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(module.run(args) or 0)
+    except EngineError as err:
+        print(f"error: {err}", file=sys.stderr)
+    except (ValueError, KeyError) as err:
+        print(f"error: {err.args[0] if err.args else err}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 2

@@ -1,0 +1,38 @@
+"""Exceptions with messages meant for users: each names the offending input."""
+
+
+class EngineError(Exception):
+    """Base class; the CLI prints ``str(err)`` on one line and exits non-zero."""
+
+
+class UnknownNetworkError(EngineError, KeyError):
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.args[0] if self.args else "unknown network"
+
+
+class BudgetError(EngineError, ValueError):
+    """A workspace budget that cannot be parsed or cannot be met."""
+
+
+class InfeasibleBudgetError(BudgetError):
+    """The budget is below the smallest workspace any configuration needs; ``minimum`` says how much is."""
+
+    def __init__(self, message: str, minimum: int):
+        super().__init__(message)
+        self.minimum = minimum
+
+
+class ProfileFormatError(EngineError, ValueError):
+    pass
+
+
+class PlanFormatError(EngineError, ValueError):
+    pass
+
+
+class SpecError(EngineError, ValueError):
+    """A user network spec (JSON/YAML) is malformed."""
+
+
+class GPUUnavailableError(EngineError, RuntimeError):
+    pass

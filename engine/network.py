@@ -1,0 +1,242 @@
+"""Training graphs: layers, tensor shapes, and the convolution kernels they yield.
+
+A ``Network`` is a DAG of ``Layer``s in a valid topological order. Every layer produces one
+output tensor (named after the layer) whose per-sample shape is ``out_shape``: (C, H, W) for
+feature maps, (F,) for flat vectors. The mini-batch size is a property of the network, so tensor
+bytes are ``batch * prod(out_shape) * itemsize``. The memory planner walks this graph; the
+optimizers only see ``kernels()``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .kernels import KINDS, KernelKind, KernelSignature
+
+# Operations a layer may have. "data" is the input; "flatten" is free (a view).
+OPS = ("data", "conv", "relu", "lrn", "pool", "bn", "fc", "concat", "add", "dropout", "softmax", "flatten")
+
+
+@dataclass
+class Layer:
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    out_shape: tuple[int, ...]
+    params: dict = field(default_factory=dict)
+
+    @property
+    def out_elems(self) -> int:
+        return math.prod(self.out_shape)
+
+    @property
+    def param_count(self) -> int:
+        """Trainable parameters as torchvision counts them (BN running stats are buffers, not parameters)."""
+        p = self.params
+        if self.op == "conv":
+            n = p["k"] * (p["c"] // p.get("groups", 1)) * p["r"] * p["s"]
+            return n + (p["k"] if p.get("bias", True) else 0)
+        if self.op == "fc":
+            return p["in_features"] * p["out_features"] + (p["out_features"] if p.get("bias", True) else 0)
+        if self.op == "bn":
+            return 2 * self.out_shape[0] if p.get("affine", True) else 0
+        return 0
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One (layer, direction) of a network, with the signature that keys its profile."""
+
+    layer: str
+    kind: KernelKind
+    signature: KernelSignature
+
+    @property
+    def id(self) -> str:
+        return f"{self.layer}:{self.kind.short}"
+
+
+@dataclass
+class Network:
+    name: str
+    batch: int
+    layers: list[Layer]
+    description: str = ""
+
+    def __post_init__(self):
+        seen: set[str] = set()
+        for layer in self.layers:
+            if layer.op not in OPS:
+                raise ValueError(f"layer {layer.name!r}: unknown op {layer.op!r}; expected one of {OPS}")
+            if layer.name in seen:
+                raise ValueError(f"duplicate layer name {layer.name!r}")
+            for src in layer.inputs:
+                if src not in seen:
+                    raise ValueError(f"layer {layer.name!r} reads {src!r}, which is not an earlier layer")
+            seen.add(layer.name)
+
+    @cached_property
+    def by_name(self) -> dict[str, Layer]:
+        return {layer.name: layer for layer in self.layers}
+
+    def layer(self, name: str) -> Layer:
+        return self.by_name[name]
+
+    @cached_property
+    def consumers(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {layer.name: [] for layer in self.layers}
+        for layer in self.layers:
+            for src in layer.inputs:
+                out[src].append(layer.name)
+        return out
+
+    @cached_property
+    def needs_grad(self) -> dict[str, bool]:
+        """Whether a layer's output needs a gradient: true iff it depends on a trainable parameter."""
+        ng: dict[str, bool] = {}
+        for layer in self.layers:
+            ng[layer.name] = layer.param_count > 0 or any(ng[s] for s in layer.inputs)
+        return ng
+
+    @property
+    def param_count(self) -> int:
+        return sum(layer.param_count for layer in self.layers)
+
+    def conv_layers(self) -> list[Layer]:
+        return [layer for layer in self.layers if layer.op == "conv"]
+
+    def signature(self, layer: Layer, kind: KernelKind, precision: str = "tf32", layout: str = "NCHW") -> KernelSignature:
+        p = layer.params
+        src = self.layer(layer.inputs[0])
+        c, h, w = src.out_shape
+        return KernelSignature(
+            kind, self.batch, c, h, w, p["k"], p["r"], p["s"],
+            p.get("pad_h", 0), p.get("pad_w", 0), p.get("stride_h", 1), p.get("stride_w", 1),
+            p.get("dil_h", 1), p.get("dil_w", 1), p.get("groups", 1), precision, layout,
+        )
+
+    def kernels(self, precision: str = "tf32", layout: str = "NCHW") -> list[Kernel]:
+        """All convolution kernels in forward order: F, BD, BF per conv layer. A conv whose input
+        needs no gradient (the first conv) has no BackwardData kernel."""
+        out = []
+        for layer in self.conv_layers():
+            for kind in KINDS:
+                if kind is KernelKind.BACKWARD_DATA and not self.needs_grad[layer.inputs[0]]:
+                    continue
+                out.append(Kernel(layer.name, kind, self.signature(layer, kind, precision, layout)))
+        return out
+
+    def unique_kernels(self, precision: str = "tf32", layout: str = "NCHW") -> dict[str, list[Kernel]]:
+        """Kernels grouped by signature key, in first-appearance order."""
+        groups: dict[str, list[Kernel]] = {}
+        for kernel in self.kernels(precision, layout):
+            groups.setdefault(kernel.signature.key, []).append(kernel)
+        return groups
+
+
+class NetBuilder:
+    """Appends layers while tracking per-sample shapes, so zoo definitions read like the papers' tables."""
+
+    def __init__(self, name: str, batch: int, input_shape: tuple[int, int, int], description: str = ""):
+        self.name, self.batch, self.description = name, batch, description
+        self.layers: list[Layer] = [Layer("data", "data", (), tuple(input_shape))]
+        self._names: dict[str, int] = {}
+
+    @property
+    def last(self) -> str:
+        return self.layers[-1].name
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return next(layer.out_shape for layer in reversed(self.layers) if layer.name == name)
+
+    def _name(self, op: str, name: str | None) -> str:
+        if name:
+            return name
+        self._names[op] = self._names.get(op, 0) + 1
+        return f"{op}{self._names[op]}"
+
+    def _add(self, op, inputs, shape, name=None, **params) -> str:
+        name = self._name(op, name)
+        self.layers.append(Layer(name, op, tuple(inputs), tuple(shape), params))
+        return name
+
+    def conv(self, k, r, s=None, stride=1, pad=0, dilation=1, groups=1, bias=True, src=None, name=None) -> str:
+        src = src or self.last
+        s = s or r
+        c, h, w = self.shape(src)
+        sh, sw = (stride, stride) if isinstance(stride, int) else stride
+        ph, pw = (pad, pad) if isinstance(pad, int) else pad
+        dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+        oh = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1
+        ow = (w + 2 * pw - dw * (s - 1) - 1) // sw + 1
+        return self._add("conv", [src], (k, oh, ow), name, c=c, k=k, r=r, s=s, pad_h=ph, pad_w=pw,
+                         stride_h=sh, stride_w=sw, dil_h=dh, dil_w=dw, groups=groups, bias=bias)
+
+    def relu(self, src=None, name=None) -> str:
+        src = src or self.last
+        return self._add("relu", [src], self.shape(src), name)
+
+    def lrn(self, size=5, alpha=1e-4, beta=0.75, k=1.0, src=None, name=None) -> str:
+        src = src or self.last
+        return self._add("lrn", [src], self.shape(src), name, size=size, alpha=alpha, beta=beta, k=k)
+
+    def bn(self, src=None, name=None, eps=1e-5) -> str:
+        src = src or self.last
+        return self._add("bn", [src], self.shape(src), name, eps=eps)
+
+    def pool(self, size, stride=None, pad=0, mode="max", ceil_mode=False, src=None, name=None) -> str:
+        """``mode`` is max or avg; ``size=None`` with mode avg is global average pooling."""
+        src = src or self.last
+        c, h, w = self.shape(src)
+        if size is None:
+            size, stride, pad = (h, w), 1, 0
+        kh, kw = (size, size) if isinstance(size, int) else size
+        stride = stride or kh
+        rnd = math.ceil if ceil_mode else math.floor
+        oh = int(rnd((h + 2 * pad - kh) / stride)) + 1
+        ow = int(rnd((w + 2 * pad - kw) / stride)) + 1
+        if ceil_mode:  # PyTorch/Caffe rule: the last window must start inside the (left-padded) input
+            if (oh - 1) * stride >= h + pad:
+                oh -= 1
+            if (ow - 1) * stride >= w + pad:
+                ow -= 1
+        return self._add("pool", [src], (c, oh, ow), name, mode=mode, kh=kh, kw=kw, stride=stride, pad=pad,
+                         ceil_mode=ceil_mode)
+
+    def flatten(self, src=None, name=None) -> str:
+        src = src or self.last
+        return self._add("flatten", [src], (math.prod(self.shape(src)),), name)
+
+    def fc(self, out_features, bias=True, src=None, name=None) -> str:
+        src = src or self.last
+        shape = self.shape(src)
+        if len(shape) != 1:
+            src = self.flatten(src)
+            shape = self.shape(src)
+        return self._add("fc", [src], (out_features,), name, in_features=shape[0], out_features=out_features,
+                         bias=bias)
+
+    def dropout(self, p=0.5, src=None, name=None) -> str:
+        src = src or self.last
+        return self._add("dropout", [src], self.shape(src), name, p=p)
+
+    def concat(self, srcs, name=None) -> str:
+        shapes = [self.shape(s) for s in srcs]
+        if len({s[1:] for s in shapes}) != 1:
+            raise ValueError(f"concat of mismatched spatial shapes {shapes}")
+        return self._add("concat", srcs, (sum(s[0] for s in shapes),) + shapes[0][1:], name)
+
+    def add(self, srcs, name=None) -> str:
+        shapes = {self.shape(s) for s in srcs}
+        if len(shapes) != 1:
+            raise ValueError(f"add of mismatched shapes {shapes}")
+        return self._add("add", srcs, shapes.pop(), name)
+
+    def softmax(self, src=None, name=None) -> str:
+        src = src or self.last
+        return self._add("softmax", [src], self.shape(src), name)
+
+    def build(self) -> Network:
+        return Network(self.name, self.batch, self.layers, self.description)

@@ -1,0 +1,43 @@
+"""Plain data shared by the optimizers (mu-cuDNN's vocabulary).
+
+* micro-configuration: one cuDNN execution plan run on a micro-batch of ``batch`` samples;
+* configuration: micro-configurations whose sizes sum to the mini-batch B. They run one after
+  another and share one workspace, so time = sum of times and workspace = max of workspaces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class MicroConfig(NamedTuple):
+    batch: int          # micro-batch size b
+    plan: str           # plan identity (cuDNN engine/knob name); unique per profiled plan
+    time_ms: float      # measured median time of this plan at size b
+    workspace: int      # bytes
+
+
+@dataclass(frozen=True)
+class Configuration:
+    micro: tuple[MicroConfig, ...]   # in execution order; canonical order is descending batch, then plan
+
+    @property
+    def time_ms(self) -> float:
+        return sum(m.time_ms for m in self.micro)
+
+    @property
+    def workspace(self) -> int:
+        return max((m.workspace for m in self.micro), default=0)
+
+    @property
+    def batch(self) -> int:
+        return sum(m.batch for m in self.micro)
+
+    @property
+    def division(self) -> str:
+        """Human-readable micro-batch division, e.g. ``2x128`` or ``96+96+64``."""
+        sizes = [m.batch for m in self.micro]
+        if len(set(sizes)) == 1:
+            return f"{len(sizes)}x{sizes[0]}"
+        return "+".join(str(s) for s in sizes)

@@ -1,0 +1,47 @@
+"""Batch-size policies (mu-cuDNN §III-D): which micro-batch sizes are profiled and offered to the DP."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+POLICIES = ("undivided", "powerOfTwo", "all")
+
+
+def batch_sizes(policy: str | Sequence[int], batch: int) -> list[int]:
+    """Micro-batch sizes, ascending, for a policy name or an explicit list.
+
+    ``undivided``: B only (plain cuDNN within the limit, the baseline); ``powerOfTwo``: 1, 2, 4, ... <= B,
+    plus B; ``all``: 1..B; a list: its sizes <= B (B is always added so the undivided option exists).
+    """
+    if batch < 1:
+        raise ValueError(f"mini-batch size must be >= 1, got {batch}")
+    if isinstance(policy, str):
+        if policy == "undivided":
+            return [batch]
+        if policy == "powerOfTwo":
+            sizes = {1 << i for i in range(batch.bit_length()) if 1 << i <= batch}
+            return sorted(sizes | {batch})
+        if policy == "all":
+            return list(range(1, batch + 1))
+        if "," in policy or policy.strip().isdigit():
+            return batch_sizes(parse_size_list(policy), batch)
+        raise ValueError(f"unknown batch-size policy {policy!r}; expected one of {', '.join(POLICIES)} "
+                         f"or a comma-separated list of sizes")
+    sizes = set()
+    for s in policy:
+        if not isinstance(s, int) or s < 1:
+            raise ValueError(f"micro-batch sizes must be positive integers, got {s!r}")
+        if s <= batch:
+            sizes.add(s)
+    return sorted(sizes | {batch})
+
+
+def parse_size_list(text: str) -> list[int]:
+    try:
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"invalid micro-batch size list {text!r}; expected e.g. 1,2,4,8,256") from None
+
+
+def policy_name(policy: str | Sequence[int]) -> str:
+    return policy if isinstance(policy, str) else ",".join(str(s) for s in sorted(policy))

@@ -1,0 +1,49 @@
+"""SYNTHETIC profiles for unit tests only: a made-up, deterministic time/workspace model.
+
+Nothing user-facing reads these; every profile made here has ``provenance.synthetic = true`` and
+file names starting with ``SYNTHETIC``. Four fake plans per kernel and size span the trade-off
+real cuDNN plans show: no workspace and slow, up to a lot of workspace and fast, plus a fixed
+per-call overhead so that tiny micro-batches are slow.
+"""
+
+from __future__ import annotations
+
+from engine.kernels import KernelSignature
+from engine.policies import batch_sizes
+from engine.profile import Profile
+from engine.zoo import get_network
+
+MiB = 1024**2
+# name: (TFLOP/s, fixed overhead ms, workspace bytes per sample-channel-pixel factor, fixed workspace)
+_PLANS = {
+    "SYNTH_gemm": (2.0, 0.004, 0.0, 0),
+    "SYNTH_pre": (6.0, 0.006, 0.0, 1 * MiB),
+    "SYNTH_fft": (15.0, 0.010, 8.0, 0),
+    "SYNTH_tc": (40.0, 0.012, 24.0, 4 * MiB),
+}
+
+
+def synthetic_rows(sig: KernelSignature, sizes) -> list[dict]:
+    rows = []
+    for b in sizes:
+        s = sig.with_batch(b)
+        for rank, (name, (tflops, overhead, ws_factor, ws_fixed)) in enumerate(_PLANS.items()):
+            t = s.flops / (tflops * 1e9) + overhead
+            ws = int(ws_factor * b * (s.c + s.k) * s.h * s.w) + ws_fixed
+            rows.append(dict(signature=sig.key, micro_batch=b, plan=name, engine_id=rank, knobs="{}",
+                             heuristic_rank=3 - rank, workspace=ws, time_ms=t, time_min_ms=t * 0.98,
+                             time_max_ms=t * 1.03, repeats=5, status="ok", reason="", numerical_notes="",
+                             behavior_notes=""))
+    return rows
+
+
+def synthetic_profile(network: str = "alexnet", batch: int = 256, policy: str = "powerOfTwo",
+                      precision: str = "tf32", layout: str = "NCHW") -> Profile:
+    net = get_network(network, batch)
+    rows = []
+    for key in net.unique_kernels(precision, layout):
+        rows += synthetic_rows(KernelSignature.from_key(key, batch), batch_sizes(policy, batch))
+    prov = {"synthetic": True, "gpu": "SYNTHETIC (no GPU; unit-test model)", "driver": "-", "cudnn_version": "-",
+            "frontend_version": "-", "date": "-", "command": "tests/synthetic_profile.py"}
+    nets = [dict(name=network, batch=batch, precision=precision, layout=layout, policy=policy)]
+    return Profile.from_records(rows, prov, nets)
