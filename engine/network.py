@@ -15,8 +15,8 @@ from functools import cached_property
 
 from .kernels import KINDS, KernelKind, KernelSignature
 
-# Operations a layer may have. "data" is the input; "flatten" is free (a view).
-OPS = ("data", "conv", "relu", "lrn", "pool", "bn", "fc", "concat", "add", "dropout", "softmax", "flatten")
+# Operations a layer may have. "data" is the input image batch.
+OPS = ("data", "conv", "relu", "lrn", "pool", "bn", "fc", "concat", "add", "dropout", "softmax")
 
 
 @dataclass
@@ -205,17 +205,11 @@ class NetBuilder:
         return self._add("pool", [src], (c, oh, ow), name, mode=mode, kh=kh, kw=kw, stride=stride, pad=pad,
                          ceil_mode=ceil_mode)
 
-    def flatten(self, src=None, name=None) -> str:
-        src = src or self.last
-        return self._add("flatten", [src], (math.prod(self.shape(src)),), name)
-
     def fc(self, out_features, bias=True, src=None, name=None) -> str:
+        """Fully connected; a feature-map input is flattened implicitly (no extra layer, as in Caffe)."""
         src = src or self.last
-        shape = self.shape(src)
-        if len(shape) != 1:
-            src = self.flatten(src)
-            shape = self.shape(src)
-        return self._add("fc", [src], (out_features,), name, in_features=shape[0], out_features=out_features,
+        in_features = math.prod(self.shape(src))
+        return self._add("fc", [src], (out_features,), name, in_features=in_features, out_features=out_features,
                          bias=bias)
 
     def dropout(self, p=0.5, src=None, name=None) -> str:
