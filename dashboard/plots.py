@@ -1,0 +1,310 @@
+"""Bokeh figures for the views, built once and updated by replacing their sources' data. Imports no Panel.
+
+Each class owns one figure (``.fig``) and an ``update(...)`` that takes tidy frames from
+``dashboard.adapters``; nothing is recreated per update, so the page does not flicker and a budget
+change only ships a few columns to the browser (panel-patterns.md §5).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from bokeh.core.properties import field
+from bokeh.models import (ColumnDataSource, CustomJSTickFormatter, FactorRange, FixedTicker, HoverTool, Label,
+                          Legend, LegendItem, Range1d, Span)
+from bokeh.plotting import figure
+
+from engine.units import MiB, format_size
+
+POLICY_COLORS = {"undivided": "#7f7f7f", "powerOfTwo": "#1f77b4", "all": "#ff7f0e"}
+KIND_COLORS = {"F": "#4c72b0", "BD": "#dd8452", "BF": "#55a868"}
+KIND_LABELS = {"F": "Forward (F)", "BD": "BackwardData (BD)", "BF": "BackwardFilter (BF)"}
+MEASURED_COLOR = "#444444"
+WS_FLOOR_MIB = 1 / 1024  # a log axis cannot show 0 B: zero-workspace points sit at 1 KiB (tooltips say 0 B)
+TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
+# tick labels of a MiB axis with binary units, so a log axis reads "1 KiB ... 1 MiB ... 1 GiB"
+_MIB_TICKS_JS = """
+    const v = tick;
+    const fmt = (x) => (x >= 100 || Math.abs(x - Math.round(x)) < 1e-9) ? Math.round(x).toString() : x.toPrecision(2);
+    if (v >= 1024 * 1024) return fmt(v / (1024 * 1024)) + " TiB";
+    if (v >= 1024) return fmt(v / 1024) + " GiB";
+    if (v >= 1) return fmt(v) + " MiB";
+    if (v * 1024 >= 1) return fmt(v * 1024) + " KiB";
+    return fmt(v * 1024 * 1024) + " B";
+"""
+
+
+def mib_ticks() -> CustomJSTickFormatter:
+    """A new formatter per figure (Bokeh models cannot be shared between documents)."""
+    return CustomJSTickFormatter(code=_MIB_TICKS_JS)
+
+
+def log2_ticks(lo_mib: float, hi_mib: float, max_ticks: int = 7) -> list[float]:
+    """Powers of two (in MiB) spanning [lo, hi], at most ``max_ticks``; steps of 1, 2, 5 or 10 octaves keep
+    1 KiB, 1 MiB and 1 GiB among the ticks once the range is wide."""
+    k0, k1 = math.floor(math.log2(max(lo_mib, 2**-20))), math.ceil(math.log2(max(hi_mib, 2**-20)))
+    step = next((s for s in (1, 2, 5, 10, 20) if (k1 - k0) // s + 1 <= max_ticks), 20)
+    start = (k0 // step) * step
+    return [2.0**k for k in range(start, k1 + 1, step)]
+
+
+def _size_column(values_bytes) -> list[str]:
+    return [format_size(v) for v in values_bytes]
+
+
+def _style(fig, title_size="12pt"):
+    fig.title.text_font_size = title_size
+    fig.toolbar.logo = None
+    fig.xaxis.axis_label_text_font_style = "normal"
+    fig.yaxis.axis_label_text_font_style = "normal"
+    return fig
+
+
+class ParetoPlot:
+    """Network Pareto fronts (total conv time vs total workspace) per policy, WR's curve, the current plan,
+    the undivided baseline at the same memory and the unlimited-workspace optimum."""
+
+    def __init__(self, height: int = 360):
+        fig = figure(height=height, sizing_mode="stretch_width", x_axis_type="log", tools=TOOLS,
+                     title="Network Pareto front", x_axis_label="Total workspace (log scale)",
+                     y_axis_label="Total convolution time [ms]")
+        fig.xaxis.formatter = mib_ticks()
+        self.ticker = FixedTicker(ticks=[1.0])
+        fig.xaxis.ticker = self.ticker
+        self.fronts = {p: ColumnDataSource(self._empty_line()) for p in POLICY_COLORS}
+        self.sweep = ColumnDataSource(self._empty_line())
+        self.marks = ColumnDataSource({"x": [], "y": [], "what": [], "time": [], "size": [], "marker": [],
+                                       "color": []})
+        items = []
+        hover_renderers = []
+        self.items = {}
+        for policy, color in POLICY_COLORS.items():
+            line = fig.step("x", "time_ms", source=self.fronts[policy], mode="after", line_width=2, color=color)
+            dots = fig.scatter("x", "time_ms", source=self.fronts[policy], size=4, color=color, alpha=0.6)
+            items.append(LegendItem(label=f"WD front, {policy}", renderers=[line, dots]))
+            self.items[policy] = items[-1]
+            hover_renderers.append(dots)
+        sweep = fig.line("x", "time_ms", source=self.sweep, line_dash="dashed", line_width=1.5, color="#2ca02c")
+        sweep_dots = fig.scatter("x", "time_ms", source=self.sweep, size=3, color="#2ca02c", alpha=0.6)
+        items.append(LegendItem(label="WR, limit swept (current policy)", renderers=[sweep, sweep_dots]))
+        hover_renderers.append(sweep_dots)
+        marks = fig.scatter("x", "y", source=self.marks, size="size", marker="marker", color="color",
+                            line_color="black", line_width=1)
+        self.budget_span = Span(location=1, dimension="height", line_dash="dotted", line_color="#d62728",
+                                line_width=1.5, visible=False)
+        fig.add_layout(self.budget_span)
+        self.budget_label = Label(x=1, y=6, x_units="data", y_units="screen", text="", text_font_size="9pt",
+                                  text_color="#d62728", angle=math.pi / 2, x_offset=-3, visible=False)
+        fig.add_layout(self.budget_label)
+        fig.add_tools(HoverTool(renderers=hover_renderers, tooltips=[
+            ("policy", "@policy"), ("workspace", "@ws_label"), ("time", "@time_ms{0.000} ms")]))
+        fig.add_tools(HoverTool(renderers=[marks], tooltips=[("", "@what"), ("time", "@time")]))
+        legend = Legend(items=items + [LegendItem(label=field("what"), renderers=[marks])], click_policy="hide",
+                        label_text_font_size="8pt", spacing=0, padding=3, location="bottom_left",
+                        background_fill_alpha=0.85, glyph_height=14, label_height=14)
+        fig.add_layout(legend)
+        self.fig = _style(fig)
+
+    @staticmethod
+    def _empty_line():
+        return {"x": [], "time_ms": [], "policy": [], "ws_label": []}
+
+    @staticmethod
+    def _line(frame: pd.DataFrame, policy: str) -> dict:
+        return {"x": np.maximum(frame.workspace_mib.to_numpy(), WS_FLOOR_MIB), "time_ms": frame.time_ms.to_numpy(),
+                "policy": [policy] * len(frame), "ws_label": _size_column(frame.workspace)}
+
+    def update_fronts(self, fronts: pd.DataFrame, sweep: pd.DataFrame, policy: str) -> None:
+        """Per analysis: the fronts of every policy and WR's curve for ``policy``."""
+        for name, src in self.fronts.items():
+            part = fronts[fronts.policy == name]
+            src.data = self._line(part, name) if len(part) else self._empty_line()
+            self.items[name].visible = bool(len(part))
+        self.sweep.data = self._line(sweep, f"WR {policy}") if len(sweep) else self._empty_line()
+        xs = np.maximum(np.concatenate([fronts.workspace_mib.to_numpy(), sweep.workspace_mib.to_numpy()]), WS_FLOOR_MIB)
+        if len(xs):
+            self.ticker.ticks = log2_ticks(xs.min(), xs.max())
+
+    def update_marks(self, marks: list[dict], budget_total: int | None, title: str) -> None:
+        """``marks``: dicts with what, workspace (bytes), time_ms, marker, color, size."""
+        self.marks.data = {
+            "x": [max(m["workspace"] / MiB, WS_FLOOR_MIB) for m in marks], "y": [m["time_ms"] for m in marks],
+            "what": [m["what"] for m in marks], "time": [f"{m['time_ms']:.3f} ms, {format_size(m['workspace'])}"
+                                                         for m in marks],
+            "size": [m.get("size", 12) for m in marks], "marker": [m["marker"] for m in marks],
+            "color": [m["color"] for m in marks]}
+        if budget_total is not None:
+            x = max(budget_total / MiB, WS_FLOOR_MIB)
+            self.budget_span.update(location=x, visible=True)
+            self.budget_label.update(x=x, text=f" budget {format_size(budget_total)}", visible=True)
+        else:
+            self.budget_span.visible = self.budget_label.visible = False
+        self.fig.title.text = title
+
+
+class DesirablePlot:
+    """Fig. 8: one kernel's desirable configurations (time vs workspace); next to each point a small bar
+    shows how the mini-batch is divided (segment widths) and which engine runs each piece (colours).
+    The workspace axis is logarithmic (the sets span bytes to GiB), so the bars are laid out in log space."""
+
+    BAR_W, GAP = 0.15, 0.012   # of the log-x span
+    BAR_H = 0.035              # of the y span
+
+    def __init__(self, height: int = 360):
+        self.x_range, self.y_range = Range1d(0.5, 2), Range1d(0, 1)
+        fig = figure(height=height, sizing_mode="stretch_width", tools=TOOLS, x_range=self.x_range,
+                     y_range=self.y_range, x_axis_type="log", title="Desirable set",
+                     x_axis_label="Workspace (log scale)", y_axis_label="Kernel time [ms]")
+        fig.xaxis.formatter = mib_ticks()
+        self.ticker = FixedTicker(ticks=[1.0])
+        fig.xaxis.ticker = self.ticker
+        self.points = ColumnDataSource({"x": [], "y": [], "division": [], "plans": [], "engines": [], "ws": [],
+                                        "size": [], "line": []})
+        self.pieces = ColumnDataSource({"left": [], "right": [], "bottom": [], "top": [], "engine": [],
+                                        "color": [], "batch": [], "plan": []})
+        bars = fig.quad(left="left", right="right", bottom="bottom", top="top", color="color", line_color="white",
+                        line_width=0.5, source=self.pieces, legend_field="engine")
+        pts = fig.scatter("x", "y", source=self.points, size="size", color="#222222", line_color="line",
+                          line_width=2.5)
+        self.limit = Span(location=1, dimension="height", line_dash="dotted", line_color="#d62728",
+                          line_width=1.5, visible=False)
+        fig.add_layout(self.limit)
+        fig.add_tools(HoverTool(renderers=[pts], tooltips=[
+            ("workspace", "@ws"), ("time", "@y{0.000} ms"), ("division", "@division"), ("engines", "@engines"),
+            ("plans", "@plans")]))
+        fig.add_tools(HoverTool(renderers=[bars], tooltips=[("piece", "@batch samples"), ("engine", "@engine"),
+                                                            ("plan", "@plan")]))
+        fig.legend.title = "engine"
+        fig.legend.label_text_font_size = "8pt"
+        fig.legend.location = "top_right"
+        fig.legend.background_fill_alpha = 0.85
+        self.fig = _style(fig)
+
+    def update(self, points: pd.DataFrame, pieces: pd.DataFrame, colors: dict[str, str], title: str,
+               limit_bytes: int | None) -> None:
+        self.fig.title.text = title
+        if points.empty:
+            self.points.data = {k: [] for k in self.points.data}
+            self.pieces.data = {k: [] for k in self.pieces.data}
+            self.limit.visible = False
+            return
+        x = np.maximum(points.workspace_mib.to_numpy(dtype=float), WS_FLOOR_MIB)
+        y = points.time_ms.to_numpy(dtype=float)
+        lx = np.log10(x)
+        lo, hi = lx.min(), lx.max()
+        if limit_bytes is not None:
+            ll = math.log10(max(limit_bytes / MiB, WS_FLOOR_MIB))
+            lo, hi = min(lo, ll), max(hi, ll)
+        span = max(hi - lo, 1.0)
+        w, gap = self.BAR_W * span, self.GAP * span
+        self.x_range.update(start=10 ** (lo - 0.04 * span), end=10 ** (hi + gap + w + 0.04 * span))
+        self.ticker.ticks = log2_ticks(10 ** lo, 10 ** (hi + gap + w))
+        y_lo, y_hi = y.min(), y.max()
+        span_y = max(y_hi - y_lo, 0.05 * y_hi, 1e-9)
+        pad = 0.08 * span_y
+        self.y_range.update(start=max(0.0, y_lo - pad), end=y_hi + pad)
+        h = self.BAR_H * (span_y + 2 * pad)
+        at = dict(zip(points["index"], zip(lx, y)))
+        plx = np.array([at[i][0] for i in pieces["index"]])
+        py = np.array([at[i][1] for i in pieces["index"]])
+        self.pieces.data = {
+            "left": 10 ** (plx + gap + w * pieces.start.to_numpy(dtype=float)),
+            "right": 10 ** (plx + gap + w * pieces.end.to_numpy(dtype=float)),
+            "bottom": py - h / 2, "top": py + h / 2, "engine": pieces.engine.tolist(),
+            "color": [colors.get(e, "#999999") for e in pieces.engine], "batch": pieces.batch.tolist(),
+            "plan": pieces.plan.tolist()}
+        chosen = points.chosen.to_numpy(dtype=bool)
+        self.points.data = {
+            "x": x, "y": y, "division": points.division.tolist(), "plans": points.plans.tolist(),
+            "engines": points.engines.tolist(), "ws": _size_column(points.workspace_mib * MiB),
+            "size": np.where(chosen, 13, 7), "line": np.where(chosen, "#d62728", "#222222")}
+        if limit_bytes is not None:
+            self.limit.update(location=max(limit_bytes / MiB, WS_FLOOR_MIB), visible=True)
+        else:
+            self.limit.visible = False
+
+
+class WorkspacePlot:
+    """Fig. 14: each layer's workspace stacked by direction (F / BD / BF), WR and WD side by side at the
+    same total. One source per direction, so a click says which kernel it hit."""
+
+    def __init__(self, height: int = 330):
+        self.x_range = FactorRange(factors=[("-", "WR")], range_padding=0.02, group_padding=0.6)
+        fig = figure(height=height, sizing_mode="stretch_width", x_range=self.x_range,
+                     tools="pan,xwheel_zoom,reset,save,tap", title="Workspace division",
+                     y_axis_label="Workspace [MiB]", x_axis_label="Layer, mode (WR left, WD right)")
+        self.sources = {}
+        for kind, color in KIND_COLORS.items():
+            src = ColumnDataSource({"x": [], "bottom": [], "top": [], "value": [], "layer": [], "mode": [],
+                                    "alpha": [], "kernel": []})
+            fig.vbar(x="x", bottom="bottom", top="top", width=0.85, source=src, color=color, fill_alpha="alpha",
+                     line_color="white", line_width=0.5, legend_label=KIND_LABELS[kind],
+                     nonselection_fill_alpha="alpha", selection_line_color="#d62728", selection_line_width=2)
+            self.sources[kind] = src
+        fig.add_tools(HoverTool(tooltips=[("kernel", "@kernel (@mode)"), ("workspace", "@value{0.00} MiB")]))
+        fig.xaxis.major_label_orientation = math.pi / 2
+        fig.xaxis.major_label_text_font_size = "7pt"
+        fig.xaxis.group_label_orientation = math.pi / 2
+        fig.xaxis.group_text_font_size = "8pt"
+        fig.xgrid.grid_line_color = None
+        fig.legend.location = "top_right"
+        fig.legend.label_text_font_size = "9pt"
+        fig.legend.orientation = "horizontal"
+        fig.y_range.start = 0
+        self.fig = _style(fig)
+
+    def update(self, frame: pd.DataFrame, title: str) -> None:
+        layers = list(dict.fromkeys(frame.layer))
+        factors = [(layer, mode) for layer in layers for mode in ("WR", "WD")]
+        self.x_range.factors = factors or [("-", "WR")]
+        bottom = np.zeros(len(frame))
+        x = list(zip(frame.layer, frame["mode"]))
+        alpha = np.where(frame["mode"].to_numpy() == "WR", 0.5, 1.0)
+        for kind, src in self.sources.items():
+            v = frame[kind].to_numpy(dtype=float)
+            src.data = {"x": x, "bottom": bottom.copy(), "top": bottom + v, "value": v,
+                        "layer": frame.layer.tolist(), "mode": frame["mode"].tolist(), "alpha": alpha,
+                        "kernel": [f"{layer}:{kind}" for layer in frame.layer]}
+            bottom = bottom + v
+        self.fig.title.text = title
+
+
+class TimelinePlot:
+    """Fig. 3: per-layer lanes, kernels in execution order, each split into its micro-batches and coloured by
+    engine; after verification a measured lane under each layer."""
+
+    def __init__(self, height: int = 420):
+        self.y_range = FactorRange(factors=["-"])
+        fig = figure(height=height, sizing_mode="stretch_width", y_range=self.y_range, tools=TOOLS,
+                     title="Timeline", x_axis_label="Time since the first convolution [ms]",
+                     y_axis_label="Layer")
+        self.source = ColumnDataSource({k: [] for k in ("lane", "left", "right", "kernel", "piece", "batch",
+                                                          "plan", "engine", "color", "duration", "alpha")})
+        bars = fig.hbar(y="lane", left="left", right="right", height=0.75, source=self.source, color="color",
+                        fill_alpha="alpha", line_color="white", line_width=0.6, legend_field="engine")
+        fig.add_tools(HoverTool(renderers=[bars], tooltips=[
+            ("kernel", "@kernel"), ("piece", "@piece (@batch samples)"), ("engine", "@engine"), ("plan", "@plan"),
+            ("start", "@left{0.000} ms"), ("duration", "@duration{0.000} ms")]))
+        fig.ygrid.grid_line_color = None
+        fig.yaxis.major_label_text_font_size = "8pt"
+        fig.legend.title = "engine"
+        fig.legend.label_text_font_size = "9pt"
+        fig.add_layout(fig.legend[0], "right")
+        self.fig = _style(fig)
+
+    def update(self, frame: pd.DataFrame, colors: dict[str, str], title: str) -> None:
+        have = set(frame.lane)
+        lanes = [lane for layer in dict.fromkeys(frame.layer) for lane in (layer, f"{layer} (measured)")
+                 if lane in have] or ["-"]
+        self.y_range.factors = list(reversed(lanes))
+        measured = frame.row.to_numpy() == "measured"
+        self.source.data = {
+            "lane": frame.lane.tolist(), "left": frame.start_ms.to_numpy(), "right": frame.end_ms.to_numpy(),
+            "kernel": frame.kernel.tolist(), "piece": frame.piece.tolist(), "batch": frame.batch.tolist(),
+            "plan": frame.plan.tolist(), "engine": frame.engine.tolist(),
+            "color": [MEASURED_COLOR if m else colors.get(e, "#999999") for e, m in zip(frame.engine, measured)],
+            "duration": frame.duration_ms.to_numpy(), "alpha": np.where(measured, 0.75, 1.0)}
+        self.fig.height = max(260, 60 + 16 * len(lanes))
+        self.fig.title.text = title

@@ -1,0 +1,331 @@
+"""The per-page model: what the controls chose and everything the views show. Imports no Panel.
+
+``PlannerState`` is one ``param.Parameterized`` per page (or notebook). Changing a control recomputes
+only what depends on it: the profile -> the scopes it offers; a scope (network, mini-batch, dtype,
+layout) -> the ``Analysis`` (desirable sets and fronts, the expensive part, cached per process); the
+policy, mode, budget or selected kernel -> ``Result`` (index lookups and small frames, the slider path).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import param
+
+from engine.errors import EngineError
+from engine.policies import POLICIES
+from engine.profile import Profile
+from engine.units import MiB, format_size
+from engine.zoo import DEFAULT_BATCH
+
+from . import adapters as A
+
+NO_PROFILE = (f"No bundled profile: assets/profiles/ holds none yet. Profile a network on a GPU host "
+              f"(Profile button), or point {A.PROFILE_ENV} at a profile file.")
+DEFAULT_LIMIT = 8 * MiB  # Caffe's default per-kernel workspace, the paper's WR 8 MiB / WD 120 MiB pairing
+
+
+@dataclass
+class Result:
+    """Everything the views draw for one (analysis, policy, mode, budget, kernel, measurement)."""
+
+    choice: A.Choice                  # the current plan
+    baseline: A.Choice                # undivided at the same memory (same mode, same budget)
+    wr: A.Choice                      # the current policy under WR and WD at the same total (Fig. 14)
+    wd: A.Choice
+    optimum: tuple[float, int]        # unlimited-workspace optimum of the current policy (time_ms, bytes)
+    plan: pd.DataFrame
+    timeline: pd.DataFrame
+    workspace: pd.DataFrame
+    kernel: str                       # the kernel whose desirable set is shown
+    desirable: pd.DataFrame
+    pieces: pd.DataFrame
+    summary: dict = field(default_factory=dict)
+
+
+def evaluate(analysis: A.Analysis, policy: str, mode: str, budget: int, kernel: str = "",
+             measured: dict | None = None) -> Result:
+    """The slider path: choose configurations at ``budget`` and build every view's frame."""
+    ps = analysis.policies[policy]
+    n = len(ps.kernels)
+    choice = A.choose(ps, mode, budget)
+    baseline = A.choose(analysis.policies["undivided"], mode, budget)
+    limit, total = A.equivalent_budget(mode, budget, n)
+    wr = choice if mode == "WR" else A.choose(ps, "WR", limit)
+    wd = choice if mode == "WD" else A.choose(ps, "WD", total)
+    optimum = A.unlimited(ps)
+    k = analysis.kernel_index(kernel)
+    if k is None:  # default: the kernel that takes longest in the current plan (the paper shows conv2 F)
+        k = int(np.argmax([ps.t[i][j] for i, j in enumerate(choice.index)])) if choice.feasible else 0
+    points, pieces = A.desirable_frame(analysis, ps, k, choice.index[k] if choice.feasible else None)
+    return Result(
+        choice=choice, baseline=baseline, wr=wr, wd=wd, optimum=optimum,
+        plan=A.plan_frame(analysis, ps, choice, baseline),
+        timeline=A.timeline_frame(analysis, ps, choice, measured),
+        workspace=A.workspace_frame(analysis, ps, wr, wd),
+        kernel=ps.kernels[k].id, desirable=points, pieces=pieces,
+        summary=summarize(choice, baseline, optimum, n, measured),
+    )
+
+
+def summarize(choice: A.Choice, baseline: A.Choice, optimum: tuple[float, int], n_kernels: int,
+              measured: dict | None = None) -> dict:
+    """Headline numbers. Speed-up is against undivided under the *same* budget in the same mode, a
+    feasible baseline (ucudnn-reference.md §11, bug 8)."""
+    t_opt, ws_opt = optimum
+    out = {"feasible": choice.feasible, "reason": choice.reason, "mode": choice.mode, "policy": choice.policy,
+           "budget": choice.budget, "n_kernels": n_kernels,
+           "time_ms": choice.time_ms, "workspace": choice.workspace,
+           "baseline_ms": baseline.time_ms, "baseline_workspace": baseline.workspace,
+           "baseline_reason": baseline.reason,
+           "speedup": baseline.time_ms / choice.time_ms if choice.feasible and baseline.feasible else math.nan,
+           "optimum_ms": t_opt, "optimum_workspace": ws_opt,
+           "gap_ms": choice.time_ms - t_opt if choice.feasible else math.nan,
+           "gap_pct": 100 * (choice.time_ms / t_opt - 1) if choice.feasible and t_opt > 0 else math.nan}
+    if measured:
+        out["measured_ms"] = float(sum(measured.values()))
+    return out
+
+
+class PlannerState(param.Parameterized):
+    """Controls and derived results of one page. Set params from code or widgets; read ``result``."""
+
+    profile = param.Selector(default=None, objects=[], allow_None=True, doc="Profile name")
+    network = param.Selector(default=None, objects=[], allow_None=True)
+    batch = param.Selector(default=None, objects=[], allow_None=True, label="Mini-batch size")
+    precision = param.Selector(default=None, objects=[], allow_None=True, label="Data type")
+    layout = param.Selector(default=None, objects=[], allow_None=True)
+    policy = param.Selector(default="powerOfTwo", objects=list(POLICIES), label="Batch-size policy")
+    mode = param.Selector(default="WD", objects=list(A.MODES),
+                          doc="WR: per-kernel workspace limit; WD: one total budget for the network")
+    budget = param.Integer(default=DEFAULT_LIMIT, bounds=(0, None),
+                           doc="Bytes: the per-kernel limit in WR, the network total in WD")
+    kernel = param.String(default="", doc="Kernel id (layer:F|BD|BF) whose desirable set is shown")
+
+    analysis = param.ClassSelector(class_=A.Analysis, default=None, allow_None=True, constant=True)
+    result = param.ClassSelector(class_=Result, default=None, allow_None=True, constant=True)
+    measured = param.Dict(default=None, allow_None=True,
+                          doc="Per-kernel measured times (ms) from verifying the current plan on a GPU")
+    messages = param.List(default=[], constant=True, doc="(level, text) notes for the page")
+    error = param.String(default="", constant=True, doc="Why there is no result, in one line")
+
+    def __init__(self, profiles: dict | None = None, environ=None, **params):
+        """``profiles``: name -> path or Profile; default: bundled plus the environment's (adapters).
+        Other keywords set controls (profile, network, batch, precision, layout, policy, mode, budget, kernel)."""
+        wanted = {k: params.pop(k) for k in ("profile", "network", "batch", "precision", "layout") if k in params}
+        self._budget_given = "budget" in params
+        super().__init__(**params)
+        warnings: list[str] = []
+        if profiles is None:
+            profiles, warnings = A.discover_profiles(environ)
+        self._profiles: dict[str, Path | Profile] = dict(profiles)
+        self._scopes: list[A.Scope] = []
+        self._busy = False
+        self._notes = [("warning", w) for w in warnings]
+        self.param.watch(self._on_profile, ["profile"])
+        self.param.watch(self._on_scope, ["network", "batch", "precision", "layout"])
+        self.param.watch(self._on_mode, ["mode"])
+        self.param.watch(self._on_result, ["policy", "mode", "budget", "kernel", "measured"])
+        self.param.profile.objects = list(self._profiles)
+        if not self._profiles:
+            # Still offer the zoo, so a GPU host can profile a network from scratch.
+            self._scopes = A.zoo_scopes()
+            with param.edit_constant(self):
+                self.messages = self._notes + [("info", NO_PROFILE)]
+            self._update_scope_options(wanted)
+            return
+        first = wanted.pop("profile", None) or self._default_profile()
+        with param.parameterized.discard_events(self):
+            self.profile = first
+        self._load_profile(**wanted)
+
+    # --- profiles ----------------------------------------------------------------------------
+    @property
+    def profiles(self) -> dict:
+        return dict(self._profiles)
+
+    def add_profile(self, name: str, profile: Profile, select: bool = True) -> None:
+        """Offer a profile measured live on this host (the GPU "Profile" job)."""
+        self._profiles[name] = profile
+        self.param.profile.objects = list(self._profiles)
+        if select:
+            self.profile = name
+
+    def _default_profile(self) -> str:
+        """The first non-synthetic profile; synthetic ones only when nothing else exists (tests)."""
+        for name, src in self._profiles.items():
+            try:
+                if not self._get_profile(name).synthetic:
+                    return name
+            except EngineError:
+                continue
+        return next(iter(self._profiles))
+
+    def _get_profile(self, name: str) -> Profile:
+        src = self._profiles[name]
+        return src if isinstance(src, Profile) else A.load_profile(src)
+
+    @property
+    def current_profile(self) -> Profile | None:
+        return self.analysis.profile if self.analysis else None
+
+    def _on_profile(self, *_events) -> None:
+        self._load_profile()
+
+    def _load_profile(self, **wanted) -> None:
+        """Profile -> offered scopes; keep the current network/batch/dtype/layout where still offered."""
+        try:
+            profile = self._get_profile(self.profile)
+        except EngineError as err:
+            self._set_error(A.describe_error(err))
+            return
+        self._scopes = A.profile_scopes(profile)
+        if not self._scopes:
+            self._set_error(f"profile {self.profile!r} covers no network of the zoo completely")
+            return
+        notes = list(self._notes)
+        if profile.synthetic:
+            notes.append(("warning", "SYNTHETIC profile: made-up numbers from the unit-test model, not measurements."))
+        with param.edit_constant(self):
+            self.messages = notes
+        pick = {k: wanted.get(k, getattr(self, k)) for k in ("network", "batch", "precision", "layout")}
+        self._update_scope_options(pick)
+
+    def _update_scope_options(self, pick: dict) -> None:
+        """Cascade network -> batch -> precision -> layout, each constrained by the ones before."""
+        scopes = self._scopes
+        values = {}
+        for name, attr in (("network", "network"), ("batch", "batch"), ("precision", "precision"),
+                           ("layout", "layout")):
+            options = list(dict.fromkeys(getattr(s, attr) for s in scopes))
+            if name == "batch":
+                options = sorted(options)
+            value = pick.get(name)
+            if value not in options:
+                value = self._preferred(name, options, values)
+            values[name] = value
+            self.param[name].objects = options
+            scopes = [s for s in scopes if getattr(s, attr) == value]
+        self._busy = True
+        try:
+            self.param.update(**values)
+        finally:
+            self._busy = False
+        self._compute_analysis()
+
+    def _preferred(self, name: str, options: list, chosen: dict):
+        """Defaults: the profiled (largest) mini-batch, or the zoo's default when profiling from scratch."""
+        if name == "batch":
+            default = DEFAULT_BATCH.get(chosen.get("network"))
+            return default if not self._profiles and default in options else max(options)
+        return options[0]
+
+    # --- analysis ----------------------------------------------------------------------------
+    def _on_scope(self, *_events) -> None:
+        if self._busy:
+            return
+        pick = {k: getattr(self, k) for k in ("network", "batch", "precision", "layout")}
+        self._update_scope_options(pick)
+
+    @property
+    def scope(self) -> A.Scope | None:
+        if None in (self.network, self.batch, self.precision, self.layout):
+            return None
+        return A.Scope(self.network, int(self.batch), self.precision, self.layout)
+
+    def _compute_analysis(self) -> None:
+        if not self._profiles:
+            self._set_error(NO_PROFILE)
+            return
+        try:
+            profile = self._get_profile(self.profile)
+            analysis = A.analyse(profile, self.scope)
+        except (EngineError, ValueError, KeyError) as err:
+            self._set_error(A.describe_error(err))
+            return
+        policies = list(analysis.policies)
+        self._busy = True
+        try:
+            self.param.policy.objects = policies
+            updates = {"measured": None}
+            if self.policy not in policies:
+                updates["policy"] = "powerOfTwo" if "powerOfTwo" in policies else policies[-1]
+            lo, hi = A.budget_range(analysis, self.mode)
+            if not self._budget_given or not lo <= self.budget <= hi:
+                n = len(analysis.kernels)
+                default = min(max(DEFAULT_LIMIT * (n if self.mode == "WD" else 1), lo), hi)
+                steps = A.budget_steps(lo, hi)  # start on a slider step, so slider and summary agree
+                updates["budget"] = int(min(steps, key=lambda b: abs(math.log2(b + 1) - math.log2(default + 1))))
+            if analysis.kernel_index(self.kernel) is None:
+                updates["kernel"] = ""
+            with param.edit_constant(self):
+                self.analysis = analysis
+            self.param.update(**updates)
+            self._budget_given = True  # from now on keep the user's budget while it stays in range
+        finally:
+            self._busy = False
+        self._compute_result()
+
+    # --- per-budget result -------------------------------------------------------------------
+    def _on_mode(self, event) -> None:
+        """Switching mode keeps the same total, as Fig. 13 pairs WR and WD bars."""
+        if self._busy or self.analysis is None:
+            return
+        limit, total = A.equivalent_budget(event.old, self.budget, len(self.analysis.kernels))
+        self._busy = True
+        try:
+            self.budget = total if event.new == "WD" else limit
+        finally:
+            self._busy = False
+
+    def _on_result(self, *events) -> None:
+        if self._busy:
+            return
+        if self.measured and any(e.name != "measured" for e in events):
+            self._busy = True  # a measurement belongs to the plan it verified
+            try:
+                self.measured = None
+            finally:
+                self._busy = False
+        self._compute_result()
+
+    def _compute_result(self) -> None:
+        if self.analysis is None:
+            return
+        try:
+            result = evaluate(self.analysis, self.policy, self.mode, self.budget, self.kernel, self.measured)
+        except (EngineError, ValueError, KeyError) as err:
+            self._set_error(A.describe_error(err))
+            return
+        with param.edit_constant(self):
+            self.param.update(result=result, error="" if result.choice.feasible else result.choice.reason)
+
+    def _set_error(self, text: str) -> None:
+        with param.edit_constant(self):
+            self.param.update(error=text, result=None)
+
+    # --- plans ---------------------------------------------------------------------------------
+    def budget_steps(self) -> list[int]:
+        if self.analysis is None:
+            return [0]
+        return A.budget_steps(*A.budget_range(self.analysis, self.mode))
+
+    def describe_budget(self) -> str:
+        what = "per kernel" if self.mode == "WR" else "in total"
+        return f"{format_size(self.budget)} {what}"
+
+    def make_plan(self):
+        """The engine's plan for the current controls (what Export writes and Verify runs)."""
+        from engine.planner import make_plan
+
+        if self.analysis is None:
+            raise EngineError(self.error or "no profile loaded")
+        return make_plan(self.analysis.profile, self.analysis.net, mode=self.mode, budget=int(self.budget),
+                         policy=self.policy, precision=self.precision, layout=self.layout)
+
+    def plan_json(self) -> str:
+        return self.make_plan().to_json()

@@ -1,0 +1,49 @@
+"""The whole dashboard as one Viewer: the same components in ``panel serve app.py`` and in Jupyter.
+
+``Dashboard.__panel__`` returns a plain layout (templates do not render in notebooks, panel#2677);
+``app.py`` puts ``sidebar`` and ``main`` into a template instead.
+"""
+
+from __future__ import annotations
+
+import panel as pn
+import param
+
+from .state import PlannerState
+from .views.controls import Controls
+from .views.desirable import DesirableView
+from .views.gpu import GPUView
+from .views.pareto import ParetoView
+from .views.plan import PlanView
+from .views.summary import SummaryView
+from .views.timeline import TimelineView
+from .views.workspace import WorkspaceView
+
+EXTENSIONS = ("tabulator",)
+
+
+class Dashboard(pn.viewable.Viewer):
+    state = param.ClassSelector(class_=PlannerState, constant=True)
+
+    def __init__(self, state: PlannerState | None = None, gpu: tuple[bool, str] | None = None, runner=None, **params):
+        super().__init__(state=state if state is not None else PlannerState(), **params)
+        s = self.state
+        self.controls = Controls(state=s)
+        self.gpu = GPUView(state=s, gpu=gpu, runner=runner)
+        self.summary = SummaryView(state=s)
+        self.pareto = ParetoView(state=s)
+        self.desirable = DesirableView(state=s)
+        self.workspace = WorkspaceView(state=s)
+        self.timeline = TimelineView(state=s)
+        self.plan = PlanView(state=s)
+        self.sidebar = pn.Column(self.controls, pn.layout.Divider(), self.gpu, sizing_mode="stretch_width")
+        self.main = pn.Column(
+            self.summary,
+            pn.Row(pn.Column(self.pareto, sizing_mode="stretch_width"),
+                   pn.Column(self.desirable, sizing_mode="stretch_width"), sizing_mode="stretch_width"),
+            self.workspace, self.timeline,
+            pn.pane.Markdown("### Plan", margin=(10, 10, 0, 10)), self.plan,
+            sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return pn.Row(pn.Column(self.sidebar, width=330), self.main, sizing_mode="stretch_width")

@@ -1,0 +1,1 @@
+"""Panel views: each a ``pn.viewable.Viewer`` over one shared ``PlannerState`` (panel-patterns.md §2)."""

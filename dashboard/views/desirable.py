@@ -1,0 +1,59 @@
+"""Desirable set of one kernel (Fig. 8), picked here, in the plan table or on a workspace bar."""
+
+from __future__ import annotations
+
+import pandas as pd
+import panel as pn
+
+from engine.units import format_size
+
+from ..adapters import KIND_NAMES
+from ..plots import DesirablePlot
+from .base import StateView
+
+
+class DesirableView(StateView):
+    _watch = ("analysis", "result")
+
+    def _build(self) -> None:
+        self.plot = DesirablePlot()
+        self.pane = pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width")
+        self.picker = pn.widgets.Select(label="Kernel", options=[], width=260)
+        self.picker.param.watch(self._pick, "value")
+        self._syncing = False
+        self.text = self.caption("desirable-caption")
+        self.panel = pn.Column(self.picker, self.pane, self.text, sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return self.panel
+
+    def _pick(self, event) -> None:
+        if not self._syncing and event.new:
+            self.state.kernel = event.new
+
+    def _refresh(self, *_events) -> None:
+        state, analysis, result = self.state, self.state.analysis, self.state.result
+        if analysis is None or result is None or not result.choice.feasible:
+            self.plot.update(pd.DataFrame(), pd.DataFrame(), {}, "Desirable set (no plan at this budget)", None)
+            self.text.object = ""
+            self._push(self.pane)
+            return
+        self._syncing = True
+        try:
+            self.picker.options = {f"{k.id} ({k.kind.value})": k.id for k in analysis.kernels}
+            self.picker.value = result.kernel
+        finally:
+            self._syncing = False
+        kernel = result.kernel
+        chosen = result.desirable[result.desirable.chosen]
+        title = f"Desirable set of {kernel} ({state.policy})"
+        limit = state.budget if state.mode == "WR" else None
+        self.plot.update(result.desirable, result.pieces, analysis.engine_colors, title, limit)
+        pick = (f"The plan uses {chosen.division.iloc[0]} ({chosen.engines.iloc[0]}), "
+                f"{chosen.time_ms.iloc[0]:.3f} ms with {format_size(chosen.workspace_mib.iloc[0] * 2**20)} (red)."
+                if len(chosen) else "")
+        self.text.object = (f"{KIND_NAMES[kernel.split(':')[1]]} of {kernel.split(':')[0]}: "
+                            f"{len(result.desirable)} desirable configurations. {pick} Bars: micro-batch division, "
+                            f"coloured by engine" + ("; dotted line: the WR limit." if limit is not None else "."))
+        self._push(self.pane)
+

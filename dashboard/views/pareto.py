@@ -1,0 +1,57 @@
+"""Network Pareto front view (total convolution time vs total workspace, every policy)."""
+
+from __future__ import annotations
+
+import panel as pn
+
+from engine.units import format_size
+
+from ..plots import POLICY_COLORS, ParetoPlot
+from .base import StateView
+
+
+class ParetoView(StateView):
+    _watch = ("analysis", "result")
+
+    def _build(self) -> None:
+        self.plot = ParetoPlot()
+        self.pane = pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width")
+        self.text = self.caption("pareto-caption")
+        self._fronts_of = None
+        self.panel = pn.Column(self.pane, self.text, sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return self.panel
+
+    def _refresh(self, *_events) -> None:
+        state, analysis, result = self.state, self.state.analysis, self.state.result
+        if analysis is None or result is None:
+            self.plot.update_marks([], None, "Network Pareto front (no profile)")
+            self.text.object = ""
+            self._push(self.pane)
+            return
+        key = (id(analysis), state.policy)
+        if key != self._fronts_of:
+            self.plot.update_fronts(analysis.fronts, analysis.policies[state.policy].sweep, state.policy)
+            self._fronts_of = key
+        c, base, (t_opt, ws_opt) = result.choice, result.baseline, result.optimum
+        marks = []
+        if c.feasible:
+            marks.append(dict(what=f"current plan ({c.mode}, {c.policy})", workspace=c.workspace, time_ms=c.time_ms,
+                              marker="star", color="#d62728", size=18))
+        if base.feasible:
+            marks.append(dict(what=f"undivided, same memory ({base.mode})", workspace=base.workspace,
+                              time_ms=base.time_ms, marker="square", color=POLICY_COLORS["undivided"], size=12))
+        marks.append(dict(what=f"unlimited optimum ({c.policy})", workspace=ws_opt, time_ms=t_opt,
+                          marker="diamond", color="#9467bd", size=15))
+        n = len(analysis.kernels)
+        total = c.budget * n if c.mode == "WR" else c.budget
+        scope = analysis.scope
+        title = f"Network Pareto front: {scope.network}, B={scope.batch}, {scope.precision}, {scope.layout}"
+        self.plot.update_marks(marks, total, title)
+        fronts = ", ".join(f"{name} {len(ps.front.workspace)} points" for name, ps in analysis.policies.items())
+        budget = (f"WR limit {format_size(c.budget)} x {n} kernels = {format_size(total)}" if c.mode == "WR"
+                  else f"WD total {format_size(total)}")
+        self.text.object = (f"Sum over {n} kernels of time and workspace. Dotted line: {budget}. "
+                            f"WD fronts: {fronts}.")
+        self._push(self.pane)

@@ -1,0 +1,103 @@
+"""Plan table, JSON export (download) and load of a plan file (validated by engine.plan)."""
+
+from __future__ import annotations
+
+import io
+import tempfile
+from pathlib import Path
+
+import panel as pn
+
+from engine.errors import EngineError
+from engine.units import format_size
+
+from .. import adapters as A
+from .base import StateView
+
+COLUMNS = {"kernel": "Kernel", "division": "Micro-batches", "engines": "Engines", "time_ms": "Time [ms]",
+           "baseline_ms": "Undivided [ms]", "workspace_mib": "Workspace [MiB]", "plans": "Plans"}
+
+
+class PlanView(StateView):
+    _watch = ("result",)
+
+    def _build(self) -> None:
+        self.table = pn.widgets.Tabulator(
+            A.plan_frame_columns(), disabled=True, selectable=1, show_index=False, height=320,
+            sizing_mode="stretch_width", titles=COLUMNS, hidden_columns=["layer", "kind"],
+            formatters={"time_ms": {"type": "money", "precision": 3, "symbol": ""},
+                        "baseline_ms": {"type": "money", "precision": 3, "symbol": ""},
+                        "workspace_mib": {"type": "money", "precision": 2, "symbol": ""}},
+            header_tooltips={"baseline_ms": "undivided policy at the same budget and mode"},
+            layout="fit_columns")
+        self.table.param.watch(self._selected, "selection")
+        self.download = pn.widgets.FileDownload(callback=self._export, filename="plan.json", label="Export plan (JSON)",
+                                                button_type="primary", embed=False, auto=True)
+        self.upload = pn.widgets.FileInput(accept=".json,.gz", multiple=False, label="Load a plan file (JSON)")
+        self.upload.param.watch(self._load, "value")
+        self.alert = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
+        self._syncing = False
+        self.panel = pn.Column(
+            pn.Row(self.download, self.upload),
+            self.alert, self.table, sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return self.panel
+
+    def _refresh(self, *_events) -> None:
+        state, result = self.state, self.state.result
+        feasible = result is not None and result.choice.feasible
+        self.download.disabled = not feasible
+        if result is None:
+            return
+        frame = result.plan
+        self._syncing = True
+        try:
+            self.table.value = frame
+            rows = frame.index[frame.kernel == result.kernel].tolist()
+            self.table.selection = rows[:1]
+        finally:
+            self._syncing = False
+        if feasible and state.scope:
+            sc = state.scope
+            self.download.filename = (f"{sc.network}-b{sc.batch}-{sc.precision}-{sc.layout}-{state.mode}-"
+                                      f"{state.policy}-{format_size(state.budget).replace(' ', '')}.plan.json")
+
+    def _selected(self, event) -> None:
+        if self._syncing or not event.new:
+            return
+        frame = self.table.value
+        self.state.kernel = str(frame.kernel.iloc[event.new[0]])
+
+    def _export(self):
+        """FileDownload callback: the engine's plan for the current controls, as JSON."""
+        try:
+            text = self.state.plan_json()
+        except (EngineError, ValueError, KeyError) as err:
+            self.show("danger", f"Export failed: {A.describe_error(err)}")
+            self.download.filename = "plan-export-error.txt"
+            return io.StringIO(f"export failed: {A.describe_error(err)}\n")
+        self.show("success", f"Exported {self.download.filename}.")
+        return io.StringIO(text)
+
+    def _load(self, event) -> None:
+        if not event.new:
+            return
+        name = self.upload.filename or "plan.json"
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / Path(name).name
+            path.write_bytes(event.new)
+            try:
+                plan = A.load_plan(path)
+            except (EngineError, ValueError, KeyError) as err:
+                self.show("danger", f"Cannot load {name}: {A.describe_error(err)}")
+                return
+        try:
+            text = self.state.apply_plan(plan)
+        except (EngineError, ValueError, KeyError) as err:
+            self.show("warning", f"Loaded {name}, but cannot show it with this profile: {A.describe_error(err)}")
+            return
+        self.show("success", f"Loaded {name}: {text}")
+
+    def show(self, level: str, text: str) -> None:
+        self.alert.param.update(object=text, alert_type=level, visible=True)

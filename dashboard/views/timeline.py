@@ -1,0 +1,36 @@
+"""Per-layer timeline (Fig. 3): predicted micro-batch pieces by engine, and measured kernels after verify."""
+
+from __future__ import annotations
+
+import panel as pn
+
+from ..plots import TimelinePlot
+from .base import StateView
+
+
+class TimelineView(StateView):
+    _watch = ("result",)
+
+    def _build(self) -> None:
+        self.plot = TimelinePlot()
+        self.pane = pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width")
+        self.text = self.caption("timeline-caption")
+        self.panel = pn.Column(self.pane, self.text, sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return self.panel
+
+    def _refresh(self, *_events) -> None:
+        state, result = self.state, self.state.result
+        if result is None or state.analysis is None:
+            return
+        c = result.choice
+        what = "predicted vs measured" if state.measured else "predicted"
+        title = f"Timeline of one training step's convolutions ({what})"
+        self.plot.update(result.timeline, state.analysis.engine_colors, title)
+        total = f"{c.time_ms:.2f} ms predicted" if c.feasible else "no plan at this budget"
+        if state.measured:
+            total += f", {sum(state.measured.values()):.2f} ms measured (grey lanes)"
+        self.text.object = (f"Kernels in execution order (Forward, then BackwardData and BackwardFilter in reverse), "
+                            f"each split into its micro-batches and coloured by engine: {total}.")
+        self._push(self.pane)
