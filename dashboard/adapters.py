@@ -352,10 +352,10 @@ def budget_range(analysis: Analysis, mode: str) -> tuple[int, int]:
 
 
 def budget_steps(lo: int, hi: int, per_octave: int = 4) -> list[int]:
-    """Log-spaced budgets (``per_octave`` steps per doubling) rounded to whole KiB, plus 0 B."""
+    """Log-spaced budgets (``per_octave`` steps per doubling, whole bytes), plus 0 B."""
     k0 = int(np.floor(np.log2(max(lo, 1)) * per_octave))
     k1 = int(np.ceil(np.log2(max(hi, 2)) * per_octave))
-    steps = sorted({int(round(2 ** (k / per_octave) / 1024)) * 1024 for k in range(k0, k1 + 1)} - {0})
+    steps = sorted({int(round(2 ** (k / per_octave))) for k in range(k0, k1 + 1)} - {0})
     return [0] + steps
 
 

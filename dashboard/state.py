@@ -48,7 +48,7 @@ class Result:
 
 
 def evaluate(analysis: A.Analysis, policy: str, mode: str, budget: int, kernel: str = "",
-             measured: dict | None = None) -> Result:
+             measured: dict | None = None, verified: dict | None = None) -> Result:
     """The slider path: choose configurations at ``budget`` and build every view's frame."""
     ps = analysis.policies[policy]
     n = len(ps.kernels)
@@ -68,12 +68,12 @@ def evaluate(analysis: A.Analysis, policy: str, mode: str, budget: int, kernel: 
         timeline=A.timeline_frame(analysis, ps, choice, measured),
         workspace=A.workspace_frame(analysis, ps, wr, wd),
         kernel=ps.kernels[k].id, desirable=points, pieces=pieces,
-        summary=summarize(choice, baseline, optimum, n, measured),
+        summary=summarize(choice, baseline, optimum, n, measured, verified),
     )
 
 
 def summarize(choice: A.Choice, baseline: A.Choice, optimum: tuple[float, int], n_kernels: int,
-              measured: dict | None = None) -> dict:
+              measured: dict | None = None, verified: dict | None = None) -> dict:
     """Headline numbers. Speed-up is against undivided under the *same* budget in the same mode, a
     feasible baseline (ucudnn-reference.md §11, bug 8)."""
     t_opt, ws_opt = optimum
@@ -88,6 +88,10 @@ def summarize(choice: A.Choice, baseline: A.Choice, optimum: tuple[float, int], 
            "gap_pct": 100 * (choice.time_ms / t_opt - 1) if choice.feasible and t_opt > 0 else math.nan}
     if measured:
         out["measured_ms"] = float(sum(measured.values()))
+        out["measured_kernels"] = len(measured)
+    if verified:
+        out["all_passed"] = bool(verified.get("all_passed", False))
+        out["failed"] = list(verified.get("failed", []))
     return out
 
 
@@ -110,6 +114,8 @@ class PlannerState(param.Parameterized):
     result = param.ClassSelector(class_=Result, default=None, allow_None=True, constant=True)
     measured = param.Dict(default=None, allow_None=True,
                           doc="Per-kernel measured times (ms) from verifying the current plan on a GPU")
+    verified = param.Dict(default=None, allow_None=True,
+                          doc="Totals of the verification report (all_passed, failed, measured_ms, ...)")
     messages = param.List(default=[], constant=True, doc="(level, text) notes for the page")
     error = param.String(default="", constant=True, doc="Why there is no result, in one line")
 
@@ -251,7 +257,7 @@ class PlannerState(param.Parameterized):
         self._busy = True
         try:
             self.param.policy.objects = policies
-            updates = {"measured": None}
+            updates = {"measured": None, "verified": None}
             if self.policy not in policies:
                 updates["policy"] = "powerOfTwo" if "powerOfTwo" in policies else policies[-1]
             lo, hi = A.budget_range(analysis, self.mode)
@@ -288,7 +294,7 @@ class PlannerState(param.Parameterized):
         if self.measured and any(e.name != "measured" for e in events):
             self._busy = True  # a measurement belongs to the plan it verified
             try:
-                self.measured = None
+                self.param.update(measured=None, verified=None)
             finally:
                 self._busy = False
         self._compute_result()
@@ -297,7 +303,8 @@ class PlannerState(param.Parameterized):
         if self.analysis is None:
             return
         try:
-            result = evaluate(self.analysis, self.policy, self.mode, self.budget, self.kernel, self.measured)
+            result = evaluate(self.analysis, self.policy, self.mode, self.budget, self.kernel, self.measured,
+                              self.verified)
         except (EngineError, ValueError, KeyError) as err:
             self._set_error(A.describe_error(err))
             return
@@ -307,6 +314,17 @@ class PlannerState(param.Parameterized):
     def _set_error(self, text: str) -> None:
         with param.edit_constant(self):
             self.param.update(error=text, result=None)
+
+    def set_verification(self, report: dict) -> None:
+        """Show a verification report of the current plan (engine.gpu.verify_plan): measured times in the
+        timeline and summary, correctness in the summary."""
+        totals = dict(report.get("totals", {}))
+        self._busy = True
+        try:
+            self.verified = totals
+        finally:
+            self._busy = False
+        self.measured = A.measured_times(report)
 
     # --- plans ---------------------------------------------------------------------------------
     def budget_steps(self) -> list[int]:

@@ -35,9 +35,9 @@ class Controls(StateView):
         self.precision = pn.widgets.Select.from_param(s.precision, label="Data type", sizing_mode="stretch_width")
         self.layout = pn.widgets.Select.from_param(s.layout, label="Layout", sizing_mode="stretch_width")
         self.policy = pn.widgets.RadioButtonGroup.from_param(s.policy, sizing_mode="stretch_width",
-                                                             button_style="outline")
+                                                             variant="outline")
         self.mode = pn.widgets.RadioButtonGroup.from_param(s.mode, sizing_mode="stretch_width",
-                                                           button_style="outline")
+                                                           variant="outline")
         self.mode_help = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
         self.slider = pn.widgets.DiscreteSlider(options={"0 B": 0}, value=0, sizing_mode="stretch_width",
                                                 label="Workspace budget")

@@ -34,11 +34,11 @@ class GPUView(StateView):
         self._on_runner()
 
     def _build(self) -> None:
-        self.profile_btn = pn.widgets.Button(name="Profile on GPU", button_type="primary",
+        self.profile_btn = pn.widgets.Button(label="Profile on GPU", color="primary",
                                              sizing_mode="stretch_width")
-        self.verify_btn = pn.widgets.Button(name="Verify plan on GPU", button_type="primary",
+        self.verify_btn = pn.widgets.Button(label="Verify plan on GPU", color="primary",
                                             sizing_mode="stretch_width")
-        self.cancel_btn = pn.widgets.Button(name="Cancel", button_type="warning", sizing_mode="stretch_width")
+        self.cancel_btn = pn.widgets.Button(label="Cancel", color="warning", sizing_mode="stretch_width")
         self.progress = pn.indicators.Progress(value=0, max=100, sizing_mode="stretch_width", visible=False)
         self.status = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
         self.profile_btn.on_click(lambda _e: self.start_profile())
@@ -65,7 +65,8 @@ class GPUView(StateView):
         profile_network = A.gpu_function("profile_network")
 
         def work(progress, should_stop):
-            return profile_network(net, policy, precision, layout, progress=progress, should_stop=should_stop)
+            return profile_network(net, policy=policy, precision=precision, layout=layout, progress=progress,
+                                   should_stop=should_stop, command="dashboard: Profile on GPU")
         return self.runner.start("profile", work, owner=self.token)
 
     def start_verify(self) -> bool:
@@ -111,6 +112,13 @@ class GPUView(StateView):
             self._collect(r.kind, r.result)
 
     def _collect(self, kind: str, result) -> None:
+        """Copy a finished job's result into this page; a bad result is reported, never raised in the thread."""
+        try:
+            self._apply(kind, result)
+        except Exception as err:
+            self.status.object = f"{kind} finished, but its result cannot be shown: {A.describe_error(err)}"
+
+    def _apply(self, kind: str, result) -> None:
         s = self.state
         if kind == "profile":
             gpu = result.provenance.get("gpu", "GPU")
@@ -118,4 +126,4 @@ class GPUView(StateView):
         elif kind == "verify":
             key, report = result
             if key == (s.scope, s.policy, s.mode, s.budget):  # still the plan that was verified
-                s.measured = A.measured_times(report)
+                s.set_verification(report)

@@ -32,7 +32,7 @@ class PlanView(StateView):
             layout="fit_columns")
         self.table.param.watch(self._selected, "selection")
         self.download = pn.widgets.FileDownload(callback=self._export, filename="plan.json", label="Export plan (JSON)",
-                                                button_type="primary", embed=False, auto=True)
+                                                color="primary", embed=False, auto=True)
         self.upload = pn.widgets.FileInput(accept=".json,.gz", multiple=False, label="Load a plan file (JSON)")
         self.upload.param.watch(self._load, "value")
         self.alert = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")

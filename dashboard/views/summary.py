@@ -42,8 +42,12 @@ def summary_html(s: dict) -> str:
     cards.append(card("Distance to unlimited optimum", f"+{s['gap_ms']:.2f} ms ({s['gap_pct']:.1f}%)",
                       f"optimum {s['optimum_ms']:.2f} ms with {format_size(s['optimum_workspace'])}", "summary-gap"))
     if "measured_ms" in s:
+        check = ""
+        if "all_passed" in s:
+            check = ("; results correct" if s["all_passed"] else
+                     "; WRONG RESULTS in " + ", ".join(s["failed"][:4]) + ("..." if len(s["failed"]) > 4 else ""))
         cards.append(card("Measured on GPU", f"{s['measured_ms']:.2f} ms",
-                          f"{s['measured_ms'] / s['time_ms']:.2f}x the prediction", "summary-measured"))
+                          f"{s['measured_ms'] / s['time_ms']:.2f}x the prediction{check}", "summary-measured"))
     return '<div class="ucd-cards" data-testid="summary">' + "".join(cards) + "</div>"
 
 

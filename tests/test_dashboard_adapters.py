@@ -1,0 +1,227 @@
+"""Dashboard adapters: profile discovery, per-budget choices and the views' frames (no Panel, no browser).
+
+All numbers come from tests/synthetic_profile.py (SYNTHETIC); the checks are properties that hold for any
+profile: WR picks each kernel's fastest configuration within the limit, WD never beats the front, frames
+add up to the plan's totals.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from dashboard import adapters as A
+from engine.units import MiB
+from tests.synthetic_profile import synthetic_profile
+
+SCOPE = A.Scope("alexnet", 32, "tf32", "NCHW")
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return synthetic_profile("alexnet", 32, "powerOfTwo")  # SYNTHETIC
+
+
+@pytest.fixture(scope="module")
+def analysis(profile):
+    return A.analyse(profile, SCOPE)
+
+
+def test_discover_profiles_reads_environment(tmp_path, profile):
+    f = profile.save(tmp_path / "SYNTHETIC-a.profile.json.gz")
+    d = tmp_path / "more"
+    d.mkdir()
+    profile.save(d / "SYNTHETIC-b.profile.json")
+    env = {A.PROFILE_ENV: f"{f}:{tmp_path / 'missing.profile.json'}", A.PROFILE_DIR_ENV: f"{d}:{tmp_path / 'nodir'}"}
+    found, warnings = A.discover_profiles(env)
+    assert found["SYNTHETIC-a"] == f and found["SYNTHETIC-b"] == d / "SYNTHETIC-b.profile.json"
+    assert len(warnings) == 2 and "missing.profile.json" in warnings[0] + warnings[1]
+    assert "nodir" in " ".join(warnings)
+
+
+def test_load_profile_is_cached_and_errors_are_clear(tmp_path, profile):
+    f = profile.save(tmp_path / "p.profile.json.gz")
+    assert A.load_profile(f) is A.load_profile(f)
+    with pytest.raises(A.ProfileFormatError, match="does not exist"):
+        A.load_profile(tmp_path / "nope.json")
+
+
+def test_scopes_offer_smaller_batches_measured_for_every_kernel(profile):
+    scopes = A.profile_scopes(profile)
+    assert {s.batch for s in scopes} == {2, 4, 8, 16, 32}
+    assert all((s.network, s.precision, s.layout) == ("alexnet", "tf32", "NCHW") for s in scopes)
+
+
+def test_complete_policies_never_stand_in_for_unmeasured_sizes(profile):
+    assert A.complete_policies(profile, SCOPE) == ["undivided", "powerOfTwo"]
+    full = synthetic_profile("alexnet", 6, "all")  # SYNTHETIC
+    assert A.complete_policies(full, A.Scope("alexnet", 6, "tf32", "NCHW")) == ["undivided", "powerOfTwo", "all"]
+
+
+def test_analysis_sets_are_sorted_pareto_sets(analysis):
+    assert set(analysis.policies) == {"undivided", "powerOfTwo"}
+    for ps in analysis.policies.values():
+        assert len(ps.sets) == len(ps.kernels) == 14
+        for ws, t in zip(ps.ws, ps.t):
+            assert np.all(np.diff(ws) > 0) and np.all(np.diff(t) < 0)
+        assert np.all(np.diff(ps.front.workspace) > 0) and np.all(np.diff(ps.front.time_ms) < 0)
+
+
+def test_analysis_is_cached_per_process(profile, analysis):
+    assert A.analyse(profile, SCOPE) is analysis
+
+
+@pytest.mark.parametrize("limit", [0, 300 * 1024, 1 * MiB, 3 * MiB, 20 * MiB, 10**12])
+def test_wr_takes_each_kernels_fastest_configuration_within_the_limit(analysis, limit):
+    ps = analysis.policies["powerOfTwo"]
+    c = A.choose(ps, "WR", limit)
+    if limit < ps.min_workspace:
+        assert not c.feasible and "needs at least" in c.reason
+        return
+    for k, conf in enumerate(A.configurations(ps, c)):
+        fits = [x for x in ps.sets[k] if x.workspace <= limit]
+        assert conf.workspace <= limit
+        assert conf.time_ms == min(x.time_ms for x in fits)
+    assert math.isclose(c.time_ms, sum(x.time_ms for x in A.configurations(ps, c)))
+    assert c.workspace == sum(x.workspace for x in A.configurations(ps, c))
+
+
+@pytest.mark.parametrize("budget_mib", [1, 4, 16, 64, 512, 10**6])
+def test_wd_choice_is_the_front_optimum_and_within_budget(analysis, budget_mib):
+    ps = analysis.policies["powerOfTwo"]
+    budget = budget_mib * MiB
+    c = A.choose(ps, "WD", budget)
+    assert c.feasible and c.workspace <= budget
+    confs = A.configurations(ps, c)
+    assert math.isclose(c.time_ms, sum(x.time_ms for x in confs))
+    assert c.workspace == sum(x.workspace for x in confs)
+    # no front point within the budget is faster, and WD is never slower than WR at the same total
+    fits = ps.front.workspace <= budget
+    assert c.time_ms <= ps.front.time_ms[fits].min() + 1e-9
+    wr = A.choose(ps, "WR", budget // len(ps.kernels))
+    if wr.feasible:
+        assert c.time_ms <= wr.time_ms + 1e-9
+
+
+def test_wd_is_optimal_on_a_small_case_by_brute_force(profile):
+    """Three kernels: enumerate every combination of desirable configurations."""
+    an = A.analyse(profile, A.Scope("alexnet", 4, "tf32", "NCHW"))
+    ps = an.policies["powerOfTwo"]
+    sub = A.PolicySets("powerOfTwo", ps.kernels[:3], ps.sets[:3], None, ps.ws[:3], ps.t[:3])
+    from engine.optimize import network_front
+    sub.front = network_front(list(zip(sub.kernels, sub.sets)))
+    for budget in [0, 50_000, 200_000, 1 * MiB, 5 * MiB]:
+        best = min((sum(c.time_ms for c in combo) for combo in itertools.product(*sub.sets)
+                    if sum(c.workspace for c in combo) <= budget), default=None)
+        c = A.choose(sub, "WD", budget)
+        assert (best is None) == (not c.feasible)
+        if best is not None:
+            assert math.isclose(c.time_ms, best, rel_tol=1e-12)
+
+
+def test_budgets_below_the_minimum_are_infeasible_with_a_reason(analysis):
+    """Without the zero-workspace plans every kernel needs some workspace: both modes must say so."""
+    from engine.optimize import network_front
+    ps = analysis.policies["powerOfTwo"]
+    sets = [[c for c in s if c.workspace > 0] for s in ps.sets]
+    ws = [np.array([c.workspace for c in s]) for s in sets]
+    sub = A.PolicySets("powerOfTwo", ps.kernels, sets, network_front(list(zip(ps.kernels, sets))), ws,
+                       [np.array([c.time_ms for c in s]) for s in sets])
+    lowest = int(sub.front.workspace[0])
+    assert lowest == sum(int(w[0]) for w in ws) > 0
+    c = A.choose(sub, "WD", lowest - 1)
+    assert not c.feasible and "below" in c.reason
+    assert A.choose(sub, "WD", lowest).feasible
+    c = A.choose(sub, "WR", sub.min_workspace - 1)
+    assert not c.feasible and "needs at least" in c.reason
+
+
+def test_equivalent_budget_pairs_wr_and_wd_by_total():
+    assert A.equivalent_budget("WR", 8 * MiB, 15) == (8 * MiB, 120 * MiB)
+    assert A.equivalent_budget("WD", 120 * MiB, 15) == (8 * MiB, 120 * MiB)
+
+
+def test_budget_steps_are_log_spaced_and_cover_the_range(analysis):
+    lo, hi = A.budget_range(analysis, "WD")
+    steps = A.budget_steps(lo, hi)
+    assert steps[0] == 0 and steps[1] <= lo and steps[-1] >= hi
+    ratios = np.array(steps[2:]) / np.array(steps[1:-1])
+    assert np.all(ratios > 1.1) and np.all(ratios < 1.3)
+
+
+def test_execution_order_is_forward_then_backward_in_reverse(analysis):
+    kernels = analysis.kernels
+    order = [kernels[i].id for i in A.execution_order(kernels)]
+    assert order[:5] == ["conv1:F", "conv2:F", "conv3:F", "conv4:F", "conv5:F"]
+    assert order[5:] == ["conv5:BD", "conv5:BF", "conv4:BD", "conv4:BF", "conv3:BD", "conv3:BF",
+                         "conv2:BD", "conv2:BF", "conv1:BF"]
+
+
+def test_timeline_pieces_are_back_to_back_and_add_up(analysis):
+    ps = analysis.policies["powerOfTwo"]
+    c = A.choose(ps, "WD", 8 * MiB)
+    tl = A.timeline_frame(analysis, ps, c)
+    assert np.allclose(tl.start_ms.to_numpy()[1:], tl.end_ms.to_numpy()[:-1])
+    assert math.isclose(tl.end_ms.iloc[-1], c.time_ms)
+    per_kernel = tl.groupby("kernel").batch.sum()
+    assert (per_kernel == 32).all()
+    assert set(tl.row) == {"predicted"}
+    measured = {k.id: 1.0 for k in ps.kernels}
+    tl2 = A.timeline_frame(analysis, ps, c, measured)
+    m = tl2[tl2.row == "measured"]
+    assert len(m) == len(ps.kernels) and math.isclose(m.end_ms.iloc[-1], len(ps.kernels))
+    assert m.lane.iloc[0] == "conv1 (measured)"
+
+
+def test_workspace_frame_adds_up_to_each_modes_total(analysis):
+    ps = analysis.policies["powerOfTwo"]
+    wr = A.choose(ps, "WR", 1 * MiB)
+    wd = A.choose(ps, "WD", 14 * MiB)
+    f = A.workspace_frame(analysis, ps, wr, wd)
+    for c in (wr, wd):
+        part = f[f["mode"] == c.mode]
+        assert math.isclose(part[list(A.KIND_ORDER)].to_numpy().sum() * MiB, c.workspace, rel_tol=1e-9)
+    assert f[(f.layer == "conv1")].BD.eq(0).all()  # the first conv has no BackwardData
+
+
+def test_desirable_frame_marks_the_chosen_configuration(analysis):
+    ps = analysis.policies["powerOfTwo"]
+    c = A.choose(ps, "WD", 8 * MiB)
+    k = analysis.kernel_index("conv2:F")
+    points, pieces = A.desirable_frame(analysis, ps, k, c.index[k])
+    assert points.chosen.sum() == 1 and points[points.chosen]["index"].iloc[0] == c.index[k]
+    assert len(points) == len(ps.sets[k])
+    widths = (pieces.end - pieces.start).groupby(pieces["index"]).sum()
+    assert np.allclose(widths, 1.0)
+    assert set(pieces.engine) <= {f"eng{i}" for i in range(4)}
+
+
+def test_plan_frame_has_one_row_per_kernel_with_baseline(analysis):
+    ps = analysis.policies["powerOfTwo"]
+    c = A.choose(ps, "WD", 8 * MiB)
+    base = A.choose(analysis.policies["undivided"], "WD", 8 * MiB)
+    f = A.plan_frame(analysis, ps, c, base)
+    assert list(f.kernel) == [k.id for k in ps.kernels]
+    assert math.isclose(f.time_ms.sum(), c.time_ms) and math.isclose(f.baseline_ms.sum(), base.time_ms)
+    assert A.plan_frame(analysis, ps, A.choose(ps, "WR", -1)).empty
+
+
+def test_plans_text_groups_equal_pieces():
+    from engine.optimize.types import Configuration, MicroConfig
+    conf = Configuration((MicroConfig(32, "a", 1.0, 0), MicroConfig(32, "a", 1.0, 0), MicroConfig(16, "b", 0.5, 0)))
+    assert A.plans_text(conf) == "2x32 a + 16 b"
+
+
+def test_measured_times_reads_verify_reports():
+    report = {"kernels": [{"id": "conv1:F", "measured_ms": 1.5}, {"id": "conv2:F", "measured_ms": 2.0}],
+              "totals": {"all_passed": True}}
+    assert A.measured_times(report) == {"conv1:F": 1.5, "conv2:F": 2.0}
+
+
+def test_gpu_status_says_why_not_without_a_gpu():
+    ok, reason = A.gpu_status()
+    if not ok:
+        assert reason  # e.g. "CuPy is not installed ..."

@@ -1,0 +1,129 @@
+"""PlannerState: control cascades, per-budget results, no-profile behaviour (SYNTHETIC profiles, no browser)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dashboard import adapters as A
+from dashboard.state import DEFAULT_LIMIT, PlannerState
+from engine.units import MiB
+from tests.synthetic_profile import synthetic_profile
+
+
+@pytest.fixture(scope="module")
+def profile_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("profiles") / "SYNTHETIC-alexnet.profile.json.gz"
+    return synthetic_profile("alexnet", 32, "powerOfTwo").save(path)  # SYNTHETIC
+
+
+@pytest.fixture
+def state(profile_path):
+    return PlannerState(profiles={"SYNTHETIC-alexnet": profile_path})
+
+
+def test_defaults_come_from_the_profile(state):
+    assert (state.profile, state.network, state.batch, state.precision, state.layout) == (
+        "SYNTHETIC-alexnet", "alexnet", 32, "tf32", "NCHW")
+    assert state.policy == "powerOfTwo" and state.mode == "WD"
+    assert state.param.policy.objects == ["undivided", "powerOfTwo"]
+    assert state.result is not None and state.result.choice.feasible and state.error == ""
+    n = len(state.analysis.kernels)
+    assert state.budget in state.budget_steps()
+    assert 0.8 < state.budget / (DEFAULT_LIMIT * n) < 1.25  # Fig. 14's pairing: 8 MiB per kernel in total
+    assert any("SYNTHETIC" in text for _, text in state.messages)
+
+
+def test_budget_change_updates_the_result(state):
+    small = state.result.summary["time_ms"]
+    state.budget = 1024 * MiB
+    big = state.result.summary
+    assert big["time_ms"] < small and big["budget"] == 1024 * MiB
+    assert big["workspace"] <= 1024 * MiB
+    assert big["speedup"] >= 1.0 - 1e-12
+    assert math.isclose(big["gap_ms"], big["time_ms"] - big["optimum_ms"])
+
+
+def test_mode_switch_keeps_the_same_total(state):
+    n = len(state.analysis.kernels)
+    state.budget = 14 * MiB
+    state.mode = "WR"
+    assert state.budget == 14 * MiB // n
+    assert state.result.choice.mode == "WR"
+    state.mode = "WD"
+    assert state.budget == (14 * MiB // n) * n
+
+
+def test_policy_undivided_has_speedup_one(state):
+    state.policy = "undivided"
+    assert math.isclose(state.result.summary["speedup"], 1.0)
+
+
+def test_batch_change_recomputes_analysis(state):
+    first = state.analysis
+    state.batch = 8
+    assert state.analysis is not first and state.analysis.scope.batch == 8
+    assert all(sum(m.batch for m in c.micro) == 8 for s in state.analysis.policies["powerOfTwo"].sets for c in s)
+
+
+def test_kernel_selection_and_default(state):
+    assert state.result.kernel  # defaults to the slowest kernel of the plan
+    state.kernel = "conv3:BD"
+    assert state.result.kernel == "conv3:BD" and state.result.desirable.chosen.sum() == 1
+    state.kernel = "nonsense"
+    assert state.result.kernel in {k.id for k in state.analysis.kernels}
+
+
+def test_infeasible_budget_is_an_error_message_not_an_exception():
+    """SYNTHETIC profile without its zero-workspace plan: a 0 B limit cannot be met."""
+    from engine.profile import Profile
+    p = synthetic_profile("alexnet", 8, "powerOfTwo")
+    p = Profile(p.table[p.table.plan != "SYNTH_gemm"], p.provenance, p.networks)
+    s = PlannerState(profiles={"SYNTHETIC-no-gemm": p}, mode="WR")
+    s.budget = 0
+    assert s.result is not None and not s.result.choice.feasible
+    assert "needs at least" in s.error and s.result.plan.empty and s.result.timeline.empty
+    s.mode = "WD"
+    assert "below" in s.error
+    s.budget = 1 << 40
+    assert s.error == "" and s.result.choice.feasible
+
+
+def test_measurement_belongs_to_the_plan_it_verified(state):
+    ids = [k.id for k in state.analysis.kernels]
+    state.set_verification({"kernels": [{"id": i, "measured_ms": 0.5} for i in ids],
+                            "totals": {"all_passed": True, "failed": []}})
+    assert math.isclose(state.result.summary["measured_ms"], 0.5 * len(ids))
+    assert state.result.summary["all_passed"] is True
+    assert (state.result.timeline.row == "measured").sum() == len(ids)
+    state.budget = state.budget * 2
+    assert state.measured is None and "measured_ms" not in state.result.summary
+
+
+def test_no_profile_still_loads_and_offers_the_zoo():
+    s = PlannerState(profiles={})
+    assert s.result is None and "No bundled profile" in s.error
+    assert "alexnet" in s.param.network.objects and "resnet50" in s.param.network.objects
+    assert s.network and s.batch and s.precision and s.layout
+    s.network = "resnet50"
+    assert s.batch in s.param.batch.objects and s.result is None
+
+
+def test_bad_profile_file_is_reported(tmp_path):
+    bad = tmp_path / "broken.profile.json"
+    bad.write_text("{not json")
+    s = PlannerState(profiles={"broken": bad})
+    assert s.result is None and "not valid" in s.error
+
+
+def test_environment_profiles_and_warnings(profile_path, tmp_path):
+    s = PlannerState(environ={A.PROFILE_ENV: f"{profile_path}:{tmp_path / 'gone.json'}"})
+    assert "SYNTHETIC-alexnet" in s.param.profile.objects and s.result is not None
+    assert any("gone.json" in text for _, text in s.messages)
+
+
+def test_live_profile_can_be_added(state):
+    live = synthetic_profile("alexnet", 16, "powerOfTwo")  # SYNTHETIC, stands in for a GPU profile
+    state.add_profile("live: test", live)
+    assert state.profile == "live: test" and state.batch == 16 and state.result.choice.feasible

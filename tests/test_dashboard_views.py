@@ -1,0 +1,202 @@
+"""Views without a browser: widgets drive the state, the state drives the Bokeh sources (SYNTHETIC data)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import panel as pn
+import pytest
+from bokeh.document import Document
+from pyviz_comms import Comm
+
+from dashboard.jobs import JobRunner
+from dashboard.state import PlannerState
+from dashboard.ui import Dashboard
+from dashboard.views.controls import nearest_step
+from engine.units import MiB
+from tests.synthetic_profile import synthetic_profile
+
+
+@pytest.fixture(scope="module")
+def profile_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("profiles") / "SYNTHETIC-alexnet.profile.json.gz"
+    return synthetic_profile("alexnet", 32, "powerOfTwo").save(path)  # SYNTHETIC
+
+
+@pytest.fixture(autouse=True)
+def _panel_state():
+    yield
+    pn.state.reset()
+
+
+@pytest.fixture
+def dash(profile_path):
+    return Dashboard(PlannerState(profiles={"SYNTHETIC-alexnet": profile_path}), gpu=(False, "no GPU in tests"),
+                     runner=JobRunner())
+
+
+def test_dashboard_renders_to_bokeh_models(dash):
+    root = pn.panel(dash).get_root(Document(), comm=Comm())
+    assert root is not None
+    assert "summary-time" in dash.summary.pane.object
+
+
+def test_slider_moves_budget_and_every_view(dash):
+    s = dash.state
+    slider = dash.controls.slider
+    before = {
+        "summary": dash.summary.pane.object,
+        "marks": dict(dash.pareto.plot.marks.data),
+        "bars": {k: list(src.data["top"]) for k, src in dash.workspace.plot.sources.items()},
+        "timeline": list(dash.timeline.plot.source.data["right"]),
+        "table": dash.plan.table.value.copy(),
+    }
+    target = max(slider.values)
+    slider.value = target
+    assert s.budget == target
+    assert dash.summary.pane.object != before["summary"]
+    assert dash.pareto.plot.marks.data["y"] != before["marks"]["y"]
+    assert any(list(src.data["top"]) != before["bars"][k] for k, src in dash.workspace.plot.sources.items())
+    assert list(dash.timeline.plot.source.data["right"]) != before["timeline"]
+    assert not dash.plan.table.value.equals(before["table"])
+    # the plot data agree with the result
+    assert math.isclose(max(dash.timeline.plot.source.data["right"]), s.result.choice.time_ms)
+    wd_tops = [src.data["top"][i] for src in [dash.workspace.plot.sources["BF"]]
+               for i, m in enumerate(src.data["mode"]) if m == "WD"]
+    assert math.isclose(sum(wd_tops) * MiB, s.result.wd.workspace, rel_tol=1e-9)
+
+
+def test_state_budget_moves_slider_to_nearest_step(dash):
+    dash.state.budget = 100 * MiB
+    assert dash.controls.slider.value == nearest_step(list(dash.controls.slider.values), 100 * MiB)
+
+
+def test_exact_budget_text(dash):
+    dash.controls.exact.value = "3 MiB"
+    assert dash.state.budget == 3 * MiB and not dash.controls.exact_error.visible
+    dash.controls.exact.value = "lots"
+    assert dash.controls.exact_error.visible and "invalid size" in dash.controls.exact_error.object
+    assert dash.state.budget == 3 * MiB
+
+
+def test_mode_and_policy_widgets(dash):
+    dash.controls.mode.value = "WR"
+    assert dash.state.mode == "WR" and "per kernel" in dash.controls.slider.label
+    dash.controls.policy.value = "undivided"
+    assert dash.state.policy == "undivided"
+    assert "1.00x" in dash.summary.pane.object
+
+
+def test_kernel_pick_from_table_bar_and_select(dash):
+    frame = dash.plan.table.value
+    row = int(frame.index[frame.kernel == "conv4:BF"][0])
+    dash.plan.table.selection = [row]
+    assert dash.state.kernel == "conv4:BF" and "conv4:BF" in dash.desirable.plot.fig.title.text
+    src = dash.workspace.plot.sources["F"]
+    i = src.data["kernel"].index("conv2:F")
+    src.selected.indices = [i]
+    assert dash.state.kernel == "conv2:F"
+    dash.desirable.picker.value = "conv5:BD"
+    assert dash.state.kernel == "conv5:BD"
+    pts = dash.desirable.plot.points.data
+    assert len(pts["x"]) == len(dash.state.result.desirable)
+    assert list(pts["line"]).count("#d62728") == 1  # the chosen configuration is marked
+
+
+def test_pareto_shows_each_policy_front_and_baselines(dash):
+    plot = dash.pareto.plot
+    assert len(plot.fronts["powerOfTwo"].data["x"]) > 1 and len(plot.fronts["undivided"].data["x"]) > 1
+    assert len(plot.fronts["all"].data["x"]) == 0 and not plot.items["all"].visible
+    whats = plot.marks.data["what"]
+    assert any("current plan" in w for w in whats) and any("undivided" in w for w in whats)
+    assert any("unlimited optimum" in w for w in whats)
+    assert plot.budget_span.visible
+    assert plot.fig.xaxis[0].axis_label and plot.fig.yaxis[0].axis_label.endswith("[ms]")
+
+
+def test_gpu_buttons_disabled_without_gpu_and_say_why(dash):
+    g = dash.gpu
+    assert g.profile_btn.disabled and g.verify_btn.disabled
+    assert "no GPU in tests" in g.status.object and "no GPU in tests" in g.profile_btn.description
+    assert not g.start_profile() and not g.start_verify()
+
+
+def test_verify_results_flow_into_timeline_and_summary(profile_path, monkeypatch):
+    """A fake verify_plan stands in for engine.gpu (no GPU here); the view must run it in the runner's
+    thread and copy the report into this page's state."""
+    import dashboard.adapters as A
+
+    state = PlannerState(profiles={"SYNTHETIC-alexnet": profile_path})
+    ids = [k.id for k in state.analysis.kernels]
+
+    def fake_verify_plan(plan, *, progress, should_stop):
+        for i, kid in enumerate(ids):
+            progress(i + 1, len(ids), kid)
+        return {"kernels": [{"id": kid, "measured_ms": 0.25} for kid in ids],
+                "totals": {"all_passed": False, "failed": ["conv2:F"]}}
+    monkeypatch.setattr(A, "gpu_function", lambda name: {"verify_plan": fake_verify_plan}[name])
+    monkeypatch.setattr(PlannerState, "make_plan", lambda self: "plan")
+    runner = JobRunner()
+    d = Dashboard(state, gpu=(True, "FAKE GPU"), runner=runner)
+    assert not d.gpu.verify_btn.disabled
+    assert d.gpu.start_verify()
+    runner.join(5)
+    assert runner.status == "done"
+    assert math.isclose(state.result.summary["measured_ms"], 0.25 * len(ids))
+    assert "WRONG RESULTS in conv2:F" in d.summary.pane.object
+    lanes = d.timeline.plot.source.data["lane"]
+    assert sum(lane.endswith("(measured)") for lane in lanes) == len(ids)
+    assert "measured" in d.timeline.plot.fig.title.text
+
+
+def test_profile_job_adds_a_live_profile(profile_path, monkeypatch):
+    import dashboard.adapters as A
+
+    state = PlannerState(profiles={"SYNTHETIC-alexnet": profile_path})
+    calls = {}
+
+    def fake_profile_network(network, *, policy, precision, layout, progress, should_stop, command):
+        calls.update(network=network.name, batch=network.batch, policy=policy)
+        progress(1, 1, "done")
+        p = synthetic_profile("alexnet", 16, "powerOfTwo")  # SYNTHETIC stand-in for a measured profile
+        p.provenance.update(gpu="FAKE GPU", date="2026-01-01")
+        return p
+    monkeypatch.setattr(A, "gpu_function", lambda name: {"profile_network": fake_profile_network}[name])
+    runner = JobRunner()
+    d = Dashboard(state, gpu=(True, "FAKE GPU"), runner=runner)
+    assert d.gpu.start_profile()
+    runner.join(5)
+    assert calls == {"network": "alexnet", "batch": 32, "policy": "powerOfTwo"}
+    assert state.profile == "live: FAKE GPU 2026-01-01" and state.batch == 16
+
+
+def test_busy_runner_disables_other_pages(profile_path):
+    runner = JobRunner()
+    a = Dashboard(PlannerState(profiles={"p": profile_path}), gpu=(True, "FAKE GPU"), runner=runner)
+    b = Dashboard(PlannerState(profiles={"p": profile_path}), gpu=(True, "FAKE GPU"), runner=runner)
+    import threading
+    release = threading.Event()
+    runner.start("profile", lambda p, s: release.wait(5), owner=a.gpu.token)
+    try:
+        assert b.gpu.profile_btn.disabled and "another page" in b.gpu.status.object
+        assert a.gpu.cancel_btn.visible and not b.gpu.cancel_btn.visible
+    finally:
+        release.set()
+        runner.join(5)
+    assert not b.gpu.profile_btn.disabled
+
+
+def test_timeline_lanes_follow_layers(dash):
+    factors = list(reversed(dash.timeline.plot.y_range.factors))
+    assert factors == ["conv1", "conv2", "conv3", "conv4", "conv5"]
+    colors = set(dash.timeline.plot.source.data["color"])
+    assert colors <= set(dash.state.analysis.engine_colors.values())
+
+
+def test_workspace_factors_pair_wr_and_wd(dash):
+    factors = dash.workspace.plot.x_range.factors
+    assert factors[:2] == [("conv1", "WR"), ("conv1", "WD")] and len(factors) == 10
+    alphas = np.asarray(dash.workspace.plot.sources["F"].data["alpha"])
+    assert set(alphas) == {0.5, 1.0}
