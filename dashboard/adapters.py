@@ -176,14 +176,20 @@ def complete_policies(profile: Profile, scope: Scope) -> list[str]:
 
 @dataclass
 class PolicySets:
-    """One policy's desirable sets (sorted by workspace, time strictly decreasing) and network front."""
+    """One policy's desirable sets (ascending workspace, strictly decreasing time) and its network front.
+
+    The front is computed over the sets with every workspace rounded up to the WD arena alignment, as
+    ``engine.planner.make_plan`` solves WD, so the plan the slider shows is the plan Export writes.
+    ``front_index[k][j]`` maps entry j of kernel k's aligned set back to its index in ``sets[k]``.
+    """
 
     policy: str
     kernels: list[Kernel]
     sets: list[list[Configuration]]
-    front: object                    # engine.optimize.NetworkFront
+    front: object                    # engine.optimize.front.NetworkFront over the aligned sets
     ws: list[np.ndarray] = field(repr=False)
     t: list[np.ndarray] = field(repr=False)
+    front_index: list[list[int]] | None = field(default=None, repr=False)
     seconds: float = 0.0
 
     @property
@@ -201,21 +207,48 @@ class PolicySets:
         return wr_sweep(self)
 
 
+def aligned_sets(sets: list[list[Configuration]]) -> tuple[list[list[Configuration]], list[list[int]]]:
+    """Each set with workspaces rounded up to ``engine.plan.align`` and re-pruned (equal aligned sizes keep
+    the faster entry), plus the original index of every kept entry: engine/planner.py's WD rule, so that
+    "sum of segments <= budget" means "the aligned arena fits"."""
+    from engine.plan import align
+
+    out, index = [], []
+    for confs in sets:
+        kept, idx = [], []
+        for i, c in enumerate(confs):
+            r = Configuration(tuple(m._replace(workspace=align(m.workspace)) for m in c.micro))
+            if kept and kept[-1].workspace == r.workspace:  # ascending workspace, decreasing time: c is faster
+                kept[-1], idx[-1] = r, i
+            else:
+                kept.append(r)
+                idx.append(i)
+        out.append(kept)
+        index.append(idx)
+    return out, index
+
+
+def make_policy_sets(policy: str, kernels: list[Kernel], sets: list[list[Configuration]],
+                     seconds: float = 0.0) -> PolicySets:
+    from engine.optimize.front import network_front
+
+    sets = [sorted(s, key=lambda c: (c.workspace, c.time_ms)) for s in sets]
+    ws = [np.fromiter((c.workspace for c in s), dtype=np.int64, count=len(s)) for s in sets]
+    ts = [np.fromiter((c.time_ms for c in s), dtype=float, count=len(s)) for s in sets]
+    aligned, index = aligned_sets(sets)
+    return PolicySets(policy, kernels, sets, network_front(aligned), ws, ts, index, seconds)
+
+
 def _policy_sets(profile: Profile, net: Network, scope: Scope, policy: str) -> PolicySets:
-    from engine.optimize import network_front
     from engine.planner import kernel_sets
 
     t0 = time.perf_counter()
     pairs = kernel_sets(profile, net, policy, precision=scope.precision, layout=scope.layout)
-    kernels, sets, ws, ts = [], [], [], []
-    for kernel, configs in pairs:
-        configs = sorted(configs, key=lambda c: (c.workspace, c.time_ms))
-        kernels.append(kernel)
-        sets.append(configs)
-        ws.append(np.fromiter((c.workspace for c in configs), dtype=np.int64, count=len(configs)))
-        ts.append(np.fromiter((c.time_ms for c in configs), dtype=float, count=len(configs)))
-    front = network_front(pairs)
-    return PolicySets(policy, kernels, sets, front, ws, ts, time.perf_counter() - t0)
+    kernels = [k for k, _ in pairs]
+    sets = [list(s) for _, s in pairs]
+    ps = make_policy_sets(policy, kernels, sets)
+    ps.seconds = time.perf_counter() - t0
+    return ps
 
 
 @dataclass
@@ -275,7 +308,8 @@ class Choice:
     """Each kernel's configuration under one (policy, mode, budget); indices into the policy's sets.
 
     ``budget`` is the per-kernel limit in WR and the network total in WD (mu-cuDNN §III-A).
-    ``workspace`` is the sum of the chosen configurations' workspaces, the network total in both modes.
+    ``workspace`` is the sum of the chosen configurations' workspaces, the network total in both modes;
+    ``arena`` (WD) is that sum with every segment aligned, the size of the one WD workspace.
     """
 
     policy: str
@@ -285,6 +319,7 @@ class Choice:
     time_ms: float
     workspace: int
     reason: str = ""
+    arena: int | None = None
 
     @property
     def feasible(self) -> bool:
@@ -319,8 +354,9 @@ def choose(ps: PolicySets, mode: str, budget: int) -> Choice:
         i = int(front.at_budget(budget))
     except InfeasibleBudgetError as err:
         return Choice(ps.policy, mode, budget, None, float("nan"), 0, str(err))
-    idx = tuple(int(j) for j in front.choice(i))
-    return Choice(ps.policy, mode, budget, idx, float(front.time_ms[i]), int(front.workspace[i]))
+    idx = tuple(ps.front_index[k][int(j)] for k, j in enumerate(front.choice(i)))
+    ws = int(sum(int(w[j]) for w, j in zip(ps.ws, idx)))
+    return Choice(ps.policy, mode, budget, idx, float(front.time_ms[i]), ws, arena=int(front.workspace[i]))
 
 
 def configurations(ps: PolicySets, choice: Choice) -> list[Configuration]:
@@ -335,8 +371,8 @@ def equivalent_budget(mode: str, budget: int, n_kernels: int) -> tuple[int, int]
 
 
 def unlimited(ps: PolicySets) -> tuple[float, int]:
-    """(time, workspace) of the unlimited-workspace optimum: the last point of the network front."""
-    return float(ps.front.time_ms[-1]), int(ps.front.workspace[-1])
+    """(time, workspace) of the unlimited-workspace optimum: every kernel's fastest configuration."""
+    return float(sum(t[-1] for t in ps.t)), int(sum(int(w[-1]) for w in ps.ws))
 
 
 def budget_range(analysis: Analysis, mode: str) -> tuple[int, int]:

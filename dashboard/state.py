@@ -342,8 +342,42 @@ class PlannerState(param.Parameterized):
 
         if self.analysis is None:
             raise EngineError(self.error or "no profile loaded")
-        return make_plan(self.analysis.profile, self.analysis.net, mode=self.mode, budget=int(self.budget),
-                         policy=self.policy, precision=self.precision, layout=self.layout)
+        return make_plan(self.analysis.profile, self.analysis.net, mode=self.mode.lower(), budget=int(self.budget),
+                         policy=self.policy, precision=self.precision, layout=self.layout,
+                         command="dashboard: Export plan")
 
     def plan_json(self) -> str:
         return self.make_plan().to_json()
+
+    def apply_plan(self, plan) -> str:
+        """Show a loaded plan (engine.plan.Plan): move the controls to its network, mini-batch, dtype, layout,
+        policy, mode and budget, and say how its prediction compares with this profile's. Raises EngineError
+        when the current profile cannot plan that network."""
+        scope = A.Scope(plan.network, int(plan.batch), plan.precision, plan.layout)
+        if scope not in self._scopes or not self._profiles:
+            raise EngineError(f"profile {self.profile!r} has no measurements for {plan.network} at mini-batch "
+                              f"{plan.batch}, {plan.precision} {plan.layout}")
+        policies = A.complete_policies(self._get_profile(self.profile), scope)
+        if plan.policy not in policies:
+            raise EngineError(f"profile {self.profile!r} cannot plan policy {plan.policy!r} for {plan.network} "
+                              f"b{plan.batch} (it offers {', '.join(policies)})")
+        self._busy = True
+        try:
+            self.param.update(network=scope.network, batch=scope.batch, precision=scope.precision,
+                              layout=scope.layout)
+        finally:
+            self._busy = False
+        self._update_scope_options({"network": scope.network, "batch": scope.batch, "precision": scope.precision,
+                                    "layout": scope.layout})
+        self._busy = True
+        try:
+            self.param.update(policy=plan.policy, mode=plan.mode.upper(), budget=int(plan.budget))
+        finally:
+            self._busy = False
+        self._compute_result()
+        c = self.result.choice
+        what = (f"{plan.network} b{plan.batch} {plan.precision} {plan.layout}, {plan.mode.upper()} {plan.policy}, "
+                f"budget {format_size(plan.budget)}; the file predicts {plan.totals.time_ms:.3f} ms")
+        if c.feasible:
+            return what + f", this profile predicts {c.time_ms:.3f} ms for the same controls"
+        return what + f"; this profile finds no plan there: {c.reason}"

@@ -94,28 +94,44 @@ def test_wd_choice_is_the_front_optimum_and_within_budget(analysis, budget_mib):
     ps = analysis.policies["powerOfTwo"]
     budget = budget_mib * MiB
     c = A.choose(ps, "WD", budget)
-    assert c.feasible and c.workspace <= budget
+    assert c.feasible and c.workspace <= c.arena <= budget
     confs = A.configurations(ps, c)
     assert math.isclose(c.time_ms, sum(x.time_ms for x in confs))
     assert c.workspace == sum(x.workspace for x in confs)
-    # no front point within the budget is faster, and WD is never slower than WR at the same total
+    # no front point within the budget is faster
     fits = ps.front.workspace <= budget
     assert c.time_ms <= ps.front.time_ms[fits].min() + 1e-9
-    wr = A.choose(ps, "WR", budget // len(ps.kernels))
-    if wr.feasible:
-        assert c.time_ms <= wr.time_ms + 1e-9
+
+
+@pytest.mark.parametrize("mode,budget", [("WR", 0), ("WR", 300 * 1024), ("WR", 2 * MiB), ("WR", 1 << 40),
+                                         ("WD", 256 * 14), ("WD", 3 * MiB), ("WD", 40 * MiB), ("WD", 1 << 40)])
+def test_choice_matches_the_engines_plan(profile, analysis, mode, budget):
+    """What the slider shows is what Export writes: engine.planner.make_plan at the same controls."""
+    from engine.planner import make_plan
+    ps = analysis.policies["powerOfTwo"]
+    c = A.choose(ps, mode, budget)
+    plan = make_plan(profile, analysis.net, mode=mode.lower(), budget=budget, policy="powerOfTwo")
+    assert math.isclose(c.time_ms, plan.totals.time_ms, rel_tol=1e-9)
+    base = A.choose(analysis.policies["undivided"], mode, budget)
+    if plan.totals.undivided_time_ms is None:
+        assert not base.feasible
+    else:
+        assert math.isclose(base.time_ms, plan.totals.undivided_time_ms, rel_tol=1e-9)
+    t_opt, ws_opt = A.unlimited(ps)
+    assert math.isclose(t_opt, plan.totals.unlimited_time_ms) and ws_opt == plan.totals.unlimited_workspace
+    if c.time_ms == plan.totals.time_ms and mode == "WR":
+        assert [x.division for x in A.configurations(ps, c)] == [k.division for k in plan.kernels]
 
 
 def test_wd_is_optimal_on_a_small_case_by_brute_force(profile):
     """Three kernels: enumerate every combination of desirable configurations."""
     an = A.analyse(profile, A.Scope("alexnet", 4, "tf32", "NCHW"))
     ps = an.policies["powerOfTwo"]
-    sub = A.PolicySets("powerOfTwo", ps.kernels[:3], ps.sets[:3], None, ps.ws[:3], ps.t[:3])
-    from engine.optimize import network_front
-    sub.front = network_front(list(zip(sub.kernels, sub.sets)))
+    sub = A.make_policy_sets("powerOfTwo", ps.kernels[:3], ps.sets[:3])
+    align = __import__("engine.plan", fromlist=["align"]).align
     for budget in [0, 50_000, 200_000, 1 * MiB, 5 * MiB]:
         best = min((sum(c.time_ms for c in combo) for combo in itertools.product(*sub.sets)
-                    if sum(c.workspace for c in combo) <= budget), default=None)
+                    if sum(align(c.workspace) for c in combo) <= budget), default=None)
         c = A.choose(sub, "WD", budget)
         assert (best is None) == (not c.feasible)
         if best is not None:
@@ -124,14 +140,11 @@ def test_wd_is_optimal_on_a_small_case_by_brute_force(profile):
 
 def test_budgets_below_the_minimum_are_infeasible_with_a_reason(analysis):
     """Without the zero-workspace plans every kernel needs some workspace: both modes must say so."""
-    from engine.optimize import network_front
+    from engine.plan import align
     ps = analysis.policies["powerOfTwo"]
-    sets = [[c for c in s if c.workspace > 0] for s in ps.sets]
-    ws = [np.array([c.workspace for c in s]) for s in sets]
-    sub = A.PolicySets("powerOfTwo", ps.kernels, sets, network_front(list(zip(ps.kernels, sets))), ws,
-                       [np.array([c.time_ms for c in s]) for s in sets])
+    sub = A.make_policy_sets("powerOfTwo", ps.kernels, [[c for c in s if c.workspace > 0] for s in ps.sets])
     lowest = int(sub.front.workspace[0])
-    assert lowest == sum(int(w[0]) for w in ws) > 0
+    assert lowest == sum(align(int(w[0])) for w in sub.ws) > 0
     c = A.choose(sub, "WD", lowest - 1)
     assert not c.feasible and "below" in c.reason
     assert A.choose(sub, "WD", lowest).feasible

@@ -200,3 +200,51 @@ def test_workspace_factors_pair_wr_and_wd(dash):
     assert factors[:2] == [("conv1", "WR"), ("conv1", "WD")] and len(factors) == 10
     alphas = np.asarray(dash.workspace.plot.sources["F"].data["alpha"])
     assert set(alphas) == {0.5, 1.0}
+
+
+def test_export_writes_a_plan_that_loads_back(dash, tmp_path):
+    from engine.plan import load_plan
+    dash.state.budget = 20 * MiB
+    text = dash.plan._export().read()
+    assert dash.plan.alert.alert_type == "success"
+    assert dash.plan.download.filename.endswith(".plan.json") and "WD" in dash.plan.download.filename
+    path = tmp_path / "plan.json"
+    path.write_text(text)
+    plan = load_plan(path)
+    assert plan.mode == "wd" and plan.budget == 20 * MiB and plan.network == "alexnet" and plan.batch == 32
+    assert math.isclose(plan.totals.time_ms, dash.state.result.choice.time_ms, rel_tol=1e-9)
+    assert json.loads(text)["format"] == "ucudnn-explorer-plan"
+
+
+def test_loading_a_plan_moves_the_controls(dash, tmp_path):
+    s = dash.state
+    s.param.update(mode="WR")
+    s.budget = 2 * MiB
+    text = s.plan_json()
+    s.param.update(mode="WD", batch=16)
+    dash.plan.upload.param.update(filename="mine.plan.json", value=text.encode())
+    assert dash.plan.alert.alert_type == "success" and "mine.plan.json" in dash.plan.alert.object
+    assert (s.mode, s.batch, s.budget) == ("WR", 32, 2 * MiB)
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"{not json", "not valid JSON"),
+    (b'{"format": "something-else"}', "field format"),
+    (None, "field budget"),
+])
+def test_loading_a_malformed_plan_shows_an_error(dash, content, needle):
+    if content is None:  # a real plan with one field broken
+        doc = json.loads(dash.state.plan_json())
+        doc["budget"] = "lots"
+        content = json.dumps(doc).encode()
+    before = (dash.state.mode, dash.state.budget)
+    dash.plan.upload.param.update(filename="bad.plan.json", value=content)
+    assert dash.plan.alert.visible and dash.plan.alert.alert_type == "danger"
+    assert "Cannot load bad.plan.json" in dash.plan.alert.object and needle in dash.plan.alert.object
+    assert (dash.state.mode, dash.state.budget) == before
+
+
+def test_export_is_disabled_without_a_plan():
+    d = Dashboard(PlannerState(profiles={}), gpu=(False, "none"), runner=JobRunner())
+    assert d.plan.download.disabled
+    assert "No bundled profile" in d.summary.pane.object
