@@ -2,24 +2,45 @@
 
 from __future__ import annotations
 
+import threading
+
 import panel as pn
 import param
 
 from ..state import PlannerState
 
 
+def session_doc():
+    """The served page's Bokeh document, or None in a notebook or a test."""
+    doc = pn.state.curdoc
+    return doc if doc is not None and doc.session_context is not None else None
+
+
 class StateView(pn.viewable.Viewer):
     """A view of one page's state. Subclasses build their components once in ``_build`` and refresh them
-    in ``_refresh`` whenever one of ``_watch`` changes on the state."""
+    in ``_refresh`` whenever one of ``_watch`` changes on the state.
+
+    Refreshes edit raw Bokeh models, which Bokeh allows only on the page's own thread with the document
+    locked; state changes made on another thread (``--num-threads``, the GPU job) are therefore handed to
+    the page's event loop.
+    """
 
     state = param.ClassSelector(class_=PlannerState, constant=True)
     _watch: tuple[str, ...] = ("result",)
 
     def __init__(self, **params):
         super().__init__(**params)
+        self._doc = session_doc()
+        self._thread = threading.get_ident()
         self._build()
-        self.state.param.watch(self._refresh, list(self._watch))
+        self.state.param.watch(self._dispatch, list(self._watch))
         self._refresh()
+
+    def _dispatch(self, *events) -> None:
+        if self._doc is not None and threading.get_ident() != self._thread:
+            self._doc.add_next_tick_callback(lambda: self._refresh(*events))
+        else:
+            self._refresh(*events)
 
     def _build(self) -> None:
         raise NotImplementedError

@@ -17,6 +17,7 @@ class DesirableView(StateView):
 
     def _build(self) -> None:
         self.plot = DesirablePlot()
+        self.plot.fig.css_classes = ["ucd-desirable"]
         self.pane = pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width")
         self.picker = pn.widgets.Select(label="Kernel", options=[], width=260)
         self.picker.param.watch(self._pick, "value")

@@ -26,7 +26,6 @@ class GPUView(StateView):
         self.runner = runner or get_runner()
         self.available, self.reason = gpu if gpu is not None else A.gpu_status()
         self.token = uuid.uuid4().hex
-        self._doc = pn.state.curdoc if pn.state.curdoc is not None and pn.state.curdoc.session_context else None
         super().__init__(**params)
         watcher = self.runner.param.watch(self._from_runner, ["running", "progress", "message", "finished"])
         if self._doc is not None:  # the runner outlives the page: drop this page's watcher (panel#8580)
@@ -83,8 +82,8 @@ class GPUView(StateView):
 
     # --- runner -> page ---------------------------------------------------------------------------
     def _from_runner(self, *events) -> None:
-        """Runner events arrive on the worker thread; Bokeh models may only change on the page's own loop."""
-        if self._doc is not None and threading.current_thread() is not threading.main_thread():
+        """Runner events arrive on the worker thread; the page may only change on its own loop."""
+        if self._doc is not None and threading.get_ident() != self._thread:
             self._doc.add_next_tick_callback(lambda: self._on_runner(*events))
         else:
             self._on_runner(*events)

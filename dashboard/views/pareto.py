@@ -15,6 +15,7 @@ class ParetoView(StateView):
 
     def _build(self) -> None:
         self.plot = ParetoPlot()
+        self.plot.fig.css_classes = ["ucd-pareto"]
         self.pane = pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width")
         self.text = self.caption("pareto-caption")
         self._fronts_of = None

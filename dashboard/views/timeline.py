@@ -13,6 +13,7 @@ class TimelineView(StateView):
 
     def _build(self) -> None:
         self.plot = TimelinePlot()
+        self.plot.fig.css_classes = ["ucd-timeline"]
         self.pane = pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width")
         self.text = self.caption("timeline-caption")
         self.panel = pn.Column(self.pane, self.text, sizing_mode="stretch_width")

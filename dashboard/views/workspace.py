@@ -15,6 +15,7 @@ class WorkspaceView(StateView):
 
     def _build(self) -> None:
         self.plot = WorkspacePlot()
+        self.plot.fig.css_classes = ["ucd-workspace"]
         self.pane = pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width")
         self.text = self.caption("workspace-caption")
         self.panel = pn.Column(self.pane, self.text, sizing_mode="stretch_width")

@@ -1,0 +1,133 @@
+"""Browser tests: Playwright driving Debian's Chromium against a real ``panel serve app.py`` subprocess.
+
+The server is given one SYNTHETIC profile through UCUDNN_PROFILE (tests/synthetic_profile.py). Every test
+fails on an error in the browser console or a Traceback in the server's output: server-side errors in
+callbacks reach neither the console nor pytest otherwise (panel-patterns.md §7).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("UCUDNN_CHROMIUM", "/usr/bin/chromium")
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+               "--disable-sync", "--no-first-run"]
+
+
+def _why_not() -> str | None:
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        return f"no Chromium at {CHROMIUM} (install Debian's chromium or set UCUDNN_CHROMIUM)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = _why_not()
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
+            item.add_marker(pytest.mark.ui)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``python -m panel serve app.py`` with its output in a file; ``log()`` reads it so far."""
+
+    def __init__(self, profile: Path, log_path: Path):
+        self.port = free_port()
+        self.log_path = log_path
+        env = dict(os.environ)
+        env["UCUDNN_PROFILE"] = str(profile)
+        env.pop("UCUDNN_PROFILE_DIR", None)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(self.port), "--address", "localhost",
+             "--allow-websocket-origin", f"localhost:{self.port}", "--num-threads", "2"],
+            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 90
+        while "Bokeh app running at" not in self.log():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"panel serve did not start:\n{self.log()}")
+            time.sleep(0.2)
+        self.url = f"http://localhost:{self.port}/app"
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self._log.close()
+
+
+@pytest.fixture(scope="module")
+def synthetic_profile_file(tmp_path_factory):
+    from tests.synthetic_profile import synthetic_profile
+
+    path = tmp_path_factory.mktemp("ui-profiles") / "SYNTHETIC-alexnet-b32.profile.json.gz"
+    return synthetic_profile("alexnet", 32, "powerOfTwo").save(path)  # SYNTHETIC
+
+
+@pytest.fixture(scope="module")
+def server(synthetic_profile_file, tmp_path_factory):
+    srv = Server(synthetic_profile_file, tmp_path_factory.mktemp("ui-server") / "panel-serve.log")
+    yield srv
+    srv.stop()
+    assert "Traceback" not in srv.log(), srv.log()
+
+
+@pytest.fixture(scope="module")
+def ui_browser():
+    """A module-scoped Playwright session (closed before other modules run their own event loops)."""
+    from playwright.sync_api import sync_playwright
+
+    pw = sync_playwright().start()
+    b = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+    yield b
+    b.close()
+    pw.stop()
+
+
+IGNORED_CONSOLE = re.compile(r"favicon")
+
+
+@pytest.fixture
+def app_page(ui_browser, server):
+    """A 1280x800 page on the served app; after the test, no console errors and no server Traceback."""
+    context = ui_browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" and not IGNORED_CONSOLE.search(
+        m.location.get("url", "") + m.text) else None)
+    pg.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    pg.goto(server.url)
+    pg.wait_for_selector("[data-testid=summary-time]", timeout=60_000)
+    yield pg
+    context.close()
+    assert not errors, errors
+    assert "Traceback" not in server.log(), server.log()

@@ -1,0 +1,93 @@
+"""The served dashboard in a real browser (SYNTHETIC profile; see conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+pytestmark = pytest.mark.ui
+
+
+def summary(page) -> str:
+    return page.locator("[data-testid=summary]").inner_text()
+
+
+def wait_for_change(page, read, before, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = read()
+        if now != before:
+            return now
+        page.wait_for_timeout(25)
+    raise AssertionError(f"no change within {timeout}s: {before!r}")
+
+
+def test_page_loads_with_every_view(app_page):
+    text = summary(app_page)
+    for title in ("Predicted convolution time", "Speed-up over undivided", "Total workspace",
+                  "Distance to unlimited optimum"):
+        assert title in text
+    assert app_page.get_by_text("SYNTHETIC profile: made-up numbers").is_visible()
+    for cls in ("ucd-pareto", "ucd-desirable", "ucd-workspace", "ucd-timeline"):
+        assert app_page.locator(f".{cls}").first.bounding_box()["height"] > 200, cls
+    assert app_page.get_by_text("Sum over 14 kernels of time and workspace").is_visible()
+    # no GPU here: the buttons are disabled and say why
+    assert app_page.get_by_role("button", name="Profile on GPU").is_disabled()
+    assert app_page.get_by_role("button", name="Verify plan on GPU").is_disabled()
+    assert app_page.get_by_text("GPU actions are disabled").is_visible()
+
+
+def test_budget_slider_changes_summary_and_bars(app_page):
+    before_text = summary(app_page)
+    bars = app_page.locator(".ucd-workspace").first
+    before_bars = bars.screenshot()
+    caption = app_page.get_by_text("per kernel (uses").first
+    before_caption = caption.inner_text()
+    handle = app_page.locator(".noUi-handle").first
+    handle.focus()
+    t0 = time.perf_counter()
+    handle.press("End")  # the largest budget
+    after_text = wait_for_change(app_page, lambda: summary(app_page), before_text)
+    latency_ms = 1000 * (time.perf_counter() - t0)
+    assert after_text != before_text
+    wait_for_change(app_page, caption.inner_text, before_caption)
+    app_page.wait_for_timeout(300)  # let the canvas repaint
+    assert bars.screenshot() != before_bars
+    print(f"slider -> summary in the browser: {latency_ms:.0f} ms")
+    # a smaller budget is slower: the predicted time goes up again
+    handle.press("Home")
+    wait_for_change(app_page, lambda: summary(app_page), after_text)
+
+
+def test_export_downloads_a_plan_that_loads_back(app_page, tmp_path):
+    from engine.plan import load_plan
+
+    with app_page.expect_download() as info:
+        app_page.get_by_role("button", name="Export plan (JSON)").click()
+    download = info.value
+    assert download.suggested_filename.endswith(".plan.json")
+    path = tmp_path / download.suggested_filename
+    download.save_as(path)
+    plan = load_plan(path)
+    assert plan.network == "alexnet" and plan.batch == 32 and plan.mode == "wd"
+    assert json.loads(path.read_text())["format"] == "ucudnn-explorer-plan"
+    assert app_page.get_by_text("Exported").is_visible()
+
+
+def test_loading_a_malformed_plan_shows_an_error(app_page):
+    app_page.locator("input[type=file]").set_input_files(
+        files=[{"name": "broken.plan.json", "mimeType": "application/json", "buffer": b'{"format": 1'}])
+    alert = app_page.get_by_text("Cannot load broken.plan.json")
+    alert.wait_for(timeout=10_000)
+    assert "not valid JSON" in alert.inner_text()
+
+
+def test_loading_an_exported_plan_round_trips(app_page, tmp_path):
+    with app_page.expect_download() as info:
+        app_page.get_by_role("button", name="Export plan (JSON)").click()
+    path = tmp_path / "round.plan.json"
+    info.value.save_as(path)
+    app_page.locator("input[type=file]").set_input_files(str(path))
+    app_page.get_by_text("Loaded round.plan.json").wait_for(timeout=10_000)
