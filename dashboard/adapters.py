@@ -174,6 +174,20 @@ def complete_policies(profile: Profile, scope: Scope) -> list[str]:
 
 # --- analysis: desirable sets and fronts, once per scope ----------------------------------------
 
+@dataclass(frozen=True)
+class ConfInfo:
+    """What the views show of one configuration, computed once (the budget slider re-reads these)."""
+
+    division: str
+    plans: str
+    engines: str
+    batch: np.ndarray        # per piece, execution order
+    plan: tuple[str, ...]
+    engine: tuple[str, ...]
+    piece: tuple[str, ...]   # "1/4", "2/4", ...
+    ms: np.ndarray
+
+
 @dataclass
 class PolicySets:
     """One policy's desirable sets (ascending workspace, strictly decreasing time) and its network front.
@@ -191,6 +205,25 @@ class PolicySets:
     t: list[np.ndarray] = field(repr=False)
     front_index: list[list[int]] | None = field(default=None, repr=False)
     seconds: float = 0.0
+    engines: dict[str, str] = field(default_factory=dict, repr=False)   # plan -> engine label
+    _info: dict = field(default_factory=dict, repr=False)
+
+    def info(self, k: int, j: int) -> ConfInfo:
+        """Labels and piece arrays of configuration ``j`` of kernel ``k`` (cached)."""
+        hit = self._info.get((k, j))
+        if hit is None:
+            conf = self.sets[k][j]
+            engines = tuple(self.engines.get(m.plan, m.plan) for m in conf.micro)
+            n = len(conf.micro)
+            hit = ConfInfo(conf.division, plans_text(conf), " + ".join(dict.fromkeys(engines)),
+                           np.array([m.batch for m in conf.micro]), tuple(m.plan for m in conf.micro), engines,
+                           tuple(f"{i + 1}/{n}" for i in range(n)), np.array([m.time_ms for m in conf.micro]))
+            self._info[(k, j)] = hit
+        return hit
+
+    @cached_property
+    def order(self) -> list[int]:
+        return execution_order(self.kernels)
 
     @property
     def min_workspace(self) -> int:
@@ -229,14 +262,14 @@ def aligned_sets(sets: list[list[Configuration]]) -> tuple[list[list[Configurati
 
 
 def make_policy_sets(policy: str, kernels: list[Kernel], sets: list[list[Configuration]],
-                     seconds: float = 0.0) -> PolicySets:
+                     seconds: float = 0.0, engines: dict[str, str] | None = None) -> PolicySets:
     from engine.optimize.front import network_front
 
     sets = [sorted(s, key=lambda c: (c.workspace, c.time_ms)) for s in sets]
     ws = [np.fromiter((c.workspace for c in s), dtype=np.int64, count=len(s)) for s in sets]
     ts = [np.fromiter((c.time_ms for c in s), dtype=float, count=len(s)) for s in sets]
     aligned, index = aligned_sets(sets)
-    return PolicySets(policy, kernels, sets, network_front(aligned), ws, ts, index, seconds)
+    return PolicySets(policy, kernels, sets, network_front(aligned), ws, ts, index, seconds, dict(engines or {}))
 
 
 def _policy_sets(profile: Profile, net: Network, scope: Scope, policy: str) -> PolicySets:
@@ -246,7 +279,7 @@ def _policy_sets(profile: Profile, net: Network, scope: Scope, policy: str) -> P
     pairs = kernel_sets(profile, net, policy, precision=scope.precision, layout=scope.layout)
     kernels = [k for k, _ in pairs]
     sets = [list(s) for _, s in pairs]
-    ps = make_policy_sets(policy, kernels, sets)
+    ps = make_policy_sets(policy, kernels, sets, engines=_engines(profile))
     ps.seconds = time.perf_counter() - t0
     return ps
 
@@ -397,9 +430,9 @@ def budget_steps(lo: int, hi: int, per_octave: int = 4) -> list[int]:
 
 # --- frames for the views -----------------------------------------------------------------------
 
-def _thin(n: int, limit: int = 1500) -> np.ndarray:
-    """Indices of at most ``limit`` of ``n`` front points, evenly spread, both ends kept: Bokeh sends every
-    point to the browser, and a step line of 1,500 points is indistinguishable from the full front."""
+def _thin(n: int, limit: int = 400) -> np.ndarray:
+    """Indices of at most ``limit`` of ``n`` front points, evenly spread, both ends kept: the browser repaints
+    every point on each budget change, and a step line of 400 points looks the same as the full front."""
     if n <= limit:
         return np.arange(n)
     return np.unique(np.linspace(0, n - 1, limit).round().astype(int))
@@ -455,17 +488,17 @@ def plan_frame(analysis: Analysis, ps: PolicySets, choice: Choice, baseline: Cho
     baseline's time at the same memory when given."""
     if not choice.feasible:
         return plan_frame_columns()
-    base = configurations(analysis.policies["undivided"], baseline) if baseline and baseline.feasible else None
-    rows = []
-    for k, (kernel, conf) in enumerate(zip(ps.kernels, configurations(ps, choice))):
-        rows.append({
-            "kernel": kernel.id, "layer": kernel.layer, "kind": kernel.kind.short, "division": conf.division,
-            "plans": plans_text(conf),
-            "engines": " + ".join(dict.fromkeys(engine_label(analysis.profile, m.plan) for m in conf.micro)),
-            "time_ms": conf.time_ms, "workspace_mib": conf.workspace / MiB,
-            "baseline_ms": base[k].time_ms if base else np.nan,
-        })
-    return pd.DataFrame(rows, columns=PLAN_COLUMNS)
+    und = analysis.policies["undivided"]
+    infos = [ps.info(k, j) for k, j in enumerate(choice.index)]
+    return pd.DataFrame({
+        "kernel": [k.id for k in ps.kernels], "layer": [k.layer for k in ps.kernels],
+        "kind": [k.kind.short for k in ps.kernels], "division": [i.division for i in infos],
+        "plans": [i.plans for i in infos], "engines": [i.engines for i in infos],
+        "time_ms": np.array([t[j] for t, j in zip(ps.t, choice.index)], dtype=float),
+        "workspace_mib": np.array([w[j] for w, j in zip(ps.ws, choice.index)], dtype=float) / MiB,
+        "baseline_ms": (np.array([t[j] for t, j in zip(und.t, baseline.index)], dtype=float)
+                        if baseline is not None and baseline.feasible else np.full(len(infos), np.nan)),
+    }, columns=PLAN_COLUMNS)
 
 
 def execution_order(kernels: list[Kernel]) -> list[int]:
@@ -478,37 +511,44 @@ def execution_order(kernels: list[Kernel]) -> list[int]:
     return fwd + bwd
 
 
+TIMELINE_COLUMNS = ["lane", "layer", "row", "kernel", "kind", "piece", "batch", "plan", "engine", "start_ms",
+                    "end_ms", "duration_ms"]
+
+
 def timeline_frame(analysis: Analysis, ps: PolicySets, choice: Choice,
                    measured: dict[str, float] | None = None) -> pd.DataFrame:
     """Micro-batch pieces in execution order on per-layer lanes (Fig. 3): predicted pieces back to back;
     with a verification report, one measured bar per kernel on the layer's "measured" lane."""
-    cols = ["lane", "layer", "row", "kernel", "kind", "piece", "batch", "plan", "engine", "start_ms", "end_ms",
-            "duration_ms"]
     if not choice.feasible:
-        return pd.DataFrame(columns=cols)
-    confs = configurations(ps, choice)
-    rows = []
-    for row, source in (("predicted", None), ("measured", measured)):
-        if row == "measured" and not measured:
+        return pd.DataFrame(columns=TIMELINE_COLUMNS)
+    order = ps.order
+    infos = [ps.info(k, choice.index[k]) for k in order]
+    counts = [len(i.ms) for i in infos]
+    ms = np.concatenate([i.ms for i in infos])
+    end = np.cumsum(ms)
+
+    def rep(values):
+        return [v for v, c in zip(values, counts) for _ in range(c)]
+    kernels = [ps.kernels[k] for k in order]
+    layers = rep([k.layer for k in kernels])
+    cols = {
+        "lane": layers, "layer": layers, "row": ["predicted"] * len(ms), "kernel": rep([k.id for k in kernels]),
+        "kind": rep([k.kind.short for k in kernels]), "piece": [p for i in infos for p in i.piece],
+        "batch": np.concatenate([i.batch for i in infos]), "plan": [p for i in infos for p in i.plan],
+        "engine": [e for i in infos for e in i.engine], "start_ms": end - ms, "end_ms": end, "duration_ms": ms,
+    }
+    frame = pd.DataFrame(cols, columns=TIMELINE_COLUMNS)
+    if not measured:
+        return frame
+    rows, clock = [], 0.0
+    for k, info in zip(kernels, infos):
+        dt = float(measured.get(k.id, np.nan))
+        if np.isnan(dt):
             continue
-        clock = 0.0
-        for k in execution_order(ps.kernels):
-            kernel, conf = ps.kernels[k], confs[k]
-            if source is None:
-                for j, m in enumerate(conf.micro):
-                    rows.append((kernel.layer, kernel.layer, row, kernel.id, kernel.kind.short,
-                                 f"{j + 1}/{len(conf.micro)}", m.batch, m.plan,
-                                 engine_label(analysis.profile, m.plan), clock, clock + m.time_ms, m.time_ms))
-                    clock += m.time_ms
-            else:
-                dt = float(source.get(kernel.id, np.nan))
-                if np.isnan(dt):
-                    continue
-                rows.append((f"{kernel.layer} (measured)", kernel.layer, row, kernel.id, kernel.kind.short,
-                             "whole kernel", conf.batch, plans_text(conf), "measured",
-                             clock, clock + dt, dt))
-                clock += dt
-    return pd.DataFrame(rows, columns=cols)
+        rows.append((f"{k.layer} (measured)", k.layer, "measured", k.id, k.kind.short, "whole kernel",
+                     int(info.batch.sum()), info.plans, "measured", clock, clock + dt, dt))
+        clock += dt
+    return pd.concat([frame, pd.DataFrame(rows, columns=TIMELINE_COLUMNS)], ignore_index=True)
 
 
 def workspace_frame(analysis: Analysis, ps: PolicySets, wr: Choice, wd: Choice) -> pd.DataFrame:
@@ -526,23 +566,31 @@ def workspace_frame(analysis: Analysis, ps: PolicySets, wr: Choice, wd: Choice) 
     return pd.DataFrame(rows, columns=["layer", "mode", "feasible", *KIND_ORDER])
 
 
+DESIRABLE_COLUMNS = (["index", "workspace_mib", "time_ms", "division", "plans", "engines", "chosen"],
+                     ["index", "start", "end", "batch", "plan", "engine"])
+
+
 def desirable_frame(analysis: Analysis, ps: PolicySets, k: int, chosen: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fig. 8 for kernel ``k``: (points, pieces). Points: workspace, time, division, plans, chosen flag.
     Pieces: one row per micro-configuration with its share of the mini-batch (for the small stacked bars)."""
-    points, pieces = [], []
-    for i, conf in enumerate(ps.sets[k]):
-        engines = [engine_label(analysis.profile, m.plan) for m in conf.micro]
-        points.append({"index": i, "workspace_mib": conf.workspace / MiB, "time_ms": conf.time_ms,
-                       "division": conf.division, "plans": plans_text(conf),
-                       "engines": " + ".join(dict.fromkeys(engines)), "chosen": i == chosen})
-        done = 0
-        for m, e in zip(conf.micro, engines):
-            pieces.append({"index": i, "start": done / conf.batch, "end": (done + m.batch) / conf.batch,
-                           "batch": m.batch, "plan": m.plan, "engine": e})
-            done += m.batch
-    return (pd.DataFrame(points, columns=["index", "workspace_mib", "time_ms", "division", "plans", "engines",
-                                          "chosen"]),
-            pd.DataFrame(pieces, columns=["index", "start", "end", "batch", "plan", "engine"]))
+    key = ("desirable", k)
+    if key not in ps._info:
+        infos = [ps.info(k, j) for j in range(len(ps.sets[k]))]
+        points = pd.DataFrame({
+            "index": np.arange(len(infos)), "workspace_mib": ps.ws[k] / MiB, "time_ms": ps.t[k],
+            "division": [i.division for i in infos], "plans": [i.plans for i in infos],
+            "engines": [i.engines for i in infos], "chosen": False}, columns=DESIRABLE_COLUMNS[0])
+        rows = []
+        for j, info in enumerate(infos):
+            total, done = info.batch.sum(), 0
+            for b, p, e in zip(info.batch, info.plan, info.engine):
+                rows.append((j, done / total, (done + b) / total, int(b), p, e))
+                done += b
+        ps._info[key] = (points, pd.DataFrame(rows, columns=DESIRABLE_COLUMNS[1]))
+    points, pieces = ps._info[key]
+    points = points.copy()
+    points["chosen"] = points["index"] == (-1 if chosen is None else chosen)
+    return points, pieces
 
 
 # --- GPU entry points (engine.gpu is optional; imported lazily) ---------------------------------

@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pandas as pd
 from bokeh.core.properties import field
-from bokeh.models import (ColumnDataSource, CustomJSTickFormatter, FactorRange, FixedTicker, HoverTool, Label,
-                          Legend, LegendItem, Range1d, Span)
+from bokeh.models import (ColumnDataSource, CustomJSHover, CustomJSTickFormatter, FactorRange, FixedTicker,
+                          HoverTool, Label, Legend, LegendItem, LinearColorMapper, Range1d, Span)
 from bokeh.plotting import figure
 
 from engine.units import MiB, format_size
@@ -75,14 +75,14 @@ class ParetoPlot:
         fig.xaxis.ticker = self.ticker
         self.fronts = {p: ColumnDataSource(self._empty_line()) for p in POLICY_COLORS}
         self.sweep = ColumnDataSource(self._empty_line())
-        self.marks = ColumnDataSource({"x": [], "y": [], "what": [], "time": [], "size": [], "marker": [],
-                                       "color": []})
+        self.marks = ColumnDataSource({"x": [], "y": [], "what": [], "detail": [], "time": [], "size": [],
+                                       "marker": [], "color": []})
         items = []
         hover_renderers = []
         self.items = {}
         for policy, color in POLICY_COLORS.items():
             line = fig.step("x", "time_ms", source=self.fronts[policy], mode="after", line_width=2, color=color)
-            dots = fig.scatter("x", "time_ms", source=self.fronts[policy], size=4, color=color, alpha=0.6)
+            dots = fig.scatter("x", "time_ms", source=self.fronts[policy], size=3, color=color, alpha=0.6)
             items.append(LegendItem(label=f"WD front, {policy}", renderers=[line, dots]))
             self.items[policy] = items[-1]
             hover_renderers.append(dots)
@@ -100,7 +100,7 @@ class ParetoPlot:
         fig.add_layout(self.budget_label)
         fig.add_tools(HoverTool(renderers=hover_renderers, tooltips=[
             ("policy", "@policy"), ("workspace", "@ws_label"), ("time", "@time_ms{0.000} ms")]))
-        fig.add_tools(HoverTool(renderers=[marks], tooltips=[("", "@what"), ("time", "@time")]))
+        fig.add_tools(HoverTool(renderers=[marks], tooltips=[("", "@what @detail"), ("time", "@time")]))
         legend = Legend(items=items + [LegendItem(label=field("what"), renderers=[marks])], click_policy="hide",
                         label_text_font_size="8pt", spacing=0, padding=3, location="bottom_left",
                         background_fill_alpha=0.85, glyph_height=14, label_height=14)
@@ -116,8 +116,9 @@ class ParetoPlot:
         return {"x": np.maximum(frame.workspace_mib.to_numpy(), WS_FLOOR_MIB), "time_ms": frame.time_ms.to_numpy(),
                 "policy": [policy] * len(frame), "ws_label": _size_column(frame.workspace)}
 
-    def update_fronts(self, fronts: pd.DataFrame, sweep: pd.DataFrame, policy: str) -> None:
-        """Per analysis: the fronts of every policy and WR's curve for ``policy``."""
+    def update_fronts(self, fronts: pd.DataFrame, sweep: pd.DataFrame, policy: str, title: str) -> None:
+        """Per analysis (and policy): the fronts of every policy, WR's curve for ``policy``, the title."""
+        self.fig.title.text = title
         for name, src in self.fronts.items():
             part = fronts[fronts.policy == name]
             src.data = self._line(part, name) if len(part) else self._empty_line()
@@ -127,12 +128,13 @@ class ParetoPlot:
         if len(xs):
             self.ticker.ticks = log2_ticks(xs.min(), xs.max())
 
-    def update_marks(self, marks: list[dict], budget_total: int | None, title: str) -> None:
-        """``marks``: dicts with what, workspace (bytes), time_ms, marker, color, size."""
+    def update_marks(self, marks: list[dict], budget_total: int | None) -> None:
+        """``marks``: dicts with what (the legend label: keep it stable), detail, workspace (bytes), time_ms,
+        marker, color, size."""
         self.marks.data = {
             "x": [max(m["workspace"] / MiB, WS_FLOOR_MIB) for m in marks], "y": [m["time_ms"] for m in marks],
-            "what": [m["what"] for m in marks], "time": [f"{m['time_ms']:.3f} ms, {format_size(m['workspace'])}"
-                                                         for m in marks],
+            "what": [m["what"] for m in marks], "detail": [m.get("detail", "") for m in marks],
+            "time": [f"{m['time_ms']:.3f} ms, {format_size(m['workspace'])}" for m in marks],
             "size": [m.get("size", 12) for m in marks], "marker": [m["marker"] for m in marks],
             "color": [m["color"] for m in marks]}
         if budget_total is not None:
@@ -141,7 +143,6 @@ class ParetoPlot:
             self.budget_label.update(x=x, text=f" budget {format_size(budget_total)}", visible=True)
         else:
             self.budget_span.visible = self.budget_label.visible = False
-        self.fig.title.text = title
 
 
 class DesirablePlot:
@@ -181,14 +182,17 @@ class DesirablePlot:
         fig.legend.location = "top_right"
         fig.legend.background_fill_alpha = 0.85
         self.fig = _style(fig)
+        self._shown = None
 
     def update(self, points: pd.DataFrame, pieces: pd.DataFrame, colors: dict[str, str], title: str,
                limit_bytes: int | None) -> None:
-        self.fig.title.text = title
+        if self.fig.title.text != title:
+            self.fig.title.text = title
         if points.empty:
             self.points.data = {k: [] for k in self.points.data}
             self.pieces.data = {k: [] for k in self.pieces.data}
             self.limit.visible = False
+            self._shown = None
             return
         x = np.maximum(points.workspace_mib.to_numpy(dtype=float), WS_FLOOR_MIB)
         y = points.time_ms.to_numpy(dtype=float)
@@ -205,21 +209,26 @@ class DesirablePlot:
         span_y = max(y_hi - y_lo, 0.05 * y_hi, 1e-9)
         pad = 0.08 * span_y
         self.y_range.update(start=max(0.0, y_lo - pad), end=y_hi + pad)
-        h = self.BAR_H * (span_y + 2 * pad)
-        at = dict(zip(points["index"], zip(lx, y)))
-        plx = np.array([at[i][0] for i in pieces["index"]])
-        py = np.array([at[i][1] for i in pieces["index"]])
-        self.pieces.data = {
-            "left": 10 ** (plx + gap + w * pieces.start.to_numpy(dtype=float)),
-            "right": 10 ** (plx + gap + w * pieces.end.to_numpy(dtype=float)),
-            "bottom": py - h / 2, "top": py + h / 2, "engine": pieces.engine.tolist(),
-            "color": [colors.get(e, "#999999") for e in pieces.engine], "batch": pieces.batch.tolist(),
-            "plan": pieces.plan.tolist()}
         chosen = points.chosen.to_numpy(dtype=bool)
-        self.points.data = {
-            "x": x, "y": y, "division": points.division.tolist(), "plans": points.plans.tolist(),
-            "engines": points.engines.tolist(), "ws": _size_column(points.workspace_mib * MiB),
-            "size": np.where(chosen, 13, 7), "line": np.where(chosen, "#d62728", "#222222")}
+        marks = {"size": np.where(chosen, 13, 7), "line": np.where(chosen, "#d62728", "#222222").tolist()}
+        key = (title, id(pieces), len(points), lo, hi)  # what the bars' positions depend on
+        if key == self._shown:  # same kernel and set: only the chosen mark moves
+            self.points.data.update(marks)
+        else:
+            h = self.BAR_H * (span_y + 2 * pad)
+            at = dict(zip(points["index"], zip(lx, y)))
+            plx = np.array([at[i][0] for i in pieces["index"]])
+            py = np.array([at[i][1] for i in pieces["index"]])
+            self.pieces.data = {
+                "left": 10 ** (plx + gap + w * pieces.start.to_numpy(dtype=float)),
+                "right": 10 ** (plx + gap + w * pieces.end.to_numpy(dtype=float)),
+                "bottom": py - h / 2, "top": py + h / 2, "engine": pieces.engine.tolist(),
+                "color": [colors.get(e, "#999999") for e in pieces.engine], "batch": pieces.batch.tolist(),
+                "plan": pieces.plan.tolist()}
+            self.points.data = {
+                "x": x, "y": y, "division": points.division.tolist(), "plans": points.plans.tolist(),
+                "engines": points.engines.tolist(), "ws": _size_column(points.workspace_mib * MiB), **marks}
+            self._shown = key
         if limit_bytes is not None:
             self.limit.update(location=max(limit_bytes / MiB, WS_FLOOR_MIB), visible=True)
         else:
@@ -227,27 +236,27 @@ class DesirablePlot:
 
 
 class WorkspacePlot:
-    """Fig. 14: each layer's workspace stacked by direction (F / BD / BF), WR and WD side by side at the
-    same total. One source per direction, so a click says which kernel it hit."""
+    """Fig. 14: each layer's workspace stacked by direction (F / BD / BF), WR (left, light) and WD (right,
+    dark) side by side at the same total. One source per direction, so a click says which kernel it hit."""
+
+    OFFSET = {"WR": -0.21, "WD": 0.21}
 
     def __init__(self, height: int = 330):
-        self.x_range = FactorRange(factors=[("-", "WR")], range_padding=0.02, group_padding=0.6)
+        self.x_range = FactorRange(factors=["-"], range_padding=0.01)
         fig = figure(height=height, sizing_mode="stretch_width", x_range=self.x_range,
-                     tools="pan,xwheel_zoom,reset,save,tap", title="Workspace division",
-                     y_axis_label="Workspace [MiB]", x_axis_label="Layer, mode (WR left, WD right)")
+                     tools="pan,xwheel_zoom,reset,save,tap", title="Workspace division: WR vs WD at the same total",
+                     y_axis_label="Workspace [MiB]", x_axis_label="Layer (left bar WR, right bar WD)")
         self.sources = {}
         for kind, color in KIND_COLORS.items():
-            src = ColumnDataSource({"x": [], "bottom": [], "top": [], "value": [], "layer": [], "mode": [],
-                                    "alpha": [], "kernel": []})
-            fig.vbar(x="x", bottom="bottom", top="top", width=0.85, source=src, color=color, fill_alpha="alpha",
+            src = ColumnDataSource({"x": [], "bottom": [], "top": [], "value": [], "mode": [], "alpha": [],
+                                    "kernel": []})
+            fig.vbar(x="x", bottom="bottom", top="top", width=0.4, source=src, color=color, fill_alpha="alpha",
                      line_color="white", line_width=0.5, legend_label=KIND_LABELS[kind],
                      nonselection_fill_alpha="alpha", selection_line_color="#d62728", selection_line_width=2)
             self.sources[kind] = src
         fig.add_tools(HoverTool(tooltips=[("kernel", "@kernel (@mode)"), ("workspace", "@value{0.00} MiB")]))
         fig.xaxis.major_label_orientation = math.pi / 2
         fig.xaxis.major_label_text_font_size = "7pt"
-        fig.xaxis.group_label_orientation = math.pi / 2
-        fig.xaxis.group_text_font_size = "8pt"
         fig.xgrid.grid_line_color = None
         fig.legend.location = "top_right"
         fig.legend.label_text_font_size = "9pt"
@@ -255,56 +264,107 @@ class WorkspacePlot:
         fig.y_range.start = 0
         self.fig = _style(fig)
 
-    def update(self, frame: pd.DataFrame, title: str) -> None:
-        layers = list(dict.fromkeys(frame.layer))
-        factors = [(layer, mode) for layer in layers for mode in ("WR", "WD")]
-        self.x_range.factors = factors or [("-", "WR")]
+    def update(self, frame: pd.DataFrame) -> None:
+        """Per budget only bottom/top/value change: those columns alone are sent when the layers are the same."""
+        layers = list(dict.fromkeys(frame.layer)) or ["-"]
+        modes = frame["mode"].to_numpy()
+        x = [(layer, self.OFFSET[m]) for layer, m in zip(frame.layer, modes)]
+        same = list(self.x_range.factors) == layers and self.sources["F"].data["x"] == x
+        if not same:
+            self.x_range.factors = layers
         bottom = np.zeros(len(frame))
-        x = list(zip(frame.layer, frame["mode"]))
-        alpha = np.where(frame["mode"].to_numpy() == "WR", 0.5, 1.0)
         for kind, src in self.sources.items():
             v = frame[kind].to_numpy(dtype=float)
-            src.data = {"x": x, "bottom": bottom.copy(), "top": bottom + v, "value": v,
-                        "layer": frame.layer.tolist(), "mode": frame["mode"].tolist(), "alpha": alpha,
-                        "kernel": [f"{layer}:{kind}" for layer in frame.layer]}
+            cols = {"bottom": bottom.copy(), "top": bottom + v, "value": v}
+            if same:
+                src.data.update(cols)
+            else:
+                src.data = {"x": x, **cols, "mode": modes.tolist(), "alpha": np.where(modes == "WR", 0.5, 1.0),
+                            "kernel": [f"{layer}:{kind}" for layer in frame.layer]}
             bottom = bottom + v
-        self.fig.title.text = title
 
 
 class TimelinePlot:
     """Fig. 3: per-layer lanes, kernels in execution order, each split into its micro-batches and coloured by
-    engine; after verification a measured lane under each layer."""
+    engine; after verification a measured lane under each layer.
+
+    Every column sent per update is numeric (binary on the websocket): text columns travel as codes into
+    small name lists that the hover and the colour mapper look up, so a ResNet-50 plan of ~1,000 pieces
+    costs a few arrays per budget change, not thousands of strings.
+    """
 
     def __init__(self, height: int = 420):
-        self.y_range = FactorRange(factors=["-"])
+        self.y_range = Range1d(-0.6, 0.6)
         fig = figure(height=height, sizing_mode="stretch_width", y_range=self.y_range, tools=TOOLS,
-                     title="Timeline", x_axis_label="Time since the first convolution [ms]",
-                     y_axis_label="Layer")
-        self.source = ColumnDataSource({k: [] for k in ("lane", "left", "right", "kernel", "piece", "batch",
-                                                          "plan", "engine", "color", "duration", "alpha")})
-        bars = fig.hbar(y="lane", left="left", right="right", height=0.75, source=self.source, color="color",
-                        fill_alpha="alpha", line_color="white", line_width=0.6, legend_field="engine")
-        fig.add_tools(HoverTool(renderers=[bars], tooltips=[
-            ("kernel", "@kernel"), ("piece", "@piece (@batch samples)"), ("engine", "@engine"), ("plan", "@plan"),
-            ("start", "@left{0.000} ms"), ("duration", "@duration{0.000} ms")]))
+                     title="Timeline", x_axis_label="Time since the first convolution [ms]", y_axis_label="Layer")
+        self.source = ColumnDataSource({k: [] for k in ("y", "left", "right", "duration", "batch", "piece",
+                                                          "pieces", "kernel", "plan", "engine", "alpha")})
+        self.names = {k: CustomJSHover(args={"names": []}, code="return names[value] ?? '';")
+                      for k in ("kernel", "plan", "engine")}
+        self.cmap = LinearColorMapper(palette=["#999999"], low=-0.5, high=0.5)
+        self.bars = fig.hbar(y="y", left="left", right="right", height=0.75, source=self.source,
+                             color={"field": "engine", "transform": self.cmap}, fill_alpha="alpha",
+                             line_color="white", line_width=0.6)
+        fig.add_tools(HoverTool(renderers=[self.bars], tooltips=[
+            ("kernel", "@kernel{custom}"), ("piece", "@piece of @pieces (@batch samples)"),
+            ("engine", "@engine{custom}"), ("plan", "@plan{custom}"), ("start", "@left{0.000} ms"),
+            ("duration", "@duration{0.000} ms")], formatters={f"@{k}": v for k, v in self.names.items()}))
+        self.ticker = FixedTicker(ticks=[0])
+        fig.yaxis.ticker = self.ticker
         fig.ygrid.grid_line_color = None
         fig.yaxis.major_label_text_font_size = "8pt"
-        fig.legend.title = "engine"
-        fig.legend.label_text_font_size = "9pt"
-        fig.add_layout(fig.legend[0], "right")
+        self.legend = Legend(items=[], title="engine", label_text_font_size="9pt")
+        self._legend: dict[str, int] = {}
+        fig.add_layout(self.legend, "right")
         self.fig = _style(fig)
+
+    @staticmethod
+    def _codes(values, names: list[str]) -> np.ndarray:
+        index = {n: i for i, n in enumerate(names)}
+        return np.fromiter((index[v] for v in values), dtype=np.int32, count=len(values))
+
+    def _set_names(self, key: str, names: list[str]) -> None:
+        if self.names[key].args.get("names") != names:
+            self.names[key].args = {"names": names}
 
     def update(self, frame: pd.DataFrame, colors: dict[str, str], title: str) -> None:
         have = set(frame.lane)
         lanes = [lane for layer in dict.fromkeys(frame.layer) for lane in (layer, f"{layer} (measured)")
                  if lane in have] or ["-"]
-        self.y_range.factors = list(reversed(lanes))
+        n = len(lanes)
+        ticks = list(range(n))
+        if list(self.ticker.ticks) != ticks or self.fig.yaxis[0].major_label_overrides.get(n - 1) != lanes[0]:
+            self.ticker.ticks = ticks
+            self.fig.yaxis[0].major_label_overrides = {n - 1 - i: lane for i, lane in enumerate(lanes)}
+            self.y_range.update(start=-0.6, end=n - 0.4)
+        kernels, plans = list(dict.fromkeys(frame.kernel)), list(dict.fromkeys(frame.plan))
+        engines = list(dict.fromkeys(frame.engine))
+        for key, names in (("kernel", kernels), ("plan", plans), ("engine", engines)):
+            self._set_names(key, names)
+        palette = [MEASURED_COLOR if e == "measured" else colors.get(e, "#999999") for e in engines] or ["#999999"]
+        if list(self.cmap.palette) != palette:
+            self.cmap.update(palette=palette, low=-0.5, high=len(palette) - 0.5)
+        lane_pos = {lane: n - 1 - i for i, lane in enumerate(lanes)}
+        engine_codes = self._codes(frame.engine.tolist(), engines)
+        piece = frame.piece.astype(str)
+        split = piece.str.split("/", n=1, expand=True) if len(frame) else None
         measured = frame.row.to_numpy() == "measured"
         self.source.data = {
-            "lane": frame.lane.tolist(), "left": frame.start_ms.to_numpy(), "right": frame.end_ms.to_numpy(),
-            "kernel": frame.kernel.tolist(), "piece": frame.piece.tolist(), "batch": frame.batch.tolist(),
-            "plan": frame.plan.tolist(), "engine": frame.engine.tolist(),
-            "color": [MEASURED_COLOR if m else colors.get(e, "#999999") for e, m in zip(frame.engine, measured)],
-            "duration": frame.duration_ms.to_numpy(), "alpha": np.where(measured, 0.75, 1.0)}
-        self.fig.height = max(260, 60 + 16 * len(lanes))
-        self.fig.title.text = title
+            "y": np.fromiter((lane_pos[v] for v in frame.lane), dtype=float, count=len(frame)),
+            "left": frame.start_ms.to_numpy(dtype=float), "right": frame.end_ms.to_numpy(dtype=float),
+            "duration": frame.duration_ms.to_numpy(dtype=float), "batch": frame.batch.to_numpy(dtype=np.int32),
+            "piece": (pd.to_numeric(split[0], errors="coerce").fillna(1).to_numpy(dtype=np.int32)
+                      if split is not None else np.zeros(0, np.int32)),
+            "pieces": (pd.to_numeric(split[1], errors="coerce").fillna(1).to_numpy(dtype=np.int32)
+                       if split is not None and split.shape[1] > 1 else np.ones(len(frame), np.int32)),
+            "kernel": self._codes(frame.kernel.tolist(), kernels), "plan": self._codes(frame.plan.tolist(), plans),
+            "engine": engine_codes, "alpha": np.where(measured, 0.75, 1.0)}
+        first = {e: int(np.argmax(engine_codes == i)) for i, e in enumerate(engines)}
+        if self._legend != first:
+            self.legend.items = [LegendItem(label=e, renderers=[self.bars], index=i) for e, i in first.items()]
+            self._legend = first
+        height = max(260, 60 + 16 * n)
+        if self.fig.height != height:
+            self.fig.height = height
+        if self.fig.title.text != title:
+            self.fig.title.text = title

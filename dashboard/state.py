@@ -8,6 +8,7 @@ policy, mode, budget or selected kernel -> ``Result`` (index lookups and small f
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +133,8 @@ class PlannerState(param.Parameterized):
         self._scopes: list[A.Scope] = []
         self._busy = False
         self._notes = [("warning", w) for w in warnings]
+        # Set by the page (Dashboard) to batch every view's update into one message, e.g. panel's io.hold.
+        self.hold_updates = contextlib.nullcontext
         self.param.watch(self._on_profile, ["profile"])
         self.param.watch(self._on_scope, ["network", "batch", "precision", "layout"])
         self.param.watch(self._on_mode, ["mode"])
@@ -308,7 +311,7 @@ class PlannerState(param.Parameterized):
         except (EngineError, ValueError, KeyError) as err:
             self._set_error(A.describe_error(err))
             return
-        with param.edit_constant(self):
+        with self.hold_updates(), param.edit_constant(self):
             self.param.update(result=result, error="" if result.choice.feasible else result.choice.reason)
 
     def _set_error(self, text: str) -> None:

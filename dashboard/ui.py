@@ -10,6 +10,7 @@ import panel as pn
 import param
 
 from .state import PlannerState
+from .views.base import session_doc
 from .views.controls import Controls
 from .views.desirable import DesirableView
 from .views.gpu import GPUView
@@ -28,6 +29,9 @@ class Dashboard(pn.viewable.Viewer):
     def __init__(self, state: PlannerState | None = None, gpu: tuple[bool, str] | None = None, runner=None, **params):
         super().__init__(state=state if state is not None else PlannerState(), **params)
         s = self.state
+        doc = session_doc()
+        if doc is not None:  # one websocket message per change instead of one per model (panel-patterns §3)
+            s.hold_updates = lambda: pn.io.hold(doc)
         self.controls = Controls(state=s)
         self.gpu = GPUView(state=s, gpu=gpu, runner=runner)
         self.summary = SummaryView(state=s)

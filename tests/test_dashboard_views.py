@@ -53,14 +53,14 @@ def test_slider_moves_budget_and_every_view(dash):
         "timeline": list(dash.timeline.plot.source.data["right"]),
         "table": dash.plan.table.value.copy(),
     }
-    target = max(slider.values)
-    slider.value = target
-    assert s.budget == target
+    slider.value = slider.end
+    assert s.budget == dash.controls.steps[-1] == max(dash.controls.steps)
     assert dash.summary.pane.object != before["summary"]
     assert dash.pareto.plot.marks.data["y"] != before["marks"]["y"]
     assert any(list(src.data["top"]) != before["bars"][k] for k, src in dash.workspace.plot.sources.items())
     assert list(dash.timeline.plot.source.data["right"]) != before["timeline"]
     assert not dash.plan.table.value.equals(before["table"])
+    assert dash.plan.table.value.reset_index(drop=True).equals(s.result.plan.reset_index(drop=True))
     # the plot data agree with the result
     assert math.isclose(max(dash.timeline.plot.source.data["right"]), s.result.choice.time_ms)
     wd_tops = [src.data["top"][i] for src in [dash.workspace.plot.sources["BF"]]
@@ -70,7 +70,10 @@ def test_slider_moves_budget_and_every_view(dash):
 
 def test_state_budget_moves_slider_to_nearest_step(dash):
     dash.state.budget = 100 * MiB
-    assert dash.controls.slider.value == nearest_step(list(dash.controls.slider.values), 100 * MiB)
+    steps = dash.controls.steps
+    i = dash.controls.slider.value
+    assert i == nearest_step(steps, 100 * MiB) and 0.8 < steps[i] / (100 * MiB) < 1.2
+    assert steps == sorted(steps) and steps[0] == 0
 
 
 def test_exact_budget_text(dash):
@@ -84,6 +87,7 @@ def test_exact_budget_text(dash):
 def test_mode_and_policy_widgets(dash):
     dash.controls.mode.value = "WR"
     assert dash.state.mode == "WR" and "per kernel" in dash.controls.slider.label
+    assert dash.controls.steps[-1] < dash.state.analysis.policies["powerOfTwo"].max_workspace * 4
     dash.controls.policy.value = "undivided"
     assert dash.state.policy == "undivided"
     assert "1.00x" in dash.summary.pane.object
@@ -94,6 +98,7 @@ def test_kernel_pick_from_table_bar_and_select(dash):
     row = int(frame.index[frame.kernel == "conv4:BF"][0])
     dash.plan.table.selection = [row]
     assert dash.state.kernel == "conv4:BF" and "conv4:BF" in dash.desirable.plot.fig.title.text
+    assert list(dash.plan.table.selection) == [row]
     src = dash.workspace.plot.sources["F"]
     i = src.data["kernel"].index("conv2:F")
     src.selected.indices = [i]
@@ -146,9 +151,11 @@ def test_verify_results_flow_into_timeline_and_summary(profile_path, monkeypatch
     assert runner.status == "done"
     assert math.isclose(state.result.summary["measured_ms"], 0.25 * len(ids))
     assert "WRONG RESULTS in conv2:F" in d.summary.pane.object
-    lanes = d.timeline.plot.source.data["lane"]
-    assert sum(lane.endswith("(measured)") for lane in lanes) == len(ids)
-    assert "measured" in d.timeline.plot.fig.title.text
+    plot = d.timeline.plot
+    labels = plot.fig.yaxis[0].major_label_overrides
+    measured_lanes = {y for y, lane in labels.items() if lane.endswith("(measured)")}
+    assert sum(y in measured_lanes for y in plot.source.data["y"]) == len(ids)
+    assert "measured" in plot.names["engine"].args["names"] and "measured" in plot.fig.title.text
 
 
 def test_profile_job_adds_a_live_profile(profile_path, monkeypatch):
@@ -188,18 +195,27 @@ def test_busy_runner_disables_other_pages(profile_path):
     assert not b.gpu.profile_btn.disabled
 
 
-def test_timeline_lanes_follow_layers(dash):
-    factors = list(reversed(dash.timeline.plot.y_range.factors))
-    assert factors == ["conv1", "conv2", "conv3", "conv4", "conv5"]
-    colors = set(dash.timeline.plot.source.data["color"])
-    assert colors <= set(dash.state.analysis.engine_colors.values())
+def test_timeline_lanes_colours_and_hover_names(dash):
+    plot = dash.timeline.plot
+    labels = plot.fig.yaxis[0].major_label_overrides
+    assert [labels[y] for y in sorted(labels, reverse=True)] == ["conv1", "conv2", "conv3", "conv4", "conv5"]
+    data, frame = plot.source.data, dash.state.result.timeline
+    assert len(data["y"]) == len(frame) and np.allclose(data["right"], frame.end_ms)
+    engines = plot.names["engine"].args["names"]
+    assert [engines[i] for i in data["engine"]] == frame.engine.tolist()
+    assert [plot.names["kernel"].args["names"][i] for i in data["kernel"]] == frame.kernel.tolist()
+    colors = dash.state.analysis.engine_colors
+    assert list(plot.cmap.palette) == [colors[e] for e in engines]
+    assert [item.label.value for item in plot.legend.items] == engines
 
 
-def test_workspace_factors_pair_wr_and_wd(dash):
-    factors = dash.workspace.plot.x_range.factors
-    assert factors[:2] == [("conv1", "WR"), ("conv1", "WD")] and len(factors) == 10
-    alphas = np.asarray(dash.workspace.plot.sources["F"].data["alpha"])
-    assert set(alphas) == {0.5, 1.0}
+def test_workspace_bars_pair_wr_and_wd_per_layer(dash):
+    plot = dash.workspace.plot
+    assert list(plot.x_range.factors) == ["conv1", "conv2", "conv3", "conv4", "conv5"]
+    data = plot.sources["F"].data
+    assert data["x"][:1] == [("conv1", plot.OFFSET["WR"])] and ("conv1", plot.OFFSET["WD"]) in data["x"]
+    assert set(np.asarray(data["alpha"])) == {0.5, 1.0}
+    assert "light bars" in dash.workspace.text.object and "dark bars" in dash.workspace.text.object
 
 
 def test_export_writes_a_plan_that_loads_back(dash, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import panel as pn
+from bokeh.models import CustomJSTickFormatter
 
 from engine.errors import BudgetError
 from engine.units import format_size, parse_size
@@ -21,7 +22,22 @@ def budget_label(b: int) -> str:
 
 def nearest_step(steps: list[int], budget: int) -> int:
     """The slider position closest to ``budget`` on a log scale (0 B maps to 0 B)."""
-    return min(steps, key=lambda s: abs(math.log2(s + 1) - math.log2(budget + 1)))
+    return min(range(len(steps)), key=lambda i: abs(math.log2(steps[i] + 1) - math.log2(budget + 1)))
+
+
+class BudgetSlider(pn.widgets.IntSlider):
+    """An integer slider over the log-spaced budget steps, labelled in bytes by a JS formatter.
+
+    Panel holds every browser change for 50 ms (``Syncable._debounce``, private in Panel 1.9) to merge
+    bursts; a key press on this slider sends one change, and that wait is a fifth of the 250 ms budget.
+    """
+
+    _debounce = 0
+
+
+def steps_formatter(steps: list[int]) -> CustomJSTickFormatter:
+    labels = [budget_label(b) for b in steps]
+    return CustomJSTickFormatter(args={"labels": labels}, code="return labels[Math.round(tick)] ?? '';")
 
 
 class Controls(StateView):
@@ -39,9 +55,10 @@ class Controls(StateView):
         self.mode = pn.widgets.RadioButtonGroup.from_param(s.mode, sizing_mode="stretch_width",
                                                            variant="outline")
         self.mode_help = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
-        self.slider = pn.widgets.DiscreteSlider(options={"0 B": 0}, value=0, sizing_mode="stretch_width",
-                                                label="Workspace budget")
-        self.exact = pn.widgets.TextInput(placeholder="exact budget, e.g. 120MiB or 1.5GiB",
+        self.steps: list[int] = [0]
+        self.slider = BudgetSlider(start=0, end=1, value=0, step=1, sizing_mode="stretch_width",
+                                   label="Workspace budget", format=steps_formatter([0, 0]))
+        self.exact = pn.widgets.TextInput(placeholder="or type an exact budget, e.g. 120MiB or 1.5GiB",
                                           sizing_mode="stretch_width")
         self.exact_error = pn.pane.Alert("", alert_type="danger", visible=False, margin=(0, 10))
         self.notes = pn.Column(sizing_mode="stretch_width")
@@ -77,33 +94,28 @@ class Controls(StateView):
 
     def _set_options(self) -> None:
         steps = self.state.budget_steps()
-        options = {}
-        for b in steps:
-            options.setdefault(budget_label(b), b)
         self._syncing = True
         try:
-            self.slider.label = ("Workspace limit per kernel" if self.state.mode == "WR"
-                                 else "Total workspace budget") + " (log scale)"
-            self.slider.options = options
+            self.steps = steps
+            self.slider.param.update(
+                label=("Workspace limit per kernel" if self.state.mode == "WR" else "Total workspace budget")
+                + " (log scale)", start=0, end=max(len(steps) - 1, 1), format=steps_formatter(steps))
         finally:
             self._syncing = False
 
     def _set_slider(self) -> None:
-        steps = list(self.slider.values)
-        if not steps:
-            return
         self._syncing = True
         try:
-            self.slider.value = nearest_step(steps, self.state.budget)
-            self.exact.value = ""
-            self.exact.placeholder = f"exact budget (now {format_size(self.state.budget)}), e.g. 120MiB"
+            self.slider.value = nearest_step(self.steps, self.state.budget)
+            if self.exact.value:
+                self.exact.value = ""
         finally:
             self._syncing = False
 
     def _from_slider(self, event) -> None:
-        if self._syncing or event.new is None:
+        if self._syncing or event.new is None or not 0 <= event.new < len(self.steps):
             return
-        self.state.budget = int(event.new)
+        self.state.budget = int(self.steps[event.new])
 
     def _from_text(self, event) -> None:
         if self._syncing or not event.new.strip():

@@ -22,6 +22,7 @@ class DesirableView(StateView):
         self.picker = pn.widgets.Select(label="Kernel", options=[], width=260)
         self.picker.param.watch(self._pick, "value")
         self._syncing = False
+        self._options_of = None
         self.text = self.caption("desirable-caption")
         self.panel = pn.Column(self.picker, self.pane, self.text, sizing_mode="stretch_width")
 
@@ -41,8 +42,11 @@ class DesirableView(StateView):
             return
         self._syncing = True
         try:
-            self.picker.options = {f"{k.id} ({k.kind.value})": k.id for k in analysis.kernels}
-            self.picker.value = result.kernel
+            if self._options_of is not analysis:
+                self.picker.options = {f"{k.id} ({k.kind.value})": k.id for k in analysis.kernels}
+                self._options_of = analysis
+            if self.picker.value != result.kernel:
+                self.picker.value = result.kernel
         finally:
             self._syncing = False
         kernel = result.kernel

@@ -27,29 +27,29 @@ class ParetoView(StateView):
     def _refresh(self, *_events) -> None:
         state, analysis, result = self.state, self.state.analysis, self.state.result
         if analysis is None or result is None:
-            self.plot.update_marks([], None, "Network Pareto front (no profile)")
+            self.plot.update_marks([], None)
             self.text.object = ""
             self._push(self.pane)
             return
         key = (id(analysis), state.policy)
+        scope = analysis.scope
         if key != self._fronts_of:
-            self.plot.update_fronts(analysis.fronts, analysis.policies[state.policy].sweep, state.policy)
+            title = f"Network Pareto front: {scope.network}, B={scope.batch}, {scope.precision}, {scope.layout}"
+            self.plot.update_fronts(analysis.fronts, analysis.policies[state.policy].sweep, state.policy, title)
             self._fronts_of = key
         c, base, (t_opt, ws_opt) = result.choice, result.baseline, result.optimum
         marks = []
         if c.feasible:
-            marks.append(dict(what=f"current plan ({c.mode}, {c.policy})", workspace=c.workspace, time_ms=c.time_ms,
-                              marker="star", color="#d62728", size=18))
+            marks.append(dict(what="current plan", detail=f"({c.mode}, {c.policy})", workspace=c.workspace,
+                              time_ms=c.time_ms, marker="star", color="#d62728", size=18))
         if base.feasible:
-            marks.append(dict(what=f"undivided, same memory ({base.mode})", workspace=base.workspace,
+            marks.append(dict(what="undivided, same memory", detail=f"({base.mode})", workspace=base.workspace,
                               time_ms=base.time_ms, marker="square", color=POLICY_COLORS["undivided"], size=12))
-        marks.append(dict(what=f"unlimited optimum ({c.policy})", workspace=ws_opt, time_ms=t_opt,
+        marks.append(dict(what="unlimited optimum", detail=f"({c.policy})", workspace=ws_opt, time_ms=t_opt,
                           marker="diamond", color="#9467bd", size=15))
         n = len(analysis.kernels)
         total = c.budget * n if c.mode == "WR" else c.budget
-        scope = analysis.scope
-        title = f"Network Pareto front: {scope.network}, B={scope.batch}, {scope.precision}, {scope.layout}"
-        self.plot.update_marks(marks, total, title)
+        self.plot.update_marks(marks, total)
         fronts = ", ".join(f"{name} {len(ps.front.workspace)} points" for name, ps in analysis.policies.items())
         budget = (f"WR limit {format_size(c.budget)} x {n} kernels = {format_size(total)}" if c.mode == "WR"
                   else f"WD total {format_size(total)}")

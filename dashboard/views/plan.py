@@ -54,14 +54,11 @@ class PlanView(StateView):
         self._syncing = True
         try:
             self.table.value = frame
-            rows = frame.index[frame.kernel == result.kernel].tolist()
-            self.table.selection = rows[:1]
+            rows = frame.index[frame.kernel == result.kernel].tolist()[:1]
+            if list(self.table.selection) != rows:
+                self.table.selection = rows
         finally:
             self._syncing = False
-        if feasible and state.scope:
-            sc = state.scope
-            self.download.filename = (f"{sc.network}-b{sc.batch}-{sc.precision}-{sc.layout}-{state.mode}-"
-                                      f"{state.policy}-{format_size(state.budget).replace(' ', '')}.plan.json")
 
     def _selected(self, event) -> None:
         if self._syncing or not event.new:
@@ -71,6 +68,10 @@ class PlanView(StateView):
 
     def _export(self):
         """FileDownload callback: the engine's plan for the current controls, as JSON."""
+        s, sc = self.state, self.state.scope
+        if sc is not None:  # named here, not per budget change: a filename change costs a browser re-layout
+            self.download.filename = (f"{sc.network}-b{sc.batch}-{sc.precision}-{sc.layout}-{s.mode}-{s.policy}-"
+                                      f"{format_size(s.budget).replace(' ', '')}.plan.json")
         try:
             text = self.state.plan_json()
         except (EngineError, ValueError, KeyError) as err:

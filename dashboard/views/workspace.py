@@ -41,8 +41,7 @@ class WorkspaceView(StateView):
         def part(c, what):
             return (f"{c.mode} {format_size(c.budget)} {what} (uses {format_size(c.workspace)})" if c.feasible
                     else f"{c.mode} infeasible")
-        title = f"Workspace division, {result.choice.policy}: WR (light) vs WD (dark) at the same total"
-        self.plot.update(result.workspace, title)
-        self.text.object = (f"{part(wr, 'per kernel')}; {part(wd, 'in total')}. Click a bar segment to show that "
-                            f"kernel's desirable set.")
+        self.plot.update(result.workspace)
+        self.text.object = (f"{result.choice.policy}: {part(wr, 'per kernel')} (light bars); {part(wd, 'in total')} "
+                            f"(dark bars). Click a bar segment to show that kernel's desirable set.")
         self._push(self.pane)

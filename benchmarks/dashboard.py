@@ -1,0 +1,216 @@
+"""Budget-slider responsiveness of the dashboard (issue "Dashboard", item 5: <= 250 ms for ResNet-50).
+
+Two measurements, both over every step of the budget slider:
+
+* server: in-process, the Python work of one slider move - choosing every kernel's configuration from the
+  precomputed front, building the views' frames and updating every Bokeh/Panel model (no browser);
+* browser (``--browser``): ``panel serve app.py`` in a subprocess and Debian's Chromium through
+  Playwright; from the key press on the slider handle (in-page clock) to the last model change that update
+  caused, then two animation frames so the canvases have painted. Panel's busy-indicator toggle, which
+  Panel debounces by ~0.5 s whatever the app does, is not counted.
+
+Usage::
+
+    python benchmarks/dashboard.py --profile assets/profiles/<h100 resnet50>.profile.json.gz --browser
+    python benchmarks/dashboard.py --synthetic resnet50 --browser --report benchmarks/reports/dashboard.md
+    python benchmarks/dashboard.py --synthetic resnet50 --screenshot docs/dashboard.png
+
+``--synthetic NET`` makes a SYNTHETIC profile (tests/synthetic_profile.py) and says so in every output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CHROMIUM = os.environ.get("UCUDNN_CHROMIUM", "/usr/bin/chromium")
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
+
+
+def stats(xs) -> dict:
+    return {"n": len(xs), "median": statistics.median(xs), "p90": pct(xs, 90), "max": max(xs)}
+
+
+def server_latency(profile_path: Path, repeats: int = 2) -> dict:
+    import panel as pn
+    from bokeh.document import Document
+    from pyviz_comms import Comm
+
+    from dashboard.jobs import JobRunner
+    from dashboard.state import PlannerState, evaluate
+    from dashboard.ui import Dashboard
+
+    t0 = time.perf_counter()
+    state = PlannerState(profiles={profile_path.name: profile_path})
+    if state.result is None:
+        raise SystemExit(f"no plan: {state.error}")
+    analysis_s = time.perf_counter() - t0
+    dash = Dashboard(state, gpu=(False, "benchmark"), runner=JobRunner())
+    pn.panel(dash).get_root(Document(), comm=Comm())  # real Bokeh models, updated as on a page
+    steps = list(range(len(dash.controls.steps)))  # slider positions
+    evals, full = [], []
+    for _ in range(repeats):
+        for v in steps + steps[::-1]:
+            t = time.perf_counter()
+            evaluate(state.analysis, state.policy, state.mode, dash.controls.steps[v], state.kernel)
+            evals.append(1000 * (time.perf_counter() - t))
+            t = time.perf_counter()
+            dash.controls.slider.value = v
+            full.append(1000 * (time.perf_counter() - t))
+    a = state.analysis
+    return {"analysis_s": analysis_s, "steps": len(steps), "kernels": len(a.kernels),
+            "front_points": {p: len(ps.front.workspace) for p, ps in a.policies.items()},
+            "timeline_pieces": len(state.result.timeline), "state": stats(evals), "views": stats(full),
+            "scope": a.scope, "policy": state.policy, "mode": state.mode, "synthetic": a.profile.synthetic,
+            "profile": a.profile.describe()}
+
+
+class Served:
+    def __init__(self, profile_path: Path, log: Path):
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        env = dict(os.environ, UCUDNN_PROFILE=str(profile_path))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        self.log = log
+        self._out = open(log, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(self.port), "--address", "localhost",
+             "--allow-websocket-origin", f"localhost:{self.port}"], cwd=ROOT, env=env, stdout=self._out,
+            stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while "Bokeh app running at" not in log.read_text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise SystemExit(f"panel serve failed:\n{log.read_text()}")
+            time.sleep(0.2)
+        self.url = f"http://localhost:{self.port}/app"
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self._out.close()
+
+
+# In-page clock: a change of any Bokeh model stamps __last and, two animation frames later (the canvases
+# have painted by then), __painted.
+HOOK = """() => {
+  window.__changes = 0; window.__last = 0; window.__painted = 0;
+  for (const d of Bokeh.documents) d.on_change((ev) => {
+    if (ev.attr === "css_classes") return;   // Panel's busy indicator (debounced), not the app's views
+    window.__changes += 1; window.__last = performance.now();
+    requestAnimationFrame(() => requestAnimationFrame(() => { window.__painted = performance.now(); }));
+  });
+  document.addEventListener("keydown", () => { window.__start = performance.now(); window.__changes = 0; }, true);
+}"""
+SETTLED = "() => window.__changes > 0 && performance.now() - window.__last > 400"
+PAINTED = "() => [window.__last - window.__start, window.__painted - window.__start]"
+
+
+def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        srv = Served(profile_path, Path(tmp) / "serve.log")
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+                page = browser.new_page(viewport={"width": 1280, "height": 800})
+                page.goto(srv.url)
+                page.wait_for_selector("[data-testid=summary-time]", timeout=120_000)
+                page.wait_for_timeout(1500)
+                if screenshot:
+                    screenshot.parent.mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=str(screenshot))
+                page.evaluate(HOOK)
+                handle = page.locator(".noUi-handle").first
+                handle.focus()
+                last, painted = [], []
+                for i in range(moves):
+                    handle.press("ArrowLeft" if (i // 8) % 2 == 0 else "ArrowRight")
+                    page.wait_for_function(SETTLED, timeout=20_000)
+                    a, b = page.evaluate(PAINTED)
+                    last.append(a)
+                    painted.append(b)
+                browser.close()
+        finally:
+            srv.close()
+        if "Traceback" in srv.log.read_text():
+            raise SystemExit(f"server error:\n{srv.log.read_text()}")
+    return {"last_change": stats(last), "painted": stats(painted)}
+
+
+def report(server: dict, browser: dict | None) -> str:
+    sc = server["scope"]
+    tag = "SYNTHETIC profile (tests/synthetic_profile.py), not measurements" if server["synthetic"] else "measured profile"
+    f = lambda s: f"{s['median']:.1f} / {s['p90']:.1f} / {s['max']:.1f}"
+    lines = [
+        "# Dashboard: budget-slider latency", "",
+        f"Produced by `python benchmarks/dashboard.py` on {platform.node() or 'this machine'} "
+        f"({os.cpu_count()} CPUs, Python {platform.python_version()}); {time.strftime('%Y-%m-%d')}.", "",
+        f"- profile: {tag}: {server['profile']}",
+        f"- network: {sc.network}, mini-batch {sc.batch}, {sc.precision} {sc.layout}; policy {server['policy']}, "
+        f"mode {server['mode']}; {server['kernels']} kernels; WD front points "
+        + ", ".join(f"{p} {n}" for p, n in server["front_points"].items()),
+        f"- {server['steps']} slider steps (4 per octave); the timeline has ~{server['timeline_pieces']} "
+        f"micro-batch pieces",
+        f"- one-off analysis (desirable sets + fronts for every policy): {server['analysis_s']:.2f} s", "",
+        "| what (ms, median / p90 / max) | per slider move |", "|---|---|",
+        f"| server: choose configurations + build every view's frame | {f(server['state'])} |",
+        f"| server: the above + update every Bokeh/Panel model | {f(server['views'])} |",
+    ]
+    if browser:
+        lines += [f"| browser: key press -> last view model updated | {f(browser['last_change'])} |",
+                  f"| browser: key press -> canvases painted | {f(browser['painted'])} |"]
+    lines += ["", "Target: every view updated within 250 ms of a slider move for ResNet-50."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--profile", type=Path, help="profile file (e.g. the bundled H100 ResNet-50 one)")
+    src.add_argument("--synthetic", metavar="NET", help="make a SYNTHETIC profile of this zoo network")
+    ap.add_argument("--batch", type=int, default=None, help="with --synthetic: mini-batch (default: the zoo's)")
+    ap.add_argument("--policy", default="powerOfTwo", help="with --synthetic: profiled policy")
+    ap.add_argument("--browser", action="store_true", help="also measure in Chromium against panel serve")
+    ap.add_argument("--moves", type=int, default=24, help="slider moves measured in the browser")
+    ap.add_argument("--screenshot", type=Path, help="save a 1280x800 screenshot of the served page here")
+    ap.add_argument("--report", type=Path, help="write the Markdown report here")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.profile
+        if args.synthetic:
+            from engine.zoo import DEFAULT_BATCH
+            from tests.synthetic_profile import synthetic_profile
+            batch = args.batch or DEFAULT_BATCH[args.synthetic]
+            path = Path(tmp) / f"SYNTHETIC-{args.synthetic}-b{batch}.profile.json.gz"
+            synthetic_profile(args.synthetic, batch, args.policy).save(path)
+        server = server_latency(path)
+        browser = browser_latency(path, args.moves, args.screenshot) if args.browser or args.screenshot else None
+    text = report(server, browser)
+    print(text)
+    if args.report:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
