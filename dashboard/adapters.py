@@ -465,7 +465,7 @@ def wr_sweep(ps: PolicySets) -> pd.DataFrame:
                          "time_ms": total_t[keep]})
 
 
-PLAN_COLUMNS = ["kernel", "layer", "kind", "division", "plans", "engines", "time_ms", "workspace_mib", "baseline_ms"]
+PLAN_COLUMNS = ["kernel", "layer", "kind", "division", "engines", "time_ms", "baseline_ms", "workspace_mib", "plans"]
 
 
 def plans_text(conf: Configuration) -> str:

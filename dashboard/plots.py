@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from bokeh.core.properties import field
 from bokeh.models import (ColumnDataSource, CustomJSHover, CustomJSTickFormatter, FactorRange, FixedTicker,
-                          HoverTool, Label, Legend, LegendItem, LinearColorMapper, Range1d, Span)
+                          HoverTool, Legend, LegendItem, LinearColorMapper, Range1d, Span)
 from bokeh.plotting import figure
 
 from engine.units import MiB, format_size
@@ -66,7 +66,7 @@ class ParetoPlot:
     """Network Pareto fronts (total conv time vs total workspace) per policy, WR's curve, the current plan,
     the undivided baseline at the same memory and the unlimited-workspace optimum."""
 
-    def __init__(self, height: int = 360):
+    def __init__(self, height: int = 400):
         fig = figure(height=height, sizing_mode="stretch_width", x_axis_type="log", tools=TOOLS,
                      title="Network Pareto front", x_axis_label="Total workspace (log scale)",
                      y_axis_label="Total convolution time [ms]")
@@ -95,15 +95,15 @@ class ParetoPlot:
         self.budget_span = Span(location=1, dimension="height", line_dash="dotted", line_color="#d62728",
                                 line_width=1.5, visible=False)
         fig.add_layout(self.budget_span)
-        self.budget_label = Label(x=1, y=6, x_units="data", y_units="screen", text="", text_font_size="9pt",
-                                  text_color="#d62728", angle=math.pi / 2, x_offset=-3, visible=False)
-        fig.add_layout(self.budget_label)
         fig.add_tools(HoverTool(renderers=hover_renderers, tooltips=[
             ("policy", "@policy"), ("workspace", "@ws_label"), ("time", "@time_ms{0.000} ms")]))
         fig.add_tools(HoverTool(renderers=[marks], tooltips=[("", "@what @detail"), ("time", "@time")]))
+        # the budget Span cannot be a legend entry: an empty line with its look stands in for it
+        budget_key = fig.line([math.nan], [math.nan], line_dash="dotted", line_color="#d62728", line_width=1.5)
+        items.append(LegendItem(label="budget (total)", renderers=[budget_key]))
         legend = Legend(items=items + [LegendItem(label=field("what"), renderers=[marks])], click_policy="hide",
-                        label_text_font_size="8pt", spacing=0, padding=3, location="bottom_left",
-                        background_fill_alpha=0.85, glyph_height=14, label_height=14)
+                        label_text_font_size="8pt", spacing=0, padding=3, location="top_right",
+                        background_fill_alpha=0.85, glyph_height=13, label_height=13)
         fig.add_layout(legend)
         self.fig = _style(fig)
 
@@ -140,9 +140,8 @@ class ParetoPlot:
         if budget_total is not None:
             x = max(budget_total / MiB, WS_FLOOR_MIB)
             self.budget_span.update(location=x, visible=True)
-            self.budget_label.update(x=x, text=f" budget {format_size(budget_total)}", visible=True)
         else:
-            self.budget_span.visible = self.budget_label.visible = False
+            self.budget_span.visible = False
 
 
 class DesirablePlot:
@@ -153,7 +152,7 @@ class DesirablePlot:
     BAR_W, GAP = 0.15, 0.012   # of the log-x span
     BAR_H = 0.035              # of the y span
 
-    def __init__(self, height: int = 360):
+    def __init__(self, height: int = 400):
         self.x_range, self.y_range = Range1d(0.5, 2), Range1d(0, 1)
         fig = figure(height=height, sizing_mode="stretch_width", tools=TOOLS, x_range=self.x_range,
                      y_range=self.y_range, x_axis_type="log", title="Desirable set",
@@ -359,7 +358,9 @@ class TimelinePlot:
                        if split is not None and split.shape[1] > 1 else np.ones(len(frame), np.int32)),
             "kernel": self._codes(frame.kernel.tolist(), kernels), "plan": self._codes(frame.plan.tolist(), plans),
             "engine": engine_codes, "alpha": np.where(measured, 0.75, 1.0)}
-        first = {e: int(np.argmax(engine_codes == i)) for i, e in enumerate(engines)}
+        order = {e: i for i, e in enumerate(colors)}
+        first = {e: int(np.argmax(engine_codes == engines.index(e)))
+                 for e in sorted(engines, key=lambda e: order.get(e, len(order)))}
         if self._legend != first:
             self.legend.items = [LegendItem(label=e, renderers=[self.bars], index=i) for e, i in first.items()]
             self._legend = first

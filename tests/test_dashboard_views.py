@@ -206,7 +206,9 @@ def test_timeline_lanes_colours_and_hover_names(dash):
     assert [plot.names["kernel"].args["names"][i] for i in data["kernel"]] == frame.kernel.tolist()
     colors = dash.state.analysis.engine_colors
     assert list(plot.cmap.palette) == [colors[e] for e in engines]
-    assert [item.label.value for item in plot.legend.items] == engines
+    assert sorted(item.label.value for item in plot.legend.items) == sorted(engines)
+    legend_colors = [plot.cmap.palette[data["engine"][item.index]] for item in plot.legend.items]
+    assert legend_colors == [colors[item.label.value] for item in plot.legend.items]
 
 
 def test_workspace_bars_pair_wr_and_wd_per_layer(dash):

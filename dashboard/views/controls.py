@@ -58,7 +58,7 @@ class Controls(StateView):
         self.steps: list[int] = [0]
         self.slider = BudgetSlider(start=0, end=1, value=0, step=1, sizing_mode="stretch_width",
                                    label="Workspace budget", format=steps_formatter([0, 0]))
-        self.exact = pn.widgets.TextInput(placeholder="or type an exact budget, e.g. 120MiB or 1.5GiB",
+        self.exact = pn.widgets.TextInput(placeholder="or type a budget, e.g. 120MiB",
                                           sizing_mode="stretch_width")
         self.exact_error = pn.pane.Alert("", alert_type="danger", visible=False, margin=(0, 10))
         self.notes = pn.Column(sizing_mode="stretch_width")

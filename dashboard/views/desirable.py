@@ -19,12 +19,13 @@ class DesirableView(StateView):
         self.plot = DesirablePlot()
         self.plot.fig.css_classes = ["ucd-desirable"]
         self.pane = pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width")
-        self.picker = pn.widgets.Select(label="Kernel", options=[], width=260)
+        self.picker = pn.widgets.Select(label="Kernel", options=[], width=210)
         self.picker.param.watch(self._pick, "value")
         self._syncing = False
         self._options_of = None
         self.text = self.caption("desirable-caption")
-        self.panel = pn.Column(self.picker, self.pane, self.text, sizing_mode="stretch_width")
+        self.panel = pn.Column(self.pane, pn.Row(self.picker, self.text, sizing_mode="stretch_width"),
+                               sizing_mode="stretch_width")
 
     def __panel__(self):
         return self.panel

@@ -15,7 +15,8 @@ from .. import adapters as A
 from .base import StateView
 
 COLUMNS = {"kernel": "Kernel", "division": "Micro-batches", "engines": "Engines", "time_ms": "Time [ms]",
-           "baseline_ms": "Undivided [ms]", "workspace_mib": "Workspace [MiB]", "plans": "Plans"}
+           "baseline_ms": "Undivided [ms]", "workspace_mib": "Workspace [MiB]", "plans": "Plans (pieces x size)"}
+WIDTHS = {"kernel": 110, "division": 120, "engines": 120, "time_ms": 95, "baseline_ms": 125, "workspace_mib": 140}
 
 
 class PlanView(StateView):
@@ -29,7 +30,7 @@ class PlanView(StateView):
                         "baseline_ms": {"type": "money", "precision": 3, "symbol": ""},
                         "workspace_mib": {"type": "money", "precision": 2, "symbol": ""}},
             header_tooltips={"baseline_ms": "undivided policy at the same budget and mode"},
-            layout="fit_columns")
+            widths=WIDTHS, layout="fit_data_stretch")
         self.table.param.watch(self._selected, "selection")
         self.download = pn.widgets.FileDownload(callback=self._export, filename="plan.json", label="Export plan (JSON)",
                                                 color="primary", embed=False, auto=True)

@@ -1,0 +1,35 @@
+"""examples/explore.ipynb runs top to bottom in a real Jupyter kernel and embeds the dashboard (SYNTHETIC profile)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "examples" / "explore.ipynb"
+
+
+def test_notebook_executes_and_embeds_the_dashboard(tmp_path, monkeypatch):
+    from tests.synthetic_profile import synthetic_profile
+
+    profile = synthetic_profile("alexnet", 32, "powerOfTwo").save(tmp_path / "SYNTHETIC-alexnet.profile.json.gz")
+    monkeypatch.setenv("UCUDNN_PROFILE", str(profile))
+    monkeypatch.delenv("UCUDNN_PROFILE_DIR", raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}})
+    client.execute()
+    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert "Traceback" not in text
+    assert any("application/vnd.holoviews_exec.v0+json" in o.get("data", {}) for o in outputs)  # the Panel view
+    assert "x over undivided at the same memory" in text
+    assert "conv1:F" in text  # the plan table
+    assert "plan.json: wd powerOfTwo, 14 kernels" in text
