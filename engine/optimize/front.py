@@ -86,8 +86,8 @@ def _merge(a: _Node, b: _Node) -> _Node:
     Large merges prune rectangles of index pairs [i0, i1) x [j0, j1) before enumerating any sum.
     The best a rectangle could hold is workspace a[i0] + b[j0] with time a[i1-1] + b[j1-1]; when a
     known achievable sum is strictly better in both, the rectangle holds no Pareto point. Known
-    sums: the Pareto set of the surviving rectangles' corners, refined level by level as the
-    rectangles shrink 4x per front down to 16 x 1. Only what survives is enumerated, so the cost
+    sums: the Pareto set of the surviving rectangles' corners (i1-1, j0), refined level by level as
+    the rectangles shrink 4x per front down to 16 x 1. Only what survives is enumerated, so the cost
     follows the size of the result rather than n*m (measured in benchmarks/reports/optimizer.md).
     """
     if len(a.workspace) < len(b.workspace):
@@ -106,9 +106,8 @@ def _merge(a: _Node, b: _Node) -> _Node:
             parent, i0, i1 = _split(i0, i1, size)
             parent, j0, j1 = _split(j0[parent], j1[parent], max(1, size // _LEAF_BLOCK))
             i0, i1 = i0[parent], i1[parent]
-            ci, cj = np.concatenate((i0, i1 - 1)), np.concatenate((j1 - 1, j0))
-            gw = np.concatenate((gw, aw[ci] + bw[cj]))
-            gt = np.concatenate((gt, at[ci] + bt[cj]))
+            gw = np.concatenate((gw, aw[i1 - 1] + bw[j0]))  # one achievable corner per rectangle
+            gt = np.concatenate((gt, at[i1 - 1] + bt[j0]))
             g = _pareto(gw, gt)
             gw, gt = gw[g], gt[g]
             pos = np.searchsorted(gw, aw[i0] + bw[j0], side="right") - 1
