@@ -15,6 +15,8 @@ import numpy as np
 from .types import Configuration, MicroConfig
 from .wr import canonical, check_feasible, reconstruct, size_fronts, solve_choices, solve_table
 
+_CHUNK = 4096  # limits per pass of the WR table
+
 
 def _tie_key(c: Configuration) -> tuple:
     return (c.workspace, c.time_ms, len(c.micro),
@@ -51,22 +53,26 @@ def desirable_set(candidates: Mapping[int, Sequence[MicroConfig]], batch: int,
     if not sizes:
         check_feasible(candidates, batch, limit)
     limits = np.unique(np.fromiter((m.workspace for s in sizes for m in fronts[s]), dtype=np.int64))
-    tmu = np.empty((len(sizes), len(limits)))
-    pick = np.empty((len(sizes), len(limits)), dtype=np.int64)
-    for j, s in enumerate(sizes):
-        ws = np.array([m.workspace for m in fronts[s]], dtype=np.int64)
-        t = np.array([m.time_ms for m in fronts[s]])
-        pos = np.searchsorted(ws, limits, side="right") - 1  # fastest plan of size s within each limit
-        pick[j] = pos
-        tmu[j] = np.where(pos >= 0, t[np.maximum(pos, 0)], np.inf)
-    tb = solve_table(sizes, tmu, batch)[batch]
+    ws = [np.array([m.workspace for m in fronts[s]], dtype=np.int64) for s in sizes]
+    t = [np.array([m.time_ms for m in fronts[s]]) for s in sizes]
+
+    def table(lims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Tμ(size) under each limit, and which plan of the size's front that is (-1: none fits)."""
+        pick = np.stack([np.searchsorted(w, lims, side="right") - 1 for w in ws])
+        tmu = np.stack([np.where(p >= 0, tj[np.maximum(p, 0)], np.inf) for p, tj in zip(pick, t)])
+        return tmu, pick
+
+    # limits in chunks: the table is (batch+1) x limits, which for B=1024 under `all` would not be small
+    tb = np.concatenate([solve_table(sizes, table(limits[k:k + _CHUNK])[0], batch)[batch]
+                         for k in range(0, len(limits), _CHUNK)])
     if not np.isfinite(tb).any():
         check_feasible(candidates, batch, limit)
     previous = np.concatenate(([np.inf], tb[:-1]))
     steps = np.flatnonzero(tb < previous)
     # second pass, only over the limits where T_B steps, to recover each step's pieces
-    _, arg = solve_choices(sizes, tmu[:, steps], batch)
-    configs = [reconstruct(arg, sizes, batch, i, lambda j, i: fronts[sizes[j]][pick[j, steps[i]]])
+    tmu, pick = table(limits[steps])
+    _, arg = solve_choices(sizes, tmu, batch)
+    configs = [reconstruct(arg, sizes, batch, i, lambda j, i: fronts[sizes[j]][pick[j, i]])
                for i in range(len(steps))]
     # the DP adds times in peel order, Configuration.time_ms in canonical order; re-prune so the
     # returned list is strictly decreasing in the times callers will read
