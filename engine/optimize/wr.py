@@ -12,8 +12,8 @@ Two facts keep the program small and exact:
   limits W at once is the same recursion on a (sizes x limits) table. ``solve_table`` runs it that
   way with numpy; WR is the one-column case and ``desirable.desirable_set`` the many-column one.
 
-Exact time ties are broken towards fewer pieces (fewer launches), then towards the smaller piece
-peeled first, so results are deterministic.
+Exact time ties are broken towards fewer pieces (fewer launches), then towards the undivided run,
+then towards the smaller piece peeled first, so results are deterministic.
 """
 
 from __future__ import annotations
@@ -176,8 +176,6 @@ def wr(candidates: Mapping[int, Sequence[MicroConfig]], batch: int, limit: int |
     Raises InfeasibleBudgetError when nothing fits (``minimum`` = the least workspace that would) or
     when the sizes cannot partition ``batch`` at all (``minimum`` = -1).
     """
-    if limit is not None and limit < 0:
-        raise InfeasibleBudgetError(f"workspace limit {limit} must not be negative", minimum=0)
     fronts = size_fronts(candidates, batch, limit)
     sizes = sorted(fronts)
     if not sizes:
