@@ -228,20 +228,24 @@ def _vdnn_dyn(inv, capacity, profile, workspace, params, precision) -> MemoryRes
         res.options.update(offload=offload or "none", algo=rule)
         return res
 
+    def done(res):
+        res.summary["min_capacity"] = first.summary["min_capacity"]   # pass (1) is the floor
+        return res
+
     first = run("all", "m", "vDNN_all(m)")
     if capacity is None:
-        return run(None, "p", "no offload, fastest algorithms (no capacity given)")
+        return done(run(None, "p", "no offload, fastest algorithms (no capacity given)"))
     if not first.fits:
         first.notes.append("untrainable: vDNN_all(m) does not fit")
         return first
     for offload, label in ((None, "no offload"), ("conv", "vDNN_conv"), ("all", "vDNN_all")):
         res = run(offload, "p", f"{label}, fastest algorithms")
         if res.fits:
-            return res
+            return done(res)
     for offload, label in (("conv", "vDNN_conv"), ("all", "vDNN_all")):
         res = run(offload, workspace or "fit-seq", f"{label}, greedy algorithm downgrade")
         if res.fits:
-            return res
+            return done(res)
     first.notes.append("fell back to vDNN_all(m)")
     return first
 

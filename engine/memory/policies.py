@@ -195,8 +195,15 @@ def layrub_alias(inv: Inventory, relu_mask_bytes: float = 1.0,
             fwd[name].append(mname)
             bwd[name] = [mname if u == f"Y:{name}" else u for u in bwd[name]]
     storage = {k: t.storage for k, t in tensors.items()}
-    aliased = []
+    members: dict[str, list[str]] = {}
+    for k, st in storage.items():
+        members.setdefault(st, []).append(k)
     order = list(reversed(inv.route))
+    last_read: dict[str, int] = {}     # storage -> last position in backward order that reads it
+    for j, name in enumerate(order):
+        for u in bwd[name]:
+            last_read[storage[u]] = j
+    aliased = []
     for j, name in enumerate(order):
         layer = inv.net.layer(name)
         if layer.op not in consumers or len(layer.inputs) != 1:
@@ -206,13 +213,13 @@ def layrub_alias(inv: Inventory, relu_mask_bytes: float = 1.0,
         if g not in tensors or len(inv.net.consumers[src]) != 1 or inv.net.layer(src).op == "data":
             continue
         x_st = storage[f"Y:{src}"]
-        later = [u for later_name in order[j + 1:] for u in bwd[later_name]]
-        if any(storage[u] == x_st for u in later):
+        if last_read.get(x_st, -1) > j:
             continue
         old = storage[g]
-        for k, st in storage.items():
-            if st == old:
-                storage[k] = x_st
+        for k in members.pop(old):
+            storage[k] = x_st
+            members[x_st].append(k)
+        last_read[x_st] = max(last_read.get(x_st, -1), last_read.get(old, -1))
         aliased.append(name)
     new_tensors = {k: Tensor(t.name, t.cls, t.nbytes, t.layer, storage[k], t.persistent) for k, t in tensors.items()}
     out = Inventory(inv.net, inv.convention, inv.itemsize, inv.route, new_tensors, fwd, bwd)
@@ -374,10 +381,13 @@ def sn_segment_memory_centric(inv: Inventory, rule: str = "code", checkpoints=SN
     """
     segs = sn_segments(inv, checkpoints)
     _, peak = sn_bottleneck(inv)
+    longest: dict[str, list[str]] = {}     # segment start -> its full chain
+    for chain in segs.values():
+        if len(chain) > len(longest.get(chain[0], [])):
+            longest[chain[0]] = chain
     out = {}
     for name, chain in segs.items():
-        tail = [n for n, c in segs.items() if c[0] == chain[0]]
-        full = max((segs[n] for n in tail), key=len)
+        full = longest[chain[0]]
         if rule == "code":
             mem = sum(inv.uses_bytes(inv.fwd_uses[n]) for n in full)
         elif rule == "paper":
@@ -430,18 +440,28 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
         for u in list(resident):
             if last_f.get(u) == t.index:
                 close(u, ticks[-1].index)
+    pos = {name: i for i, name in enumerate(inv.route)}
+
+    def closure(names):
+        """Layers to re-forward so that the outputs of ``names`` exist: each, and recursively the
+        producers of its dropped inputs (all inputs: a join needs every branch [assume])."""
+        out, todo = set(), list(names)
+        while todo:
+            a = todo.pop()
+            if a in out:
+                continue
+            out.add(a)
+            todo += [x for x in net.layer(a).inputs if f"Y:{x}" in droppable]
+        return sorted(out, key=pos.get)
+
     for t in base[n:]:
         name = t.layer
         layer = net.layer(name)
         needs = set(t.uses)
-        prev_out = f"Y:{layer.inputs[0]}"
-        should = (prev_out in droppable and prev_out in needs) or (f"Y:{name}" in droppable and f"Y:{name}" in needs)
-        if should:
-            if name in segs:
-                chain = segs[name]
-            else:
-                chain = segs.get(layer.inputs[0], [])
-            for a in chain:
+        dropped_inputs = [x for x in layer.inputs if f"Y:{x}" in droppable and f"Y:{x}" in needs]
+        own = f"Y:{name}" in droppable and f"Y:{name}" in needs
+        if dropped_inputs or own:
+            for a in closure(([name] if name in segs else []) + dropped_inputs):
                 out = f"Y:{a}"
                 if out in resident:
                     continue
