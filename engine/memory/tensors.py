@@ -54,6 +54,7 @@ class Extra:
     nbytes: float     # bytes per unit (per element or per channel)
     cls: str
     scope: str = "saved"   # saved: forward to backward; persistent: whole iteration; backward: only there
+    mode: str | None = None  # only for layers with this params["mode"] (max-pool indices)
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ _PYTORCH = Convention(
         "add": OpRule(inplace=True, dx="alias_dy"),
         "concat": OpRule(dx="alias_dy"),
     },
-    {"pool": {"indices": Extra("y", 8, "masks")},
+    {"pool": {"indices": Extra("y", 8, "masks", mode="max")},
      "dropout": {"mask": Extra("x", 1, "masks")},
      "bn": {"stats": Extra("channel", 8, "bn_stats"), "running": Extra("channel", 8, "bn_stats", "persistent")},
      "softmax": {"lossgrad": Extra("y", 4, "gradients", "backward")}},
@@ -276,6 +277,8 @@ def build_inventory(net: Network, convention: Convention | str = "superneurons",
         uses = [f"Y:{s}" for s in layer.inputs] + [f"Y:{name}"]
         ex_names = {}
         for ex_name, ex in conv.extras.get(layer.op, {}).items():
+            if ex.mode is not None and layer.params.get("mode", "max") != ex.mode:
+                continue
             unit = {"x": N * _elems(net.layer(src).out_shape), "y": N * layer.out_elems,
                     "channel": layer.out_shape[0]}[ex.per]
             persistent = ex.scope == "persistent"
@@ -311,7 +314,7 @@ def build_inventory(net: Network, convention: Convention | str = "superneurons",
         if rule.dup_dy:
             uses += dy
         for ex_name, ex in conv.extras.get(layer.op, {}).items():
-            if ex.scope == "backward":
+            if ex.scope == "backward" and ex_name in extras_of[name]:
                 uses.append(extras_of[name][ex_name])
         if layer.param_count:
             uses.append(f"dW:{name}")
