@@ -232,14 +232,15 @@ def layrub(inv: Inventory, mode: str = "hybrid", buffers: str = "constant", relu
 
     * intra: ``layrub_alias`` on Caffe's network-wide allocation.
     * inter: a Tracer counts each blob's forward consumers; when the count hits 0 after a layer's
-      forward the blob's data is offloaded on ``migrate_stream``, overlapped with that layer and
+      forward the blob's data (and a ReLU's sign mask, kept "in CPU memory", §4.2) is offloaded on
+      ``migrate_stream``, overlapped with that layer and
       synchronised at its end. During bwd(l) the data bwd(l-1) needs is loaded (one-layer
       lookahead), synchronised per layer; data still on the host is loaded on demand [assume].
       A blob that no backward reads is released, not copied [assume].
     * hybrid: both (the paper's default, §3.4).
     ``buffers="constant"``: Layrub reuses "a constant set of the largest buffers" (§3.3): activation
-    and gradient memory is the largest number of such buffers resident at once times the largest
-    buffer; ``"exact"`` counts the resident bytes.
+    and gradient memory is the largest number of blobs resident at once times the largest blob;
+    ``"exact"`` counts the resident bytes.
     """
     if mode not in ("intra", "inter", "hybrid"):
         raise EngineError(f"Layrub mode must be intra, inter or hybrid, got {mode!r}")
@@ -263,7 +264,7 @@ def layrub(inv: Inventory, mode: str = "hybrid", buffers: str = "constant", relu
             for u in ticks[tick.index + 1].uses:
                 loaded_by.setdefault(inv.tensors[u].storage, tick.index)
         for st, us in uses.items():
-            if classes[st] not in ("activations", "input") or st in inv.persistent_storages():
+            if classes[st] not in ("activations", "input", "masks") or st in inv.persistent_storages():
                 continue
             last_f, first_b = _fwd_bwd_split(us, n)
             if last_f is None or first_b is None:
@@ -282,24 +283,28 @@ def layrub(inv: Inventory, mode: str = "hybrid", buffers: str = "constant", relu
 
 
 def _constant_buffers(plan: Plan) -> None:
+    """Replace activation and gradient memory by a constant pool: K buffers of the largest size,
+    K the most activation/gradient storages resident at once (split by class as at that tick)."""
     inv = plan.inventory
     sizes = inv.storage_bytes()
     classes = inv.storage_class()
     n = len(plan.ticks)
+    diff = {cls: [0] * (n + 1) for cls in DATA_CLASSES}
+    for st, spans in plan.intervals.items():
+        if classes[st] in diff:
+            for a, b in spans:
+                diff[classes[st]][a] += 1
+                diff[classes[st]][b + 1] -= 1
+    biggest = max((sizes[st] for st in plan.intervals if classes[st] in diff), default=0)
+    run = {cls: 0 for cls in DATA_CLASSES}
+    best = {cls: 0 for cls in DATA_CLASSES}
+    for i in range(n):
+        for cls in DATA_CLASSES:
+            run[cls] += diff[cls][i]
+        if sum(run.values()) > sum(best.values()):
+            best = dict(run)
     for cls in DATA_CLASSES:
-        sts = [st for st in plan.intervals if classes[st] == cls]
-        if not sts:
-            continue
-        count = [0] * (n + 1)
-        for st in sts:
-            for a, b in plan.intervals[st]:
-                count[a] += 1
-                count[b + 1] -= 1
-        running, peak = 0, 0
-        for c in count[:n]:
-            running += c
-            peak = max(peak, running)
-        plan.class_override[cls] = peak * max(sizes[st] for st in sts)
+        plan.class_override[cls] = best[cls] * biggest
 
 
 # ------------------------------------------------------------------------------- SuperNeurons
