@@ -524,38 +524,52 @@ def _lru(plan: Plan, candidates: set[str], capacity: int) -> None:
     ticks = plan.ticks
     uses = _uses_by_storage(inv, ticks)
     n = len(ticks)
-    # resident bytes per tick from the current intervals (workspace excluded)
-    live = [0.0] * (n + 1)
+    live = [0.0] * (n + 1)       # resident bytes per tick before any eviction (workspace excluded)
+    starts: dict[int, list[str]] = {}
+    ends: dict[int, list[str]] = {}
     for st, sp in plan.intervals.items():
         for a, b in sp:
             live[a] += sizes[st]
             live[b + 1] -= sizes[st]
+            if st in candidates:
+                starts.setdefault(a, []).append(st)
+                ends.setdefault(b + 1, []).append(st)
     for i in range(1, n + 1):
         live[i] += live[i - 1]
+    adjust, restore = 0.0, [0.0] * (n + 2)   # evicted bytes, and when they come back
+    resident: set[str] = set()
     last_use: dict[str, int] = {}
-    evicted: dict[str, int] = {}     # storage -> tick it left the GPU
+    evicted: set[str] = set()
     for t in ticks:
+        k = t.index
+        adjust += restore[k]
+        for st in ends.get(k, []):
+            resident.discard(st)
+        for st in starts.get(k, []):
+            resident.add(st)
         locked = {inv.tensors[u].storage for u in t.uses}
-        for st in list(evicted):       # a miss: fetch back what this tick needs
-            if st in locked:
-                evicted.pop(st)
-                plan.copies.append(Copy(st, "prefetch", sizes[st], t.index, "start", t.index, "LRU miss"))
-        while live[t.index] > capacity:
-            cands = [st for st in candidates if st not in locked and st not in evicted
-                     and any(a <= t.index <= b for a, b in plan.intervals.get(st, []))]
+        for st in evicted & locked:          # a miss: fetch back what this tick needs
+            evicted.discard(st)
+            resident.add(st)
+            plan.copies.append(Copy(st, "prefetch", sizes[st], k, "start", k, "LRU miss"))
+        while live[k] + adjust > capacity:
+            cands = [st for st in resident if st not in locked]
             if not cands:
                 break
-            victim = min(cands, key=lambda st: last_use.get(st, -1))
-            nxt = [u for u in uses[victim] if u > t.index]
-            end = (nxt[0] - 1) if nxt else n - 1
-            plan.intervals[victim] = cut(plan.intervals[victim], (t.index, end))
-            for i in range(t.index, end + 1):
-                live[i] -= sizes[victim]
-            if nxt:
-                evicted[victim] = t.index
-                plan.copies.append(Copy(victim, "offload", sizes[victim], t.index, "start", t.index, "LRU eviction"))
+            victim = min(cands, key=lambda st: (last_use.get(st, -1), st))
+            span_end = next(b for a, b in plan.intervals[victim] if a <= k <= b)
+            nxt = next((u for u in uses[victim] if u > k), None)
+            reused = nxt is not None and nxt <= span_end
+            end = nxt - 1 if reused else span_end
+            plan.intervals[victim] = cut(plan.intervals[victim], (k, end))
+            resident.discard(victim)
+            adjust -= sizes[victim]
+            restore[end + 1] += sizes[victim]
+            if reused:
+                evicted.add(victim)
+                plan.copies.append(Copy(victim, "offload", sizes[victim], k, "start", k, "LRU eviction"))
         for st in locked:
-            last_use[st] = t.index
+            last_use[st] = k
 
 
 # -------------------------------------------------------------------------------- registry
