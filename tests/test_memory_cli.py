@@ -35,6 +35,15 @@ def test_json(capsys, tmp_path):
     assert {c["direction"] for c in doc["copies"]} == {"offload", "prefetch"}
 
 
+def test_json_with_profile_is_strict(capsys, tmp_path):
+    prof = synthetic_profile("alexnet", 16)
+    path = prof.save(tmp_path / "SYNTHETIC.profile.json.gz")
+    assert main(["memory", "--network", "alexnet", "--batch", "16", "--policy", "superneurons", "--capacity",
+                 "1GiB", "--profile", str(path), "--workspace", "fit", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert doc["summary"]["iteration_ms"] > 0 and doc["kernels"] and "SYNTHETIC" in doc["profile"]
+
+
 def test_compare_all(capsys):
     assert main(["memory", "--network", "alexnet", "--batch", "32", "--policy", "all", "--capacity", "2GiB"]) == 0
     out = capsys.readouterr().out

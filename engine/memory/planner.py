@@ -59,10 +59,12 @@ class MemoryResult:
 
     def to_dict(self, ticks: bool = True) -> dict:
         def clean(v):
-            if isinstance(v, (np.integer,)):
+            if isinstance(v, np.bool_):
+                return bool(v)
+            if isinstance(v, np.integer):
                 return int(v)
             if isinstance(v, (np.floating, float)):
-                return None if math.isnan(float(v)) else float(v)
+                return float(v) if math.isfinite(float(v)) else None   # JSON has no NaN or inf
             return v
         out = {"network": self.network, "batch": self.batch, "policy": self.policy, "paper": self.paper,
                "convention": self.convention, "capacity": self.capacity, "workspace_rule": self.workspace_rule,
