@@ -75,8 +75,6 @@ def measure(name: str, batch: int, device) -> dict:
     elapsed = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated()
     after = torch.cuda.memory_allocated()
-    del model, opt, x, y
-    torch.cuda.empty_cache()
     return {"peak": peak, "before": before, "after": after, "params": params, "ms": elapsed * 1e3}
 
 
@@ -115,6 +113,7 @@ def main(argv=None) -> int:
         try:
             p = predict(name, batch)
             m = measure(name, batch, device)
+            torch.cuda.empty_cache()          # the model and batch went out of scope with measure()
             ratio = p["peak"] / m["peak"]
             lines.append(f"| {name} | {batch} | {p['params']:,} / {m['params']:,} | {p['peak'] / MiB:,.1f} MiB | "
                          f"{m['peak'] / MiB:,.1f} MiB | {ratio:.3f} | {(p['persistent'] + p['input']) / MiB:,.1f} MiB "
