@@ -105,6 +105,13 @@ def test_max_batch_edge():
     assert not plan_memory("alexnet", "vdnn-conv-m", batch=b + 1, capacity=cap).fits
 
 
+def test_deepest_vgg():
+    from engine.memory import deepest
+    cap = int(plan_memory("vgg-216", "baseline-vdnn-m", batch=2).peak) + 1
+    assert deepest("vgg", "baseline-vdnn-m", cap, 2) == 216
+    assert deepest("vgg", "baseline-vdnn-m", 1 << 20, 2) == 0
+
+
 def test_smallest_capacity_is_tight():
     net = fork_join(16)
     mins = smallest_capacity(net)
