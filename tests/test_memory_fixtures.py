@@ -46,7 +46,7 @@ def vgg(depth: int = 16, batch: int = 32, image: int = 224):
 def fork_join(batch: int = 8):
     """A small DAG with a fan-out and both joins (add and concat), like SuperNeurons' Fig. 3c."""
     b = NetBuilder("forkjoin", batch, (3, 16, 16))
-    c1 = b.conv(8, 3, pad=1, name="conv1")
+    b.conv(8, 3, pad=1, name="conv1")
     r1 = b.relu(name="relu1")
     a = b.conv(8, 3, pad=1, src=r1, name="conv_a")
     a = b.bn(src=a, name="bn_a")
@@ -58,7 +58,6 @@ def fork_join(batch: int = 8):
     b.concat([p, q], name="cat")
     b.fc(10, name="fc")
     b.softmax(name="prob")
-    del c1
     return b.build()
 
 
