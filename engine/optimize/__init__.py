@@ -1,22 +1,12 @@
-"""WR dynamic program, desirable sets, WD integer program and the network Pareto front.
+"""WR dynamic program, desirable sets, WD integer program and the network Pareto front."""
 
-Re-exports are resolved lazily, so importing the plain types (engine.profile does) never loads
-PuLP or a solver.
-"""
+from .desirable import desirable, desirable_set
+from .front import NetworkFront, network_front
+from .types import Configuration, MicroConfig
+from .wd import WDResult, minimum_budget, wd, wd_problem
+from .wr import canonical, micro_front, wr
 
-from importlib import import_module
-
-_EXPORTS = {
-    "Configuration": "types", "MicroConfig": "types",
-    "desirable": "desirable", "desirable_set": "desirable",
-    "NetworkFront": "front", "network_front": "front",
-    "WDResult": "wd", "minimum_budget": "wd", "wd": "wd", "wd_problem": "wd",
-    "canonical": "wr", "micro_front": "wr", "wr": "wr",
-}
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):
-    if name in _EXPORTS:
-        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = [
+    "Configuration", "MicroConfig", "NetworkFront", "WDResult", "canonical", "desirable", "desirable_set",
+    "micro_front", "minimum_budget", "network_front", "wd", "wd_problem", "wr",
+]
