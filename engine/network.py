@@ -159,6 +159,8 @@ class NetBuilder:
 
     def _add(self, op, inputs, shape, name=None, **params) -> str:
         name = self._name(op, name)
+        if any(d < 1 for d in shape):
+            raise ValueError(f"layer {name!r} ({op}): output shape {tuple(shape)} is empty; the input is too small")
         self.layers.append(Layer(name, op, tuple(inputs), tuple(shape), params))
         return name
 
@@ -166,6 +168,9 @@ class NetBuilder:
         src = src or self.last
         s = s or r
         c, h, w = self.shape(src)
+        name = self._name("conv", name)
+        if c % groups or k % groups:
+            raise ValueError(f"layer {name!r} (conv): channels {c}->{k} not divisible by groups {groups}")
         sh, sw = (stride, stride) if isinstance(stride, int) else stride
         ph, pw = (pad, pad) if isinstance(pad, int) else pad
         dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation

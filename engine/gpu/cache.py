@@ -1,0 +1,72 @@
+"""SQLite profile cache: commits after every (kernel, micro-batch) so an interrupted run resumes.
+
+Keyed by the device (GPU model, driver, cuDNN, frontend), the kernel signature, the micro-batch
+size and the plan, as ucudnn-reference.md §11 asks (bugs 10, 11, 13): parameterised SQL, a schema
+version, UNIQUE keys, transactions, WAL, and no mini-batch N in the key so micro-batch results are
+reused across networks and mini-batch sizes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+from ..profile import COLUMNS
+
+SCHEMA_VERSION = 1
+_COLS = list(COLUMNS)
+
+
+class ProfileCache:
+    def __init__(self, path: str | Path, device_key: str):
+        self.path, self.device_key = Path(path), device_key
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self.db = sqlite3.connect(self.path, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        with self.db:
+            self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise RuntimeError(f"profile cache {self.path} has schema {row[0]}, expected {SCHEMA_VERSION}; "
+                                   f"move it away to start a new one")
+            cols = ", ".join(f"{c} {'INTEGER' if t is int else 'REAL' if t is float else 'TEXT'}"
+                             for c, t in COLUMNS.items())
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS measurements (device TEXT NOT NULL, {cols}, "
+                            f"UNIQUE (device, signature, micro_batch, plan))")
+            self.db.execute("CREATE TABLE IF NOT EXISTS done (device TEXT NOT NULL, signature TEXT NOT NULL, "
+                            "micro_batch INTEGER NOT NULL, options TEXT NOT NULL, provenance TEXT, "
+                            "UNIQUE (device, signature, micro_batch, options))")
+
+    def is_done(self, key: str, b: int, options: dict) -> bool:
+        with self._lock:
+            return self.db.execute("SELECT 1 FROM done WHERE device=? AND signature=? AND micro_batch=? AND options=?",
+                                   (self.device_key, key, b, _opts(options))).fetchone() is not None
+
+    def commit(self, key: str, b: int, options: dict, rows: list[dict], provenance: dict) -> None:
+        """Store one graph's rows and mark it done, atomically."""
+        marks = ", ".join("?" * (len(_COLS) + 1))
+        with self._lock, self.db:
+            self.db.execute("DELETE FROM measurements WHERE device=? AND signature=? AND micro_batch=?",
+                            (self.device_key, key, b))
+            self.db.executemany(f"INSERT INTO measurements (device, {', '.join(_COLS)}) VALUES ({marks})",
+                                [(self.device_key, *[r[c] for c in _COLS]) for r in rows])
+            self.db.execute("INSERT OR REPLACE INTO done VALUES (?, ?, ?, ?, ?)",
+                            (self.device_key, key, b, _opts(options), json.dumps(provenance)))
+
+    def rows(self, key: str, b: int) -> list[dict]:
+        with self._lock:
+            cur = self.db.execute(f"SELECT {', '.join(_COLS)} FROM measurements WHERE device=? AND signature=? "
+                                  f"AND micro_batch=? ORDER BY heuristic_rank", (self.device_key, key, b))
+            return [dict(zip(_COLS, r)) for r in cur.fetchall()]
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _opts(options: dict) -> str:
+    return json.dumps(options, sort_keys=True)

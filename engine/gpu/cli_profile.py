@@ -1,0 +1,59 @@
+"""``python -m engine profile``: profile a network's kernels on this GPU into a profile file."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ..errors import GPUUnavailableError
+from ..units import format_size, parse_size
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--network", required=True, help="zoo name, generator (resnet-N, vgg-N) or spec file")
+    p.add_argument("--batch", type=int, help="mini-batch size (default: the network's)")
+    p.add_argument("--dtype", "--precision", dest="precision", default="tf32", choices=["tf32", "fp32", "fp16", "bf16"],
+                   help="tf32: fp32 data, TF32 tensor cores allowed (cuDNN/PyTorch default); fp32: strict")
+    p.add_argument("--layout", default="NCHW", choices=["NCHW", "NHWC"])
+    p.add_argument("--policy", default="powerOfTwo", help="undivided | powerOfTwo | all | a list such as 1,2,4,96,256")
+    p.add_argument("--max-workspace", default="1GiB", help="plans needing more are recorded but not timed")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--include-rtc", action="store_true",
+                   help="also time runtime-compiled engines (each costs ~1 s of NVRTC per graph)")
+    p.add_argument("--cache", help="SQLite cache (default ~/.cache/ucudnn-explorer/profiles.sqlite)")
+    p.add_argument("-o", "--output", help="profile file to write (.profile.json.gz)")
+
+
+def progress_bar(done: int, total: int, msg: str, _t0=[None]) -> None:
+    if _t0[0] is None:
+        _t0[0] = time.perf_counter()
+    width = 30
+    fill = int(width * done / max(total, 1))
+    el = time.perf_counter() - _t0[0]
+    sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {el:6.1f}s {msg[:40]:<40}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def run(args) -> int:
+    from . import available
+    ok, why = available()
+    if not ok:
+        raise GPUUnavailableError(f"cannot profile: {why}")
+    from ..zoo import get_network
+    from .profiler import profile_network
+    net = get_network(args.network, args.batch)
+    cap = parse_size(args.max_workspace)
+    command = "python -m engine " + " ".join(sys.argv[1:])
+    prof = profile_network(net, policy=args.policy, precision=args.precision, layout=args.layout,
+                           cache_path=args.cache, max_workspace=cap, repeats=args.repeats,
+                           include_rtc=args.include_rtc, command=command, progress=progress_bar)
+    out = args.output or f"{net.name}-b{net.batch}-{args.precision}-{args.layout.lower()}-{args.policy}.profile.json.gz"
+    prof.save(out)
+    t = prof.table
+    print(f"{prof.provenance['gpu']}: {t.signature.nunique()} unique kernels, {t.micro_batch.nunique()} sizes, "
+          f"{len(t)} plan measurements ({(t.status == 'ok').sum()} ok, {(t.status == 'failed').sum()} failed, "
+          f"{(t.status == 'skipped').sum()} skipped above {format_size(cap)}) in "
+          f"{prof.provenance['profiling_seconds']} s -> {out}")
+    return 0

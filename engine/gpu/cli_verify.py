@@ -1,0 +1,28 @@
+"""``python -m engine verify plan.json``: run a plan on this GPU against an undivided reference."""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import GPUUnavailableError
+
+
+def add_arguments(p) -> None:
+    p.add_argument("plan", help="plan JSON file (python -m engine plan ... -o plan.json)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("-o", "--output", default="verify-report.json", help="JSON report to write")
+
+
+def run(args) -> int:
+    from . import available
+    ok, why = available()
+    if not ok:
+        raise GPUUnavailableError(f"cannot verify: {why}")
+    from .cli_profile import progress_bar
+    from .verify import report_table, verify_plan, write_report
+    report = verify_plan(args.plan, repeats=args.repeats, command="python -m engine " + " ".join(sys.argv[1:]),
+                         progress=progress_bar)
+    write_report(report, args.output)
+    print(report_table(report))
+    print(f"report: {args.output}")
+    return 0 if report["totals"]["all_passed"] else 1

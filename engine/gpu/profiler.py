@@ -1,0 +1,184 @@
+"""Live profiling: every cuDNN execution plan of every kernel at every micro-batch size of a policy.
+
+For each unique kernel signature (identical kernels are profiled once) and each micro-batch size
+b (descending, as mu-cuDNN does, so buffers are allocated once): build the graph, enumerate the
+heuristic plan list (A then FALLBACK), build each plan, record its identity, workspace and
+behaviour notes, and time it with CUDA events (runtime.time_repeats). Failures are recorded with
+their reason and profiling goes on. Plans above ``max_workspace`` are recorded as skipped with
+their workspace; a plan more than ``HOPELESS``x slower than the best so far at that size keeps a
+single timed run instead of ``repeats``. Micro-batches are read from rotating offsets of a buffer
+holding twice the mini-batch, so a repeat does not find its input hot in L2.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import cupy as cp
+
+from ..errors import EngineError
+from ..kernels import KernelSignature
+from ..network import Network
+from ..policies import batch_sizes, policy_name
+from ..profile import Profile
+from . import runtime
+from .cache import ProfileCache
+from .graphs import make_graph, parse_plan_name, per_sample_bytes
+
+HOPELESS = 10.0
+ALIGN = 16  # bytes: the frontend's default operand alignment (cudnn-frontend.md §3, gotcha 5)
+DEFAULT_CACHE = "~/.cache/ucudnn-explorer/profiles.sqlite"
+
+
+class ProfilingCancelled(EngineError):
+    """Raised when should_stop() turns true; everything measured so far is in the cache."""
+
+
+def sample_alignment(sig: KernelSignature) -> int:
+    """Smallest sample count a whose offsets keep every sliced operand 16-byte aligned."""
+    per = per_sample_bytes(sig)
+    a = 1
+    while any((a * per[r]) % ALIGN for r in ("x", "y")):
+        a += 1
+    return a
+
+
+class KernelBuffers:
+    """Device buffers for one signature: x and y hold 2x the mini-batch for rotation, w the filter."""
+
+    def __init__(self, sig: KernelSignature, batch: int):
+        self.sig, self.batch = sig, batch
+        per = per_sample_bytes(sig)
+        self.per = per
+        self.slots = 2 * batch
+        self.x = cp.empty(per["x"] * self.slots, dtype=cp.uint8)
+        self.y = cp.empty(per["y"] * self.slots, dtype=cp.uint8)
+        self.w = cp.empty(per["w"], dtype=cp.uint8)
+        self.align = sample_alignment(sig)
+        for buf in (self.x, self.y, self.w):  # random inputs: zeros can take fast paths
+            fill_random(buf, sig.precision)
+        self.ws = cp.empty(1, dtype=cp.uint8)
+
+    def workspace(self, nbytes: int) -> int:
+        if nbytes > self.ws.nbytes:
+            self.ws = None
+            self.ws = cp.empty(nbytes, dtype=cp.uint8)
+        return self.ws.data.ptr
+
+    def pointers(self, b: int, r: int) -> dict[str, int]:
+        """Operand pointers for repeat r: a different aligned micro-batch slice each time."""
+        span = self.slots - b + 1
+        start = ((r * b) % span) // self.align * self.align
+        return {"x": self.x.data.ptr + start * self.per["x"], "y": self.y.data.ptr + start * self.per["y"],
+                "w": self.w.data.ptr}
+
+
+def fill_random(buf: cp.ndarray, precision: str) -> None:
+    """Standard-normal values in the operand's dtype, written through a typed view of a byte buffer."""
+    if precision in ("tf32", "fp32"):
+        v = buf.view(cp.float32)
+        v[...] = cp.random.standard_normal(v.size, dtype=cp.float32)
+    elif precision == "fp16":
+        v = buf.view(cp.float16)
+        v[...] = cp.random.standard_normal(v.size, dtype=cp.float32).astype(cp.float16)
+    else:  # bf16 stored as uint16: the top half of float32
+        v = buf.view(cp.uint16)
+        f = cp.random.standard_normal(v.size, dtype=cp.float32)
+        v[...] = (f.view(cp.uint32) >> 16).astype(cp.uint16)
+
+
+def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max_workspace: int,
+                  repeats: int, include_rtc: bool) -> list[dict]:
+    """Rows (profile.COLUMNS) for every plan of ``sig`` at micro-batch ``b``."""
+    cg = make_graph(sig, b, ctx, include_rtc=include_rtc)
+    rows, best = [], float("inf")
+    for i, name in enumerate(cg.names):
+        eid, knobs = parse_plan_name(name)
+        row = dict(signature=sig.key, micro_batch=b, plan=name, engine_id=eid, knobs=json.dumps(knobs),
+                   heuristic_rank=i, workspace=0, time_ms=float("nan"), time_min_ms=float("nan"),
+                   time_max_ms=float("nan"), repeats=0, status="failed", reason="", numerical_notes="",
+                   behavior_notes="")
+        rows.append(row)
+        try:
+            ws = cg.build(i)
+        except Exception as err:
+            row["reason"] = f"build: {type(err).__name__}: {str(err).strip()[:300]}"
+            if "excluded" in str(err) or "Deselecting" in str(err):
+                row["status"] = "skipped"
+                row["reason"] = ("runtime-compiled engine, not profiled (--include-rtc profiles it)"
+                                 if "RUNTIME_COMPILATION" in row["behavior_notes"] or not include_rtc
+                                 else "excluded by a numerical-note filter")
+            continue
+        row["workspace"] = ws
+        row["behavior_notes"] = "|".join(cg.behavior_notes(i))
+        if ws > max_workspace:
+            row["status"], row["reason"] = "skipped", f"workspace {ws} B above the profiling cap {max_workspace} B"
+            continue
+        ws_ptr = bufs.workspace(ws) if ws else 0
+        try:
+            run = cg.executor(i, ctx)
+            one = runtime.time_repeats(ctx, lambda r: run(bufs.pointers(b, r), ws_ptr), repeats=1, warmup=1)
+            times = one
+            if one[0] <= HOPELESS * best:
+                times = runtime.time_repeats(ctx, lambda r: run(bufs.pointers(b, r + 1), ws_ptr), repeats, warmup=0)
+            else:
+                row["reason"] = f"timed once: more than {HOPELESS:g}x slower than the best plan so far"
+        except cp.cuda.runtime.CUDARuntimeError:
+            raise  # the context is unusable; stop rather than record garbage
+        except Exception as err:
+            row["reason"] = f"execute: {type(err).__name__}: {str(err).strip()[:300]}"
+            continue
+        med = runtime.median(times)
+        best = min(best, med)
+        row.update(status="ok", time_ms=med, time_min_ms=min(times), time_max_ms=max(times), repeats=len(times))
+    return rows
+
+
+def profile_network(network: Network, *, policy="powerOfTwo", precision: str = "tf32", layout: str = "NCHW",
+                    cache_path: str | None = None, max_workspace: int = 1 << 30, repeats: int = 5,
+                    include_rtc: bool = False, command: str = "",
+                    progress: Callable[[int, int, str], None] | None = None,
+                    should_stop: Callable[[], bool] | None = None) -> Profile:
+    """Profile every unique kernel of ``network`` at the policy's micro-batch sizes; returns a Profile.
+
+    Runtime-compiled engines are left out by default (``include_rtc``): each costs 0.6-1.1 s of NVRTC
+    per graph (measured on the H100), which would dominate profiling time.
+    """
+    import os
+    ctx = runtime.context()
+    prov = runtime.provenance(command)
+    cache = ProfileCache(os.path.expanduser(cache_path or DEFAULT_CACHE), runtime.device_key(prov))
+    options = {"max_workspace": max_workspace, "repeats": repeats, "include_rtc": include_rtc,
+               "heuristics": "A+FALLBACK"}
+    sizes = sorted(batch_sizes(policy, network.batch), reverse=True)
+    groups = network.unique_kernels(precision, layout)
+    total, done, t0 = len(groups) * len(sizes), 0, time.perf_counter()
+    rows: list[dict] = []
+    try:
+        for key, kernels in groups.items():
+            sig = kernels[0].signature
+            todo = [b for b in sizes if not cache.is_done(key, b, options)]
+            bufs = KernelBuffers(sig, network.batch) if todo else None
+            for b in sizes:
+                if should_stop and should_stop():
+                    raise ProfilingCancelled(f"profiling cancelled after {done} of {total} graphs; "
+                                             f"results so far are kept in {cache.path}")
+                if b in todo:
+                    graph_rows = profile_graph(sig, b, bufs, ctx, max_workspace=max_workspace, repeats=repeats,
+                                               include_rtc=include_rtc)
+                    cache.commit(key, b, options, graph_rows, prov)
+                rows += cache.rows(key, b)
+                done += 1
+                if progress:
+                    progress(done, total, f"{kernels[0].id} ({len(kernels)}x) b={b}")
+            del bufs
+            cp.get_default_memory_pool().free_all_blocks()
+    finally:
+        cache.close()
+    prov["profiling_seconds"] = round(time.perf_counter() - t0, 2)
+    prov["options"] = options
+    nets = [dict(name=network.name, batch=network.batch, precision=precision, layout=layout,
+                 policy=policy_name(policy))]
+    return Profile.from_records(rows, prov, nets)

@@ -1,0 +1,175 @@
+"""Verification of a plan on the GPU: correctness against an undivided reference, and timing.
+
+For every kernel of the plan: fresh random inputs, outputs poisoned with NaN, the plan's
+configuration run through the executor, and the result compared with the same kernel computed
+undivided by a *different* cuDNN engine (relative L2 norm, in float64). Every element must have
+been written (no NaN left). Then the configuration is timed end-to-end (all pieces and wgrad adds
+back-to-back, CUDA events, median of repeats) and set beside the plan's prediction. A wrong result
+is a failure, never a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import cupy as cp
+
+from ..errors import EngineError
+from ..kernels import KernelSignature
+from . import runtime
+from .executor import Arena, KernelExecutor, KernelRun, to_float32, typed
+from .graphs import PlanCache, make_graph, output_role, per_sample_bytes
+from .profiler import fill_random
+
+TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "fp16": 2e-2, "bf16": 2e-2}
+_NAN_BITS = {"fp16": 0x7E00, "bf16": 0x7FC0}
+REFERENCE_MAX_WORKSPACE = 2 << 30
+
+
+def poison(buf: cp.ndarray, precision: str) -> None:
+    if precision in ("tf32", "fp32"):
+        buf.view(cp.float32).fill(cp.nan)
+    else:
+        buf.view(cp.uint16).fill(_NAN_BITS[precision])
+
+
+def runs_from_plan(plan) -> tuple[str, list[KernelRun], dict]:
+    """(mode, kernel runs, plan dict) from an engine.plan.Plan, a plan dict, or a path to a plan file."""
+    if isinstance(plan, (str, bytes)) or hasattr(plan, "__fspath__"):
+        from ..plan import load_plan
+        plan = load_plan(plan)
+    d = plan.to_dict() if hasattr(plan, "to_dict") else plan
+    batch = int(d["network"]["batch"])
+    runs = []
+    for k in d["kernels"]:
+        sig = KernelSignature.from_key(k["signature"], batch)
+        runs.append(KernelRun(k["id"], sig, [(int(m["batch"]), m["plan"]) for m in k["micro"]],
+                              int(k.get("workspace", 0)), k.get("offset")))
+    return d["mode"], runs, d
+
+
+def reference_plan(sig: KernelSignature, ctx, avoid_engines: set[int]):
+    """An undivided plan of a different engine than the configuration uses: the first in heuristic
+    order that builds within REFERENCE_MAX_WORKSPACE (falls back to any engine if none differs)."""
+    cg = make_graph(sig, sig.n, ctx, include_rtc=False)
+    from .graphs import parse_plan_name
+    for pass_ in (0, 1):
+        for i, name in enumerate(cg.names):
+            if pass_ == 0 and parse_plan_name(name)[0] in avoid_engines:
+                continue
+            try:
+                ws = cg.build(i)
+            except Exception:
+                continue
+            if ws <= REFERENCE_MAX_WORKSPACE:
+                return name, cg.executor(i, ctx), ws, pass_ == 0
+    raise EngineError(f"no undivided cuDNN plan builds for {sig.key} at b={sig.n}; cannot verify it")
+
+
+def rel_l2(out: cp.ndarray, ref: cp.ndarray) -> float:
+    o, r = out.astype(cp.float64), ref.astype(cp.float64)
+    den = float(cp.linalg.norm(r))
+    return float(cp.linalg.norm(o - r)) / (den if den > 0 else 1.0)
+
+
+def verify_kernel(run: KernelRun, ex: KernelExecutor, ws_ptr: int, ctx, *, repeats: int,
+                  accumulate: bool = False) -> dict:
+    sig = run.sig
+    per = per_sample_bytes(sig)
+    n = sig.n
+    x = cp.empty(per["x"] * n, dtype=cp.uint8)
+    y = cp.empty(per["y"] * n, dtype=cp.uint8)
+    w = cp.empty(per["w"], dtype=cp.uint8)
+    out_role = output_role(sig)
+    for role, buf in (("x", x), ("y", y), ("w", w)):
+        if role != out_role:
+            fill_random(buf, sig.precision)
+    out = {"x": x, "y": y, "w": w}[out_role]
+    ptrs = {"x": x.data.ptr, "y": y.data.ptr, "w": w.data.ptr}
+    engines = {int(name[3:].split("_")[0]) for _, name in run.micro if name.startswith("eng")}
+    ref_name, ref_fn, ref_ws, different = reference_plan(sig, ctx, engines)
+    ref_ws_buf = cp.empty(max(ref_ws, 1), dtype=cp.uint8)
+    with ctx.stream:
+        poison(out, sig.precision)
+        ref_fn(ptrs, ref_ws_buf.data.ptr if ref_ws else 0)
+        ctx.stream.synchronize()
+        ref = to_float32(out, sig.precision)
+        base = None
+        if accumulate:  # beta = 1: start from a random dW and expect dW + sum of pieces
+            fill_random(out, sig.precision)
+            base = to_float32(out, sig.precision)
+        else:
+            poison(out, sig.precision)
+        ex.enqueue(ptrs, ws_ptr, ctx, accumulate=accumulate, w_array=w)
+        ctx.stream.synchronize()
+        got = to_float32(out, sig.precision)
+        unwritten = int(cp.isnan(got).sum())
+        expect = ref if base is None else ref + base
+        err = rel_l2(got, expect) if unwritten == 0 else float("nan")
+        times = runtime.time_repeats(ctx, lambda r: ex.enqueue(ptrs, ws_ptr, ctx, accumulate=False, w_array=w),
+                                     repeats=repeats, warmup=1)
+    tol = TOLERANCE[sig.precision]
+    return dict(reference_plan=ref_name, reference_engine_differs=different, unwritten=unwritten,
+                rel_l2=err, tolerance=tol, passed=bool(unwritten == 0 and err <= tol),
+                measured_ms=runtime.median(times), measured_min_ms=min(times), measured_max_ms=max(times),
+                repeats=repeats)
+
+
+def verify_plan(plan, *, repeats: int = 5, command: str = "",
+                progress: Callable[[int, int, str], None] | None = None,
+                should_stop: Callable[[], bool] | None = None) -> dict:
+    """Run every kernel of a plan on this GPU; returns a JSON-ready report (see module doc)."""
+    ctx = runtime.context()
+    mode, runs, d = runs_from_plan(plan)
+    plans = PlanCache(ctx, include_rtc=True)
+    t0 = time.perf_counter()
+    executors = [KernelExecutor(r, plans) for r in runs]
+    arena = Arena(runs, executors, mode)
+    results, seen = [], {}
+    for i, (run, ex, k) in enumerate(zip(runs, executors, d["kernels"])):
+        if should_stop and should_stop():
+            raise EngineError(f"verification cancelled after {i} of {len(runs)} kernels")
+        key = (run.sig.key, tuple(run.micro))
+        if key not in seen:  # identical kernels with identical configurations are checked once
+            seen[key] = verify_kernel(run, ex, arena.pointer(run), ctx, repeats=repeats)
+        res = dict(seen[key])
+        predicted = sum(float(m["time_ms"]) for m in k["micro"])
+        res.update(id=run.id, signature=run.sig.key, division="+".join(str(b) for b, _ in run.micro),
+                   plans=[name for _, name in run.micro], predicted_ms=predicted,
+                   ratio=res["measured_ms"] / predicted if predicted else float("nan"),
+                   workspace=ex.workspace_needed, scratch_bytes=ex.scratch_bytes)
+        results.append(res)
+        if progress:
+            progress(i + 1, len(runs), run.id)
+    pred = sum(r["predicted_ms"] for r in results)
+    meas = sum(r["measured_ms"] for r in results)
+    return {
+        "format": "ucudnn-explorer-verify", "version": 1,
+        "provenance": runtime.provenance(command),
+        "plan": {"network": d["network"], "mode": d["mode"], "policy": d.get("policy"), "budget": d.get("budget"),
+                 "profile_gpu": d.get("provenance", {}).get("gpu")},
+        "arena_bytes": arena.size,
+        "kernels": results,
+        "totals": {"predicted_ms": pred, "measured_ms": meas, "ratio": meas / pred if pred else float("nan"),
+                   "all_passed": all(r["passed"] for r in results), "failed": [r["id"] for r in results
+                                                                                if not r["passed"]],
+                   "seconds": round(time.perf_counter() - t0, 2)},
+    }
+
+
+def report_table(report: dict) -> str:
+    lines = [f"{'kernel':<16} {'division':<22} {'pred ms':>9} {'meas ms':>9} {'ratio':>6} {'rel L2':>9} {'tol':>7}  ok"]
+    for r in report["kernels"]:
+        lines.append(f"{r['id']:<16} {r['division'][:22]:<22} {r['predicted_ms']:9.3f} {r['measured_ms']:9.3f} "
+                     f"{r['ratio']:6.2f} {r['rel_l2']:9.2e} {r['tolerance']:7.0e}  {'yes' if r['passed'] else 'NO'}")
+    t = report["totals"]
+    lines.append(f"{'total':<16} {'':<22} {t['predicted_ms']:9.3f} {t['measured_ms']:9.3f} {t['ratio']:6.2f}"
+                 f"   {'all passed' if t['all_passed'] else 'FAILED: ' + ', '.join(t['failed'])}")
+    return "\n".join(lines)
+
+
+def write_report(report: dict, path) -> None:
+    with open(path, "w") as f:
+        json.dump(report, f, indent=1, default=float)

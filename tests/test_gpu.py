@@ -1,0 +1,145 @@
+"""GPU tests (marker ``gpu``): skipped unless CuPy sees a GPU and the cuDNN frontend loads.
+
+Run on the GPU host: ``python -m pytest -m gpu tests/test_gpu.py``. Reports of these runs are
+committed under benchmarks/reports/.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from engine.gpu import available
+
+ok, why = available()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not ok, reason=f"no GPU: {why}")]
+
+if ok:
+    import cupy as cp
+
+    from engine.gpu import runtime
+    from engine.gpu.executor import KernelExecutor, KernelRun
+    from engine.gpu.graphs import PlanCache, make_graph
+    from engine.gpu.profiler import KernelBuffers, profile_graph, profile_network
+    from engine.gpu.verify import verify_kernel
+from engine.kernels import KINDS, KernelKind, KernelSignature
+from engine.network import NetBuilder
+
+
+def tiny_network(batch=8):
+    b = NetBuilder("tiny", batch, (8, 16, 16))
+    b.conv(16, 3, pad=1, name="conv1"); b.relu(); b.conv(16, 3, pad=1, name="conv2"); b.relu()
+    return b.build()
+
+
+def sig(kind, n=256, precision="tf32", layout="NCHW"):
+    return KernelSignature(kind, n, 32, 14, 14, 64, 3, 3, 1, 1, precision=precision, layout=layout)
+
+
+def test_plan_enumeration_lists_named_plans_with_workspace():
+    ctx = runtime.context()
+    cg = make_graph(sig(KernelKind.FORWARD, 64), 64, ctx)
+    assert len(cg.names) >= 5 and all(n.startswith("eng") for n in cg.names)
+    built = []
+    for i in range(len(cg.names)):
+        try:
+            built.append(cg.build(i))
+        except Exception:
+            pass
+    assert built and all(isinstance(w, int) and w >= 0 for w in built)
+
+
+def test_failures_are_recorded_and_profiling_goes_on(monkeypatch):
+    ctx = runtime.context()
+    s = sig(KernelKind.FORWARD, 16)
+    from engine.gpu import graphs
+    real = graphs.ConvGraph.executor
+
+    def flaky(self, index, c):
+        if index == 0:
+            raise RuntimeError("injected execute failure")
+        return real(self, index, c)
+    monkeypatch.setattr(graphs.ConvGraph, "executor", flaky)
+    rows = profile_graph(s, 16, KernelBuffers(s, 16), ctx, max_workspace=0, repeats=3, include_rtc=False)
+    by_status = {r["status"] for r in rows}
+    first = rows[0]
+    assert first["status"] in ("failed", "skipped")
+    if first["status"] == "failed":
+        assert "injected execute failure" in first["reason"]
+    assert "ok" in by_status  # zero-workspace plans were still timed
+    assert all(r["reason"] for r in rows if r["status"] != "ok")
+    assert all(r["workspace"] == 0 for r in rows if r["status"] == "ok")
+
+
+def test_cache_resumes_after_a_killed_profile(tmp_path, monkeypatch):
+    cache = tmp_path / "cache.sqlite"
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {os.getcwd()!r}); sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from test_gpu import tiny_network
+        from engine.gpu.profiler import profile_network
+        def progress(done, total, msg):
+            if done == 3:
+                os._exit(3)   # killed mid-run, no cleanup
+        profile_network(tiny_network(), cache_path={str(cache)!r}, repeats=2, progress=progress)
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert r.returncode == 3, r.stderr
+    from engine.gpu import profiler
+    calls = []
+    real = profiler.profile_graph
+    monkeypatch.setattr(profiler, "profile_graph", lambda *a, **k: calls.append(a[:2]) or real(*a, **k))
+    prof = profile_network(tiny_network(), cache_path=str(cache), repeats=2)
+    total = len(tiny_network().unique_kernels()) * 4   # sizes 8, 4, 2, 1
+    assert len(calls) == total - 3
+    assert prof.table.groupby(["signature", "micro_batch"]).ngroups == total
+
+
+def _pieces(s, sizes, ctx):
+    """Distinct buildable plans per piece (first that builds at each size, rotating start)."""
+    micro = []
+    for j, b in enumerate(sizes):
+        cg = make_graph(s.with_batch(b), b, ctx)
+        for i in list(range(j, len(cg.names))) + list(range(j)):
+            try:
+                if cg.build(i) <= 256 << 20:
+                    micro.append((b, cg.names[i]))
+                    break
+            except Exception:
+                continue
+    return micro
+
+
+@pytest.mark.parametrize("precision,layout", [("tf32", "NCHW"), ("fp32", "NCHW"), ("fp16", "NHWC"), ("bf16", "NHWC")])
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.short)
+def test_uneven_micro_batches_equal_undivided(kind, precision, layout):
+    """256 = 96 + 96 + 64 on fresh random data with poisoned outputs, for every kernel kind."""
+    ctx = runtime.context()
+    s = sig(kind, 256, precision, layout)
+    micro = _pieces(s, [96, 96, 64], ctx)
+    run = KernelRun(f"t:{kind.short}", s, micro)
+    ex = KernelExecutor(run, PlanCache(ctx))
+    ws = cp.empty(max(ex.workspace_needed, 1), dtype=cp.uint8)
+    res = verify_kernel(run, ex, ws.data.ptr, ctx, repeats=2)
+    assert res["unwritten"] == 0
+    assert res["passed"], res
+    if kind is KernelKind.BACKWARD_FILTER:  # beta = 1: accumulate into an existing dW
+        res1 = verify_kernel(run, ex, ws.data.ptr, ctx, repeats=2, accumulate=True)
+        assert res1["passed"], res1
+
+
+def test_wrong_results_fail_verification():
+    """A configuration that drops a piece's contribution must fail, not warn."""
+    ctx = runtime.context()
+    s = sig(KernelKind.BACKWARD_FILTER, 64)
+    micro = _pieces(s, [32, 32], ctx)
+    run = KernelRun("t:BF", s, micro)
+    ex = KernelExecutor(run, PlanCache(ctx))
+    ex.pieces = ex.pieces[:1] + [(32, 32, n, (lambda p, w: None), ws) for (_, _, n, _, ws) in ex.pieces[1:]]
+    ws = cp.empty(max(ex.workspace_needed, 1), dtype=cp.uint8)
+    res = verify_kernel(run, ex, ws.data.ptr, ctx, repeats=1)
+    assert not res["passed"] and res["rel_l2"] > 0.1
