@@ -73,8 +73,10 @@ def _desirable(profile: Profile, kernel: Kernel, sizes: list[int], batch: int) -
     ck = (key, batch, tuple(sizes))
     if ck not in cache:
         if not profile.has(key):
+            recorded = ", ".join(f"{n.get('name')} b{n.get('batch')} {n.get('precision')}/{n.get('layout')}"
+                                 for n in profile.networks) or "no networks"
             raise EngineError(f"profile {profile_label(profile)} has no measurements for kernel {kernel.id} "
-                              f"(signature {key}); profile this network first")
+                              f"(signature {key}); it records {recorded}: profile this network first")
         try:
             sets = desirable_set(profile.candidates(key, sizes), batch)
         except InfeasibleBudgetError:  # the measured sizes cannot partition the mini-batch
@@ -144,6 +146,12 @@ def _solve_wd(sets: list[list[Configuration]], budget: int, solver: str, time_li
     return [confs[idx[i]] for confs, idx, i in zip(sets, index, res.choice)], res
 
 
+def _which(n: int, total: int, ids: list[str] | None = None) -> str:
+    if n == total:
+        return f"all {total} kernels"
+    return ", ".join(ids) if ids else f"{n} of {total} kernels"
+
+
 def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="powerOfTwo",
               precision: str | None = None, layout: str | None = None, command: str = "",
               solver: str = "auto", time_limit_s: float = 10.0) -> Plan:
@@ -164,10 +172,16 @@ def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="
             und_sets.append(_desirable(profile, kernel, [B], B))
         except EngineError:
             und_sets.append(None)
+    sizes = batch_sizes(policy, B)
+    measured = [len(set(profile.sizes(k.signature.key)) & set(sizes)) for k, _ in sets]
+    short = sum(m < len(sizes) for m in measured)
+    if short:
+        notes.append(f"policy {pname} offers {len(sizes)} micro-batch sizes but the profile measured as few as "
+                     f"{min(measured)} of them ({_which(short, len(sets))}); the optimizer used the measured ones")
     missing = [k.id for (k, _), u in zip(sets, und_sets) if u is None]
     if missing:
-        notes.append(f"no undivided baseline: the profile has no measurement at micro-batch {B} for "
-                     f"{', '.join(missing)}")
+        notes.append(f"no undivided baseline: the profile has no measurement at micro-batch {B} "
+                     f"({_which(len(missing), len(sets), missing)})")
 
     solver_info, arena_size, offsets = None, None, [None] * len(sets)
     if mode == "wr":
@@ -177,7 +191,7 @@ def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="
             raise InfeasibleBudgetError(
                 f"per-kernel workspace budget {format_size(budget)} is below {format_size(max(need))} "
                 f"({max(need)} bytes), the least kernel {worst.id} can run in under policy {pname} (WR)", max(need))
-        sizes, by_key = batch_sizes(policy, B), {}
+        by_key = {}
         for k, _ in sets:  # repeated signatures (ResNet blocks) share one DP
             if k.signature.key not in by_key:
                 by_key[k.signature.key] = wr(profile.candidates(k.signature.key, sizes), B, budget)

@@ -180,3 +180,23 @@ def test_usage_errors_are_one_line(synthetic_profile_path):
     one_error_line(engine("front", "--network", "alexnet"), "required: --profile")
     one_error_line(engine("front", "--profile", synthetic_profile_path, "--network", "alexnet", "--format", "xml"),
                    "--format must be csv or json")
+
+
+@pytest.mark.skipif(not bundled_profiles(), reason="no bundled profiles")
+def test_plan_from_a_bundled_profile(tmp_path):
+    """A measured profile, by name: the plan validates and carries each piece's recorded engine id and knobs."""
+    name = sorted(bundled_profiles())[0]
+    profile = Profile.load(bundled_profiles()[name])
+    net = profile.networks[0]
+    out = tmp_path / "plan.json"
+    proc = engine("plan", "--profile", name, "--network", net["name"], "--mode", "wd", "--budget", "256MiB",
+                  "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    plan = load_plan(out)
+    assert (plan.batch, plan.precision, plan.layout) == (net["batch"], net["precision"], net["layout"])
+    assert plan.provenance["profile"] == profile.provenance and plan.arena_size <= 256 * MiB
+    for k in plan.kernels:
+        for m in k.micro:
+            row = profile.plan_row(k.signature, m.batch, m.plan)
+            assert (m.engine_id, m.knobs, m.workspace) == (row["engine_id"], json.loads(row["knobs"]),
+                                                           row["workspace"])

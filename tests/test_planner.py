@@ -178,7 +178,8 @@ def test_wr_budget_below_minimum_names_it():
 def test_unmeasured_undivided_size_is_noted(alexnet_profile):
     plan = make_plan(alexnet_profile, get_network("alexnet", 384), mode="wr", budget="64MiB")
     assert plan.totals.speedup is None
-    assert any("no measurement at micro-batch 384" in n for n in plan.notes)
+    assert any("no measurement at micro-batch 384 (all 14 kernels)" in n for n in plan.notes)
+    assert any("offers 10 micro-batch sizes but the profile measured as few as 9" in n for n in plan.notes)
     assert all(sum(m.batch for m in k.micro) == 384 for k in plan.kernels)
 
 
