@@ -94,14 +94,15 @@ class ConvGraph:
         return run_public
 
 
-def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True) -> ConvGraph:
+def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, float64: bool = False) -> ConvGraph:
     """Operation graph of ``sig`` at micro-batch ``b`` with its heuristic plan list (not yet built).
 
     The roles x/w/y are the operands a micro-batch slices: Forward x=X, y=Y; BackwardData x=dY,
     y=dX; BackwardFilter x=X, y=dY and the filter slot w holds dW (the output, never sliced).
+    ``float64`` builds the same convolution in double precision (the verification reference).
     """
-    F = cudnn.data_type.FLOAT
-    io = getattr(cudnn.data_type, _DT[sig.precision])
+    F = cudnn.data_type.DOUBLE if float64 else cudnn.data_type.FLOAT
+    io = F if float64 else getattr(cudnn.data_type, _DT[sig.precision])
     g = cudnn.pygraph(io_data_type=io, intermediate_data_type=F, compute_data_type=F, handle=ctx.handle)
     shp = operand_shapes(sig, b)
     st = {k: strides(sig.layout, *v) for k, v in shp.items()}
@@ -130,7 +131,7 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True) -
         g.build_operation_graph()
     except Exception as err:
         raise EngineError(f"cuDNN rejects the graph of {sig.key} at b={b}: {err}") from err
-    if sig.precision == "fp32":  # strict fp32: no TF32 tensor cores, no down-conversion (cudnn-frontend.md §3)
+    if sig.precision == "fp32" and not float64:  # strict fp32: no TF32 tensor cores, no down-conversion (cudnn-frontend.md §3)
         g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
     if not include_rtc:
         g.deselect_behavior_notes([cudnn.behavior_note.RUNTIME_COMPILATION])
