@@ -10,7 +10,6 @@ is a failure, never a warning.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 
@@ -22,6 +21,7 @@ from . import runtime
 from .executor import Arena, KernelExecutor, KernelRun, to_float32
 from .graphs import PlanCache, make_graph, output_role, parse_plan_name, per_sample_bytes
 from .profiler import fill_random
+from .report import division
 
 TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "fp16": 2e-2, "bf16": 2e-2}
 _NAN_BITS = {"fp16": 0x7E00, "bf16": 0x7FC0}
@@ -154,7 +154,7 @@ def verify_plan(plan, *, repeats: int = 5, command: str = "",
             seen[key] = verify_kernel(run, ex, arena.pointer(run), ctx, repeats=repeats)
         res = dict(seen[key])
         predicted = sum(float(m["time_ms"]) for m in k["micro"])
-        res.update(id=run.id, signature=run.sig.key, division="+".join(str(b) for b, _ in run.micro),
+        res.update(id=run.id, signature=run.sig.key, division=division([b for b, _ in run.micro]),
                    plans=[name for _, name in run.micro], predicted_ms=predicted,
                    ratio=res["measured_ms"] / predicted if predicted else float("nan"),
                    workspace=ex.workspace_needed, scratch_bytes=ex.scratch_bytes)
@@ -176,19 +176,3 @@ def verify_plan(plan, *, repeats: int = 5, command: str = "",
                                                                                 if not r["passed"]],
                    "seconds": round(time.perf_counter() - t0, 2)},
     }
-
-
-def report_table(report: dict) -> str:
-    lines = [f"{'kernel':<16} {'division':<22} {'pred ms':>9} {'meas ms':>9} {'ratio':>6} {'rel L2':>9} {'tol':>7}  ok"]
-    for r in report["kernels"]:
-        lines.append(f"{r['id']:<16} {r['division'][:22]:<22} {r['predicted_ms']:9.3f} {r['measured_ms']:9.3f} "
-                     f"{r['ratio']:6.2f} {r['rel_l2']:9.2e} {r['tolerance']:7.0e}  {'yes' if r['passed'] else 'NO'}")
-    t = report["totals"]
-    lines.append(f"{'total':<16} {'':<22} {t['predicted_ms']:9.3f} {t['measured_ms']:9.3f} {t['ratio']:6.2f}"
-                 f"   {'all passed' if t['all_passed'] else 'FAILED: ' + ', '.join(t['failed'])}")
-    return "\n".join(lines)
-
-
-def write_report(report: dict, path) -> None:
-    with open(path, "w") as f:
-        json.dump(report, f, indent=1, default=float)
