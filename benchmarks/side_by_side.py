@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.errors import InfeasibleBudgetError  # noqa: E402
-from engine.kernels import KernelKind, KernelSignature  # noqa: E402
+from engine.kernels import KernelSignature  # noqa: E402
 from engine.units import MiB  # noqa: E402
 
 NETWORKS = [  # (network, batch, precision, layout, powerOfTwo profile, optional `all` profile)
@@ -139,8 +139,6 @@ def prepare(args) -> None:
 
 # ----------------------------------------------------------------------------------- measure (GPU)
 def _measure_config(cfg, batch, ctx, plans, bufs, repeats, cache):
-    import cupy as cp
-
     from engine.gpu import runtime
     from engine.gpu.executor import Arena, KernelExecutor, KernelRun
     from engine.gpu.profiler import KernelBuffers
@@ -156,17 +154,14 @@ def _measure_config(cfg, batch, ctx, plans, bufs, repeats, cache):
             if r.sig.key not in bufs:
                 bufs[r.sig.key] = KernelBuffers(r.sig, batch)
             b = bufs[r.sig.key]
-            ptrs = b.pointers(batch, 0)
-            w_arr = b.w
-            times = runtime.time_repeats(ctx, lambda i: ex.enqueue(ptrs, arena.pointer(r), ctx, w_array=w_arr),
+            ptrs, w_arr, ws_ptr = b.pointers(batch, 0), b.w, arena.pointer(r)
+            times = runtime.time_repeats(ctx, lambda i: ex.enqueue(ptrs, ws_ptr, ctx, w_array=w_arr),
                                          repeats=repeats, warmup=2)
             cache[key] = runtime.median(times)
         k["measured_ms"] = cache[key]
     cfg["measured_ms"] = sum(k["measured_ms"] for k in cfg["kernels"])
     cfg["arena_allocated"] = arena.size
     cfg["scratch_bytes"] = sum(e.scratch_bytes for e in exes)
-    del arena
-    cp.get_default_memory_pool().free_all_blocks()
 
 
 def _torch_convs(name, batch, prec, layout, repeats):
@@ -215,8 +210,6 @@ def _torch_convs(name, batch, prec, layout, repeats):
         extra_max = max(extra_max, extra)
         total += med
         rows.append({"layer": layer.name, "ms": med, "extra_bytes": int(max(extra, 0))})
-        del x, wt, y, dy
-        torch.cuda.empty_cache()
     return {"measured_ms": total, "layers": rows, "extra_bytes_max": int(max(extra_max, 0)),
             "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
             "allow_tf32": torch.backends.cudnn.allow_tf32}
@@ -261,7 +254,6 @@ def measure(args) -> None:
             except Exception as err:  # PyTorch is an optional extra
                 entry["torch"] = {"error": f"{type(err).__name__}: {err}"}
         entry["measure_seconds"] = round(time.time() - t0, 1)
-        del plans, bufs, cache
         Path(args.output).write_text(json.dumps(data, indent=1, default=float))
     Path(args.output).write_text(json.dumps(data, indent=1, default=float))
 

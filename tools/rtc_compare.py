@@ -40,5 +40,5 @@ for k in net.kernels():
         wins += bool(bw is None or br["time_ms"] < bw["time_ms"] * 0.98)
         print(f"| {k.id} | {b} | {len(rtc)} | {br['time_ms']:.3f} ({br['workspace'] / 2**20:.1f}) | "
               f"{bo['time_ms']:.3f} ({bo['workspace'] / 2**20:.1f}) | "
-              f"{(f'{bw['time_ms']:.3f}' if bw else 'none')} | {dt:.1f} |", flush=True)
+              f"{format(bw['time_ms'], '.3f') if bw else 'none'} | {dt:.1f} |", flush=True)
 print(f"\nGraphs where an RTC plan is >2% faster than every other plan with no more workspace: {wins}")
