@@ -187,28 +187,29 @@ def _dp(W: np.ndarray, T: np.ndarray, m: np.ndarray, allowed: np.ndarray, budget
     if not len(free):
         return None
     counts = np.where(allowed.sum(axis=1, keepdims=True) == 1, allowed * m[:, None], 0.0)
-    step_group = np.repeat(np.arange(len(free)), m[free].astype(int))  # index into free, one per kernel
-    hulls = [_hull(W[g, allowed[g]], T[g, allowed[g]]) for g in free]
+    options = [np.nonzero(allowed[g])[0] for g in free]
+    hulls = [_hull(W[g, cs], T[g, cs]) for g, cs in zip(free, options)]
     first_w, first_t = np.array([h[0] for h in hulls]), np.array([h[1] for h in hulls])
     edge_group = np.concatenate([np.full(len(h[2]), k) for k, h in enumerate(hulls)])
     edge_w, edge_t = np.concatenate([h[2] for h in hulls]), np.concatenate([h[3] for h in hulls])
     order = np.argsort(edge_t / edge_w, kind="stable")
     edge_group, edge_w, edge_t = edge_group[order], edge_w[order], edge_t[order]
-    left = m[free].copy()  # kernels of each free group not yet added
+    step_group = np.repeat(np.arange(len(free)), m[free].astype(int))  # index into free, one per kernel
+    left = m[free] - np.cumsum(np.eye(len(free))[step_group], axis=0)   # [j]: kernels still to come after step j
+    rest_w, rest_t = left @ first_w, left @ first_t  # their LP bound: rest_t + the edges bought with the
+    zero = np.zeros((len(left), 1))                  # budget beyond rest_w, piecewise linear
+    edges_w = np.hstack((zero, np.cumsum(left[:, edge_group] * edge_w, axis=1)))
+    edges_t = np.hstack((zero, np.cumsum(left[:, edge_group] * edge_t, axis=1)))
     ws, ts = np.array([(W * counts).sum()]), np.array([(T * counts).sum()])
     stages = []
-    for k in step_group:
-        g = free[k]
-        left[k] -= 1
-        edges_w = np.append(0.0, np.cumsum(left[edge_group] * edge_w))  # the LP bound of the rest:
-        edges_t = np.append(0.0, np.cumsum(left[edge_group] * edge_t))  # piecewise linear in its budget
-        cs = np.nonzero(allowed[g])[0]
-        w = (ws[:, None] + W[g, cs]).ravel()
-        t = (ts[:, None] + T[g, cs]).ravel()
-        room = budget - w - left @ first_w
-        bound = t + left @ first_t + np.interp(room, edges_w, edges_t)
-        ok = np.nonzero((room >= 0) & (bound <= upper))[0]
-        ok = ok[np.lexsort((t[ok], w[ok]))]
+    for j, k in enumerate(step_group):
+        cs = options[k]
+        w = (ws[:, None] + W[free[k], cs]).ravel()
+        t = (ts[:, None] + T[free[k], cs]).ravel()
+        room = budget - rest_w[j] - w
+        bound = t + rest_t[j] + np.interp(room, edges_w[j], edges_t[j])
+        ok = np.flatnonzero((room >= 0) & (bound <= upper))
+        ok = ok[np.argsort(w[ok], kind="stable")]
         front = np.ones(len(ok), dtype=bool)  # faster than all with less workspace; margin: rounding of sums
         front[1:] = t[ok][1:] < np.minimum.accumulate(t[ok])[:-1] * (1 - 1e-12)
         keep = ok[front]
@@ -280,9 +281,8 @@ def _reduce(values: list[list[tuple[int, float]]], budget: int, warm_start: Sequ
     if better is not None and (T * better).sum() < (T * counts).sum():
         counts = better
     bound, _ = bounds(counts)
-    chains = [[(int(c), int(bound[g, c]))
-               for c in sorted(np.nonzero(bound[g] > 0)[0], key=lambda c: (W[g, c], -T[g, c]))]
-              for g in range(n_groups)]
+    by_workspace = np.lexsort((-T, W), axis=-1)  # per group; among equal workspaces the slower first
+    chains = [[(int(c), int(bound[g, c])) for c in row if bound[g, c] > 0] for g, row in enumerate(by_workspace)]
     return _Reduced(kernels, sets, chains, counts)
 
 
