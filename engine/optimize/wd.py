@@ -312,7 +312,7 @@ def _problem(red: _Reduced, budget: int) -> pulp.LpProblem:
         for j in range(1, len(chain)):
             c, bound = chain[j]
             lower = m - chain[0][1] if j == 1 else 0  # n of the first configuration <= its bound
-            y = new_var(f"y_{g}_{c}", max(lower, 0), bound if j == len(chain) - 1 else m, cat=pulp.LpInteger)
+            y = new_var(f"y_{g}_{c}", lower, bound if j == len(chain) - 1 else m, cat=pulp.LpInteger)
             y.setInitialValue(int(sum(red.incumbent[g, k] for k, _ in chain[j:])))
             (w, t), (pw, pt) = red.sets[g][c], red.sets[g][chain[j - 1][0]]
             objective.append((y, t - pt))
@@ -452,7 +452,7 @@ def wd(kernel_sets: Sequence[Sequence[Configuration]], budget: int, *, solver: s
 
     ``kernel_sets``: one (desirable) set per kernel, repeated kernels included, since each kernel gets
     its own segment. ``warm_start``: per kernel an index into its set (e.g. from WR or the front); it
-    replaces the built-in incumbent when it fits the budget and is faster.
+    replaces the greedy incumbent (module docstring, step 3) when it fits the budget and is faster.
     Raises InfeasibleBudgetError naming the least feasible budget when ``budget`` is below it.
     """
     name = _resolve_solver(solver)
@@ -477,9 +477,10 @@ def wd(kernel_sets: Sequence[Sequence[Configuration]], budget: int, *, solver: s
     if name == "highs":
         import highspy
 
-        backend = _TimedHiGHS({v.name: float(v.varValue) for v in prob.variables()}, msg=False, timeLimit=time_limit_s,
-                              gapRel=_GAP, gapAbs=_GAP, mip_feasibility_tolerance=_FEAS_TOL,
-                              primal_feasibility_tolerance=_FEAS_TOL, **_HIGHS_OPTIONS)
+        warm = {v.name: float(v.varValue) for v in prob.variables()}
+        backend = _TimedHiGHS(warm, msg=False, timeLimit=time_limit_s, gapRel=_GAP, gapAbs=_GAP,
+                              mip_feasibility_tolerance=_FEAS_TOL, primal_feasibility_tolerance=_FEAS_TOL,
+                              **_HIGHS_OPTIONS)
         prob.solve(backend)
         build_s += backend.load_s
         solve_s = backend.solve_s
