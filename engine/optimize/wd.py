@@ -55,8 +55,8 @@ SOLVERS = ("auto", "highs", "cbc")
 _GAP = 1e-9          # relative and absolute (ms) optimality gap: effectively exact
 _FEAS_TOL = 1e-9     # MiB, i.e. ~0.001 byte: a solution 1 byte over the budget is infeasible
 _FIX_MARGIN = 1e-9   # relative: fixing keeps what is this close past its limit (float rounding of LB, UB)
-_DP_WIDTH = 128      # states per stage of the incumbent's DP (_dp); wider found the optimum a little more
-                     # often but cost as much as it saved (ResNet-50 b32, 44 budgets: 40 vs 43 optimal at 512)
+_DP_WIDTH = 512      # states per stage of the incumbent's DP (_dp); 128 cost as much time overall but found
+                     # the optimum less often (ResNet-50 b32, 44 budgets: 40 vs 43), which leaves more to HiGHS
 # module docstring, step 5 (options an older HiGHS lacks are ignored with a warning in its log)
 _HIGHS_OPTIONS = dict(mip_heuristic_effort=0.0, mip_heuristic_run_rins=False, mip_heuristic_run_rens=False,
                       mip_heuristic_run_root_reduced_cost=False, mip_heuristic_run_feasibility_jump=False,
