@@ -165,3 +165,17 @@ def test_wd_arena_segments_never_overlap_and_the_plan_verifies():
     assert report["arena_bytes"] <= 120 * MiB
     assert all(k["workspace"] <= next(p["workspace"] for p in d["kernels"] if p["id"] == k["id"])
                for k in report["kernels"])
+
+
+def test_numerical_notes_are_labelled():
+    """TF32 graphs offer tensor-core plans; strict fp32 graphs must not (they are filtered out)."""
+    ctx = runtime.context()
+    rows = {}
+    for precision in ("tf32", "fp32"):
+        s = sig(KernelKind.FORWARD, 32, precision)
+        rows[precision] = profile_graph(s, 32, KernelBuffers(s, 32), ctx, max_workspace=1 << 30, repeats=2,
+                                        include_rtc=False)
+    tf32_ok = [r for r in rows["tf32"] if r["status"] == "ok"]
+    fp32_ok = [r for r in rows["fp32"] if r["status"] == "ok"]
+    assert any("TENSOR_CORE" in r["numerical_notes"] for r in tf32_ok)
+    assert fp32_ok and not any("TENSOR_CORE" in r["numerical_notes"] for r in fp32_ok)
