@@ -231,6 +231,11 @@ def measure(args) -> None:
         if time.time() > deadline:
             print(f"skip {tag}: out of time", file=sys.stderr)
             continue
+        prof = entry["provenance"]
+        if (prof["gpu"], prof["cudnn_version"]) != (data["provenance"]["gpu"], data["provenance"]["cudnn_version"]):
+            print(f"skip {tag}: profiled on {prof['gpu']} cuDNN {prof['cudnn_version']}, this is "
+                  f"{data['provenance']['gpu']} cuDNN {data['provenance']['cudnn_version']}", file=sys.stderr)
+            continue
         t0 = time.time()
         plans, bufs, cache = PlanCache(ctx), {}, {}
         for cfg in entry["configs"]:
