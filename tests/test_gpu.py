@@ -143,3 +143,39 @@ def test_wrong_results_fail_verification():
     ws = cp.empty(max(ex.workspace_needed, 1), dtype=cp.uint8)
     res = verify_kernel(run, ex, ws.data.ptr, ctx, repeats=1)
     assert not res["passed"] and res["rel_l2"] > 0.1
+
+
+def test_wd_arena_segments_never_overlap_and_the_plan_verifies():
+    """A WD plan from the bundled H100 AlexNet profile: disjoint segments, each big enough, results right."""
+    from engine.gpu.verify import verify_plan
+    from engine.planner import make_plan
+    from engine.profile import Profile, resolve_profile
+    from engine.units import MiB
+    from engine.zoo import get_network
+    prof = Profile.load(resolve_profile("h100-alexnet-b256-tf32-nchw-powerOfTwo"))
+    here = runtime.provenance()
+    if (prof.provenance["gpu"], prof.provenance["cudnn_version"]) != (here["gpu"], here["cudnn_version"]):
+        pytest.skip("the bundled profile was measured on another GPU or cuDNN version")
+    plan = make_plan(prof, get_network("alexnet", 256), mode="wd", budget=120 * MiB, policy="powerOfTwo")
+    d = plan.to_dict()
+    segs = sorted((k["offset"], k["offset"] + k["workspace"]) for k in d["kernels"])
+    assert all(end <= start for (_, end), (start, _) in zip(segs, segs[1:]))
+    report = verify_plan(plan, repeats=2)
+    assert report["totals"]["all_passed"], report["totals"]
+    assert report["arena_bytes"] <= 120 * MiB
+    assert all(k["workspace"] <= next(p["workspace"] for p in d["kernels"] if p["id"] == k["id"])
+               for k in report["kernels"])
+
+
+def test_numerical_notes_are_labelled():
+    """TF32 graphs offer tensor-core plans; strict fp32 graphs must not (they are filtered out)."""
+    ctx = runtime.context()
+    rows = {}
+    for precision in ("tf32", "fp32"):
+        s = sig(KernelKind.FORWARD, 32, precision)
+        rows[precision] = profile_graph(s, 32, KernelBuffers(s, 32), ctx, max_workspace=1 << 30, repeats=2,
+                                        include_rtc=False)
+    tf32_ok = [r for r in rows["tf32"] if r["status"] == "ok"]
+    fp32_ok = [r for r in rows["fp32"] if r["status"] == "ok"]
+    assert any("TENSOR_CORE" in r["numerical_notes"] for r in tf32_ok)
+    assert fp32_ok and not any("TENSOR_CORE" in r["numerical_notes"] for r in fp32_ok)

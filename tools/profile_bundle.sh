@@ -6,6 +6,7 @@ set -u
 budget=$1; shift
 deadline=$(( $(date +%s) + budget ))
 cache=${CACHE:-.gpucache/profiles.sqlite}
+[ -f "$cache.gz" ] && [ ! -f "$cache" ] && gunzip -c "$cache.gz" > "$cache"
 mkdir -p "$(dirname "$cache")" /tmp/profiles
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print tolower($2)}')
 for spec in "$@"; do

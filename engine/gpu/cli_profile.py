@@ -52,8 +52,10 @@ def run(args) -> int:
     out = args.output or f"{net.name}-b{net.batch}-{args.precision}-{args.layout.lower()}-{args.policy}.profile.json.gz"
     prof.save(out)
     t = prof.table
+    skipped = t[t.status == "skipped"]
+    above = skipped.reason.str.startswith("workspace").sum()
     print(f"{prof.provenance['gpu']}: {t.signature.nunique()} unique kernels, {t.micro_batch.nunique()} sizes, "
           f"{len(t)} plan measurements ({(t.status == 'ok').sum()} ok, {(t.status == 'failed').sum()} failed, "
-          f"{(t.status == 'skipped').sum()} skipped above {format_size(cap)}) in "
-          f"{prof.provenance['profiling_seconds']} s -> {out}")
+          f"{above} not timed above {format_size(cap)}, {len(skipped) - above} runtime-compiled or filtered "
+          f"out) in {prof.provenance['profiling_seconds']} s -> {out}")
     return 0

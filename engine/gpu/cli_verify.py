@@ -19,7 +19,8 @@ def run(args) -> int:
     if not ok:
         raise GPUUnavailableError(f"cannot verify: {why}")
     from .cli_profile import progress_bar
-    from .verify import report_table, verify_plan, write_report
+    from .report import report_table, write_report
+    from .verify import verify_plan
     report = verify_plan(args.plan, repeats=args.repeats, command="python -m engine " + " ".join(sys.argv[1:]),
                          progress=progress_bar)
     write_report(report, args.output)

@@ -94,14 +94,21 @@ class ConvGraph:
         return run_public
 
 
-def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True) -> ConvGraph:
+NUMERICAL_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "FFT", "WINOGRAD", "NONDETERMINISTIC",
+                   "REDUCED_PRECISION_REDUCTION")
+
+
+def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, float64: bool = False,
+               select_note: str | None = None) -> ConvGraph:
     """Operation graph of ``sig`` at micro-batch ``b`` with its heuristic plan list (not yet built).
 
     The roles x/w/y are the operands a micro-batch slices: Forward x=X, y=Y; BackwardData x=dY,
     y=dX; BackwardFilter x=X, y=dY and the filter slot w holds dW (the output, never sliced).
+    ``float64`` builds the same convolution in double precision (the verification reference);
+    ``select_note`` keeps only plans carrying that numerical note (see numerical_notes).
     """
-    F = cudnn.data_type.FLOAT
-    io = getattr(cudnn.data_type, _DT[sig.precision])
+    F = cudnn.data_type.DOUBLE if float64 else cudnn.data_type.FLOAT
+    io = F if float64 else getattr(cudnn.data_type, _DT[sig.precision])
     g = cudnn.pygraph(io_data_type=io, intermediate_data_type=F, compute_data_type=F, handle=ctx.handle)
     shp = operand_shapes(sig, b)
     st = {k: strides(sig.layout, *v) for k, v in shp.items()}
@@ -130,14 +137,36 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True) -
         g.build_operation_graph()
     except Exception as err:
         raise EngineError(f"cuDNN rejects the graph of {sig.key} at b={b}: {err}") from err
-    if sig.precision == "fp32":  # strict fp32: no TF32 tensor cores, no down-conversion (cudnn-frontend.md §3)
+    if sig.precision == "fp32" and not float64:  # strict fp32: no TF32 tensor cores, no down-conversion (cudnn-frontend.md §3)
         g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
     if not include_rtc:
         g.deselect_behavior_notes([cudnn.behavior_note.RUNTIME_COMPILATION])
+    if select_note:
+        g.select_numeric_notes([getattr(cudnn.numerical_note, select_note)])
     g.create_execution_plans([getattr(cudnn.heur_mode, m) for m in HEURISTICS])
     cg = ConvGraph(sig, b, g, uids)
     cg.names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     return cg
+
+
+def numerical_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str, list[str]]:
+    """Numerical notes of the named plans of (sig, b). The frontend cannot query them per plan
+    (cudnn-frontend.md §4), so for each note a sibling graph keeps only the plans that carry it: a
+    plan whose build is refused there ("Deselecting execution plan") lacks the note."""
+    notes: dict[str, list[str]] = {n: [] for n in names}
+    for note in NUMERICAL_NOTES:
+        cg = make_graph(sig, b, ctx, include_rtc=False, select_note=note)
+        for i, name in enumerate(cg.names):
+            if name not in notes:
+                continue
+            try:
+                cg.graph.build_plan_at_index(i)
+            except Exception as err:
+                if "Deselecting" in str(err) or "excluded" in str(err):
+                    continue
+                raise
+            notes[name].append(note)
+    return notes
 
 
 def per_sample_bytes(sig: KernelSignature) -> dict[str, int]:

@@ -25,7 +25,7 @@ from ..policies import batch_sizes, policy_name
 from ..profile import Profile
 from . import runtime
 from .cache import ProfileCache
-from .graphs import make_graph, parse_plan_name, per_sample_bytes
+from .graphs import make_graph, numerical_notes, parse_plan_name, per_sample_bytes
 
 HOPELESS = 10.0
 ALIGN = 16  # bytes: the frontend's default operand alignment (cudnn-frontend.md §3, gotcha 5)
@@ -89,16 +89,28 @@ def fill_random(buf: cp.ndarray, precision: str) -> None:
         v[...] = (f.view(cp.uint32) >> 16).astype(cp.uint16)
 
 
+_NOTES: dict[str, list[str]] = {}  # plan name -> numerical notes; a property of the engine configuration
+
+
+def label_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str, str]:
+    """"|"-joined numerical notes per plan name, labelling (and caching) names not seen before."""
+    new = [n for n in names if n not in _NOTES]
+    if new:
+        _NOTES.update(numerical_notes(sig, b, ctx, new))
+    return {n: "|".join(_NOTES[n]) for n in names}
+
+
 def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max_workspace: int,
                   repeats: int, include_rtc: bool) -> list[dict]:
     """Rows (profile.COLUMNS) for every plan of ``sig`` at micro-batch ``b``."""
     cg = make_graph(sig, b, ctx, include_rtc=include_rtc)
+    notes = label_notes(sig, b, ctx, cg.names)
     rows, best = [], float("inf")
     for i, name in enumerate(cg.names):
         eid, knobs = parse_plan_name(name)
         row = dict(signature=sig.key, micro_batch=b, plan=name, engine_id=eid, knobs=json.dumps(knobs),
                    heuristic_rank=i, workspace=0, time_ms=float("nan"), time_min_ms=float("nan"),
-                   time_max_ms=float("nan"), repeats=0, status="failed", reason="", numerical_notes="",
+                   time_max_ms=float("nan"), repeats=0, status="failed", reason="", numerical_notes=notes[name],
                    behavior_notes="")
         rows.append(row)
         try:

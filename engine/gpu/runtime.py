@@ -52,8 +52,8 @@ def context() -> Context:
     return ctx
 
 
-def block_stream(ctx: Context, cycles: int = 4_000_000) -> None:
-    """Occupy the stream ~2 ms (at ~2 GHz) so work queued behind it starts back-to-back."""
+def block_stream(ctx: Context, cycles: int = 1_000_000) -> None:
+    """Occupy the stream ~0.5 ms (at ~2 GHz), several times the host time to enqueue the repeats."""
     ctx.spin((1,), (1,), (cp.int64(cycles),), stream=ctx.stream)
 
 

@@ -2,7 +2,7 @@
 
 For every kernel of the plan: fresh random inputs, outputs poisoned with NaN, the plan's
 configuration run through the executor, and the result compared with the same kernel computed
-undivided by a *different* cuDNN engine (relative L2 norm, in float64). Every element must have
+undivided by a different cuDNN engine: the float64 convolution (relative L2 norm, in float64). Every element must have
 been written (no NaN left). Then the configuration is timed end-to-end (all pieces and wgrad adds
 back-to-back, CUDA events, median of repeats) and set beside the plan's prediction. A wrong result
 is a failure, never a warning.
@@ -10,7 +10,6 @@ is a failure, never a warning.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 
@@ -19,9 +18,10 @@ import cupy as cp
 from ..errors import EngineError
 from ..kernels import KernelSignature
 from . import runtime
-from .executor import Arena, KernelExecutor, KernelRun, to_float32, typed
-from .graphs import PlanCache, make_graph, output_role, per_sample_bytes
+from .executor import Arena, KernelExecutor, KernelRun, to_float32
+from .graphs import PlanCache, make_graph, output_role, parse_plan_name, per_sample_bytes
 from .profiler import fill_random
+from .report import division
 
 TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "fp16": 2e-2, "bf16": 2e-2}
 _NAN_BITS = {"fp16": 0x7E00, "bf16": 0x7FC0}
@@ -51,10 +51,18 @@ def runs_from_plan(plan) -> tuple[str, list[KernelRun], dict]:
 
 
 def reference_plan(sig: KernelSignature, ctx, avoid_engines: set[int]):
-    """An undivided plan of a different engine than the configuration uses: the first in heuristic
-    order that builds within REFERENCE_MAX_WORKSPACE (falls back to any engine if none differs)."""
+    """The undivided reference: the same convolution in float64 through cuDNN (a different engine and
+    a far more accurate one), or, if no float64 plan builds, an fp32 plan of an engine the
+    configuration does not use. Returns (name, run, workspace, is_float64)."""
+    cg = make_graph(sig, sig.n, ctx, include_rtc=False, float64=True)
+    for i, name in enumerate(cg.names):
+        try:
+            ws = cg.build(i)
+        except Exception:
+            continue
+        if ws <= REFERENCE_MAX_WORKSPACE:
+            return "float64:" + name, cg.executor(i, ctx), ws, True
     cg = make_graph(sig, sig.n, ctx, include_rtc=False)
-    from .graphs import parse_plan_name
     for pass_ in (0, 1):
         for i, name in enumerate(cg.names):
             if pass_ == 0 and parse_plan_name(name)[0] in avoid_engines:
@@ -64,7 +72,7 @@ def reference_plan(sig: KernelSignature, ctx, avoid_engines: set[int]):
             except Exception:
                 continue
             if ws <= REFERENCE_MAX_WORKSPACE:
-                return name, cg.executor(i, ctx), ws, pass_ == 0
+                return name, cg.executor(i, ctx), ws, False
     raise EngineError(f"no undivided cuDNN plan builds for {sig.key} at b={sig.n}; cannot verify it")
 
 
@@ -89,13 +97,23 @@ def verify_kernel(run: KernelRun, ex: KernelExecutor, ws_ptr: int, ctx, *, repea
     out = {"x": x, "y": y, "w": w}[out_role]
     ptrs = {"x": x.data.ptr, "y": y.data.ptr, "w": w.data.ptr}
     engines = {int(name[3:].split("_")[0]) for _, name in run.micro if name.startswith("eng")}
-    ref_name, ref_fn, ref_ws, different = reference_plan(sig, ctx, engines)
+    ref_name, ref_fn, ref_ws, is64 = reference_plan(sig, ctx, engines)
     ref_ws_buf = cp.empty(max(ref_ws, 1), dtype=cp.uint8)
     with ctx.stream:
-        poison(out, sig.precision)
-        ref_fn(ptrs, ref_ws_buf.data.ptr if ref_ws else 0)
-        ctx.stream.synchronize()
-        ref = to_float32(out, sig.precision)
+        if is64:  # the same inputs, exactly widened to float64
+            bufs64 = {r: to_float32(b, sig.precision).astype(cp.float64) for r, b in (("x", x), ("y", y), ("w", w))}
+            bufs64[out_role].fill(cp.nan)
+            ref_fn({r: b.data.ptr for r, b in bufs64.items()}, ref_ws_buf.data.ptr if ref_ws else 0)
+            ctx.stream.synchronize()
+            ref = bufs64[out_role]
+            del bufs64
+        else:
+            poison(out, sig.precision)
+            ref_fn(ptrs, ref_ws_buf.data.ptr if ref_ws else 0)
+            ctx.stream.synchronize()
+            ref = to_float32(out, sig.precision)
+        if bool(cp.isnan(ref).any()):
+            raise EngineError(f"{run.id}: the reference plan {ref_name} left outputs unwritten")
         base = None
         if accumulate:  # beta = 1: start from a random dW and expect dW + sum of pieces
             fill_random(out, sig.precision)
@@ -106,12 +124,12 @@ def verify_kernel(run: KernelRun, ex: KernelExecutor, ws_ptr: int, ctx, *, repea
         ctx.stream.synchronize()
         got = to_float32(out, sig.precision)
         unwritten = int(cp.isnan(got).sum())
-        expect = ref if base is None else ref + base
+        expect = ref if base is None else ref + base.astype(ref.dtype)
         err = rel_l2(got, expect) if unwritten == 0 else float("nan")
         times = runtime.time_repeats(ctx, lambda r: ex.enqueue(ptrs, ws_ptr, ctx, accumulate=False, w_array=w),
                                      repeats=repeats, warmup=1)
     tol = TOLERANCE[sig.precision]
-    return dict(reference_plan=ref_name, reference_engine_differs=different, unwritten=unwritten,
+    return dict(reference_plan=ref_name, reference_float64=is64, unwritten=unwritten,
                 rel_l2=err, tolerance=tol, passed=bool(unwritten == 0 and err <= tol),
                 measured_ms=runtime.median(times), measured_min_ms=min(times), measured_max_ms=max(times),
                 repeats=repeats)
@@ -136,7 +154,7 @@ def verify_plan(plan, *, repeats: int = 5, command: str = "",
             seen[key] = verify_kernel(run, ex, arena.pointer(run), ctx, repeats=repeats)
         res = dict(seen[key])
         predicted = sum(float(m["time_ms"]) for m in k["micro"])
-        res.update(id=run.id, signature=run.sig.key, division="+".join(str(b) for b, _ in run.micro),
+        res.update(id=run.id, signature=run.sig.key, division=division([b for b, _ in run.micro]),
                    plans=[name for _, name in run.micro], predicted_ms=predicted,
                    ratio=res["measured_ms"] / predicted if predicted else float("nan"),
                    workspace=ex.workspace_needed, scratch_bytes=ex.scratch_bytes)
@@ -149,7 +167,8 @@ def verify_plan(plan, *, repeats: int = 5, command: str = "",
         "format": "ucudnn-explorer-verify", "version": 1,
         "provenance": runtime.provenance(command),
         "plan": {"network": d["network"], "mode": d["mode"], "policy": d.get("policy"), "budget": d.get("budget"),
-                 "profile_gpu": d.get("provenance", {}).get("gpu")},
+                 "profile_gpu": d.get("provenance", {}).get("profile", {}).get("gpu"),
+                 "profile_cudnn": d.get("provenance", {}).get("profile", {}).get("cudnn_version")},
         "arena_bytes": arena.size,
         "kernels": results,
         "totals": {"predicted_ms": pred, "measured_ms": meas, "ratio": meas / pred if pred else float("nan"),
@@ -157,19 +176,3 @@ def verify_plan(plan, *, repeats: int = 5, command: str = "",
                                                                                 if not r["passed"]],
                    "seconds": round(time.perf_counter() - t0, 2)},
     }
-
-
-def report_table(report: dict) -> str:
-    lines = [f"{'kernel':<16} {'division':<22} {'pred ms':>9} {'meas ms':>9} {'ratio':>6} {'rel L2':>9} {'tol':>7}  ok"]
-    for r in report["kernels"]:
-        lines.append(f"{r['id']:<16} {r['division'][:22]:<22} {r['predicted_ms']:9.3f} {r['measured_ms']:9.3f} "
-                     f"{r['ratio']:6.2f} {r['rel_l2']:9.2e} {r['tolerance']:7.0e}  {'yes' if r['passed'] else 'NO'}")
-    t = report["totals"]
-    lines.append(f"{'total':<16} {'':<22} {t['predicted_ms']:9.3f} {t['measured_ms']:9.3f} {t['ratio']:6.2f}"
-                 f"   {'all passed' if t['all_passed'] else 'FAILED: ' + ', '.join(t['failed'])}")
-    return "\n".join(lines)
-
-
-def write_report(report: dict, path) -> None:
-    with open(path, "w") as f:
-        json.dump(report, f, indent=1, default=float)

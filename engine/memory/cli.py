@@ -1,0 +1,136 @@
+"""``python -m engine memory``: memory timeline, policy comparison and capacity questions.
+
+Examples::
+
+    python -m engine memory --network alexnet-caffe --batch 200 --policy sn-recompute
+    python -m engine memory --network vgg16 --batch 128 --policy all --capacity 12GiB --profile NAME
+    python -m engine memory --network resnet50 --policy liveness --capacity 12GiB --max-batch
+    python -m engine memory --network resnet50 --batch 16 --policy superneurons --capacity 12GiB --deepest resnet
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+from ..errors import EngineError
+from ..profile import Profile, resolve_profile
+from ..units import format_size, parse_size
+from .capacity import deepest, max_batch, smallest_capacity
+from .planner import format_table, plan_memory
+from .policies import POLICIES
+from .tensors import CONVENTIONS
+from .timemodel import TimeParams
+from .workspace import RULES
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--network", required=True, help="zoo name, generator name (resnet-N, vgg-N) or spec path")
+    parser.add_argument("--batch", type=int, default=None, help="mini-batch size (default: the network's)")
+    parser.add_argument("--policy", default="liveness",
+                        help=f"one of {', '.join(POLICIES)}; a comma-separated list, or 'all' to compare")
+    parser.add_argument("--capacity", default=None, help="GPU capacity, e.g. 12GiB (default: unbounded)")
+    parser.add_argument("--profile", default=None, help="bundled profile name or path (convolution times/workspaces)")
+    parser.add_argument("--workspace", default=None, choices=RULES, help="override the policy's workspace rule")
+    parser.add_argument("--convention", default=None, choices=list(CONVENTIONS),
+                        help="override the policy's framework tensor rules")
+    parser.add_argument("--strategy", default=None, choices=("speed", "memory", "cost-aware"),
+                        help="SuperNeurons recomputation strategy (sn-recompute, superneurons)")
+    parser.add_argument("--bandwidth", default="54GB", help="host-device copy bandwidth per second (default 54GB)")
+    parser.add_argument("--optimizer-copies", type=int, default=0,
+                        help="optimizer state in units of the weights (SGD momentum: 1)")
+    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
+                        help="write JSON (to PATH, or stdout without one) instead of the table")
+    parser.add_argument("--max-batch", action="store_true", help="largest mini-batch that fits --capacity")
+    parser.add_argument("--deepest", default=None, choices=("resnet", "resnet-sn", "vgg"),
+                        help="deepest network of this family that fits --capacity at --batch")
+
+
+def _policies(text: str) -> list[str]:
+    names = list(POLICIES) if text == "all" else [p.strip() for p in text.split(",") if p.strip()]
+    for name in names:
+        if name not in POLICIES:
+            raise EngineError(f"unknown memory policy {name!r}; known: {', '.join(POLICIES)}")
+    return names
+
+
+def _emit(args, payload, text: str) -> None:
+    if args.json is None:
+        print(text)
+        return
+    data = json.dumps(payload, indent=1)
+    if args.json == "-":
+        print(data)
+    else:
+        with open(args.json, "w") as fh:
+            fh.write(data + "\n")
+        print(f"wrote {args.json}")
+
+
+def run(args) -> int:
+    names = _policies(args.policy)
+    capacity = parse_size(args.capacity) if args.capacity is not None else None
+    profile = Profile.load(resolve_profile(args.profile)) if args.profile else None
+    bw = parse_size(args.bandwidth.removesuffix("/s"))
+    params = TimeParams(bandwidth=float(bw))
+    options = {}
+    if args.strategy:
+        options["strategy"] = args.strategy
+    common = dict(batch=args.batch, capacity=capacity, profile=profile, workspace=args.workspace,
+                  convention=args.convention, time_params=params, optimizer_copies=args.optimizer_copies)
+
+    if args.max_batch or args.deepest:
+        if capacity is None:
+            raise EngineError("--max-batch and --deepest need --capacity")
+        rows = []
+        for name in names:
+            opts = {k: v for k, v in options.items() if name in ("sn-recompute", "superneurons")}
+            if args.max_batch:
+                value = max_batch(args.network, name, capacity, profile=profile, convention=args.convention,
+                                  **opts)
+            else:
+                if args.batch is None:
+                    raise EngineError("--deepest needs --batch")
+                value = deepest(args.deepest, name, capacity, args.batch, profile=profile,
+                                convention=args.convention, **opts)
+            rows.append({"policy": name, "max_batch" if args.max_batch else "deepest": value})
+        key = "max_batch" if args.max_batch else "deepest"
+        what = "largest mini-batch" if args.max_batch else f"deepest {args.deepest}"
+        text = "\n".join([f"{what} of {args.network} within {format_size(capacity)}"] +
+                         [f"  {r['policy']:<24} {r[key]}" for r in rows])
+        _emit(args, {"network": args.network, "capacity": capacity, "question": key, "rows": rows}, text)
+        return 0
+
+    results = []
+    for name in names:
+        opts = {k: v for k, v in options.items() if name in ("sn-recompute", "superneurons")}
+        results.append(plan_memory(args.network, name, **common, **opts))
+    if len(results) == 1:
+        res = results[0]
+        _emit(args, res.to_dict(), format_table(res))
+    else:
+        head = (f"{'policy':<24} {'peak':>10} {'fits':>4} {'needs':>10} {'iter ms':>9} {'stall ms':>9} "
+                f"{'offload':>10} {'re-fwd':>6}")
+        lines = [f"{results[0].network} batch {results[0].batch}, capacity "
+                 f"{format_size(capacity) if capacity else 'unbounded'}", head]
+        for r in results:
+            s = r.summary
+            it = "" if math.isnan(s["iteration_ms"]) else f"{s['iteration_ms']:.2f}"
+            st = "" if math.isnan(s["stall_ms"]) else f"{s['stall_ms']:.2f}"
+            lines.append(f"{r.policy:<24} {format_size(s['peak']):>10} {'yes' if s['fits'] else 'no':>4} "
+                         f"{format_size(s['min_capacity']):>10} {it:>9} {st:>9} "
+                         f"{format_size(s['offload_bytes']):>10} {s['recompute_count']:>6}")
+        _emit(args, {"results": [r.to_dict(ticks=False) for r in results]}, "\n".join(lines))
+    if capacity is not None and not any(r.fits for r in results):
+        mins = smallest_capacity(args.network, args.batch, profile=profile)
+        best = min(mins, key=mins.get)
+        chosen = ", ".join(f"{r.policy} needs {format_size(r.summary['min_capacity'])}" for r in results)
+        if any(m <= capacity for m in mins.values()):
+            ok = [p for p, m in mins.items() if m <= capacity]
+            print(f"error: {args.network} batch {results[0].batch} does not fit {format_size(capacity)} under "
+                  f"{', '.join(names)} ({chosen}); policies that fit: {', '.join(ok)}", file=sys.stderr)
+            return 1
+        raise EngineError(f"capacity {format_size(capacity)} is too small for every policy: {args.network} batch "
+                          f"{results[0].batch} needs at least {format_size(mins[best])} (policy {best})")
+    return 0

@@ -1,0 +1,280 @@
+"""One call from a network and a policy to the memory timeline, workspace choice and time.
+
+``plan_memory`` builds the inventory under the policy's framework convention, applies the
+policy, lets the workspace rule take what the plan leaves free at every conv tick, and (with a
+profile) runs the time model. ``MemoryResult`` holds tidy tables for the CLI, the dashboard
+(frames.py) and JSON.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..errors import EngineError
+from ..network import Network
+from ..profile import Profile
+from ..units import format_size
+from ..zoo import get_network
+from . import policies as P
+from .tensors import CLASSES, DATA_CLASSES, build_inventory, get_convention
+from .timeline import Plan, memory_curve
+from .timemodel import TimeParams, simulate
+from .workspace import DYNAMIC, RULES, choose_workspace, least_workspace
+
+
+@dataclass
+class MemoryResult:
+    network: str
+    batch: int
+    policy: str
+    paper: str
+    convention: str
+    capacity: int | None
+    workspace_rule: str
+    ticks: pd.DataFrame
+    kernels: pd.DataFrame
+    copies: pd.DataFrame
+    summary: dict
+    options: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    profile: str = ""
+
+    @property
+    def peak(self) -> float:
+        return self.summary["peak"]
+
+    @property
+    def fits(self) -> bool:
+        return self.summary["fits"]
+
+    def steps(self) -> pd.DataFrame:
+        """Per step: the tick of largest total memory (a step's recompute ticks included)."""
+        t = self.ticks
+        idx = t.groupby("step")["total"].idxmax()
+        return t.loc[idx].reset_index(drop=True)
+
+    def to_dict(self, ticks: bool = True) -> dict:
+        def clean(v):
+            if isinstance(v, np.bool_):
+                return bool(v)
+            if isinstance(v, np.integer):
+                return int(v)
+            if isinstance(v, (np.floating, float)):
+                return float(v) if math.isfinite(float(v)) else None   # JSON has no NaN or inf
+            return v
+        out = {"network": self.network, "batch": self.batch, "policy": self.policy, "paper": self.paper,
+               "convention": self.convention, "capacity": self.capacity, "workspace_rule": self.workspace_rule,
+               "profile": self.profile, "options": {k: (list(v) if isinstance(v, (list, tuple)) else v)
+                                                     for k, v in self.options.items()},
+               "notes": self.notes, "summary": {k: clean(v) for k, v in self.summary.items()}}
+        if ticks:
+            out["ticks"] = [{k: clean(v) for k, v in r.items()} for r in self.ticks.to_dict("records")]
+            out["kernels"] = [{k: clean(v) for k, v in r.items()} for r in self.kernels.to_dict("records")]
+            out["copies"] = [{k: clean(v) for k, v in r.items()} for r in self.copies.to_dict("records")]
+        return out
+
+
+def _resolve_network(network: str | Network, batch: int | None) -> Network:
+    if isinstance(network, Network):
+        if batch is not None and batch != network.batch:
+            raise EngineError(f"network {network.name!r} is built for batch {network.batch}, not {batch}")
+        return network
+    return get_network(network, batch)
+
+
+def plan_memory(network: str | Network, policy: str = "liveness", batch: int | None = None,
+                capacity: int | None = None, profile: Profile | None = None, workspace: str | None = None,
+                convention: str | None = None, time_params: TimeParams | None = None, itemsize: int = 4,
+                precision: str = "tf32", optimizer_copies: int = 0, **policy_options) -> MemoryResult:
+    """Memory timeline of one training iteration of ``network`` under ``policy``.
+
+    ``capacity`` (bytes) bounds what the dynamic workspace rules may take, drives the LRU tensor
+    cache and vDNN_dyn, and decides ``fits``. ``profile`` gives convolution times and workspaces
+    (without one, workspace is 0 and no time is modelled). ``workspace`` overrides the policy's
+    rule; ``convention`` its framework's tensor rules; remaining keywords are policy switches.
+    """
+    info = P.get_policy(policy)
+    if workspace is not None and workspace not in RULES:
+        raise EngineError(f"unknown workspace rule {workspace!r}; expected one of {', '.join(RULES)}")
+    if capacity is not None and capacity <= 0:
+        raise EngineError(f"capacity must be positive, got {capacity}")
+    net = _resolve_network(network, batch)
+    conv = get_convention(convention or info.convention)
+    if optimizer_copies:
+        conv = conv.with_options(optimizer_copies=optimizer_copies)
+    inv = build_inventory(net, conv, itemsize)
+    params = time_params or TimeParams()
+    if policy == "vdnn-dyn":
+        return _vdnn_dyn(inv, capacity, profile, workspace, params, precision)
+    kwargs = {**info.kwargs, **policy_options}
+    if policy == "superneurons":
+        kwargs["capacity"] = capacity
+    try:
+        plan = info.build(inv, **kwargs)
+    except TypeError as err:
+        raise EngineError(f"policy {policy!r}: {err}") from None
+    plan.policy = policy
+    if workspace:
+        plan.workspace_rule = workspace
+    result = evaluate(plan, capacity, profile, params, precision)
+    if policy == "superneurons" and capacity is not None:
+        floor = info.build(inv, **{**kwargs, "capacity": 0})
+        floor_curve = memory_curve(floor)
+        least = least_workspace(floor, profile, floor.workspace_rule, precision)
+        result.summary["min_capacity"] = float(np.max(floor_curve.live + np.asarray(least)))
+        result.summary["fits"] = bool(result.summary["peak"] <= capacity)
+    return result
+
+
+def evaluate(plan: Plan, capacity: int | None, profile: Profile | None, params: TimeParams,
+             precision: str = "tf32") -> MemoryResult:
+    inv = plan.inventory
+    net = inv.net
+    curve = memory_curve(plan)
+    live = curve.live
+    choices, ws = choose_workspace(plan, live, capacity, profile, plan.workspace_rule, precision)
+    ws = np.asarray(ws, dtype=float)
+    total = live + ws
+    timing = simulate(plan, choices, params) if profile is not None else None
+    n = len(plan.ticks)
+    rows = {
+        "tick": np.arange(n), "step": [t.step for t in plan.ticks], "layer": [t.layer for t in plan.ticks],
+        "op": [net.layer(t.layer).op for t in plan.ticks], "phase": [t.phase for t in plan.ticks],
+    }
+    for c in CLASSES:
+        rows[c] = ws if c == "workspace" else curve.by_class.get(c, np.zeros(n))
+    rows["live"] = live
+    rows["total"] = total
+    rows["live_tensors"] = curve.live_count
+    rows["data"] = sum(curve.by_class[c] for c in DATA_CLASSES)
+    rows["free"] = (capacity - live) if capacity is not None else np.full(n, np.nan)
+    for key in ("start_ms", "end_ms", "stall_ms", "compute_ms"):
+        rows[key] = np.asarray(getattr(timing, key)) if timing else np.full(n, np.nan)
+    ticks = pd.DataFrame(rows)
+    kernels = pd.DataFrame([{
+        "tick": c.tick, "step": plan.ticks[c.tick].step, "layer": c.layer, "kind": c.kind.value,
+        "signature": c.key, "free": c.free, "workspace": c.workspace, "time_ms": c.time_ms,
+        "division": c.config.division, "plans": "+".join(m.plan for m in c.config.micro), "fits": c.fits,
+    } for c in choices], columns=["tick", "step", "layer", "kind", "signature", "free", "workspace", "time_ms",
+                                  "division", "plans", "fits"])
+    storages_tensors: dict[str, list[str]] = {}
+    for t in inv.tensors.values():
+        storages_tensors.setdefault(t.storage, []).append(t.name)
+    copies = pd.DataFrame([{
+        "storage": c.storage, "tensors": ",".join(storages_tensors.get(c.storage, [])), "direction": c.direction,
+        "bytes": c.nbytes, "issue_tick": c.issue, "issue_step": plan.ticks[c.issue].step,
+        "deadline_tick": c.deadline, "reason": c.reason,
+        "start_ms": timing.copy_start_ms[i] if timing else math.nan,
+        "end_ms": timing.copy_end_ms[i] if timing else math.nan,
+    } for i, c in enumerate(plan.copies)], columns=["storage", "tensors", "direction", "bytes", "issue_tick",
+                                                    "issue_step", "deadline_tick", "reason", "start_ms", "end_ms"])
+    k = int(np.argmax(total))
+    peak = float(total[k])
+    if timing:
+        dur = np.diff(np.concatenate([[0.0], np.asarray(timing.end_ms)]))
+        avg = float(np.sum(dur * total) / np.sum(dur)) if np.sum(dur) > 0 else float(np.mean(total))
+    else:
+        avg = math.nan
+    step_max = ticks.groupby("step")["total"].max()
+    if plan.workspace_rule in DYNAMIC:
+        least = np.asarray(least_workspace(plan, profile, plan.workspace_rule, precision))
+        min_cap = float(np.max(live + least))
+    else:
+        min_cap = peak
+    rec = ticks[ticks.phase == "R"]
+    summary = {
+        "peak": peak, "peak_tick": k, "peak_step": int(plan.ticks[k].step), "peak_layer": plan.ticks[k].layer,
+        "peak_phase": "B" if plan.ticks[k].phase == "R" else plan.ticks[k].phase,
+        "peak_live": float(np.max(live)), "peak_data": float(np.max(rows["data"])),
+        "peak_workspace": float(np.max(ws)) if n else 0.0,
+        "persistent": float(sum(curve.by_class[c][0] for c in ("weights", "optimizer"))),
+        "avg_time_weighted": avg, "avg_per_step": float(step_max.mean()),
+        "iteration_ms": timing.iteration_ms if timing else math.nan,
+        "compute_ms": float(np.sum(timing.compute_ms)) if timing else math.nan,
+        "stall_ms": float(np.sum(timing.stall_ms)) if timing else math.nan,
+        "conv_ms": float(kernels.time_ms.sum()) if len(kernels) else math.nan,
+        "offload_bytes": int(copies[copies.direction == "offload"].bytes.sum()),
+        "prefetch_bytes": int(copies[copies.direction == "prefetch"].bytes.sum()),
+        "recompute_count": int(plan.recompute_count),
+        "recompute_ms": float(rec.compute_ms.sum()) if timing else math.nan,
+        "max_live_tensors": int(np.max(curve.live_count)) if n else 0,
+        "fits": bool(capacity is None or peak <= capacity),
+        "min_capacity": min_cap,
+    }
+    notes = list(plan.notes)
+    if profile is None:
+        notes.append("no profile: convolution workspace taken as 0 and no time modelled")
+    return MemoryResult(net.name, net.batch, plan.policy, P.POLICIES[plan.policy].paper if plan.policy in P.POLICIES
+                        else "", inv.convention.name, capacity, plan.workspace_rule, ticks, kernels, copies, summary,
+                        dict(plan.options), notes, profile.describe() if profile is not None else "")
+
+
+def _vdnn_dyn(inv, capacity, profile, workspace, params, precision) -> MemoryResult:
+    """vDNN_dyn (vdnn.txt §III-C): profiling passes under the capacity. (1) vDNN_all with
+    memory-optimal convolutions must fit, else the network is untrainable; (2) no offload, then
+    vDNN_conv, then vDNN_all, all with the fastest algorithms; (3) greedy per-layer downgrade of
+    the algorithm to what fits, with vDNN_conv then vDNN_all; (4) else back to pass (1)."""
+    def run(offload, rule, label):
+        if offload is None:
+            plan = P.liveness(inv, rule)
+        else:
+            plan = P.vdnn(inv, offload=offload, algo="p")
+        plan.policy = "vdnn-dyn"
+        plan.workspace_rule = rule
+        res = evaluate(plan, capacity, profile, params, precision)
+        res.notes.append(f"vDNN_dyn pass: {label}")
+        res.options.update(offload=offload or "none", algo=rule)
+        return res
+
+    def done(res):
+        res.summary["min_capacity"] = first.summary["min_capacity"]   # pass (1) is the floor
+        return res
+
+    first = run("all", "m", "vDNN_all(m)")
+    if capacity is None:
+        return done(run(None, "p", "no offload, fastest algorithms (no capacity given)"))
+    if not first.fits:
+        first.notes.append("untrainable: vDNN_all(m) does not fit")
+        return first
+    for offload, label in ((None, "no offload"), ("conv", "vDNN_conv"), ("all", "vDNN_all")):
+        res = run(offload, "p", f"{label}, fastest algorithms")
+        if res.fits:
+            return done(res)
+    for offload, label in (("conv", "vDNN_conv"), ("all", "vDNN_all")):
+        res = run(offload, workspace or "fit-seq", f"{label}, greedy algorithm downgrade")
+        if res.fits:
+            return done(res)
+    first.notes.append("fell back to vDNN_all(m)")
+    return first
+
+
+def format_table(result: MemoryResult) -> str:
+    """A short human-readable report: summary lines and the per-step memory table."""
+    s = result.summary
+    cap = format_size(result.capacity) if result.capacity else "unbounded"
+    lines = [f"{result.network} batch {result.batch}, policy {result.policy} ({result.paper}; tensors as "
+             f"{result.convention}), capacity {cap}, workspace rule {result.workspace_rule}"]
+    lines.append(f"peak {format_size(s['peak'])} at step {s['peak_step']} ({s['peak_layer']} {s['peak_phase']}); "
+                 f"live without workspace {format_size(s['peak_live'])}; activations+gradients "
+                 f"{format_size(s['peak_data'])}; fits: {'yes' if s['fits'] else 'no'} "
+                 f"(needs at least {format_size(s['min_capacity'])})")
+    if not math.isnan(s["iteration_ms"]):
+        lines.append(f"iteration {s['iteration_ms']:.2f} ms (compute {s['compute_ms']:.2f}, convolutions "
+                     f"{s['conv_ms']:.2f}, stalls {s['stall_ms']:.2f}, recompute {s['recompute_ms']:.2f}); "
+                     f"time-weighted average memory {format_size(s['avg_time_weighted'])}")
+    lines.append(f"offloaded {format_size(s['offload_bytes'])}, prefetched {format_size(s['prefetch_bytes'])}, "
+                 f"{s['recompute_count']} re-forwards, per-step average memory {format_size(s['avg_per_step'])}")
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    steps = result.steps()
+    head = f"{'step':>4} {'layer':<16} {'ph':<2} {'live':>10} {'workspace':>10} {'total':>10} {'free':>10} {'n':>3}"
+    lines += ["", head]
+    for r in steps.itertuples():
+        free = "" if math.isnan(r.free) else format_size(r.free)
+        lines.append(f"{r.step:>4} {r.layer[:16]:<16} {r.phase:<2} {format_size(r.live):>10} "
+                     f"{format_size(r.workspace):>10} {format_size(r.total):>10} {free:>10} {r.live_tensors:>3}")
+    return "\n".join(lines)

@@ -1,0 +1,625 @@
+"""Memory policies of vDNN, Layrub and SuperNeurons as transformations of the tick timeline.
+
+Each builder takes an ``Inventory`` (tensors.py) and returns a ``Plan`` (timeline.py): the ticks,
+the residency of every storage, and the copies. Rules are cited to the papers (file + section);
+choices the papers leave open are keyword switches whose defaults are documented here and in
+docs/reproduction.md. vDNN_dyn tries several of these plans under a capacity, so it lives in
+planner.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import EngineError
+from .tensors import DATA_CLASSES, Inventory, Tensor
+from .timeline import Copy, Plan, Tick, base_ticks, cut, liveness_intervals, merge, whole_iteration
+
+SN_CHECKPOINTS = ("conv", "fc", "softmax", "data")   # superneurons-release recompute.h is_checkpoint
+
+
+# ----------------------------------------------------------------------------------- baselines
+
+def baseline_superneurons(inv: Inventory, **_) -> Plan:
+    """SuperNeurons' baseline (superneurons.txt §3, "naive network-wide tensor allocation"): one
+    tensor per request, all resident all iteration: peak = sum l^f + sum l^b."""
+    ticks = base_ticks(inv)
+    return Plan("baseline-superneurons", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-kernel-p")
+
+
+def baseline_vdnn(inv: Inventory, algo: str = "p", **_) -> Plan:
+    """vDNN's baseline (vdnn.txt §II-C, Fig. 2, §IV-A): Torch's network-wide allocation with all
+    W and X resident, dX and dY as two buffers sized to the largest dY and reused by every layer,
+    and one workspace buffer sized to the largest workspace. Static: max = average."""
+    ticks = base_ticks(inv)
+    intervals = {st: spans for st, spans in whole_iteration(inv, ticks).items()
+                 if inv.storage_class()[st] != "gradients"}
+    grads = [t.nbytes for t in inv.tensors.values() if t.cls == "gradients"]
+    plan = Plan(f"baseline-vdnn-{algo}", inv, ticks, intervals, workspace_rule=f"shared-{algo}")
+    plan.class_override["gradients"] = 2 * max(grads, default=0)
+    return plan
+
+
+def baseline_caffe(inv: Inventory, **_) -> Plan:
+    """Layrub's baseline (layrub.md §5.1, §3.2 of memory-systems.md): Caffe allocates data and diff
+    of every blob for the whole network, statically; each conv layer keeps its own workspace."""
+    ticks = base_ticks(inv)
+    return Plan("baseline-caffe", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-layer-heuristic")
+
+
+def liveness(inv: Inventory, workspace: str = "fit", **_) -> Plan:
+    """SuperNeurons' liveness analysis (superneurons.txt §3.2): a tensor lives from its first to its
+    last use; peak = sum l^f + l^b_N for a chain."""
+    ticks = base_ticks(inv)
+    return Plan("liveness", inv, ticks, liveness_intervals(inv, ticks), workspace_rule=workspace)
+
+
+# --------------------------------------------------------------------------- offload machinery
+
+@dataclass
+class _Offload:
+    storage: str
+    release: int            # last tick on the GPU before the gap
+    prefetch: int           # first tick back on the GPU
+    off_issue: int
+    off_at: str
+    off_deadline: int | None
+    pre_deadline: int | None
+    pre_reason: str
+
+
+def _apply_offloads(plan: Plan, offloads: list[_Offload]) -> None:
+    inv = plan.inventory
+    sizes = inv.storage_bytes()
+    for o in offloads:
+        if o.prefetch <= o.release + 1:
+            continue    # no gap: the reuse is immediate, nothing to gain
+        plan.intervals[o.storage] = cut(plan.intervals[o.storage], (o.release + 1, o.prefetch - 1))
+        plan.copies.append(Copy(o.storage, "offload", sizes[o.storage], o.off_issue, o.off_at, o.off_deadline,
+                                "offload"))
+        plan.copies.append(Copy(o.storage, "prefetch", sizes[o.storage], o.prefetch, "start", o.pre_deadline,
+                                o.pre_reason))
+
+
+def _uses_by_storage(inv: Inventory, ticks: list[Tick]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for t in ticks:
+        for st in {inv.tensors[n].storage for n in t.uses}:
+            out.setdefault(st, []).append(t.index)
+    return out
+
+
+def _fwd_bwd_split(uses: list[int], n_fwd: int) -> tuple[int | None, int | None]:
+    fwd = [u for u in uses if u < n_fwd]
+    bwd = [u for u in uses if u >= n_fwd]
+    return (max(fwd) if fwd else None), (min(bwd) if bwd else None)
+
+
+# ------------------------------------------------------------------------------------- vDNN
+
+def feature_extractor(inv: Inventory) -> list[str]:
+    """Layers before the first FC in the route: vDNN manages only these (vdnn.txt §III intro)."""
+    out = []
+    for name in inv.route:
+        if inv.net.layer(name).op == "fc":
+            break
+        out.append(name)
+    return out
+
+
+def vdnn(inv: Inventory, offload: str = "all", algo: str = "p", **_) -> Plan:
+    """vDNN_all / vDNN_conv (vdnn.txt §III-A..C).
+
+    * Offload: X of layer n (every feature-extraction layer but the in-place ACTV for ``all``,
+      CONV only for ``conv``), started with layer n's forward and synchronised at its end, only
+      when n is the last consumer of X (refcnt); X is released before layer n+1.
+    * Prefetch: before layer m's backward, ``findPrefetchLayer(m)`` walks m-1, m-2, ... and returns
+      the first offloaded, not yet prefetched layer, stopping at the nearest CONV; the copy overlaps
+      bwd(m) and is synchronised at its end. (The pseudo-code figure is missing from the text; this
+      reconstruction is memory-systems.md §2.3.) An X still on the host when its layer's backward
+      starts is fetched on demand [assume].
+    * Everything else is layer-wise (liveness); the input batch counts as layer 1's X.
+    """
+    if offload not in ("all", "conv"):
+        raise EngineError(f"vDNN offload set must be 'all' or 'conv', got {offload!r}")
+    ticks = base_ticks(inv)
+    n = len(inv.route)
+    plan = Plan(f"vdnn-{offload}-{algo}", inv, ticks, liveness_intervals(inv, ticks), workspace_rule=algo)
+    uses = _uses_by_storage(inv, ticks)
+    pos = {name: i for i, name in enumerate(inv.route)}
+    offloaded_x: dict[str, list[str]] = {}     # layer -> storages of its X it offloads
+    for name in feature_extractor(inv):
+        layer = inv.net.layer(name)
+        if offload == "conv" and layer.op != "conv":
+            continue
+        if offload == "all" and layer.op == "relu":
+            continue    # in place, only Y and dY are used (vdnn.txt §III-B)
+        for src in layer.inputs:
+            st = inv.tensors[f"Y:{src}"].storage
+            last_f, first_b = _fwd_bwd_split(uses[st], n)
+            if last_f != pos[name] or first_b is None or st in inv.persistent_storages():
+                continue    # not the last consumer, or never reused: released, not offloaded
+            offloaded_x.setdefault(name, []).append(st)
+    prefetched: set[str] = set()
+    prefetch_at: dict[str, int] = {}
+    for tick in ticks[n:]:
+        m = pos[tick.layer]
+        for cand in range(m - 1, -1, -1):
+            cname = inv.route[cand]
+            if cname in offloaded_x and cname not in prefetched:
+                prefetched.add(cname)
+                for st in offloaded_x[cname]:
+                    prefetch_at[st] = tick.index
+                break
+            if inv.net.layer(cname).op == "conv":
+                break
+    offs = []
+    for name, sts in offloaded_x.items():
+        for st in sts:
+            _, first_b = _fwd_bwd_split(uses[st], n)
+            p = prefetch_at.get(st)
+            if p is None or p > first_b:
+                offs.append(_Offload(st, pos[name], first_b, pos[name], "start", pos[name] + 1, first_b,
+                                     "on demand"))
+            else:
+                offs.append(_Offload(st, pos[name], p, pos[name], "start", pos[name] + 1, p + 1,
+                                     "findPrefetchLayer"))
+    _apply_offloads(plan, offs)
+    plan.options.update(offload=offload, algo=algo)
+    return plan
+
+
+# ------------------------------------------------------------------------------------ Layrub
+
+LAYRUB_INTRA_CONSUMERS = ("conv", "fc")
+
+
+def layrub_alias(inv: Inventory, relu_mask_bytes: float = 1.0,
+                 consumers: tuple[str, ...] = LAYRUB_INTRA_CONSUMERS) -> tuple[Inventory, list[str]]:
+    """Layrub's intra-layer reuse (layrub.md §3.1-3.2, §4.2): with wgrad before dgrad, a CONV or FC
+    writes dX into X's buffer once no later backward reads X's data. ReLU keeps a 1-byte sign mask
+    ("char") instead of its data so its blob qualifies. An input that fans out, or whose data a later
+    backward still reads (a POOL or LRN producer needs its output), is not aliased [assume: the
+    paper discusses neither]."""
+    tensors = dict(inv.tensors)
+    bwd = {k: list(v) for k, v in inv.bwd_uses.items()}
+    fwd = {k: list(v) for k, v in inv.fwd_uses.items()}
+    n_items = inv.net.batch
+    for name in inv.route:
+        layer = inv.net.layer(name)
+        if layer.op == "relu" and f"Y:{name}" in bwd[name]:
+            mname = f"M:{name}:sign"
+            nbytes = int(n_items * layer.out_elems * relu_mask_bytes)
+            tensors[mname] = Tensor(mname, "masks", nbytes, name, mname)
+            fwd[name].append(mname)
+            bwd[name] = [mname if u == f"Y:{name}" else u for u in bwd[name]]
+    storage = {k: t.storage for k, t in tensors.items()}
+    members: dict[str, list[str]] = {}
+    for k, st in storage.items():
+        members.setdefault(st, []).append(k)
+    order = list(reversed(inv.route))
+    last_read: dict[str, int] = {}     # storage -> last position in backward order that reads it
+    for j, name in enumerate(order):
+        for u in bwd[name]:
+            last_read[storage[u]] = j
+    aliased = []
+    for j, name in enumerate(order):
+        layer = inv.net.layer(name)
+        if layer.op not in consumers or len(layer.inputs) != 1:
+            continue
+        src = layer.inputs[0]
+        g = f"G:{src}"
+        if g not in tensors or len(inv.net.consumers[src]) != 1 or inv.net.layer(src).op == "data":
+            continue
+        x_st = storage[f"Y:{src}"]
+        if last_read.get(x_st, -1) > j:
+            continue
+        old = storage[g]
+        for k in members.pop(old):
+            storage[k] = x_st
+            members[x_st].append(k)
+        last_read[x_st] = max(last_read.get(x_st, -1), last_read.get(old, -1))
+        aliased.append(name)
+    new_tensors = {k: Tensor(t.name, t.cls, t.nbytes, t.layer, storage[k], t.persistent) for k, t in tensors.items()}
+    out = Inventory(inv.net, inv.convention, inv.itemsize, inv.route, new_tensors, fwd, bwd)
+    return out, aliased
+
+
+def layrub(inv: Inventory, mode: str = "hybrid", buffers: str = "constant", relu_mask_bytes: float = 1.0,
+           **_) -> Plan:
+    """Layrub (layrub.md §3-4, Alg. 1).
+
+    * intra: ``layrub_alias`` on Caffe's network-wide allocation.
+    * inter: a Tracer counts each blob's forward consumers; when the count hits 0 after a layer's
+      forward the blob's data (and a ReLU's sign mask, kept "in CPU memory", §4.2) is offloaded on
+      ``migrate_stream``, overlapped with that layer and
+      synchronised at its end. During bwd(l) the data bwd(l-1) needs is loaded (one-layer
+      lookahead), synchronised per layer; data still on the host is loaded on demand [assume].
+      A blob that no backward reads is released, not copied [assume].
+    * hybrid: both (the paper's default, §3.4).
+    ``buffers="constant"``: Layrub reuses "a constant set of the largest buffers" (§3.3): activation
+    and gradient memory is the largest number of blobs resident at once times the largest blob;
+    ``"exact"`` counts the resident bytes.
+    """
+    if mode not in ("intra", "inter", "hybrid"):
+        raise EngineError(f"Layrub mode must be intra, inter or hybrid, got {mode!r}")
+    if buffers not in ("constant", "exact"):
+        raise EngineError(f"Layrub buffers must be 'constant' or 'exact', got {buffers!r}")
+    aliased: list[str] = []
+    if mode in ("intra", "hybrid"):
+        inv, aliased = layrub_alias(inv, relu_mask_bytes)
+    ticks = base_ticks(inv)
+    n = len(inv.route)
+    if mode == "intra":
+        plan = Plan("layrub-intra", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-layer-heuristic")
+    else:
+        plan = Plan(f"layrub-{mode}", inv, ticks, liveness_intervals(inv, ticks),
+                    workspace_rule="per-layer-heuristic")
+        uses = _uses_by_storage(inv, ticks)
+        classes = inv.storage_class()
+        offs = []
+        loaded_by: dict[str, int] = {}
+        for tick in ticks[n:-1]:     # during bwd(l), load what the next backward tick needs
+            for u in ticks[tick.index + 1].uses:
+                loaded_by.setdefault(inv.tensors[u].storage, tick.index)
+        for st, us in uses.items():
+            if classes[st] not in ("activations", "input", "masks") or st in inv.persistent_storages():
+                continue
+            last_f, first_b = _fwd_bwd_split(us, n)
+            if last_f is None or first_b is None:
+                continue
+            p = loaded_by.get(st, first_b)
+            if p <= last_f + 1:
+                continue
+            reason = "Loadin (l-1)" if p < first_b else "on demand"
+            offs.append(_Offload(st, last_f, p, last_f, "start", last_f + 1, p + 1 if p < first_b else p, reason))
+        _apply_offloads(plan, offs)
+        if buffers == "constant":
+            _constant_buffers(plan)
+    plan.options.update(mode=mode, buffers=buffers if mode != "intra" else "static", aliased=aliased)
+    plan.notes.append(f"intra-layer dX->X aliasing on {len(aliased)} layers" if aliased else "no intra-layer aliasing")
+    return plan
+
+
+def _constant_buffers(plan: Plan) -> None:
+    """Replace activation and gradient memory by a constant pool: K buffers of the largest size,
+    K the most activation/gradient storages resident at once (split by class as at that tick)."""
+    inv = plan.inventory
+    sizes = inv.storage_bytes()
+    classes = inv.storage_class()
+    n = len(plan.ticks)
+    diff = {cls: [0] * (n + 1) for cls in DATA_CLASSES}
+    for st, spans in plan.intervals.items():
+        if classes[st] in diff:
+            for a, b in spans:
+                diff[classes[st]][a] += 1
+                diff[classes[st]][b + 1] -= 1
+    biggest = max((sizes[st] for st in plan.intervals if classes[st] in diff), default=0)
+    run = {cls: 0 for cls in DATA_CLASSES}
+    best = {cls: 0 for cls in DATA_CLASSES}
+    for i in range(n):
+        for cls in DATA_CLASSES:
+            run[cls] += diff[cls][i]
+        if sum(run.values()) > sum(best.values()):
+            best = dict(run)
+    for cls in DATA_CLASSES:
+        plan.class_override[cls] = best[cls] * biggest
+
+
+# ------------------------------------------------------------------------------- SuperNeurons
+
+def _sn_conv_outputs(inv: Inventory) -> list[str]:
+    return [inv.tensors[f"Y:{n}"].storage for n in inv.route if inv.net.layer(n).op == "conv"]
+
+
+def _sn_offload(plan: Plan, storages: list[str]) -> None:
+    """UTP offload/prefetch of CONV outputs (superneurons.txt §3.3.1): the copy starts when the CONV
+    has produced its output and overlaps the layers up to the next CONV; the GPU copy is freed when
+    it completes [assume: by the end of that window; a late copy stalls the next CONV]. In backward,
+    at each CONV the tensors needed up to the previous CONV are prefetched; tensors needed before
+    the first backward CONV are prefetched when backward starts [assume]."""
+    inv = plan.inventory
+    ticks = plan.ticks
+    uses = _uses_by_storage(inv, ticks)
+    conv_f = [t.index for t in ticks if t.phase == "F" and inv.net.layer(t.layer).op == "conv"]
+    conv_b = [t.index for t in ticks if t.phase == "B" and inv.net.layer(t.layer).op == "conv"]
+    first_bwd = next(t.index for t in ticks if t.phase != "F")
+    offs = []
+    for st in storages:
+        if st not in uses:
+            continue
+        last_f, first_b = _fwd_bwd_split(uses[st], first_bwd)
+        if last_f is None or first_b is None:
+            continue
+        produced = min(uses[st])
+        nxt = [c for c in conv_f if c > produced]
+        window_end = (nxt[0] - 1) if nxt else first_bwd - 1
+        release = max(last_f, window_end)
+        starts = [c for c in conv_b if c < first_b]
+        p = starts[-1] if starts else first_bwd
+        offs.append(_Offload(st, release, p, produced, "end", release + 1, first_b,
+                             "prefetch at backward CONV" if starts else "prefetch at backward start"))
+    _apply_offloads(plan, offs)
+
+
+def sn_offload(inv: Inventory, workspace: str = "fit", **_) -> Plan:
+    """Liveness + UTP offload of every CONV output (SuperNeurons Fig. 10b)."""
+    plan = liveness(inv, workspace)
+    plan.policy = "sn-offload"
+    _sn_offload(plan, _sn_conv_outputs(inv))
+    return plan
+
+
+def sn_segments(inv: Inventory, checkpoints=SN_CHECKPOINTS) -> dict[str, list[str]]:
+    """Recomputation segments (superneurons.txt §3.4): for every non-checkpoint layer, the chain of
+    non-checkpoint layers from the one after its checkpoint up to it, following first inputs."""
+    net = inv.net
+    out = {}
+    for name in inv.route:
+        if net.layer(name).op in checkpoints:
+            continue
+        chain = [name]
+        cur = net.layer(name).inputs[0]
+        while net.layer(cur).op not in checkpoints:
+            chain.append(cur)
+            cur = net.layer(cur).inputs[0]
+        out[name] = list(reversed(chain))
+    return out
+
+
+def sn_bottleneck(inv: Inventory) -> tuple[str, int]:
+    """l_peak = max_i l_i over backward dependency lists, summed as superneurons-release's
+    ``find_bottleneck`` sums them (DATA tensors, duplicates counted)."""
+    best = max(inv.route, key=lambda n: inv.uses_bytes(inv.bwd_uses[n]))
+    return best, inv.uses_bytes(inv.bwd_uses[best])
+
+
+def sn_segment_memory_centric(inv: Inventory, rule: str = "code", checkpoints=SN_CHECKPOINTS) -> dict[str, bool]:
+    """Cost-aware recomputation's choice per segment: True = memory-centric.
+
+    ``code`` (default): superneurons-release ``scan_checkpoint``: the segment's summed forward
+    dependencies (inputs and outputs) exceed l_peak. ``paper``: superneurons.txt §3.4 step 2,
+    sum_seg l^f + l^b_seg > l_peak with l^f a layer's output and l^b_seg the backward memory of the
+    segment's last layer. Both give Table 1's 17 re-forwards for AlexNet (only LRN1's segment
+    goes memory-centric).
+    """
+    segs = sn_segments(inv, checkpoints)
+    _, peak = sn_bottleneck(inv)
+    longest: dict[str, list[str]] = {}     # segment start -> its full chain
+    for chain in segs.values():
+        if len(chain) > len(longest.get(chain[0], [])):
+            longest[chain[0]] = chain
+    out = {}
+    for name, chain in segs.items():
+        full = longest[chain[0]]
+        if rule == "code":
+            mem = sum(inv.uses_bytes(inv.fwd_uses[n]) for n in full)
+        elif rule == "paper":
+            mem = sum(inv.tensors[f"Y:{n}"].nbytes for n in full) + inv.uses_bytes(inv.bwd_uses[full[-1]])
+        else:
+            raise EngineError(f"cost-aware rule must be 'code' or 'paper', got {rule!r}")
+        out[name] = mem > peak
+    return out
+
+
+def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str = "code",
+                       checkpoints=SN_CHECKPOINTS) -> tuple[list[Tick], dict[str, list[tuple[int, int]]]]:
+    """The tick list with re-forwards, and the residency of the dropped (non-checkpoint) outputs.
+
+    Follows superneurons-release ``recompute.cpp``: in forward, a non-checkpoint output is freed
+    after its consumers ran; before a backward layer that needs a freed tensor (its input or its
+    output), the segment is re-forwarded from the checkpoint up to that layer (up to its input for
+    a checkpoint), skipping layers whose output is still resident. Speed-centric keeps what it
+    recomputed until liveness frees it; memory-centric frees each re-forwarded layer's
+    non-checkpoint inputs unless the backward layer needs them; cost-aware picks per segment.
+    """
+    if strategy not in ("speed", "memory", "cost-aware"):
+        raise EngineError(f"recomputation strategy must be speed, memory or cost-aware, got {strategy!r}")
+    net = inv.net
+    segs = sn_segments(inv, checkpoints)
+    droppable = {f"Y:{n}" for n in segs}
+    mem_mode = sn_segment_memory_centric(inv, rule, checkpoints) if strategy == "cost-aware" else \
+        {n: strategy == "memory" for n in segs}
+    base = base_ticks(inv)
+    n = len(inv.route)
+    # last backward use of each dropped output in the original schedule (liveness frees after it)
+    last_b: dict[str, int] = {}
+    last_f: dict[str, int] = {}
+    for t in base:
+        for u in t.uses:
+            if u in droppable:
+                (last_f if t.phase == "F" else last_b)[u] = t.index
+    ticks: list[Tick] = []
+    resident: dict[str, int] = {}
+    spans: dict[str, list[tuple[int, int]]] = {u: [] for u in droppable}
+
+    def close(u, at):
+        spans[u].append((resident.pop(u), at))
+
+    for t in base[:n]:
+        ticks.append(Tick(len(ticks), t.step, t.layer, "F", t.uses))
+        for u in t.uses:
+            if u in droppable and u not in resident:
+                resident[u] = ticks[-1].index
+        for u in list(resident):
+            if last_f.get(u) == t.index:
+                close(u, ticks[-1].index)
+    pos = {name: i for i, name in enumerate(inv.route)}
+
+    def closure(names):
+        """Layers to re-forward so that the outputs of ``names`` exist: each, and recursively the
+        producers of its dropped inputs (all inputs: a join needs every branch [assume])."""
+        out, todo = set(), list(names)
+        while todo:
+            a = todo.pop()
+            if a in out:
+                continue
+            out.add(a)
+            todo += [x for x in net.layer(a).inputs if f"Y:{x}" in droppable]
+        return sorted(out, key=pos.get)
+
+    for t in base[n:]:
+        name = t.layer
+        layer = net.layer(name)
+        needs = set(t.uses)
+        dropped_inputs = [x for x in layer.inputs if f"Y:{x}" in droppable and f"Y:{x}" in needs]
+        own = f"Y:{name}" in droppable and f"Y:{name}" in needs
+        if dropped_inputs or own:
+            for a in closure(([name] if name in segs else []) + dropped_inputs):
+                out = f"Y:{a}"
+                if out in resident:
+                    continue
+                ticks.append(Tick(len(ticks), t.step, a, "R", tuple(inv.fwd_uses[a])))
+                resident[out] = ticks[-1].index
+                if mem_mode.get(a, False):
+                    for u in inv.fwd_uses[a]:
+                        if u in droppable and u != out and u in resident and u not in needs:
+                            close(u, ticks[-1].index)
+        ticks.append(Tick(len(ticks), t.step, name, "B", t.uses))
+        for u in list(resident):
+            if last_b.get(u) == t.index:
+                close(u, ticks[-1].index)
+    for u in list(resident):
+        close(u, len(ticks) - 1)
+    return ticks, spans
+
+
+def sn_recompute(inv: Inventory, strategy: str = "cost-aware", rule: str = "code", offload: bool = True,
+                 workspace: str = "fit", **_) -> Plan:
+    """Liveness + UTP offload of CONV outputs + recomputation (SuperNeurons Fig. 10c, Table 1)."""
+    ticks, spans = sn_recompute_ticks(inv, strategy, rule)
+    intervals = liveness_intervals(inv, ticks)
+    for u, sp in spans.items():
+        intervals[inv.tensors[u].storage] = merge(sp)
+    plan = Plan("sn-recompute", inv, ticks, intervals, workspace_rule=workspace,
+                recompute_count=sum(t.phase == "R" for t in ticks))
+    if offload:
+        _sn_offload(plan, _sn_conv_outputs(inv))
+    plan.options.update(strategy=strategy, rule=rule, offload=offload)
+    return plan
+
+
+def superneurons(inv: Inventory, capacity: int | None = None, strategy: str = "cost-aware", rule: str = "code",
+                 workspace: str = "fit", **_) -> Plan:
+    """The full SuperNeurons runtime: liveness, cost-aware recomputation, and the LRU Tensor Cache
+    (superneurons.txt §3.3.2, Alg. 2): CONV outputs stay on the GPU and are offloaded only when an
+    allocation would exceed the capacity, least recently used first, never one the running layer
+    locks; an evicted tensor is fetched back when a layer needs it (a miss) [assume: on demand]."""
+    ticks, spans = sn_recompute_ticks(inv, strategy, rule)
+    intervals = liveness_intervals(inv, ticks)
+    for u, sp in spans.items():
+        intervals[inv.tensors[u].storage] = merge(sp)
+    plan = Plan("superneurons", inv, ticks, intervals, workspace_rule=workspace,
+                recompute_count=sum(t.phase == "R" for t in ticks))
+    if capacity is not None:
+        _lru(plan, set(_sn_conv_outputs(inv)), capacity)
+    plan.options.update(strategy=strategy, rule=rule, lru_capacity=capacity)
+    return plan
+
+
+def _lru(plan: Plan, candidates: set[str], capacity: int) -> None:
+    inv = plan.inventory
+    sizes = inv.storage_bytes()
+    ticks = plan.ticks
+    uses = _uses_by_storage(inv, ticks)
+    n = len(ticks)
+    live = [0.0] * (n + 1)       # resident bytes per tick before any eviction (workspace excluded)
+    starts: dict[int, list[str]] = {}
+    ends: dict[int, list[str]] = {}
+    for st, sp in plan.intervals.items():
+        for a, b in sp:
+            live[a] += sizes[st]
+            live[b + 1] -= sizes[st]
+            if st in candidates:
+                starts.setdefault(a, []).append(st)
+                ends.setdefault(b + 1, []).append(st)
+    for i in range(1, n + 1):
+        live[i] += live[i - 1]
+    adjust, restore = 0.0, [0.0] * (n + 2)   # evicted bytes, and when they come back
+    resident: set[str] = set()
+    last_use: dict[str, int] = {}
+    evicted: set[str] = set()
+    for t in ticks:
+        k = t.index
+        adjust += restore[k]
+        for st in ends.get(k, []):
+            resident.discard(st)
+        for st in starts.get(k, []):
+            resident.add(st)
+        locked = {inv.tensors[u].storage for u in t.uses}
+        for st in evicted & locked:          # a miss: fetch back what this tick needs
+            evicted.discard(st)
+            resident.add(st)
+            plan.copies.append(Copy(st, "prefetch", sizes[st], k, "start", k, "LRU miss"))
+        while live[k] + adjust > capacity:
+            cands = [st for st in resident if st not in locked]
+            if not cands:
+                break
+            victim = min(cands, key=lambda st: (last_use.get(st, -1), st))
+            span_end = next(b for a, b in plan.intervals[victim] if a <= k <= b)
+            nxt = next((u for u in uses[victim] if u > k), None)
+            reused = nxt is not None and nxt <= span_end
+            end = nxt - 1 if reused else span_end
+            plan.intervals[victim] = cut(plan.intervals[victim], (k, end))
+            resident.discard(victim)
+            adjust -= sizes[victim]
+            restore[end + 1] += sizes[victim]
+            if reused:
+                evicted.add(victim)
+                plan.copies.append(Copy(victim, "offload", sizes[victim], k, "start", k, "LRU eviction"))
+        for st in locked:
+            last_use[st] = k
+
+
+# -------------------------------------------------------------------------------- registry
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    name: str
+    paper: str
+    convention: str
+    build: Callable[..., Plan]
+    kwargs: dict
+    description: str
+
+
+POLICIES: dict[str, PolicyInfo] = {}
+
+
+def _reg(name, paper, convention, build, description, **kwargs):
+    POLICIES[name] = PolicyInfo(name, paper, convention, build, kwargs, description)
+
+
+_reg("baseline-superneurons", "superneurons", "superneurons", baseline_superneurons,
+     "SuperNeurons' baseline: every tensor allocated for the whole iteration")
+_reg("baseline-vdnn-m", "vdnn", "torch", baseline_vdnn, "vDNN's Torch baseline, memory-optimal convolutions",
+     algo="m")
+_reg("baseline-vdnn-p", "vdnn", "torch", baseline_vdnn, "vDNN's Torch baseline, performance-optimal convolutions",
+     algo="p")
+_reg("baseline-caffe", "layrub", "caffe", baseline_caffe, "Layrub's Caffe baseline: data and diff of every blob")
+_reg("liveness", "superneurons", "superneurons", liveness, "SuperNeurons liveness analysis")
+for _off in ("all", "conv"):
+    for _algo in ("m", "p"):
+        _reg(f"vdnn-{_off}-{_algo}", "vdnn", "torch", vdnn, f"vDNN_{_off} with "
+             f"{'memory' if _algo == 'm' else 'performance'}-optimal convolutions", offload=_off, algo=_algo)
+_reg("vdnn-dyn", "vdnn", "torch", vdnn, "vDNN_dyn: profiling passes pick offloads and algorithms under the capacity")
+for _mode in ("intra", "inter", "hybrid"):
+    _reg(f"layrub-{_mode}", "layrub", "caffe", layrub, f"Layrub {_mode}-layer memory reuse", mode=_mode)
+_reg("sn-offload", "superneurons", "superneurons", sn_offload, "SuperNeurons liveness + offload of CONV outputs")
+_reg("sn-recompute", "superneurons", "superneurons", sn_recompute,
+     "SuperNeurons liveness + offload + cost-aware recomputation")
+_reg("superneurons", "superneurons", "superneurons", superneurons,
+     "SuperNeurons runtime: liveness, LRU tensor cache, cost-aware recomputation, dynamic workspace")
+
+
+def get_policy(name: str) -> PolicyInfo:
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise EngineError(f"unknown memory policy {name!r}; known: {', '.join(POLICIES)}") from None
+
+
+def persistent_bytes(inv: Inventory) -> int:
+    sizes = inv.storage_bytes()
+    return sum(sizes[st] for st in inv.persistent_storages())

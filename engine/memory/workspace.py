@@ -1,0 +1,189 @@
+"""Convolution workspace under a memory plan: free(s) = capacity - live(s) at every conv tick.
+
+Workspace rules (the policy's default, or ``--workspace``):
+
+* ``m`` / ``p`` / ``heuristic``: one plan per kernel, undivided: memory-optimal (the fastest plan
+  of least workspace, ideally implicit GEMM with none), performance-optimal (the fastest), or the
+  framework's default (cuDNN's heuristic first). Allocated per tick: a backward conv tick runs
+  BackwardData and BackwardFilter one after the other on one buffer, so it needs their max.
+* ``shared-m`` / ``shared-p``: vDNN's baseline, one buffer of the largest workspace, static.
+* ``per-layer-heuristic``: Caffe, each conv layer owns a buffer of its largest kernel's
+  workspace, all static. ``per-kernel-p``: SuperNeurons' baseline, one buffer per kernel, static.
+* ``fit``: SuperNeurons' dynamic rule (superneurons.txt §3.5; superneurons-release
+  ``find_best_*_algo``): the fastest plan whose workspace fits free(s); backward picks
+  BackwardData first and BackwardFilter within what is left, both buffers allocated together.
+* ``fit-seq``: vDNN_dyn's greedy downgrade (vdnn.txt §III-C step 3): per kernel the fastest plan
+  that fits free(s), kernels one after the other.
+* ``wr``: what none of the papers has: per kernel, mu-cuDNN's WR micro-batching with limit
+  free(s) (mu-cudnn-arxiv.txt §III-B), kernels one after the other.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import EngineError, InfeasibleBudgetError
+from ..kernels import KernelKind
+from ..optimize.types import Configuration, MicroConfig
+from ..profile import Profile
+from .timeline import Plan
+
+RULES = ("m", "p", "heuristic", "shared-m", "shared-p", "per-layer-heuristic", "per-kernel-p", "fit", "fit-seq",
+         "wr")
+DYNAMIC = ("fit", "fit-seq", "wr")
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    tick: int
+    layer: str
+    kind: KernelKind
+    key: str
+    free: float             # bytes free for workspace when the kernel runs (inf without a capacity)
+    config: Configuration
+    fits: bool              # False when even the smallest workspace exceeds free(s)
+
+    @property
+    def workspace(self) -> int:
+        return self.config.workspace
+
+    @property
+    def time_ms(self) -> float:
+        return self.config.time_ms
+
+
+def tick_kernels(plan: Plan, precision: str = "tf32", layout: str = "NCHW"):
+    """(tick, layer, kind, signature) of every conv kernel, in tick order. Re-forwards of a conv
+    run its Forward kernel again; a BackwardData kernel exists when the input needs a gradient, as
+    in ``Network.kernels`` (superneurons-release also computes the input batch's gradient: its
+    memory is counted, its time is not, since no profile measures that kernel)."""
+    inv = plan.inventory
+    net = inv.net
+    out = []
+    for t in plan.ticks:
+        layer = net.layer(t.layer)
+        if layer.op != "conv":
+            continue
+        if t.phase in ("F", "R"):
+            kinds = [KernelKind.FORWARD]
+        else:
+            src = layer.inputs[0]
+            kinds = [KernelKind.BACKWARD_DATA] if net.needs_grad[src] else []
+            kinds.append(KernelKind.BACKWARD_FILTER)
+        for kind in kinds:
+            out.append((t.index, t.layer, kind, net.signature(layer, kind, precision, layout)))
+    return out
+
+
+def _single(m: MicroConfig) -> Configuration:
+    return Configuration((m,))
+
+
+def _undivided(profile: Profile, key: str, batch: int) -> list[MicroConfig]:
+    cands = profile.candidates(key, [batch]).get(batch)
+    if not cands:
+        raise EngineError(f"profile {profile.source or '(in memory)'} has no successful plan for {key} at "
+                          f"micro-batch {batch}; profile this network at this mini-batch size first")
+    return cands
+
+
+def pick(profile: Profile, key: str, batch: int, algo: str, limit: float = math.inf) -> tuple[Configuration, bool]:
+    """One kernel's configuration under ``algo`` (m, p, heuristic, fit, wr) and a workspace limit.
+    Returns (configuration, fits); when nothing fits, the least-workspace plan and False."""
+    cands = _undivided(profile, key, batch)
+    least = min(cands, key=lambda m: (m.workspace, m.time_ms))
+    if algo == "m":
+        return _single(least), least.workspace <= limit
+    if algo == "p":
+        best = min(cands, key=lambda m: m.time_ms)
+        return _single(best), best.workspace <= limit
+    if algo == "heuristic":
+        m = profile.heuristic_first(key, batch, None) or least
+        return _single(m), m.workspace <= limit
+    if algo == "fit":
+        fitting = [m for m in cands if m.workspace <= limit]
+        if not fitting:
+            return _single(least), False
+        return _single(min(fitting, key=lambda m: m.time_ms)), True
+    if algo == "wr":
+        return micro_batched(profile, key, batch, limit)
+    raise EngineError(f"unknown workspace algorithm {algo!r}")
+
+
+def micro_batched(profile: Profile, key: str, batch: int, limit: float) -> tuple[Configuration, bool]:
+    """The one place the memory planner calls mu-cuDNN's WR (engine.optimize.wr)."""
+    try:
+        from ..optimize.wr import wr
+    except ImportError:
+        raise EngineError("the 'wr' workspace rule needs engine.optimize.wr, which this build lacks") from None
+    cands = profile.candidates(key)
+    try:
+        return wr(cands, batch, None if math.isinf(limit) else int(max(limit, 0))), True
+    except InfeasibleBudgetError:
+        least = min(_undivided(profile, key, batch), key=lambda m: (m.workspace, m.time_ms))
+        return _single(least), False
+
+
+def choose_workspace(plan: Plan, live, capacity: int | None, profile: Profile | None, rule: str,
+                     precision: str = "tf32", layout: str = "NCHW") -> tuple[list[KernelChoice], list[float]]:
+    """Pick every conv kernel's configuration and return (choices, workspace bytes per tick)."""
+    if rule not in RULES:
+        raise EngineError(f"unknown workspace rule {rule!r}; expected one of {', '.join(RULES)}")
+    n = len(plan.ticks)
+    ws = [0.0] * n
+    if profile is None:
+        return [], ws
+    batch = plan.inventory.net.batch
+    kernels = tick_kernels(plan, precision, layout)
+    free_of = (lambda t: math.inf) if capacity is None else (lambda t: capacity - float(live[t]))
+    choices: list[KernelChoice] = []
+    algo = {"shared-m": "m", "shared-p": "p", "per-layer-heuristic": "heuristic", "per-kernel-p": "p",
+            "fit-seq": "fit"}.get(rule, rule)
+    by_tick: dict[int, list] = {}
+    for k in kernels:
+        by_tick.setdefault(k[0], []).append(k)
+    for t, ks in by_tick.items():
+        free = free_of(t)
+        used = 0
+        for tick, layer, kind, sig in ks:
+            limit = free - used if rule == "fit" else free
+            config, ok = pick(profile, sig.key, batch, algo, limit)
+            choices.append(KernelChoice(tick, layer, kind, sig.key, free, config, ok))
+            if rule == "fit":
+                used += config.workspace
+        tick_ws = [c.workspace for c in choices[-len(ks):]]
+        ws[t] = sum(tick_ws) if rule == "fit" else max(tick_ws)
+    if rule.startswith("shared"):
+        ws = [max((c.workspace for c in choices), default=0)] * n
+    elif rule == "per-layer-heuristic":
+        per_layer: dict[str, int] = {}
+        for c in choices:
+            per_layer[c.layer] = max(per_layer.get(c.layer, 0), c.workspace)
+        ws = [float(sum(per_layer.values()))] * n
+    elif rule == "per-kernel-p":
+        seen = {(c.layer, c.kind): c.workspace for c in choices}
+        ws = [float(sum(seen.values()))] * n
+    return choices, ws
+
+
+def least_workspace(plan: Plan, profile: Profile | None, rule: str, precision: str = "tf32",
+                    layout: str = "NCHW") -> list[float]:
+    """Per tick, the least workspace the rule could get away with: what decides the smallest
+    capacity at which a dynamic rule still fits."""
+    n = len(plan.ticks)
+    out = [0.0] * n
+    if profile is None:
+        return out
+    batch = plan.inventory.net.batch
+    by_tick: dict[int, list[int]] = {}
+    for tick, _layer, _kind, sig in tick_kernels(plan, precision, layout):
+        if rule == "wr":
+            least = min((m.workspace for ms in profile.candidates(sig.key).values() for m in ms if m.batch <= batch),
+                        default=0)
+        else:
+            least = min(m.workspace for m in _undivided(profile, sig.key, batch))
+        by_tick.setdefault(tick, []).append(least)
+    for t, vals in by_tick.items():
+        out[t] = sum(vals) if rule == "fit" else max(vals)
+    return out

@@ -1,0 +1,202 @@
+"""``python -m engine profiles|plan|front`` as a user runs them (subprocesses, SYNTHETIC profiles).
+
+Every bad input must end with a non-zero status and exactly one ``error:`` line on stderr, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.plan import align, load_plan
+from engine.policies import batch_sizes
+from engine.profile import Profile, bundled_profiles
+from engine.units import MiB, format_size
+from engine.zoo import get_network
+from synthetic_profile import synthetic_profile
+from test_planner import partitions
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def engine(*args, cwd=ROOT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "engine", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=120)
+
+
+def one_error_line(proc: subprocess.CompletedProcess, *fragments: str) -> str:
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def no_free_plan_profile(tmp_path_factory):
+    """SYNTHETIC AlexNet profile without the zero-workspace plan, so small budgets are impossible."""
+    p = synthetic_profile()
+    path = tmp_path_factory.mktemp("profiles") / "SYNTHETIC-alexnet-noGemm.profile.json"
+    Profile(p.table[p.table.plan != "SYNTH_gemm"], p.provenance, p.networks).save(path)
+    return path
+
+
+# --- working commands ------------------------------------------------------------------------
+
+def test_plan_wr_writes_a_valid_plan(synthetic_profile_path, tmp_path):
+    out = tmp_path / "wr.json"
+    proc = engine("plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--mode", "wr",
+                  "--budget", "64MiB", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "conv2:F" in proc.stdout and "speed-up over undivided cuDNN at the same memory" in proc.stdout
+    plan = load_plan(out)
+    assert (plan.mode, plan.budget, plan.batch, plan.policy) == ("wr", 64 * MiB, 256, "powerOfTwo")
+    assert all(k.workspace <= 64 * MiB for k in plan.kernels)
+    assert "--budget 64MiB" in plan.provenance["command"]
+    shown = engine("plan", "--show", out)  # a saved plan prints the same table
+    assert shown.returncode == 0 and shown.stdout.splitlines()[:17] == proc.stdout.splitlines()[:17]
+
+
+def test_plan_wd_small_batch(synthetic_profile_path, tmp_path):
+    out = tmp_path / "wd.json.gz"
+    proc = engine("plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--batch", "32",
+                  "--mode", "wd", "--budget", "40MiB", "--policy", "all", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    plan = load_plan(out)
+    assert plan.batch == 32 and plan.arena_size <= 40 * MiB and plan.policy == "all"
+    assert "one arena of" in proc.stdout
+
+
+def test_front_csv_and_json(synthetic_profile_path, tmp_path):
+    proc = engine("front", "--profile", synthetic_profile_path, "--network", "alexnet", "--batch", "16")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert list(rows[0]) == ["workspace_bytes", "workspace_mib", "time_ms"] and len(rows) > 2
+    ws = [int(r["workspace_bytes"]) for r in rows]
+    ts = [float(r["time_ms"]) for r in rows]
+    assert ws == sorted(set(ws)) and all(a > b for a, b in zip(ts, ts[1:]))
+    out = tmp_path / "front.json"
+    proc = engine("front", "--profile", synthetic_profile_path, "--network", "alexnet", "--batch", "16",
+                  "--format", "json", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert [p["workspace"] for p in doc["points"]] == ws
+    assert doc["network"] == {"name": "alexnet", "batch": 16} and doc["profile"]["synthetic"] is True
+
+
+def test_profiles_listing(synthetic_profile_path):
+    proc = engine("profiles")
+    assert proc.returncode == 0, proc.stderr
+    if bundled_profiles():
+        assert all(name in proc.stdout for name in bundled_profiles())
+    else:
+        assert "no profiles are bundled yet" in proc.stdout
+    proc = engine("profiles", synthetic_profile_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "[SYNTHETIC]" in proc.stdout and "network: alexnet b256 tf32 NCHW" in proc.stdout
+
+
+# --- bad input: one line, non-zero, no traceback ------------------------------------------------
+
+PLAN = ["plan", "--network", "alexnet", "--batch", "8", "--mode", "wr", "--budget", "64MiB"]
+
+
+@pytest.mark.parametrize("change,fragments", [
+    ({"--network": "vgg"}, ["unknown network 'vgg'"]),
+    ({"--budget": "64MiQ"}, ["invalid size '64MiQ'", "unknown unit 'MiQ'"]),
+    ({"--mode": "wx"}, ["--mode must be wr or wd"]),
+    ({"--batch": "many"}, ["--batch must be a positive integer"]),
+    ({"--batch": "0"}, ["--batch must be a positive integer"]),
+    ({"--policy": "most"}, ["unknown batch-size policy 'most'"]),
+    ({"--precision": "fp16"}, ["holds no fp16/* measurements for alexnet"]),
+    ({"--budget": None}, ["missing --budget"]),
+    ({"-o": "/nonexistent-dir/p.json"}, ["cannot write plan to '/nonexistent-dir/p.json'"]),
+])
+def test_plan_bad_arguments(synthetic_profile_path, change, fragments):
+    args = PLAN + ["--profile", str(synthetic_profile_path)]
+    for flag, value in change.items():
+        if flag in args:
+            i = args.index(flag)
+            del args[i:i + 2]
+        if value is not None:
+            args += [flag, value]
+    one_error_line(engine(*args), *fragments)
+
+
+def least_workspace(profile: Profile, key: str, batch: int) -> int:
+    """Brute force: the smallest max-piece workspace over every partition of ``batch`` into measured sizes."""
+    cands = profile.candidates(key, batch_sizes("powerOfTwo", batch))
+    return min(max(min(m.workspace for m in cands[s]) for s in parts) for parts in partitions(batch, list(cands)))
+
+
+@pytest.mark.parametrize("mode", ["wr", "wd"])
+def test_impossible_budget_names_the_minimum(no_free_plan_profile, mode):
+    profile = Profile.load(no_free_plan_profile)
+    least = [least_workspace(profile, k.signature.key, 8) for k in get_network("alexnet", 8).kernels()]
+    minimum = max(least) if mode == "wr" else sum(align(w) for w in least)
+    proc = engine("plan", "--profile", no_free_plan_profile, "--network", "alexnet", "--batch", "8", "--mode", mode,
+                  "--budget", minimum - 1)
+    one_error_line(proc, f"is below {format_size(minimum)} ({minimum} bytes)")
+    ok = engine("plan", "--profile", no_free_plan_profile, "--network", "alexnet", "--batch", "8", "--mode", mode,
+                "--budget", minimum)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_malformed_profiles(tmp_path):
+    junk = tmp_path / "junk.profile.json"
+    junk.write_text("{not json")
+    one_error_line(engine(*PLAN, "--profile", junk), "junk.profile.json' is not valid (gzip) JSON")
+    foreign = tmp_path / "foreign.profile.json"
+    foreign.write_text(json.dumps({"format": "something-else"}))
+    one_error_line(engine(*PLAN, "--profile", foreign), "field 'format' must be 'ucudnn-explorer-profile'")
+    one_error_line(engine(*PLAN, "--profile", tmp_path / "absent.json"), "not a file and not a bundled profile")
+    one_error_line(engine("profiles", junk), "is not valid (gzip) JSON")
+
+
+def test_malformed_plans(synthetic_profile_path, tmp_path):
+    good = tmp_path / "good.json"
+    assert engine(*PLAN, "--profile", synthetic_profile_path, "-o", good).returncode == 0
+    doc = json.loads(good.read_text())
+    doc["kernels"][3]["micro"][0]["batch"] = 3
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    one_error_line(engine("plan", "--show", bad), "field kernels[3].micro[0].batch")
+    bad.write_text("[1, 2]")
+    one_error_line(engine("plan", "--show", bad), "not a ucudnn-explorer plan")
+
+
+def test_usage_errors_are_one_line(synthetic_profile_path):
+    one_error_line(engine("front", "--network", "alexnet"), "required: --profile")
+    one_error_line(engine("front", "--profile", synthetic_profile_path, "--network", "alexnet", "--format", "xml"),
+                   "--format must be csv or json")
+
+
+@pytest.mark.skipif(not bundled_profiles(), reason="no bundled profiles")
+def test_plan_from_a_bundled_profile(tmp_path):
+    """A measured profile, by name: the plan validates and carries each piece's recorded engine id and knobs."""
+    name = sorted(bundled_profiles())[0]
+    profile = Profile.load(bundled_profiles()[name])
+    net = profile.networks[0]
+    out = tmp_path / "plan.json"
+    proc = engine("plan", "--profile", name, "--network", net["name"], "--mode", "wd", "--budget", "256MiB",
+                  "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    plan = load_plan(out)
+    assert (plan.batch, plan.precision, plan.layout) == (net["batch"], net["precision"], net["layout"])
+    assert plan.provenance["profile"] == profile.provenance and plan.arena_size <= 256 * MiB
+    for k in plan.kernels:
+        for m in k.micro:
+            row = profile.plan_row(k.signature, m.batch, m.plan)
+            assert (m.engine_id, m.knobs, m.workspace) == (row["engine_id"], json.loads(row["knobs"]),
+                                                           row["workspace"])

@@ -1,0 +1,126 @@
+"""``python -m engine memory``, dashboard frames and capacity questions."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.cli import main
+from engine.memory import max_batch, memory_frames, plan_memory, smallest_capacity
+from engine.memory.capacity import _bisect
+from engine.memory.tensors import CLASSES
+from engine.units import parse_size
+from synthetic_profile import synthetic_profile
+from test_memory_fixtures import fork_join
+
+
+def test_table(capsys):
+    assert main(["memory", "--network", "alexnet", "--batch", "32", "--policy", "sn-recompute"]) == 0
+    out = capsys.readouterr().out
+    assert "policy sn-recompute" in out and "peak" in out and "re-forwards" in out
+    assert out.count("\n") > 42                                  # one row per step
+
+
+def test_json(capsys, tmp_path):
+    path = tmp_path / "m.json"
+    assert main(["memory", "--network", "alexnet", "--batch", "16", "--policy", "vdnn-all-m", "--capacity",
+                 "8GiB", "--json", str(path)]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["policy"] == "vdnn-all-m" and doc["capacity"] == 8 * 2**30
+    assert doc["summary"]["fits"] is True and len(doc["ticks"]) == 2 * 21
+    assert {c["direction"] for c in doc["copies"]} == {"offload", "prefetch"}
+
+
+def test_json_with_profile_is_strict(capsys, tmp_path):
+    prof = synthetic_profile("alexnet", 16)
+    path = prof.save(tmp_path / "SYNTHETIC.profile.json.gz")
+    assert main(["memory", "--network", "alexnet", "--batch", "16", "--policy", "superneurons", "--capacity",
+                 "1GiB", "--profile", str(path), "--workspace", "fit", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert doc["summary"]["iteration_ms"] > 0 and doc["kernels"] and "SYNTHETIC" in doc["profile"]
+
+
+def test_compare_all(capsys):
+    assert main(["memory", "--network", "alexnet", "--batch", "32", "--policy", "all", "--capacity", "2GiB"]) == 0
+    out = capsys.readouterr().out
+    for name in ("baseline-vdnn-m", "vdnn-dyn", "layrub-hybrid", "superneurons"):
+        assert name in out
+
+
+def test_unknown_policy(capsys):
+    assert main(["memory", "--network", "alexnet", "--policy", "magic"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown memory policy 'magic'" in err and "sn-recompute" in err
+
+
+def test_capacity_too_small_names_smallest(capsys):
+    assert main(["memory", "--network", "alexnet", "--batch", "64", "--policy", "liveness", "--capacity",
+                 "64MiB"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    mins = smallest_capacity("alexnet", 64)
+    best = min(mins, key=mins.get)
+    assert "too small for every policy" in err and f"(policy {best})" in err and "needs at least" in err
+
+
+def test_too_small_for_this_policy_but_not_others(capsys):
+    live = plan_memory("alexnet", "liveness", batch=64).summary["peak"]
+    least = min(smallest_capacity("alexnet", 64).values())
+    assert least < live
+    cap = str(int((least + live) / 2))
+    assert main(["memory", "--network", "alexnet", "--batch", "64", "--policy", "liveness", "--capacity", cap]) == 1
+    assert "policies that fit" in capsys.readouterr().err
+
+
+def test_frames_are_tidy():
+    prof = synthetic_profile("alexnet", 32)
+    res = plan_memory("alexnet", "sn-recompute", batch=32, capacity=parse_size("2GiB"), profile=prof)
+    f = memory_frames(res)
+    assert set(f) == {"memory", "lines", "copies", "recompute", "kernels", "summary"}
+    mem = f["memory"]
+    assert set(mem.cls) <= set(CLASSES)
+    stacked = mem.groupby("tick").bytes.sum()
+    assert np.allclose(stacked.values, f["lines"].total.values)
+    lines = f["lines"]
+    assert np.allclose(lines.free_for_workspace, 2 * 2**30 - lines.live)
+    assert len(f["recompute"]) == res.summary["recompute_count"] > 0
+    assert set(f["copies"].lane) == {"offload", "prefetch"}
+    assert (f["copies"].end_ms >= f["copies"].start_ms).all()
+
+
+@given(st.integers(1, 300), st.integers(1, 400))
+def test_bisect_finds_the_edge(edge, limit):
+    got = _bisect(lambda k: k <= edge, 1, limit)
+    assert got == min(edge, limit)
+
+
+def test_max_batch_edge():
+    cap = parse_size("1GiB")
+    b = max_batch("alexnet", "vdnn-conv-m", cap)
+    assert b > 0
+    assert plan_memory("alexnet", "vdnn-conv-m", batch=b, capacity=cap).fits
+    assert not plan_memory("alexnet", "vdnn-conv-m", batch=b + 1, capacity=cap).fits
+
+
+def test_deepest_vgg():
+    from engine.memory import deepest
+    cap = int(plan_memory("vgg-216", "baseline-vdnn-m", batch=2).peak) + 1
+    assert deepest("vgg", "baseline-vdnn-m", cap, 2) == 216
+    assert deepest("vgg", "baseline-vdnn-m", 1 << 20, 2) == 0
+
+
+def test_smallest_capacity_is_tight():
+    net = fork_join(16)
+    mins = smallest_capacity(net)
+    for policy in ("liveness", "vdnn-all-m", "layrub-hybrid", "sn-recompute", "superneurons"):
+        cap = int(mins[policy])
+        assert plan_memory(net, policy, capacity=cap + 1).fits, policy
+        assert not plan_memory(net, policy, capacity=int(cap * 0.97)).fits, policy
+
+
+def test_bad_capacity():
+    with pytest.raises(Exception, match="capacity must be positive"):
+        plan_memory("alexnet", "liveness", batch=2, capacity=0)

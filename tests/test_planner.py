@@ -1,0 +1,255 @@
+"""The planner on SYNTHETIC profiles: results against brute force on tiny cases, and every plan validates."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pandas as pd
+import pytest
+
+from engine.errors import EngineError, InfeasibleBudgetError, ProfileFormatError
+from engine.kernels import KernelSignature
+from engine.network import NetBuilder
+from engine.plan import Plan, align
+from engine.planner import kernel_sets, make_plan, network_variant, plan_summary
+from engine.policies import batch_sizes
+from engine.profile import Profile
+from engine.units import MiB
+from engine.zoo import get_network
+from synthetic_profile import synthetic_profile, synthetic_rows
+
+PROV = {"synthetic": True, "gpu": "SYNTHETIC", "cudnn_version": "-", "command": "tests/test_planner.py"}
+
+
+def tiny_net(batch: int):
+    """Two convolutions: kernels conv1:F, conv1:BF, conv2:F, conv2:BD, conv2:BF."""
+    b = NetBuilder("tiny", batch, (3, 29, 29))  # 29x29: workspaces are not multiples of 256
+    b.conv(64, 3, pad=1, name="conv1"); b.relu(name="relu1"); b.conv(121, 3, pad=1, name="conv2")
+    return b.build()
+
+
+def make_profile(net, sizes, plans=None, precision="tf32", layout="NCHW", networks=True, knobs=True) -> Profile:
+    """SYNTHETIC profile of ``net``'s kernels; ``plans`` keeps only those plan names; knobs encode the engine id."""
+    rows = []
+    for key in net.unique_kernels(precision, layout):
+        for r in synthetic_rows(KernelSignature.from_key(key, net.batch), sizes):
+            if plans is None or r["plan"] in plans:
+                if knobs:
+                    r["knobs"] = json.dumps({"2": r["engine_id"] + 10})
+                rows.append(r)
+    nets = [dict(name=net.name, batch=net.batch, precision=precision, layout=layout)] if networks else []
+    return Profile.from_records(rows, PROV, nets)
+
+
+def partitions(n: int, sizes: list[int], largest: int | None = None):
+    """Multisets of ``sizes`` summing to n, as non-increasing tuples."""
+    if n == 0:
+        yield ()
+        return
+    for s in sorted(sizes, reverse=True):
+        if s <= n and (largest is None or s <= largest):
+            for rest in partitions(n - s, sizes, s):
+                yield (s,) + rest
+
+
+def brute_force_wr(profile: Profile, key: str, batch: int, sizes: list[int], limit: int | None) -> float | None:
+    """Fastest time over every partition of ``batch`` and every plan per piece, all pieces within ``limit``."""
+    cands = profile.candidates(key, sizes)
+    best = None
+    for parts in partitions(batch, [s for s in sizes if s in cands]):
+        options = [[m for m in cands[s] if limit is None or m.workspace <= limit] for s in parts]
+        for combo in itertools.product(*options):
+            t = sum(m.time_ms for m in combo)
+            best = t if best is None or t < best else best
+    return best
+
+
+@pytest.fixture(scope="module")
+def alexnet_profile():
+    return synthetic_profile()  # AlexNet, B=256, powerOfTwo
+
+
+# --- kernel_sets --------------------------------------------------------------------------
+
+def test_kernel_sets_order_shape_and_cache(alexnet_profile):
+    net = get_network("alexnet", 32)
+    sets = kernel_sets(alexnet_profile, net, "powerOfTwo")
+    assert [k.id for k, _ in sets] == [k.id for k in net.kernels()]
+    for _, confs in sets:
+        assert confs and all(c.batch == 32 for c in confs)
+        assert all(a.workspace < b.workspace and a.time_ms > b.time_ms for a, b in zip(confs, confs[1:]))
+    again = kernel_sets(alexnet_profile, net, "powerOfTwo")
+    assert all(a is b for (_, a), (_, b) in zip(sets, again))  # cached per profile and signature
+
+
+def test_kernel_missing_from_profile_names_kernel_and_profile(tmp_path):
+    net = tiny_net(4)
+    full = make_profile(net, [1, 2, 4])
+    conv2_bd = next(k for k in net.kernels() if k.id == "conv2:BD").signature.key
+    rows = full.table[full.table.signature != conv2_bd]
+    path = Profile(rows, PROV, full.networks).save(tmp_path / "SYNTHETIC-partial.profile.json")
+    with pytest.raises(EngineError, match=r"'SYNTHETIC-partial.profile.json' has no measurements for kernel "
+                                          r"conv2:BD \(signature BackwardData/"):
+        kernel_sets(Profile.load(path), net, "powerOfTwo")
+
+
+def test_sizes_that_cannot_make_the_batch():
+    net = tiny_net(4)
+    profile = make_profile(net, [4])
+    with pytest.raises(EngineError, match="cannot make mini-batch 3 for kernel conv1:F"):
+        kernel_sets(profile, tiny_net(3), "powerOfTwo")
+
+
+def test_precision_and_layout_defaults():
+    net = tiny_net(4)
+    a, b = make_profile(net, [1, 2, 4]), make_profile(net, [1, 2, 4], precision="fp16", layout="NHWC")
+    both = Profile(pd.concat([a.table, b.table]), PROV, a.networks + b.networks)
+    assert network_variant(a, "tiny") == ("tf32", "NCHW")
+    assert network_variant(b, "tiny") == ("fp16", "NHWC")
+    with pytest.raises(EngineError, match="records tiny at fp16/NHWC, tf32/NCHW; choose one with --precision"):
+        network_variant(both, "tiny")
+    assert network_variant(both, "tiny", precision="fp16") == ("fp16", "NHWC")
+    sets = kernel_sets(both, net, "powerOfTwo", layout="NHWC")
+    assert all(k.signature.precision == "fp16" for k, _ in sets)
+    unrecorded = make_profile(net, [1, 2, 4], networks=False)  # falls back to the signatures' variants
+    assert network_variant(unrecorded, "tiny") == ("tf32", "NCHW")
+    with pytest.raises(EngineError, match="holds no bf16/\\* measurements for tiny; it has tf32/NCHW"):
+        network_variant(a, "tiny", precision="bf16")
+
+
+# --- WR ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("batch", [4, 6])
+@pytest.mark.parametrize("limit_kib", [0, 1024, 2000, 6000, 1 << 22])
+def test_wr_equals_brute_force(batch, limit_kib):
+    net = tiny_net(batch)
+    profile = make_profile(net, batch_sizes("powerOfTwo", batch))
+    limit = limit_kib * 1024
+    plan = make_plan(profile, net, mode="wr", budget=limit)
+    sizes = batch_sizes("powerOfTwo", batch)
+    for k in plan.kernels:
+        assert k.time_ms == pytest.approx(brute_force_wr(profile, k.signature, batch, sizes, limit), rel=1e-12)
+        assert k.workspace <= limit
+        assert k.undivided_time_ms == pytest.approx(brute_force_wr(profile, k.signature, batch, [batch], limit))
+        for m in k.micro:  # engine id and knobs come from the profile row of that very plan
+            row = profile.plan_row(k.signature, m.batch, m.plan)
+            assert (m.engine_id, m.knobs) == (row["engine_id"], json.loads(row["knobs"]))
+    unlimited = sum(brute_force_wr(profile, k.signature, batch, sizes, None) for k in plan.kernels)
+    assert plan.totals.unlimited_time_ms == pytest.approx(unlimited)
+    assert plan.totals.speedup == pytest.approx(plan.totals.undivided_time_ms / plan.totals.time_ms)
+    assert plan.totals.speedup >= 1 - 1e-12  # undivided is one of WR's options
+    assert Plan.from_dict(json.loads(plan.to_json())) == plan
+
+
+def test_wr_picks_the_desirable_element_at_the_limit(alexnet_profile):
+    net = get_network("alexnet", 256)
+    for limit in (1 * MiB, 8 * MiB, 64 * MiB, 512 * MiB):
+        plan = make_plan(alexnet_profile, net, mode="wr", budget=limit)
+        for k, (_, confs) in zip(plan.kernels, kernel_sets(alexnet_profile, net, "powerOfTwo")):
+            best = [c for c in confs if c.workspace <= limit][-1]
+            assert k.time_ms == pytest.approx(best.time_ms, rel=1e-12)
+
+
+def test_wr_undivided_infeasible_at_that_memory():
+    """fft/tc plans need workspace proportional to b: a small limit leaves only micro-batched configurations."""
+    net = tiny_net(8)
+    profile = make_profile(net, batch_sizes("powerOfTwo", 8), plans={"SYNTH_fft", "SYNTH_tc"})
+    fft_at_1 = min(m.workspace for m in profile.candidates(net.kernels()[0].signature.key, [1])[1])
+    plan = make_plan(profile, net, mode="wr", budget=max(
+        min(m.workspace for m in profile.candidates(k.signature.key, [1])[1]) for k in net.kernels()))
+    assert fft_at_1 > 0
+    assert plan.totals.undivided_time_ms is None and plan.totals.speedup is None
+    assert any("no single cuDNN plan at micro-batch 8 fits" in n for n in plan.notes)
+    assert "none (undivided is infeasible there" in plan_summary(plan)
+    Plan.from_dict(plan.to_dict())
+
+
+def test_wr_budget_below_minimum_names_it():
+    net = tiny_net(4)
+    profile = make_profile(net, [1, 2, 4], plans={"SYNTH_fft", "SYNTH_tc"})
+    need = max(kernel_sets(profile, net, "powerOfTwo")[i][1][0].workspace for i in range(5))
+    with pytest.raises(InfeasibleBudgetError, match=f"below .* \\({need} bytes\\)") as info:
+        make_plan(profile, net, mode="wr", budget=need - 1)
+    assert info.value.minimum == need
+    make_plan(profile, net, mode="wr", budget=need)
+
+
+def test_unmeasured_undivided_size_is_noted(alexnet_profile):
+    plan = make_plan(alexnet_profile, get_network("alexnet", 384), mode="wr", budget="64MiB")
+    assert plan.totals.speedup is None
+    assert any("no measurement at micro-batch 384 (all 14 kernels)" in n for n in plan.notes)
+    assert any("offers 10 micro-batch sizes but the profile measured as few as 9" in n for n in plan.notes)
+    assert all(sum(m.batch for m in k.micro) == 384 for k in plan.kernels)
+
+
+def test_malformed_knobs_in_profile():
+    net = tiny_net(2)
+    profile = make_profile(net, [1, 2], knobs=False)
+    profile.table.loc[:, "knobs"] = "{bad"
+    with pytest.raises(ProfileFormatError, match="malformed knobs '{bad'"):
+        make_plan(profile, net, mode="wr", budget="1GiB")
+
+
+# --- WD ---------------------------------------------------------------------------------------
+
+def brute_force_wd(sets, budget):
+    best = None
+    for combo in itertools.product(*sets):
+        if sum(align(c.workspace) for c in combo) <= budget:
+            t = sum(c.time_ms for c in combo)
+            best = t if best is None or t < best else best
+    return best
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.03, 0.1, 0.25, 0.5, 0.9, 1.0, "raw"])
+def test_wd_optimal_within_budget_and_arena(fraction):
+    net = tiny_net(4)
+    profile = make_profile(net, [1, 2, 4])
+    sets = [confs for _, confs in kernel_sets(profile, net, "powerOfTwo")]
+    und = [confs for _, confs in kernel_sets(profile, net, "undivided")]
+    low, high = (sum(align(s[i].workspace) for s in sets) for i in (0, -1))
+    if fraction == "raw":  # the fastest choice fits unaligned but not as an aligned arena
+        budget = sum(s[-1].workspace for s in sets)
+        assert budget < high
+    else:
+        budget = low + int(fraction * (high - low)) + 1
+    plan = make_plan(profile, net, mode="wd", budget=budget)
+    assert plan.totals.time_ms == pytest.approx(brute_force_wd(sets, budget), rel=1e-9)
+    assert plan.totals.undivided_time_ms == pytest.approx(brute_force_wd(und, budget), rel=1e-9)
+    assert plan.totals.workspace <= plan.arena_size <= budget
+    spans = sorted((k.offset, k.offset + k.workspace) for k in plan.kernels if k.workspace)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert all(k.offset % 256 == 0 for k in plan.kernels)
+    assert Plan.from_dict(json.loads(plan.to_json())) == plan
+
+
+def test_wd_alexnet_and_summary(alexnet_profile):
+    net = get_network("alexnet", 256)
+    plan = make_plan(alexnet_profile, net, mode="wd", budget="120MiB", command="test")
+    assert plan.arena_size <= 120 * MiB
+    assert plan.totals.speedup >= 1 - 1e-12
+    assert plan.totals.unlimited_time_ms <= plan.totals.time_ms
+    text = plan_summary(plan)
+    for k in plan.kernels:
+        assert k.id in text
+    assert "speed-up over undivided cuDNN at the same memory" in text and "[SYNTHETIC profile]" in text
+    assert plan.provenance["command"] == "test" and plan.provenance["profile"]["synthetic"] is True
+
+
+def test_wd_budget_below_minimum_names_it():
+    net = tiny_net(4)
+    profile = make_profile(net, [1, 2, 4], plans={"SYNTH_pre", "SYNTH_tc"})
+    need = sum(align(confs[0].workspace) for _, confs in kernel_sets(profile, net, "powerOfTwo"))
+    with pytest.raises(InfeasibleBudgetError, match=f"total workspace budget .* below .* \\({need} bytes\\)") as info:
+        make_plan(profile, net, mode="wd", budget=need - 1)
+    assert info.value.minimum == need
+    assert make_plan(profile, net, mode="wd", budget=need).arena_size == need
+
+
+def test_bad_mode_and_budget(alexnet_profile):
+    net = get_network("alexnet", 8)
+    with pytest.raises(EngineError, match="unknown mode 'ww'"):
+        make_plan(alexnet_profile, net, mode="ww", budget="64MiB")
+    with pytest.raises(EngineError, match="unknown unit 'MiQ'"):
+        make_plan(alexnet_profile, net, mode="wr", budget="64MiQ")
