@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from bokeh.palettes import Category10_10, Category20_20
+from bokeh.palettes import Category20_20, Category20b_20, Category20c_20
 
 from engine.errors import EngineError, InfeasibleBudgetError, ProfileFormatError
 from engine.kernels import LAYOUTS, PRECISIONS, KernelKind
@@ -70,6 +70,12 @@ def discover_profiles(environ=None) -> tuple[dict[str, Path], list[str]]:
     return found, warnings
 
 
+def requested_profiles(environ=None) -> list[str]:
+    """Names of the profiles ${PROFILE_ENV} names: the page opens on the first (someone asked for it)."""
+    environ = os.environ if environ is None else environ
+    return [profile_name(Path(f)) for f in environ.get(PROFILE_ENV, "").split(os.pathsep) if f and Path(f).is_file()]
+
+
 @lru_cache(maxsize=16)
 def _load(path: str, mtime: float) -> Profile:
     return Profile.load(path)
@@ -96,14 +102,38 @@ def engine_label(profile: Profile, plan: str) -> str:
     return _engines(profile).get(plan, plan)
 
 
+# distinct hues first (Category20's dark halves), then their light halves, then two more sets of 20
+_PALETTE = Category20_20[::2] + Category20_20[1::2] + Category20b_20 + Category20c_20
+
+
 def engine_colors(engines) -> dict[str, str]:
-    """Stable colours per engine: sorted by numeric id, Category10 (or Category20 beyond ten) cycled."""
-    def key(e: str):
-        digits = "".join(ch for ch in e if ch.isdigit())
-        return (int(digits) if digits else float("inf"), e)
-    ordered = sorted(set(engines), key=key)
-    palette = Category10_10 if len(ordered) <= 10 else Category20_20
-    return {e: palette[i % len(palette)] for i, e in enumerate(ordered)}
+    """Stable colours per engine, in the given order of importance (the most distinct colours first)."""
+    ordered = list(dict.fromkeys(engines))
+    return {e: _PALETTE[i % len(_PALETTE)] for i, e in enumerate(ordered)}
+
+
+def engines_by_wins(profile: Profile) -> list[str]:
+    """Engine labels ordered by how often the engine is the fastest plan of a (kernel, micro-batch) in the
+    profile: the engines that plans actually pick get the most distinct colours."""
+    ok = profile.table[profile.table.status == "ok"]
+    labels = _engines(profile)
+    if ok.empty:
+        return list(dict.fromkeys(labels.values()))
+    best = ok.loc[ok.groupby(["signature", "micro_batch"]).time_ms.idxmin(), "plan"].map(labels)
+    wins = best.value_counts()
+    rest = sorted(set(labels.values()) - set(wins.index), key=lambda e: (len(e), e))
+    return list(wins.index) + rest
+
+
+def compact_division(conf: Configuration) -> str:
+    """Micro-batch division with runs grouped: ``2x128``, ``23x11+3`` (n x size, in execution order)."""
+    runs: list[list[int]] = []
+    for m in conf.micro:
+        if runs and runs[-1][1] == m.batch:
+            runs[-1][0] += 1
+        else:
+            runs.append([1, m.batch])
+    return "+".join(f"{n}x{b}" if n > 1 else str(b) for n, b in runs)
 
 
 @lru_cache(maxsize=64)
@@ -215,7 +245,7 @@ class PolicySets:
             conf = self.sets[k][j]
             engines = tuple(self.engines.get(m.plan, m.plan) for m in conf.micro)
             n = len(conf.micro)
-            hit = ConfInfo(conf.division, plans_text(conf), " + ".join(dict.fromkeys(engines)),
+            hit = ConfInfo(compact_division(conf), plans_text(conf), " + ".join(dict.fromkeys(engines)),
                            np.array([m.batch for m in conf.micro]), tuple(m.plan for m in conf.micro), engines,
                            tuple(f"{i + 1}/{n}" for i in range(n)), np.array([m.time_ms for m in conf.micro]))
             self._info[(k, j)] = hit
@@ -301,7 +331,7 @@ class Analysis:
 
     @cached_property
     def engine_colors(self) -> dict[str, str]:
-        return engine_colors(_engines(self.profile).values())
+        return engine_colors(engines_by_wins(self.profile))
 
     def kernel_index(self, kernel_id: str) -> int | None:
         return next((i for i, k in enumerate(self.kernels) if k.id == kernel_id), None)

@@ -102,7 +102,7 @@ class ParetoPlot:
         budget_key = fig.line([math.nan], [math.nan], line_dash="dotted", line_color="#d62728", line_width=1.5)
         items.append(LegendItem(label="budget (total)", renderers=[budget_key]))
         legend = Legend(items=items + [LegendItem(label=field("what"), renderers=[marks])], click_policy="hide",
-                        label_text_font_size="8pt", spacing=0, padding=3, location="top_right",
+                        label_text_font_size="8pt", spacing=0, padding=3, location="bottom_left",
                         background_fill_alpha=0.85, glyph_height=13, label_height=13)
         fig.add_layout(legend)
         self.fig = _style(fig)
@@ -178,7 +178,7 @@ class DesirablePlot:
                                                             ("plan", "@plan")]))
         fig.legend.title = "engine"
         fig.legend.label_text_font_size = "8pt"
-        fig.legend.location = "top_right"
+        fig.legend.location = "bottom_left"  # below-left of a Pareto set is empty by definition
         fig.legend.background_fill_alpha = 0.85
         self.fig = _style(fig)
         self._shown = None
@@ -312,9 +312,12 @@ class TimelinePlot:
         fig.yaxis.ticker = self.ticker
         fig.ygrid.grid_line_color = None
         fig.yaxis.major_label_text_font_size = "8pt"
-        self.legend = Legend(items=[], title="engine", label_text_font_size="9pt")
+        # inside, bottom left: the last layers' lanes are empty until their forward kernels run mid-step, and
+        # a legend outside the frame would re-lay out the whole page whenever its entries change
+        self.legend = Legend(items=[], title="engine", label_text_font_size="8pt", location="bottom_left",
+                             background_fill_alpha=0.85, glyph_height=12, label_height=12, spacing=0, padding=4)
         self._legend: dict[str, int] = {}
-        fig.add_layout(self.legend, "right")
+        fig.add_layout(self.legend)
         self.fig = _style(fig)
 
     @staticmethod

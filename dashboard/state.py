@@ -125,10 +125,13 @@ class PlannerState(param.Parameterized):
         Other keywords set controls (profile, network, batch, precision, layout, policy, mode, budget, kernel)."""
         wanted = {k: params.pop(k) for k in ("profile", "network", "batch", "precision", "layout") if k in params}
         self._budget_given = "budget" in params
+        self._policy_given = "policy" in params
         super().__init__(**params)
         warnings: list[str] = []
+        self._requested: list[str] = []
         if profiles is None:
             profiles, warnings = A.discover_profiles(environ)
+            self._requested = A.requested_profiles(environ)
         self._profiles: dict[str, Path | Profile] = dict(profiles)
         self._scopes: list[A.Scope] = []
         self._busy = False
@@ -165,14 +168,23 @@ class PlannerState(param.Parameterized):
             self.profile = name
 
     def _default_profile(self) -> str:
-        """The first non-synthetic profile; synthetic ones only when nothing else exists (tests)."""
-        for name, src in self._profiles.items():
+        """The first profile named by ${UCUDNN_PROFILE}; else the first measured (non-SYNTHETIC) one, preferring
+        tf32/NCHW (cuDNN's and PyTorch's default) and policy ``all`` (the paper's headline setting), ranked by
+        file name so that only the chosen one is loaded."""
+        if self._requested and self._requested[0] in self._profiles:
+            return self._requested[0]
+
+        def rank(name: str):
+            n = name.lower()
+            return ("tf32-nchw" not in n, not n.endswith("-all"), "synthetic" in n, name)
+        names = sorted(self._profiles, key=rank)
+        for name in names:
             try:
                 if not self._get_profile(name).synthetic:
                     return name
             except EngineError:
                 continue
-        return next(iter(self._profiles))
+        return names[0]
 
     def _get_profile(self, name: str) -> Profile:
         src = self._profiles[name]
@@ -257,12 +269,17 @@ class PlannerState(param.Parameterized):
             self._set_error(A.describe_error(err))
             return
         policies = list(analysis.policies)
+        new_profile = self.analysis is None or self.analysis.profile is not profile
+        recorded = next((n.get("policy") for n in profile.networks if n.get("name") == self.network), None)
         self._busy = True
         try:
             self.param.policy.objects = policies
             updates = {"measured": None, "verified": None}
-            if self.policy not in policies:
+            if new_profile and not self._policy_given and recorded in policies:
+                updates["policy"] = recorded  # what the profile was measured for, e.g. "all"
+            elif self.policy not in policies:
                 updates["policy"] = "powerOfTwo" if "powerOfTwo" in policies else policies[-1]
+            self._policy_given = False
             lo, hi = A.budget_range(analysis, self.mode)
             if not self._budget_given or not lo <= self.budget <= hi:
                 n = len(analysis.kernels)

@@ -222,10 +222,20 @@ def test_plan_frame_has_one_row_per_kernel_with_baseline(analysis):
     assert A.plan_frame(analysis, ps, A.choose(ps, "WR", -1)).empty
 
 
-def test_plans_text_groups_equal_pieces():
+def test_plans_text_and_division_group_equal_pieces():
     from engine.optimize.types import Configuration, MicroConfig
     conf = Configuration((MicroConfig(32, "a", 1.0, 0), MicroConfig(32, "a", 1.0, 0), MicroConfig(16, "b", 0.5, 0)))
     assert A.plans_text(conf) == "2x32 a + 16 b"
+    assert A.compact_division(conf) == "2x32+16"
+    assert A.compact_division(Configuration((MicroConfig(64, "a", 1.0, 0),))) == "64"
+
+
+def test_engine_colours_favour_the_engines_that_win(profile):
+    order = A.engines_by_wins(profile)
+    colors = A.engine_colors(order)
+    assert len(set(colors.values())) == len(colors) == len(set(order))
+    # SYNTHETIC: the tensor-core stand-in is fastest at every size, so it gets the first colour
+    assert order[0] == "eng3" and colors["eng3"] == A._PALETTE[0]
 
 
 def test_measured_times_reads_verify_reports():

@@ -32,4 +32,4 @@ def test_notebook_executes_and_embeds_the_dashboard(tmp_path, monkeypatch):
     assert any("application/vnd.holoviews_exec.v0+json" in o.get("data", {}) for o in outputs)  # the Panel view
     assert "x over undivided at the same memory" in text
     assert "conv1:F" in text  # the plan table
-    assert "plan.json: wd powerOfTwo, 14 kernels" in text
+    assert "plan.json: wd powerOfTwo, 14 kernels" in text  # the SYNTHETIC profile it was pointed at

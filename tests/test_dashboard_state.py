@@ -119,8 +119,22 @@ def test_bad_profile_file_is_reported(tmp_path):
 
 def test_environment_profiles_and_warnings(profile_path, tmp_path):
     s = PlannerState(environ={A.PROFILE_ENV: f"{profile_path}:{tmp_path / 'gone.json'}"})
-    assert "SYNTHETIC-alexnet" in s.param.profile.objects and s.result is not None
+    assert s.profile == "SYNTHETIC-alexnet" and s.result is not None  # what the environment asked for
+    assert set(A.bundled_profiles()) <= set(s.param.profile.objects)
     assert any("gone.json" in text for _, text in s.messages)
+
+
+def test_default_is_a_measured_profile_never_a_synthetic_one(profile_path, tmp_path):
+    import shutil
+    synthetic = tmp_path / "zzz-looks-real.profile.json.gz"  # SYNTHETIC content under an innocent name
+    shutil.copy(profile_path, synthetic)
+    bundled = A.bundled_profiles()
+    s = PlannerState(profiles={"zzz-looks-real": synthetic, **bundled})
+    if bundled:
+        assert s.profile in bundled and not s.current_profile.synthetic
+    else:
+        assert s.profile == "zzz-looks-real"  # nothing else exists; the page says SYNTHETIC
+        assert any("SYNTHETIC" in text for _, text in s.messages)
 
 
 def test_live_profile_can_be_added(state):

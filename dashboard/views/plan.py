@@ -33,14 +33,16 @@ class PlanView(StateView):
             widths=WIDTHS, layout="fit_data_stretch")
         self.table.param.watch(self._selected, "selection")
         self.download = pn.widgets.FileDownload(callback=self._export, filename="plan.json", label="Export plan (JSON)",
-                                                color="primary", embed=False, auto=True)
-        self.upload = pn.widgets.FileInput(accept=".json,.gz", multiple=False, label="Load a plan file (JSON)")
+                                                color="primary", embed=False, auto=True, sizing_mode="stretch_width")
+        self.upload = pn.widgets.FileInput(accept=".json,.gz", multiple=False, label="Load a plan file (JSON)",
+                                           sizing_mode="stretch_width")
         self.upload.param.watch(self._load, "value")
         self.alert = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
         self._syncing = False
-        self.panel = pn.Column(
-            pn.Row(self.download, self.upload),
-            self.alert, self.table, sizing_mode="stretch_width")
+        # export/load stay in reach (the sidebar); the table goes where there is room (a tab)
+        self.files = pn.Column(pn.pane.Markdown("**Plan file**", margin=(5, 10, 0, 10)), self.download, self.upload,
+                               self.alert, sizing_mode="stretch_width")
+        self.panel = pn.Column(self.table, sizing_mode="stretch_width")
 
     def __panel__(self):
         return self.panel

@@ -128,6 +128,9 @@ def app_page(ui_browser, server):
     pg.goto(server.url)
     pg.wait_for_selector("[data-testid=summary-time]", timeout=60_000)
     yield pg
+    # let the last update's trailing messages (Panel's busy indicator clears ~0.5 s later) reach the page:
+    # closing mid-write makes Tornado log a harmless WebSocketClosedError traceback
+    pg.wait_for_timeout(1500)
     context.close()
     assert not errors, errors
     assert "Traceback" not in server.log(), server.log()

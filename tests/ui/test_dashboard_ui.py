@@ -30,7 +30,7 @@ def test_page_loads_with_every_view(app_page):
                   "Distance to unlimited optimum"):
         assert title in text
     assert app_page.get_by_text("SYNTHETIC profile: made-up numbers").is_visible()
-    for cls in ("ucd-pareto", "ucd-desirable", "ucd-workspace", "ucd-timeline"):
+    for cls in ("ucd-pareto", "ucd-desirable", "ucd-workspace"):
         assert app_page.locator(f".{cls}").first.bounding_box()["height"] > 200, cls
     assert app_page.get_by_text("Sum over 14 kernels of time and workspace").is_visible()
     # no GPU here: the buttons are disabled and say why
@@ -91,3 +91,21 @@ def test_loading_an_exported_plan_round_trips(app_page, tmp_path):
     info.value.save_as(path)
     app_page.locator("input[type=file]").set_input_files(str(path))
     app_page.get_by_text("Loaded round.plan.json").wait_for(timeout=10_000)
+
+
+def test_tabs_show_the_current_plan(app_page):
+    """Timeline and plan table live in tabs drawn on demand: opened after a budget change, they show it."""
+    handle = app_page.locator(".noUi-handle").first
+    handle.focus()
+    before = summary(app_page)
+    handle.press("End")
+    after = wait_for_change(app_page, lambda: summary(app_page), before)
+    predicted = app_page.locator("[data-testid=summary-time] .v").inner_text()  # e.g. "5.42 ms"
+    app_page.locator(".bk-tab").filter(has_text="Timeline (Fig. 3)").click()
+    timeline = app_page.locator(".ucd-timeline").first
+    timeline.wait_for(timeout=10_000)
+    assert timeline.bounding_box()["height"] > 200
+    app_page.get_by_text(f"{predicted} predicted").first.wait_for(timeout=10_000)
+    app_page.locator(".bk-tab").filter(has_text="Plan").click()
+    app_page.locator(".tabulator-cell", has_text="conv2:F").first.wait_for(timeout=10_000)
+    assert after == summary(app_page)
