@@ -623,6 +623,35 @@ def desirable_frame(analysis: Analysis, ps: PolicySets, k: int, chosen: int | No
     return points, pieces
 
 
+# --- memory planner (engine.memory: vDNN, Layrub, SuperNeurons) ---------------------------------
+
+MEMORY_CACHE: OrderedDict = OrderedDict()
+
+
+def memory_frames(profile: Profile | None, scope: Scope, policy: str, capacity: int | None) -> dict[str, pd.DataFrame]:
+    """``engine.memory.memory_frames`` of one training iteration (cached: 16 most recent per process).
+
+    The profile gives convolution times and workspaces; the capacity bounds dynamic workspace, drives the
+    LRU cache and decides whether the plan fits."""
+    from engine.memory import memory_frames as frames, plan_memory
+
+    key = (id(profile), scope, policy, capacity)
+    with _ANALYSES_LOCK:
+        if key in MEMORY_CACHE:
+            MEMORY_CACHE.move_to_end(key)
+            return MEMORY_CACHE[key][1]
+    itemsize = 2 if scope.precision in ("fp16", "bf16") else 4
+    result = plan_memory(network(scope.network, scope.batch), policy, capacity=capacity, profile=profile,
+                         itemsize=itemsize, precision=scope.precision)
+    out = frames(result)
+    out["notes"] = pd.DataFrame({"note": list(result.notes)})
+    with _ANALYSES_LOCK:
+        MEMORY_CACHE[key] = (profile, out)
+        while len(MEMORY_CACHE) > 16:
+            MEMORY_CACHE.popitem(last=False)
+    return out
+
+
 # --- GPU entry points (engine.gpu is optional; imported lazily) ---------------------------------
 
 def gpu_status() -> tuple[bool, str]:

@@ -20,7 +20,7 @@ import param
 from engine.errors import EngineError
 from engine.policies import POLICIES
 from engine.profile import Profile
-from engine.units import MiB, format_size
+from engine.units import GiB, MiB, format_size
 from engine.zoo import DEFAULT_BATCH
 
 from . import adapters as A
@@ -117,6 +117,11 @@ class PlannerState(param.Parameterized):
                           doc="Per-kernel measured times (ms) from verifying the current plan on a GPU")
     verified = param.Dict(default=None, allow_None=True,
                           doc="Totals of the verification report (all_passed, failed, measured_ms, ...)")
+    memory_policy = param.Selector(default="superneurons", objects=[], label="Memory policy",
+                                   doc="engine.memory policy (vDNN, Layrub, SuperNeurons, baselines)")
+    capacity = param.Integer(default=12 * GiB, bounds=(1, None), allow_None=True,
+                             doc="GPU memory capacity in bytes for the memory planner (None: unbounded); the "
+                                 "default is the memory papers' 12 GB GPUs (K40, TITAN X)")
     messages = param.List(default=[], constant=True, doc="(level, text) notes for the page")
     error = param.String(default="", constant=True, doc="Why there is no result, in one line")
 
@@ -142,6 +147,8 @@ class PlannerState(param.Parameterized):
         self.param.watch(self._on_scope, ["network", "batch", "precision", "layout"])
         self.param.watch(self._on_mode, ["mode"])
         self.param.watch(self._on_result, ["policy", "mode", "budget", "kernel", "measured"])
+        from engine.memory import POLICIES as MEMORY_POLICIES
+        self.param.memory_policy.objects = list(MEMORY_POLICIES)
         self.param.profile.objects = list(self._profiles)
         if not self._profiles:
             # Still offer the zoo, so a GPU host can profile a network from scratch.
@@ -345,6 +352,15 @@ class PlannerState(param.Parameterized):
         finally:
             self._busy = False
         self.measured = A.measured_times(report)
+
+    # --- memory planner ------------------------------------------------------------------------
+    def memory(self) -> dict:
+        """Frames of the memory timeline for the current network and memory controls (adapters.memory_frames);
+        computed on demand (the memory tab), not on every budget change."""
+        if self.scope is None:
+            raise EngineError(self.error or "choose a network first")
+        profile = self.analysis.profile if self.analysis is not None else None
+        return A.memory_frames(profile, self.scope, self.memory_policy, self.capacity)
 
     # --- plans ---------------------------------------------------------------------------------
     def budget_steps(self) -> list[int]:

@@ -14,6 +14,7 @@ from .views.base import session_doc
 from .views.controls import Controls
 from .views.desirable import DesirableView
 from .views.gpu import GPUView
+from .views.memory import MemoryView
 from .views.pareto import ParetoView
 from .views.plan import PlanView
 from .views.summary import SummaryView
@@ -44,8 +45,12 @@ class Dashboard(pn.viewable.Viewer):
                                  sizing_mode="stretch_width")
         # dynamic tabs: only the shown tab's plots are in the page, so a budget change redraws what is seen
         # (the hidden ones are drawn from the current state when their tab opens)
+        self.memory = MemoryView(state=s)
         self.tabs = pn.Tabs(("Workspace division (Fig. 14)", self.workspace), ("Timeline (Fig. 3)", self.timeline),
-                            ("Plan", self.plan), dynamic=True, sizing_mode="stretch_width")
+                            ("Plan", self.plan), ("Memory (vDNN, Layrub, SuperNeurons)", self.memory), dynamic=True,
+                            sizing_mode="stretch_width")
+        memory_tab = len(self.tabs) - 1
+        self.tabs.param.watch(lambda e: self.memory.show(e.new == memory_tab), "active")
         self.main = pn.Column(
             self.summary,
             pn.Row(pn.Column(self.pareto, sizing_mode="stretch_width"),

@@ -266,3 +266,22 @@ def test_export_is_disabled_without_a_plan():
     d = Dashboard(PlannerState(profiles={}), gpu=(False, "none"), runner=JobRunner())
     assert d.plan.download.disabled
     assert "No bundled profile" in d.summary.pane.object
+
+
+def test_memory_tab_plans_on_demand(dash):
+    """The memory planner runs when its tab opens, not on budget moves; its frames reach the plot."""
+    mem = dash.memory
+    assert len(mem.plot.stack.data["tick"]) == 0  # nothing planned while the tab is closed
+    dash.tabs.active = len(dash.tabs) - 1
+    data, lines = mem.plot.stack.data, mem.plot.lines.data
+    assert len(data["tick"]) > 0
+    stacked = sum(np.asarray(data[c]) for c in data if c != "tick")
+    assert np.allclose(stacked, lines["total"])  # the classes add up to the total line
+    assert np.allclose(lines["capacity"], dash.state.capacity / 2**30)
+    assert "Peak" in mem.text.object and dash.state.memory_policy in mem.plot.fig.title.text
+    dash.state.memory_policy = "vdnn-all-p"  # vDNN offloads: copies appear on the lanes
+    assert len(mem.plot.copies.data["left"]) > 0 and "offloaded" in mem.text.object
+    mem.exact.value = "3 GiB"
+    assert dash.state.capacity == 3 * 2**30 and "capacity 3 GiB" in mem.plot.fig.title.text
+    mem.exact.value = "three"
+    assert mem.error.visible and "invalid size" in mem.error.object

@@ -109,3 +109,11 @@ def test_tabs_show_the_current_plan(app_page):
     app_page.locator(".bk-tab").filter(has_text="Plan").click()
     app_page.locator(".tabulator-cell", has_text="conv2:F").first.wait_for(timeout=10_000)
     assert after == summary(app_page)
+
+
+def test_memory_tab(app_page):
+    app_page.locator(".bk-tab").filter(has_text="Memory").click()
+    plot = app_page.locator(".ucd-memory").first
+    plot.wait_for(timeout=20_000)
+    assert plot.bounding_box()["height"] > 200
+    app_page.get_by_text("Peak ").first.wait_for(timeout=20_000)
