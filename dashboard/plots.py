@@ -164,9 +164,10 @@ class DesirablePlot:
         self.points = ColumnDataSource({"x": [], "y": [], "division": [], "plans": [], "engines": [], "ws": [],
                                         "size": [], "line": []})
         self.pieces = ColumnDataSource({"left": [], "right": [], "bottom": [], "top": [], "engine": [],
-                                        "color": [], "batch": [], "plan": []})
-        bars = fig.quad(left="left", right="right", bottom="bottom", top="top", color="color", line_color="white",
-                        line_width=0.5, source=self.pieces, legend_field="engine")
+                                        "color": [], "alpha": [], "batch": [], "plan": []})
+        # pieces alternate in shade rather than carrying outlines: a 20-piece division would be mostly outline
+        bars = fig.quad(left="left", right="right", bottom="bottom", top="top", color="color", fill_alpha="alpha",
+                        line_color=None, source=self.pieces, legend_field="engine")
         pts = fig.scatter("x", "y", source=self.points, size="size", color="#222222", line_color="line",
                           line_width=2.5)
         self.limit = Span(location=1, dimension="height", line_dash="dotted", line_color="#d62728",
@@ -224,7 +225,8 @@ class DesirablePlot:
                 "right": 10 ** (plx + gap + w * pieces.end.to_numpy(dtype=float)),
                 "bottom": py - h / 2, "top": py + h / 2, "engine": pieces.engine.tolist(),
                 "color": [colors.get(e, "#999999") for e in pieces.engine], "batch": pieces.batch.tolist(),
-                "plan": pieces.plan.tolist()}
+                "plan": pieces.plan.tolist(),
+                "alpha": np.where(pieces.groupby("index").cumcount().to_numpy() % 2 == 0, 1.0, 0.6)}
             self.points.data = {
                 "x": x, "y": y, "division": points.division.tolist(), "plans": points.plans.tolist(),
                 "engines": points.engines.tolist(), "ws": _size_column(points.workspace_mib * MiB), **marks}

@@ -130,7 +130,7 @@ def app_page(ui_browser, server):
     yield pg
     # let the last update's trailing messages (Panel's busy indicator clears ~0.5 s later) reach the page:
     # closing mid-write makes Tornado log a harmless WebSocketClosedError traceback
-    pg.wait_for_timeout(1500)
+    pg.wait_for_timeout(900)
     context.close()
     assert not errors, errors
     assert "Traceback" not in server.log(), server.log()
