@@ -279,7 +279,11 @@ def report(args) -> None:
              "sum of profiled piece times",
              "- workspace: WR/undivided = sum of per-kernel workspaces (one per kernel, as Caffe and mu-cuDNN's WR "
              "model) and max; WD = the one arena; PyTorch = largest peak allocation above a layer's tensors "
-             "(an upper bound on its workspace)", ""]
+             "(an upper bound on its workspace)",
+             "- PyTorch: per conv layer, `F.conv2d` then autograd backward, timed with CUDA events around back-to-back "
+             "steps after warm-up; unlike the executor's numbers these include whatever host overhead a small layer "
+             "cannot hide, and `cudnn.benchmark` may pick other algorithms from run to run (GoogLeNet b128 measured "
+             "21.9 ms in an earlier run of this benchmark the same day, 35.0 ms in this one)", ""]
     for e in data["networks"]:
         if not any("measured_ms" in c for c in e["configs"]):
             continue
