@@ -24,8 +24,14 @@ from bokeh.palettes import Category20_20, Category20b_20, Category20c_20
 
 from engine.errors import EngineError, InfeasibleBudgetError, ProfileFormatError
 from engine.kernels import LAYOUTS, PRECISIONS, KernelKind
+from engine.memory import memory_frames as _memory_frames
+from engine.memory import plan_memory
 from engine.network import Kernel, Network
+from engine.optimize.front import network_front
 from engine.optimize.types import Configuration
+from engine.plan import align
+from engine.plan import load_plan as _load_plan
+from engine.planner import kernel_sets
 from engine.policies import POLICIES, batch_sizes
 from engine.profile import Profile, bundled_profiles
 from engine.units import MiB, format_size
@@ -36,6 +42,7 @@ PROFILE_ENV = "UCUDNN_PROFILE"          # one or more files, separated by os.pat
 PROFILE_DIR_ENV = "UCUDNN_PROFILE_DIR"  # one or more folders of *.profile.json[.gz]
 MODES = ("WR", "WD")
 KIND_ORDER = ("F", "BD", "BF")
+KIND_NAMES = {k.short: k.value for k in KernelKind}
 
 
 # --- profiles -----------------------------------------------------------------------------------
@@ -236,7 +243,8 @@ class PolicySets:
     front_index: list[list[int]] | None = field(default=None, repr=False)
     seconds: float = 0.0
     engines: dict[str, str] = field(default_factory=dict, repr=False)   # plan -> engine label
-    _info: dict = field(default_factory=dict, repr=False)
+    _info: dict = field(default_factory=dict, repr=False)        # (k, j) -> ConfInfo
+    _desirable: dict = field(default_factory=dict, repr=False)   # k -> (points, pieces) of Fig. 8
 
     def info(self, k: int, j: int) -> ConfInfo:
         """Labels and piece arrays of configuration ``j`` of kernel ``k`` (cached)."""
@@ -274,8 +282,6 @@ def aligned_sets(sets: list[list[Configuration]]) -> tuple[list[list[Configurati
     """Each set with workspaces rounded up to ``engine.plan.align`` and re-pruned (equal aligned sizes keep
     the faster entry), plus the original index of every kept entry: engine/planner.py's WD rule, so that
     "sum of segments <= budget" means "the aligned arena fits"."""
-    from engine.plan import align
-
     out, index = [], []
     for confs in sets:
         kept, idx = [], []
@@ -293,8 +299,6 @@ def aligned_sets(sets: list[list[Configuration]]) -> tuple[list[list[Configurati
 
 def make_policy_sets(policy: str, kernels: list[Kernel], sets: list[list[Configuration]],
                      seconds: float = 0.0, engines: dict[str, str] | None = None) -> PolicySets:
-    from engine.optimize.front import network_front
-
     sets = [sorted(s, key=lambda c: (c.workspace, c.time_ms)) for s in sets]
     ws = [np.fromiter((c.workspace for c in s), dtype=np.int64, count=len(s)) for s in sets]
     ts = [np.fromiter((c.time_ms for c in s), dtype=float, count=len(s)) for s in sets]
@@ -303,8 +307,6 @@ def make_policy_sets(policy: str, kernels: list[Kernel], sets: list[list[Configu
 
 
 def _policy_sets(profile: Profile, net: Network, scope: Scope, policy: str) -> PolicySets:
-    from engine.planner import kernel_sets
-
     t0 = time.perf_counter()
     pairs = kernel_sets(profile, net, policy, precision=scope.precision, layout=scope.layout)
     kernels = [k for k, _ in pairs]
@@ -603,8 +605,7 @@ DESIRABLE_COLUMNS = (["index", "workspace_mib", "time_ms", "division", "plans", 
 def desirable_frame(analysis: Analysis, ps: PolicySets, k: int, chosen: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fig. 8 for kernel ``k``: (points, pieces). Points: workspace, time, division, plans, chosen flag.
     Pieces: one row per micro-configuration with its share of the mini-batch (for the small stacked bars)."""
-    key = ("desirable", k)
-    if key not in ps._info:
+    if k not in ps._desirable:
         infos = [ps.info(k, j) for j in range(len(ps.sets[k]))]
         points = pd.DataFrame({
             "index": np.arange(len(infos)), "workspace_mib": ps.ws[k] / MiB, "time_ms": ps.t[k],
@@ -616,8 +617,8 @@ def desirable_frame(analysis: Analysis, ps: PolicySets, k: int, chosen: int | No
             for b, p, e in zip(info.batch, info.plan, info.engine):
                 rows.append((j, done / total, (done + b) / total, int(b), p, e))
                 done += b
-        ps._info[key] = (points, pd.DataFrame(rows, columns=DESIRABLE_COLUMNS[1]))
-    points, pieces = ps._info[key]
+        ps._desirable[k] = (points, pd.DataFrame(rows, columns=DESIRABLE_COLUMNS[1]))
+    points, pieces = ps._desirable[k]
     points = points.copy()
     points["chosen"] = points["index"] == (-1 if chosen is None else chosen)
     return points, pieces
@@ -633,8 +634,6 @@ def memory_frames(profile: Profile | None, scope: Scope, policy: str, capacity: 
 
     The profile gives convolution times and workspaces; the capacity bounds dynamic workspace, drives the
     LRU cache and decides whether the plan fits."""
-    from engine.memory import memory_frames as frames, plan_memory
-
     key = (id(profile), scope, policy, capacity)
     with _ANALYSES_LOCK:
         if key in MEMORY_CACHE:
@@ -643,7 +642,7 @@ def memory_frames(profile: Profile | None, scope: Scope, policy: str, capacity: 
     itemsize = 2 if scope.precision in ("fp16", "bf16") else 4
     result = plan_memory(network(scope.network, scope.batch), policy, capacity=capacity, profile=profile,
                          itemsize=itemsize, precision=scope.precision)
-    out = frames(result)
+    out = _memory_frames(result)
     out["notes"] = pd.DataFrame({"note": list(result.notes)})
     with _ANALYSES_LOCK:
         MEMORY_CACHE[key] = (profile, out)
@@ -658,13 +657,10 @@ def gpu_status() -> tuple[bool, str]:
     """(available, reason); a missing engine.gpu or missing CUDA stack reads as 'no GPU', never an error."""
     try:
         gpu = importlib.import_module("engine.gpu")
-        available = gpu.available
     except ImportError as err:
         return False, f"GPU support is not installed ({err})"
-    except AttributeError:
-        return False, "this build's engine.gpu has no available() check"
     try:
-        ok, reason = available()
+        ok, reason = gpu.available()
     except Exception as err:  # a broken driver must not take the dashboard down
         return False, f"GPU check failed: {err}"
     return bool(ok), str(reason)
@@ -675,24 +671,13 @@ def gpu_function(name: str):
 
 
 def measured_times(report: dict) -> dict[str, float]:
-    """Per-kernel measured times (ms) from ``engine.gpu.verify_plan``'s report, keyed by kernel id."""
-    kernels = report.get("kernels", report)
-    if isinstance(kernels, dict):
-        items = kernels.items()
-    else:
-        items = ((k.get("kernel") or k.get("id"), k) for k in kernels)
-    out = {}
-    for kid, rec in items:
-        value = rec.get("measured_ms") if isinstance(rec, dict) else rec
-        if kid is not None and value is not None:
-            out[str(kid)] = float(value)
-    return out
+    """Per-kernel measured times (ms) from ``engine.gpu.verify_plan``'s report (``kernels[*].id/measured_ms``)."""
+    return {str(k["id"]): float(k["measured_ms"]) for k in report.get("kernels", [])
+            if k.get("measured_ms") is not None}
 
 
 def load_plan(path: str | Path):
     """``engine.plan.load_plan``: raises PlanFormatError naming the bad field."""
-    from engine.plan import load_plan as _load_plan
-
     return _load_plan(path)
 
 
@@ -702,5 +687,3 @@ def describe_error(err: BaseException) -> str:
         return str(err)
     return f"{type(err).__name__}: {err}"
 
-
-KIND_NAMES = {k.short: k.value for k in KernelKind}

@@ -18,6 +18,8 @@ import pandas as pd
 import param
 
 from engine.errors import EngineError
+from engine.memory import POLICIES as MEMORY_POLICIES
+from engine.planner import make_plan
 from engine.policies import POLICIES
 from engine.profile import Profile
 from engine.units import GiB, MiB, format_size
@@ -147,7 +149,6 @@ class PlannerState(param.Parameterized):
         self.param.watch(self._on_scope, ["network", "batch", "precision", "layout"])
         self.param.watch(self._on_mode, ["mode"])
         self.param.watch(self._on_result, ["policy", "mode", "budget", "kernel", "measured"])
-        from engine.memory import POLICIES as MEMORY_POLICIES
         self.param.memory_policy.objects = list(MEMORY_POLICIES)
         self.param.profile.objects = list(self._profiles)
         if not self._profiles:
@@ -163,10 +164,6 @@ class PlannerState(param.Parameterized):
         self._load_profile(**wanted)
 
     # --- profiles ----------------------------------------------------------------------------
-    @property
-    def profiles(self) -> dict:
-        return dict(self._profiles)
-
     def add_profile(self, name: str, profile: Profile, select: bool = True) -> None:
         """Offer a profile measured live on this host (the GPU "Profile" job)."""
         self._profiles[name] = profile
@@ -368,19 +365,13 @@ class PlannerState(param.Parameterized):
             return [0]
         return A.budget_steps(*A.budget_range(self.analysis, self.mode))
 
-    def describe_budget(self) -> str:
-        what = "per kernel" if self.mode == "WR" else "in total"
-        return f"{format_size(self.budget)} {what}"
-
     def make_plan(self):
         """The engine's plan for the current controls (what Export writes and Verify runs)."""
-        from engine.planner import make_plan
-
         if self.analysis is None:
             raise EngineError(self.error or "no profile loaded")
         return make_plan(self.analysis.profile, self.analysis.net, mode=self.mode.lower(), budget=int(self.budget),
                          policy=self.policy, precision=self.precision, layout=self.layout,
-                         command="dashboard: Export plan")
+                         command="dashboard")
 
     def plan_json(self) -> str:
         return self.make_plan().to_json()

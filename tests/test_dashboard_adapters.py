@@ -248,3 +248,21 @@ def test_gpu_status_says_why_not_without_a_gpu():
     ok, reason = A.gpu_status()
     if not ok:
         assert reason  # e.g. "CuPy is not installed ..."
+
+
+def test_gpu_entry_points_take_what_the_dashboard_passes():
+    """engine.gpu imports CuPy at module level, so read its signatures from the source: the GPU view calls
+    profile_network(network, policy=, precision=, layout=, progress=, should_stop=, command=) and
+    verify_plan(plan, progress=, should_stop=)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(A.__file__).resolve().parents[1] / "engine" / "gpu"
+    wanted = {"profiler.py": ("profile_network", {"policy", "precision", "layout", "progress", "should_stop",
+                                                  "command"}),
+              "verify.py": ("verify_plan", {"progress", "should_stop"})}
+    for file, (name, kwargs) in wanted.items():
+        tree = ast.parse((root / file).read_text())
+        fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+        names = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+        assert kwargs <= names, (file, kwargs - names)
