@@ -16,7 +16,7 @@ from .base import StateView
 
 COLUMNS = {"kernel": "Kernel", "division": "Micro-batches", "engines": "Engines", "time_ms": "Time [ms]",
            "baseline_ms": "Undivided [ms]", "workspace_mib": "Workspace [MiB]", "plans": "Plans (pieces x size)"}
-WIDTHS = {"kernel": 110, "division": 120, "engines": 120, "time_ms": 95, "baseline_ms": 125, "workspace_mib": 140}
+
 
 
 class PlanView(StateView):
@@ -24,13 +24,13 @@ class PlanView(StateView):
 
     def _build(self) -> None:
         self.table = pn.widgets.Tabulator(
-            A.plan_frame_columns(), disabled=True, selectable=1, show_index=False, height=320,
+            A.plan_frame_columns(), disabled=True, selectable=1, show_index=False, height=420,
             sizing_mode="stretch_width", titles=COLUMNS, hidden_columns=["layer", "kind"],
             formatters={"time_ms": {"type": "money", "precision": 3, "symbol": ""},
                         "baseline_ms": {"type": "money", "precision": 3, "symbol": ""},
                         "workspace_mib": {"type": "money", "precision": 2, "symbol": ""}},
             header_tooltips={"baseline_ms": "undivided policy at the same budget and mode"},
-            widths=WIDTHS, layout="fit_data_stretch")
+            layout="fit_data")
         self.table.param.watch(self._selected, "selection")
         self.download = pn.widgets.FileDownload(callback=self._export, filename="plan.json", label="Export plan (JSON)",
                                                 color="primary", embed=False, auto=True, sizing_mode="stretch_width")
