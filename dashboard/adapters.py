@@ -29,9 +29,8 @@ from engine.memory import plan_memory
 from engine.network import Kernel, Network
 from engine.optimize.front import network_front
 from engine.optimize.types import Configuration
-from engine.plan import align
 from engine.plan import load_plan as _load_plan
-from engine.planner import kernel_sets
+from engine.planner import aligned_sets, kernel_sets
 from engine.policies import POLICIES, batch_sizes
 from engine.profile import Profile, bundled_profiles
 from engine.units import MiB, format_size
@@ -276,25 +275,6 @@ class PolicySets:
     @cached_property
     def sweep(self) -> pd.DataFrame:
         return wr_sweep(self)
-
-
-def aligned_sets(sets: list[list[Configuration]]) -> tuple[list[list[Configuration]], list[list[int]]]:
-    """Each set with workspaces rounded up to ``engine.plan.align`` and re-pruned (equal aligned sizes keep
-    the faster entry), plus the original index of every kept entry: engine/planner.py's WD rule, so that
-    "sum of segments <= budget" means "the aligned arena fits"."""
-    out, index = [], []
-    for confs in sets:
-        kept, idx = [], []
-        for i, c in enumerate(confs):
-            r = Configuration(tuple(m._replace(workspace=align(m.workspace)) for m in c.micro))
-            if kept and kept[-1].workspace == r.workspace:  # ascending workspace, decreasing time: c is faster
-                kept[-1], idx[-1] = r, i
-            else:
-                kept.append(r)
-                idx.append(i)
-        out.append(kept)
-        index.append(idx)
-    return out, index
 
 
 def make_policy_sets(policy: str, kernels: list[Kernel], sets: list[list[Configuration]],

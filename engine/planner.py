@@ -120,7 +120,7 @@ def _micro(profile: Profile, key: str, m: MicroConfig) -> PlanMicro:
     return PlanMicro(m.batch, m.plan, engine_id, {str(k): v for k, v in parsed.items()}, m.time_ms, m.workspace)
 
 
-def _aligned_sets(sets: list[list[Configuration]]) -> tuple[list[list[Configuration]], list[list[int]]]:
+def aligned_sets(sets: list[list[Configuration]]) -> tuple[list[list[Configuration]], list[list[int]]]:
     """Desirable sets with every workspace rounded up to the arena alignment, re-pruned so workspace
     still strictly ascends; plus, per kernel, the index in the original set of each kept entry.
     Solving WD over these makes "sum of segments <= budget" exactly "the aligned arena fits"."""
@@ -141,7 +141,7 @@ def _aligned_sets(sets: list[list[Configuration]]) -> tuple[list[list[Configurat
 
 def _solve_wd(sets: list[list[Configuration]], budget: int, solver: str, time_limit_s: float):
     """WD over aligned sets; returns (the chosen original configurations, WDResult)."""
-    aligned, index = _aligned_sets(sets)
+    aligned, index = aligned_sets(sets)
     res = wd(aligned, budget, solver=solver, time_limit_s=time_limit_s)
     return [confs[idx[i]] for confs, idx, i in zip(sets, index, res.choice)], res
 

@@ -48,7 +48,7 @@ class PlanView(StateView):
         return self.panel
 
     def _refresh(self, *_events) -> None:
-        state, result = self.state, self.state.result
+        result = self.state.result
         feasible = result is not None and result.choice.feasible
         self.download.disabled = not feasible
         if result is None:
