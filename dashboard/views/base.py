@@ -17,8 +17,8 @@ def session_doc():
 
 
 class StateView(pn.viewable.Viewer):
-    """A view of one page's state. Subclasses build their components once in ``_build`` and refresh them
-    in ``_refresh`` whenever one of ``_watch`` changes on the state.
+    """A view of one page's state. Subclasses define ``_build`` (create their components once, the layout
+    shown in ``self.panel``) and ``_refresh`` (update them whenever one of ``_watch`` changes on the state).
 
     Refreshes edit raw Bokeh models, which Bokeh allows only on the page's own thread with the document
     locked; state changes made on another thread (``--num-threads``, the GPU job) are therefore handed to
@@ -42,11 +42,8 @@ class StateView(pn.viewable.Viewer):
         else:
             self._refresh(*events)
 
-    def _build(self) -> None:
-        raise NotImplementedError
-
-    def _refresh(self, *_events) -> None:
-        raise NotImplementedError
+    def __panel__(self):
+        return self.panel
 
     @staticmethod
     def caption(testid: str) -> pn.pane.HTML:

@@ -72,9 +72,6 @@ class Controls(StateView):
             pn.pane.Markdown("**Mode**", margin=(5, 10, 0, 10)), self.mode, self.mode_help,
             self.slider, self.exact, self.exact_error, sizing_mode="stretch_width")
 
-    def __panel__(self):
-        return self.panel
-
     def _refresh(self, *events) -> None:
         state = self.state
         names = {e.name for e in events} or {"analysis", "mode", "budget", "messages", "error"}

@@ -27,9 +27,6 @@ class DesirableView(StateView):
         self.panel = pn.Column(self.pane, pn.Row(self.picker, self.text, sizing_mode="stretch_width"),
                                sizing_mode="stretch_width")
 
-    def __panel__(self):
-        return self.panel
-
     def _pick(self, event) -> None:
         if not self._syncing and event.new:
             self.state.kernel = event.new

@@ -48,9 +48,6 @@ class GPUView(StateView):
                                self.progress, pn.Row(self.cancel_btn, sizing_mode="stretch_width"),
                                self.status, sizing_mode="stretch_width")
 
-    def __panel__(self):
-        return self.panel
-
     def _refresh(self, *_events) -> None:
         self._on_runner()
 

@@ -40,9 +40,6 @@ class MemoryView(StateView):
                                pn.pane.Bokeh(self.plot.lanes, sizing_mode="stretch_width"), self.text,
                                sizing_mode="stretch_width")
 
-    def __panel__(self):
-        return self.panel
-
     def show(self, active: bool) -> None:
         """Called by the Dashboard when the memory tab opens or closes."""
         self.active = active

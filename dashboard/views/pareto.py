@@ -21,9 +21,6 @@ class ParetoView(StateView):
         self._fronts_of = None
         self.panel = pn.Column(self.pane, self.text, sizing_mode="stretch_width")
 
-    def __panel__(self):
-        return self.panel
-
     def _refresh(self, *_events) -> None:
         state, analysis, result = self.state, self.state.analysis, self.state.result
         if analysis is None or result is None:

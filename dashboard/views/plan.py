@@ -44,9 +44,6 @@ class PlanView(StateView):
                                self.alert, sizing_mode="stretch_width")
         self.panel = pn.Column(self.table, sizing_mode="stretch_width")
 
-    def __panel__(self):
-        return self.panel
-
     def _refresh(self, *_events) -> None:
         result = self.state.result
         feasible = result is not None and result.choice.feasible

@@ -55,10 +55,7 @@ class SummaryView(StateView):
     _watch = ("result", "error")
 
     def _build(self) -> None:
-        self.pane = pn.pane.HTML("", stylesheets=[CSS], sizing_mode="stretch_width")
-
-    def __panel__(self):
-        return self.pane
+        self.pane = self.panel = pn.pane.HTML("", stylesheets=[CSS], sizing_mode="stretch_width")
 
     def _refresh(self, *_events) -> None:
         state = self.state

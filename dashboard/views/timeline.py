@@ -18,9 +18,6 @@ class TimelineView(StateView):
         self.text = self.caption("timeline-caption")
         self.panel = pn.Column(self.pane, self.text, sizing_mode="stretch_width")
 
-    def __panel__(self):
-        return self.panel
-
     def _refresh(self, *_events) -> None:
         state, result = self.state, self.state.result
         if result is None or state.analysis is None:

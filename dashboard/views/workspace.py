@@ -22,9 +22,6 @@ class WorkspaceView(StateView):
         for kind, src in self.plot.sources.items():
             src.selected.on_change("indices", self._tapped(kind))
 
-    def __panel__(self):
-        return self.panel
-
     def _tapped(self, kind):
         def cb(_attr, _old, new):
             if new:

@@ -114,24 +114,22 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, f
     st = {k: strides(sig.layout, *v) for k, v in shp.items()}
     conv = dict(padding=[sig.pad_h, sig.pad_w], stride=[sig.stride_h, sig.stride_w],
                 dilation=[sig.dil_h, sig.dil_w], compute_data_type=F)
+
+    def operand(name: str, role: str):
+        return g.tensor(name=name, dim=list(shp[role]), stride=st[role], data_type=io)
+
+    # (output node, the logical shape it has, the executor slot it fills)
     if sig.kind is KernelKind.FORWARD:
-        X = g.tensor(name="X", dim=list(shp["x"]), stride=st["x"], data_type=io)
-        W = g.tensor(name="W", dim=list(shp["w"]), stride=st["w"], data_type=io)
-        Y = g.conv_fprop(image=X, weight=W, **conv)
-        Y.set_output(True).set_dim(list(shp["y"])).set_stride(st["y"]).set_data_type(io)
-        uids = {"x": X.uid, "w": W.uid, "y": Y.uid}
+        x, w = operand("X", "x"), operand("W", "w")
+        out, shape, slot, uids = g.conv_fprop(image=x, weight=w, **conv), "y", "y", {"x": x.uid, "w": w.uid}
     elif sig.kind is KernelKind.BACKWARD_DATA:
-        DY = g.tensor(name="DY", dim=list(shp["y"]), stride=st["y"], data_type=io)
-        W = g.tensor(name="W", dim=list(shp["w"]), stride=st["w"], data_type=io)
-        DX = g.conv_dgrad(loss=DY, filter=W, **conv)
-        DX.set_output(True).set_dim(list(shp["x"])).set_stride(st["x"]).set_data_type(io)
-        uids = {"x": DY.uid, "w": W.uid, "y": DX.uid}
+        dy, w = operand("DY", "y"), operand("W", "w")
+        out, shape, slot, uids = g.conv_dgrad(loss=dy, filter=w, **conv), "x", "y", {"x": dy.uid, "w": w.uid}
     else:
-        X = g.tensor(name="X", dim=list(shp["x"]), stride=st["x"], data_type=io)
-        DY = g.tensor(name="DY", dim=list(shp["y"]), stride=st["y"], data_type=io)
-        DW = g.conv_wgrad(image=X, loss=DY, **conv)
-        DW.set_output(True).set_dim(list(shp["w"])).set_stride(st["w"]).set_data_type(io)
-        uids = {"x": X.uid, "w": DW.uid, "y": DY.uid}
+        x, dy = operand("X", "x"), operand("DY", "y")
+        out, shape, slot, uids = g.conv_wgrad(image=x, loss=dy, **conv), "w", "w", {"x": x.uid, "y": dy.uid}
+    out.set_output(True).set_dim(list(shp[shape])).set_stride(st[shape]).set_data_type(io)
+    uids[slot] = out.uid
     try:
         g.validate()
         g.build_operation_graph()

@@ -485,15 +485,20 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
     return ticks, spans
 
 
-def sn_recompute(inv: Inventory, strategy: str = "cost-aware", rule: str = "code", offload: bool = True,
-                 workspace: str = "fit", **_) -> Plan:
-    """Liveness + UTP offload of CONV outputs + recomputation (SuperNeurons Fig. 10c, Table 1)."""
+def _recompute_plan(name: str, inv: Inventory, strategy: str, rule: str, workspace: str) -> Plan:
+    """Liveness over the recomputation schedule: re-forwarded tensors live in their recompute spans."""
     ticks, spans = sn_recompute_ticks(inv, strategy, rule)
     intervals = liveness_intervals(inv, ticks)
     for u, sp in spans.items():
         intervals[inv.tensors[u].storage] = merge(sp)
-    plan = Plan("sn-recompute", inv, ticks, intervals, workspace_rule=workspace,
+    return Plan(name, inv, ticks, intervals, workspace_rule=workspace,
                 recompute_count=sum(t.phase == "R" for t in ticks))
+
+
+def sn_recompute(inv: Inventory, strategy: str = "cost-aware", rule: str = "code", offload: bool = True,
+                 workspace: str = "fit", **_) -> Plan:
+    """Liveness + UTP offload of CONV outputs + recomputation (SuperNeurons Fig. 10c, Table 1)."""
+    plan = _recompute_plan("sn-recompute", inv, strategy, rule, workspace)
     if offload:
         _sn_offload(plan, _sn_conv_outputs(inv))
     plan.options.update(strategy=strategy, rule=rule, offload=offload)
@@ -506,12 +511,7 @@ def superneurons(inv: Inventory, capacity: int | None = None, strategy: str = "c
     (superneurons.txt §3.3.2, Alg. 2): CONV outputs stay on the GPU and are offloaded only when an
     allocation would exceed the capacity, least recently used first, never one the running layer
     locks; an evicted tensor is fetched back when a layer needs it (a miss) [assume: on demand]."""
-    ticks, spans = sn_recompute_ticks(inv, strategy, rule)
-    intervals = liveness_intervals(inv, ticks)
-    for u, sp in spans.items():
-        intervals[inv.tensors[u].storage] = merge(sp)
-    plan = Plan("superneurons", inv, ticks, intervals, workspace_rule=workspace,
-                recompute_count=sum(t.phase == "R" for t in ticks))
+    plan = _recompute_plan("superneurons", inv, strategy, rule, workspace)
     if capacity is not None:
         _lru(plan, set(_sn_conv_outputs(inv)), capacity)
     plan.options.update(strategy=strategy, rule=rule, lru_capacity=capacity)
