@@ -39,7 +39,7 @@ COLUMNS = {
     "plan": str,             # cuDNN plan name "eng<id>_k<knob>=<v>..."; identity within one cuDNN build
     "engine_id": int,
     "knobs": str,            # JSON object {knob_type_int: value}, enough to rebuild the plan
-    "heuristic_rank": int,   # position in cuDNN's ranked list (heuristics A then FALLBACK)
+    "heuristic_rank": int,   # position in cuDNN's ranked list (heuristics A then FALLBACK); -1: found by the engine sweep
     "workspace": int,        # bytes
     "time_ms": float,        # median of `repeats` back-to-back runs (NaN unless status == "ok")
     "time_min_ms": float,
@@ -63,14 +63,12 @@ class Profile:
         self.provenance = dict(provenance)
         self.networks = list(networks or [])
         self.source = source
-        ok = self.table[self.table.status == "ok"]
+        ok = self.table[self.table.status == "ok"].sort_values("time_ms", kind="stable")
         # per signature: {b: [MicroConfig, ...]} fastest first; built once, the hot path of every query
         self._cands: dict[str, dict[int, list[MicroConfig]]] = {}
-        for (sig, b), grp in ok.sort_values("time_ms").groupby(["signature", "micro_batch"], sort=False):
-            self._cands.setdefault(sig, {})[int(b)] = [
-                MicroConfig(int(b), p, float(t), int(w))
-                for p, t, w in zip(grp.plan, grp.time_ms, grp.workspace)
-            ]
+        for sig, b, p, t, w in zip(ok.signature.tolist(), ok.micro_batch.tolist(), ok.plan.tolist(),
+                                   ok.time_ms.tolist(), ok.workspace.tolist()):
+            self._cands.setdefault(sig, {}).setdefault(b, []).append(MicroConfig(b, p, t, w))
 
     # --- construction and I/O -------------------------------------------------------------
     @classmethod
@@ -111,10 +109,9 @@ class Profile:
             raise ProfileFormatError(f"profile {str(path)!r}: {err}") from None
 
     def to_document(self) -> dict:
-        rows = []
-        for rec in self.table.itertuples(index=False):
-            rows.append([None if isinstance(v, float) and math.isnan(v) else
-                         (v.item() if hasattr(v, "item") else v) for v in rec])
+        columns = [[None if isinstance(v, float) and math.isnan(v) else v for v in self.table[c].tolist()]
+                   if typ is float else self.table[c].tolist() for c, typ in COLUMNS.items()]
+        rows = [list(r) for r in zip(*columns)]
         return {"format": FORMAT, "version": VERSION, "provenance": self.provenance,
                 "networks": self.networks, "columns": list(COLUMNS), "rows": rows}
 
@@ -156,7 +153,7 @@ class Profile:
     def heuristic_first(self, key: str, batch: int, limit: int | None) -> MicroConfig | None:
         """The plan a framework would run undivided: the first in cuDNN's heuristic order that fits ``limit``."""
         t = self.table
-        rows = t[(t.signature == key) & (t.micro_batch == batch) & (t.status == "ok")]
+        rows = t[(t.signature == key) & (t.micro_batch == batch) & (t.status == "ok") & (t.heuristic_rank >= 0)]
         if limit is not None:
             rows = rows[rows.workspace <= limit]
         if rows.empty:

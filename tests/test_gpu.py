@@ -23,9 +23,10 @@ if ok:
 
     from engine.gpu import runtime
     from engine.gpu.executor import KernelExecutor, KernelRun
-    from engine.gpu.graphs import PlanCache, make_graph
+    from engine.gpu.graphs import PlanCache, make_graph, sweep
     from engine.gpu.profiler import KernelBuffers, profile_graph, profile_network
     from engine.gpu.verify import verify_kernel
+from engine.errors import EngineError
 from engine.kernels import KINDS, KernelKind, KernelSignature
 from engine.network import NetBuilder
 
@@ -99,12 +100,15 @@ def test_cache_resumes_after_a_killed_profile(tmp_path, monkeypatch):
     assert prof.table.groupby(["signature", "micro_batch"]).ngroups == total
 
 
-def _pieces(s, sizes, ctx):
-    """Distinct buildable plans per piece (first that builds at each size, rotating start)."""
+def _pieces(s, sizes, ctx, swept=False):
+    """Distinct buildable plans per piece (first that builds at each size, rotating start); with
+    ``swept``, only configurations the engine sweep found outside the heuristic list."""
     micro = []
     for j, b in enumerate(sizes):
-        cg = make_graph(s.with_batch(b), b, ctx)
-        for i in list(range(j, len(cg.names))) + list(range(j)):
+        cg = make_graph(s.with_batch(b), b, ctx, include_rtc=not swept)
+        pool = sweep(cg, 2) if swept else list(range(len(cg.names)))
+        assert pool, "no plan to choose from"
+        for i in pool[j % len(pool):] + pool[:j % len(pool)]:
             try:
                 if cg.build(i) <= 256 << 20:
                     micro.append((b, cg.names[i]))
@@ -130,6 +134,37 @@ def test_uneven_micro_batches_equal_undivided(kind, precision, layout):
     if kind is KernelKind.BACKWARD_FILTER:  # beta = 1: accumulate into an existing dW
         res1 = verify_kernel(run, ex, ws.data.ptr, ctx, repeats=2, accumulate=True)
         assert res1["passed"], res1
+
+
+@pytest.mark.parametrize("precision,layout", [("tf32", "NCHW"), ("fp16", "NHWC")])
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.short)
+def test_swept_plans_rebuild_by_name_and_equal_undivided(kind, precision, layout):
+    """Plans outside the heuristic list are rebuilt from their names in a fresh graph and give the
+    undivided result for 256 = 96 + 96 + 64."""
+    ctx = runtime.context()
+    s = sig(kind, 256, precision, layout)
+    micro = _pieces(s, [96, 96, 64], ctx, swept=True)
+    assert len(micro) == 3
+    run = KernelRun(f"t:{kind.short}", s, micro)
+    ex = KernelExecutor(run, PlanCache(ctx))
+    ws = cp.empty(max(ex.workspace_needed, 1), dtype=cp.uint8)
+    res = verify_kernel(run, ex, ws.data.ptr, ctx, repeats=2)
+    assert res["unwritten"] == 0
+    assert res["passed"], res
+
+
+def test_engine_sweep_rows_and_unknown_plans():
+    ctx = runtime.context()
+    s = sig(KernelKind.FORWARD, 64)
+    rows = profile_graph(s, 64, KernelBuffers(s, 64), ctx, max_workspace=1 << 30, repeats=2, include_rtc=False,
+                         knob_samples=2)
+    heur = [r for r in rows if r["heuristic_rank"] >= 0]
+    swept = [r for r in rows if r["heuristic_rank"] < 0]
+    assert heur and swept and not {r["plan"] for r in heur} & {r["plan"] for r in swept}
+    assert any(r["status"] == "ok" for r in swept)
+    assert all(r["reason"] for r in rows if r["status"] != "ok")
+    with pytest.raises(EngineError, match="neither in this cuDNN's heuristic list"):
+        PlanCache(ctx).plan(s.with_batch(64), 64, "eng99999")
 
 
 def test_wrong_results_fail_verification():

@@ -253,3 +253,16 @@ def test_bad_mode_and_budget(alexnet_profile):
         make_plan(alexnet_profile, net, mode="ww", budget="64MiB")
     with pytest.raises(EngineError, match="unknown unit 'MiQ'"):
         make_plan(alexnet_profile, net, mode="wr", budget="64MiQ")
+
+
+def test_framework_baseline_never_picks_a_swept_plan():
+    """Plans found by the engine sweep (heuristic_rank -1) are invisible to a framework's fallback."""
+    s = tiny_net(8).kernels()[0].signature
+    rows = synthetic_rows(s, [8])
+    fastest = min(rows, key=lambda r: r["time_ms"])
+    rows.append({**fastest, "plan": "SYNTH_swept", "heuristic_rank": -1, "time_ms": fastest["time_ms"] / 2,
+                 "workspace": 0})
+    prof = Profile.from_records(rows, PROV, [])
+    first = prof.heuristic_first(s.key, 8, None)
+    assert first.plan == min((r for r in rows if r["heuristic_rank"] >= 0), key=lambda r: r["heuristic_rank"])["plan"]
+    assert prof.candidates(s.key)[8][0].plan == "SYNTH_swept"  # the optimizers do see it

@@ -51,8 +51,9 @@ class ProfileCache:
         """Store one graph's rows and mark it done, atomically."""
         marks = ", ".join("?" * (len(_COLS) + 1))
         with self._lock, self.db:
-            self.db.execute("DELETE FROM measurements WHERE device=? AND signature=? AND micro_batch=?",
-                            (self.device_key, key, b))
+            for table in ("measurements", "done"):  # one set of rows per graph: the last options measured
+                self.db.execute(f"DELETE FROM {table} WHERE device=? AND signature=? AND micro_batch=?",
+                                (self.device_key, key, b))
             self.db.executemany(f"INSERT INTO measurements (device, {', '.join(_COLS)}) VALUES ({marks})",
                                 [(self.device_key, *[r[c] for c in _COLS]) for r in rows])
             self.db.execute("INSERT OR REPLACE INTO done VALUES (?, ?, ?, ?, ?)",
@@ -61,7 +62,8 @@ class ProfileCache:
     def rows(self, key: str, b: int) -> list[dict]:
         with self._lock:
             cur = self.db.execute(f"SELECT {', '.join(_COLS)} FROM measurements WHERE device=? AND signature=? "
-                                  f"AND micro_batch=? ORDER BY heuristic_rank", (self.device_key, key, b))
+                                  f"AND micro_batch=? ORDER BY heuristic_rank < 0, heuristic_rank, plan",
+                                  (self.device_key, key, b))
             return [dict(zip(_COLS, r)) for r in cur.fetchall()]
 
     def close(self) -> None:

@@ -18,6 +18,11 @@ def add_arguments(p) -> None:
     p.add_argument("--policy", default="powerOfTwo", help="undivided | powerOfTwo | all | a list such as 1,2,4,96,256")
     p.add_argument("--max-workspace", default="1GiB", help="plans needing more are recorded but not timed")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--engines", default="sweep", choices=["sweep", "heuristics"],
+                   help="sweep (default): cuDNN's heuristic list plus every other engine configuration it offers; "
+                        "heuristics: only heuristics A and FALLBACK")
+    p.add_argument("--knob-samples", type=int, default=16,
+                   help="random knob settings per engine in the sweep, besides its defaults (default 16)")
     p.add_argument("--include-rtc", action="store_true",
                    help="also time runtime-compiled engines (each costs ~1 s of NVRTC per graph)")
     p.add_argument("--cache", help="SQLite cache (default ~/.cache/ucudnn-explorer/profiles.sqlite)")
@@ -48,14 +53,17 @@ def run(args) -> int:
     command = "python -m engine " + " ".join(sys.argv[1:])
     prof = profile_network(net, policy=args.policy, precision=args.precision, layout=args.layout,
                            cache_path=args.cache, max_workspace=cap, repeats=args.repeats,
-                           include_rtc=args.include_rtc, command=command, progress=progress_bar)
+                           include_rtc=args.include_rtc, engines=args.engines, knob_samples=args.knob_samples,
+                           command=command, progress=progress_bar)
     out = args.output or f"{net.name}-b{net.batch}-{args.precision}-{args.layout.lower()}-{args.policy}.profile.json.gz"
     prof.save(out)
     t = prof.table
     skipped = t[t.status == "skipped"]
+    swept = (t.heuristic_rank < 0).sum()
     above = skipped.reason.str.startswith("workspace").sum()
     print(f"{prof.provenance['gpu']}: {t.signature.nunique()} unique kernels, {t.micro_batch.nunique()} sizes, "
-          f"{len(t)} plan measurements ({(t.status == 'ok').sum()} ok, {(t.status == 'failed').sum()} failed, "
+          f"{len(t)} plan measurements ({swept} from the engine sweep; {(t.status == 'ok').sum()} ok, "
+          f"{(t.status == 'failed').sum()} failed, "
           f"{above} not timed above {format_size(cap)}, {len(skipped) - above} runtime-compiled or filtered "
           f"out) in {prof.provenance['profiling_seconds']} s -> {out}")
     return 0

@@ -5,15 +5,24 @@ layout (§3); every output gets explicit dims, strides and dtype, or the fronten
 NHWC strides (§3, gotcha 2); one graph per (signature, b) (§3.6); plans come from heuristics A then
 FALLBACK, built per index so each failure is recorded (§4).
 
-Plans are identified by name (``eng<id>_k<knob>=<v>...``). Replaying ``(engine_id, knobs)`` through
-``create_execution_plan`` fails on this frontend for engines whose knob types the Python enum
-does not know (they come back as ``NOT_SET``; measured on the H100 with cuDNN 9.19 / frontend 1.32),
-so a plan is rebuilt by regenerating the same heuristic list and building the entry of that name.
+Beyond the heuristic list, ``sweep`` appends every engine cuDNN offers for the graph
+(``get_engine_count`` / ``get_knobs_for_engine`` / ``create_execution_plan``) with its default knobs
+and a sample of knob settings. On the H100 with cuDNN 9.19 these configurations, absent from
+heuristics A, B and FALLBACK, were up to 2x faster with half the workspace for fp32 NCHW
+(benchmarks/reports/engine-sweep.md).
+
+Plans are identified by name (``eng<id>_k<knob>=<v>...``, knob numbers of cudnnBackendKnobType_t).
+A heuristic plan is rebuilt by regenerating the heuristic list and building the entry of that name:
+replaying its ``(engine_id, knobs)`` is not always possible because the frontend's Python enum lacks
+some knob types (they come back as ``NOT_SET``). A swept plan sets only knobs the enum has, so it is
+rebuilt by appending the same configuration; either way the rebuilt name must equal the recorded one.
 """
 
 from __future__ import annotations
 
+import random
 import re
+import zlib
 from dataclasses import dataclass, field
 
 import cudnn
@@ -27,6 +36,13 @@ HEURISTICS = ("A", "FALLBACK")
 # the frontend's lowered-graph execute takes {uid: pointer}; its public path re-describes tensors
 # on every call (cudnn-frontend.md §12). Pinned to the frontend version it was checked against.
 LOWERED_EXECUTE_VERSIONS = ("1.32.0",)
+# cudnnBackendKnobType_t of cuDNN 9 (cudnn_graph.h), by number: the "k<n>" of plan names
+BACKEND_KNOBS = ("SPLIT_K", "SWIZZLE", "TILE_SIZE", "USE_TEX", "EDGE", "KBLOCK", "LDGA", "LDGB", "CHUNK_K",
+                 "SPLIT_H", "WINO_TILE", "MULTIPLY", "SPLIT_K_BUF", "TILEK", "STAGES", "REDUCTION_MODE",
+                 "CTA_SPLIT_K_MODE", "SPLIT_K_SLC", "IDX_MODE", "SLICED", "SPLIT_RS", "SINGLEBUFFER", "LDGC",
+                 "SPECFILT", "KERNEL_CFG", "WORKSPACE", "TILE_CGA", "TILE_CGA_M", "TILE_CGA_N", "BLOCK_SIZE",
+                 "OCCUPANCY", "ARRAY_SIZE_PER_THREAD", "NUM_C_PER_BLOCK", "SPLIT_COLS", "TILE_ROWS", "TILE_COLS",
+                 "LOAD_SIZE")
 
 
 def parse_plan_name(name: str) -> tuple[int, dict[str, int]]:
@@ -36,6 +52,17 @@ def parse_plan_name(name: str) -> tuple[int, dict[str, int]]:
         return -1, {}
     knobs = dict(kv.split("=") for kv in m.group(2).split("_k")[1:])
     return int(m.group(1)), {k: int(v) for k, v in knobs.items()}
+
+
+def settable_knobs(knobs: dict[str, int]) -> dict:
+    """{cudnn.knob_type: value} for the knobs of a plan name that this frontend's enum can set."""
+    out = {}
+    for number, value in knobs.items():
+        i = int(number)
+        kt = getattr(cudnn.knob_type, BACKEND_KNOBS[i], None) if 0 <= i < len(BACKEND_KNOBS) else None
+        if kt is not None:
+            out[kt] = int(value)
+    return out
 
 
 def strides(layout: str, n: int, c: int, h: int, w: int) -> list[int]:
@@ -60,6 +87,32 @@ class ConvGraph:
     uids: dict[str, int]
     names: list[str] = field(default_factory=list)
     built: dict[int, int] = field(default_factory=dict)   # plan index -> workspace bytes
+    heuristic: int = 0   # plans [0, heuristic) are cuDNN's heuristic list; later ones were appended
+
+    def append(self, engine_id: int, knobs: dict) -> int:
+        """Append one engine configuration to the plan list and return its index (raises if refused)."""
+        try:
+            self.graph.create_execution_plan(engine_id, knobs)
+        finally:  # keep names aligned with the plan list whatever happened
+            for i in range(len(self.names), self.graph.get_execution_plan_count()):
+                self.names.append(self.graph.get_plan_name_at_index(i))
+        return len(self.names) - 1
+
+    def index_of(self, name: str) -> int:
+        """Index of the named plan: its heuristic entry, or the same configuration appended again."""
+        if name in self.names:
+            return self.names.index(name)
+        engine_id, knobs = parse_plan_name(name)
+        if engine_id < 0:
+            raise EngineError(f"{name!r} is not a cuDNN plan name (eng<id>_k<knob>=<value>...)")
+        try:
+            index = self.append(engine_id, settable_knobs(knobs))
+        except Exception as err:
+            raise EngineError(f"cuDNN refuses engine {engine_id} with knobs {knobs}: {err}") from None
+        if self.names[index] != name:
+            raise EngineError(f"engine {engine_id} with the settable knobs of {name!r} is {self.names[index]!r} "
+                              f"in this cuDNN")
+        return index
 
     def build(self, index: int) -> int:
         """Build plan ``index`` (raises on failure) and return its workspace size in bytes."""
@@ -144,21 +197,64 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, f
     g.create_execution_plans([getattr(cudnn.heur_mode, m) for m in HEURISTICS])
     cg = ConvGraph(sig, b, g, uids)
     cg.names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    cg.heuristic = len(cg.names)
     return cg
+
+
+def sweep(cg: ConvGraph, knob_samples: int, include_rtc: bool = False) -> list[int]:
+    """Append the engine configurations outside the heuristic list; return the indices of those that
+    build and whose plan name is new.
+
+    Every engine that supports the graph is tried with its default knobs and with up to
+    ``knob_samples`` random settings of the knobs the frontend can set (seeded by signature and b, so
+    a resumed profile draws the same ones). Settings cuDNN refuses are not plans and are skipped; note
+    filters set on the graph (strict fp32, runtime compilation) apply to appended configurations too.
+    """
+    g = cg.graph
+    known = set(cg.names)
+    rng = random.Random(zlib.crc32(f"{cg.sig.key}/{cg.b}".encode()))
+    new = []
+    for engine_id in range(g.get_engine_count()):
+        try:
+            knobs = g.get_knobs_for_engine(engine_id)
+        except Exception:  # the engine does not support this graph
+            continue
+        axes = [(k.type, range(int(k.min_value), int(k.max_value) + 1, max(int(k.stride), 1)))
+                for k in knobs if str(k.type).split(".")[-1] != "NOT_SET"]
+        settings, drawn = [{}], set()
+        for _ in range(4 * knob_samples if axes else 0):
+            if len(settings) > knob_samples:
+                break
+            values = tuple(rng.choice(r) for _, r in axes)
+            if values not in drawn:
+                drawn.add(values)
+                settings.append({t: v for (t, _), v in zip(axes, values)})
+        for knob_values in settings:
+            try:
+                index = cg.append(engine_id, knob_values)
+                if cg.names[index] in known:
+                    continue
+                cg.build(index)
+            except Exception:
+                continue
+            known.add(cg.names[index])
+            if not include_rtc and "RUNTIME_COMPILATION" in cg.behavior_notes(index):
+                continue
+            new.append(index)
+    return new
 
 
 def numerical_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str, list[str]]:
     """Numerical notes of the named plans of (sig, b). The frontend cannot query them per plan
     (cudnn-frontend.md §4), so for each note a sibling graph keeps only the plans that carry it: a
-    plan whose build is refused there ("Deselecting execution plan") lacks the note."""
+    plan whose build is refused there ("Deselecting execution plan") lacks the note. Swept plans are
+    appended to the sibling graph, where the filter applies to them too."""
     notes: dict[str, list[str]] = {n: [] for n in names}
     for note in NUMERICAL_NOTES:
         cg = make_graph(sig, b, ctx, include_rtc=False, select_note=note)
-        for i, name in enumerate(cg.names):
-            if name not in notes:
-                continue
+        for name in names:
             try:
-                cg.graph.build_plan_at_index(i)
+                cg.graph.build_plan_at_index(cg.index_of(name))
             except Exception as err:
                 if "Deselecting" in str(err) or "excluded" in str(err):
                     continue
@@ -181,7 +277,7 @@ def output_role(sig: KernelSignature) -> str:
 
 
 class PlanCache:
-    """Built plans by (signature key, b, plan name), rebuilt by name from the heuristic list."""
+    """Built plans by (signature key, b, plan name), rebuilt by name (ConvGraph.index_of)."""
 
     def __init__(self, ctx, include_rtc: bool = True):
         self.ctx, self.include_rtc = ctx, include_rtc
@@ -196,11 +292,13 @@ class PlanCache:
     def plan(self, sig: KernelSignature, b: int, name: str):
         """(run callable, workspace bytes) of the named plan; a clear error if this cuDNN has no such plan."""
         cg = self.graph(sig, b)
-        if name not in cg.names:
+        try:
+            index = cg.index_of(name)
+        except EngineError as err:
             raise EngineError(
-                f"plan {name!r} of {sig.key} at micro-batch {b} is not in this cuDNN's heuristic list "
-                f"({len(cg.names)} plans); was the profile measured with another cuDNN version or GPU?")
-        index = cg.names.index(name)
+                f"plan {name!r} of {sig.key} at micro-batch {b} is neither in this cuDNN's heuristic list "
+                f"({cg.heuristic} plans) nor rebuildable ({err}); was the profile measured with another cuDNN "
+                f"version or GPU?") from None
         try:
             ws = cg.build(index)
         except Exception as err:

@@ -2,12 +2,15 @@
 
 For each unique kernel signature (identical kernels are profiled once) and each micro-batch size
 b (descending, as mu-cuDNN does, so buffers are allocated once): build the graph, enumerate the
-heuristic plan list (A then FALLBACK), build each plan, record its identity, workspace and
+heuristic plan list (A then FALLBACK) and, with ``engines="sweep"``, every other engine
+configuration cuDNN offers (graphs.sweep), build each plan, record its identity, workspace and
 behaviour notes, and time it with CUDA events (runtime.time_repeats). Failures are recorded with
 their reason and profiling goes on. Plans above ``max_workspace`` are recorded as skipped with
-their workspace; a plan more than ``HOPELESS``x slower than the best so far at that size keeps a
-single timed run instead of ``repeats``. Micro-batches are read from rotating offsets of a buffer
-holding twice the mini-batch, so a repeat does not find its input hot in L2.
+their workspace; a plan more than ``HOPELESS``x slower than the best so far at that size, or a swept
+plan more than ``DOMINATED``x slower than a timed plan needing no more workspace (so it can never be
+desirable), keeps a single timed run instead of ``repeats``. Micro-batches are read from rotating
+offsets of a buffer holding twice the mini-batch, so a repeat does not find its input hot in L2.
+Swept plans are stored with ``heuristic_rank`` -1: a framework would never pick them.
 """
 
 from __future__ import annotations
@@ -25,9 +28,12 @@ from ..policies import batch_sizes, policy_name
 from ..profile import Profile
 from . import runtime
 from .cache import ProfileCache
-from .graphs import make_graph, numerical_notes, parse_plan_name, per_sample_bytes
+from .graphs import make_graph, numerical_notes, parse_plan_name, per_sample_bytes, sweep
 
 HOPELESS = 10.0
+DOMINATED = 1.25
+ENGINES = ("sweep", "heuristics")
+KNOB_SAMPLES = 16
 ALIGN = 16  # bytes: the frontend's default operand alignment (cudnn-frontend.md §3, gotcha 5)
 DEFAULT_CACHE = "~/.cache/ucudnn-explorer/profiles.sqlite"
 
@@ -101,15 +107,21 @@ def label_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str
 
 
 def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max_workspace: int,
-                  repeats: int, include_rtc: bool) -> list[dict]:
-    """Rows (profile.COLUMNS) for every plan of ``sig`` at micro-batch ``b``."""
+                  repeats: int, include_rtc: bool, knob_samples: int | None = None) -> list[dict]:
+    """Rows (profile.COLUMNS) for every plan of ``sig`` at micro-batch ``b``: the heuristic list, plus
+    the engine sweep with ``knob_samples`` knob settings per engine unless that is None."""
     cg = make_graph(sig, b, ctx, include_rtc=include_rtc)
-    notes = label_notes(sig, b, ctx, cg.names)
-    rows, best = [], float("inf")
-    for i, name in enumerate(cg.names):
+    indices = list(range(cg.heuristic))
+    if knob_samples is not None:
+        indices += sweep(cg, knob_samples, include_rtc)
+    notes = label_notes(sig, b, ctx, [cg.names[i] for i in indices])
+    rows, best, timed = [], float("inf"), []
+    for i in indices:
+        name = cg.names[i]
         eid, knobs = parse_plan_name(name)
         row = dict(signature=sig.key, micro_batch=b, plan=name, engine_id=eid, knobs=json.dumps(knobs),
-                   heuristic_rank=i, workspace=0, time_ms=float("nan"), time_min_ms=float("nan"),
+                   heuristic_rank=i if i < cg.heuristic else -1, workspace=0, time_ms=float("nan"),
+                   time_min_ms=float("nan"),
                    time_max_ms=float("nan"), repeats=0, status="failed", reason="", numerical_notes=notes[name],
                    behavior_notes="")
         rows.append(row)
@@ -133,10 +145,14 @@ def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max
             run = cg.executor(i, ctx)
             one = runtime.time_repeats(ctx, lambda r: run(bufs.pointers(b, r), ws_ptr), repeats=1, warmup=1)
             times = one
-            if one[0] <= HOPELESS * best:
-                times = runtime.time_repeats(ctx, lambda r: run(bufs.pointers(b, r + 1), ws_ptr), repeats, warmup=0)
-            else:
+            better = [p for p, w, t in timed if w <= ws and DOMINATED * t < one[0]] if i >= cg.heuristic else []
+            if one[0] > HOPELESS * best:
                 row["reason"] = f"timed once: more than {HOPELESS:g}x slower than the best plan so far"
+            elif better:
+                row["reason"] = (f"timed once: more than {DOMINATED:g}x slower than {better[0]}, which needs no "
+                                 f"more workspace")
+            else:
+                times = runtime.time_repeats(ctx, lambda r: run(bufs.pointers(b, r + 1), ws_ptr), repeats, warmup=0)
         except cp.cuda.runtime.CUDARuntimeError:
             raise  # the context is unusable; stop rather than record garbage
         except Exception as err:
@@ -144,26 +160,36 @@ def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max
             continue
         med = runtime.median(times)
         best = min(best, med)
+        if len(times) > 1:
+            timed.append((name, ws, med))
         row.update(status="ok", time_ms=med, time_min_ms=min(times), time_max_ms=max(times), repeats=len(times))
     return rows
 
 
 def profile_network(network: Network, *, policy="powerOfTwo", precision: str = "tf32", layout: str = "NCHW",
                     cache_path: str | None = None, max_workspace: int = 1 << 30, repeats: int = 5,
-                    include_rtc: bool = False, command: str = "",
+                    include_rtc: bool = False, engines: str = "sweep", knob_samples: int = KNOB_SAMPLES,
+                    command: str = "",
                     progress: Callable[[int, int, str], None] | None = None,
                     should_stop: Callable[[], bool] | None = None) -> Profile:
     """Profile every unique kernel of ``network`` at the policy's micro-batch sizes; returns a Profile.
 
     Runtime-compiled engines are left out by default (``include_rtc``): each costs 0.6-1.1 s of NVRTC
-    per graph (measured on the H100), which would dominate profiling time.
+    per graph (measured on the H100), which would dominate profiling time. ``engines`` is "sweep"
+    (the heuristic list plus every other engine configuration, see graphs.sweep) or "heuristics".
     """
     import os
-    ctx = runtime.context()
+    if engines not in ENGINES:
+        raise EngineError(f"engines must be one of {', '.join(ENGINES)}, got {engines!r}")
+    if knob_samples < 0:
+        raise EngineError(f"knob samples must be >= 0, got {knob_samples}")
+    samples = knob_samples if engines == "sweep" else None
     prov = runtime.provenance(command)
     cache = ProfileCache(os.path.expanduser(cache_path or DEFAULT_CACHE), runtime.device_key(prov))
     options = {"max_workspace": max_workspace, "repeats": repeats, "include_rtc": include_rtc,
                "heuristics": "A+FALLBACK"}
+    if samples is not None:
+        options["sweep"] = {"knob_samples": samples, "dominated": DOMINATED}
     sizes = sorted(batch_sizes(policy, network.batch), reverse=True)
     groups = network.unique_kernels(precision, layout)
     total, done, t0 = len(groups) * len(sizes), 0, time.perf_counter()
@@ -178,8 +204,8 @@ def profile_network(network: Network, *, policy="powerOfTwo", precision: str = "
                     raise ProfilingCancelled(f"profiling cancelled after {done} of {total} graphs; "
                                              f"results so far are kept in {cache.path}")
                 if b in todo:
-                    graph_rows = profile_graph(sig, b, bufs, ctx, max_workspace=max_workspace, repeats=repeats,
-                                               include_rtc=include_rtc)
+                    graph_rows = profile_graph(sig, b, bufs, runtime.context(), max_workspace=max_workspace,
+                                               repeats=repeats, include_rtc=include_rtc, knob_samples=samples)
                     cache.commit(key, b, options, graph_rows, prov)
                 rows += cache.rows(key, b)
                 done += 1

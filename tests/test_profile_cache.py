@@ -1,0 +1,27 @@
+"""The SQLite profile cache (engine/gpu/cache.py is plain sqlite3: no GPU needed)."""
+
+from __future__ import annotations
+
+from engine.gpu.cache import ProfileCache
+from engine.kernels import KernelKind, KernelSignature
+from synthetic_profile import synthetic_rows
+
+SIG = KernelSignature(KernelKind.FORWARD, 8, 3, 8, 8, 4, 3, 3, 1, 1)
+
+
+def test_resume_and_one_row_set_per_graph(tmp_path):
+    cache = ProfileCache(tmp_path / "c.sqlite", "SYNTHETIC-GPU")
+    heur, swept = {"engines": "heuristics"}, {"engines": "sweep"}
+    rows = synthetic_rows(SIG, [4])
+    cache.commit(SIG.key, 4, heur, rows, {})
+    assert cache.is_done(SIG.key, 4, heur) and not cache.is_done(SIG.key, 4, swept)
+    more = rows + [{**rows[0], "plan": "SYNTH_swept", "heuristic_rank": -1}]
+    cache.commit(SIG.key, 4, swept, more, {})
+    # the graph now holds the sweep's rows, so the heuristics-only run must measure again
+    assert cache.is_done(SIG.key, 4, swept) and not cache.is_done(SIG.key, 4, heur)
+    got = cache.rows(SIG.key, 4)
+    assert [r["plan"] for r in got][-1] == "SYNTH_swept" and len(got) == len(more)
+    cache.close()
+    reopened = ProfileCache(tmp_path / "c.sqlite", "SYNTHETIC-GPU")
+    assert reopened.is_done(SIG.key, 4, swept) and not reopened.is_done(SIG.key, 4, swept | {"repeats": 3})
+    assert not ProfileCache(tmp_path / "c.sqlite", "OTHER-GPU").is_done(SIG.key, 4, swept)
