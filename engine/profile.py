@@ -150,6 +150,16 @@ class Profile:
             raise KeyError(f"no measurement of plan {plan!r} at micro-batch {micro_batch} for {key}")
         return hit.iloc[0].to_dict()
 
+    @property
+    def swept(self) -> bool:
+        """Whether the profile holds plans found by the engine sweep (outside cuDNN's heuristic list)."""
+        return bool((self.table.heuristic_rank < 0).any())
+
+    def heuristics_only(self) -> "Profile":
+        """The same measurements restricted to cuDNN's heuristic list: what the sweep adds, taken away."""
+        prov = dict(self.provenance, engines="heuristics A+FALLBACK only (engine-sweep rows removed)")
+        return Profile(self.table[self.table.heuristic_rank >= 0], prov, self.networks, self.source)
+
     def heuristic_first(self, key: str, batch: int, limit: int | None) -> MicroConfig | None:
         """The plan a framework would run undivided: the first in cuDNN's heuristic order that fits ``limit``."""
         t = self.table
