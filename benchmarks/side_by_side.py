@@ -260,7 +260,10 @@ def measure(args) -> None:
                     plan = {"mode": cfg["mode"], "network": {"name": "alexnet", "batch": entry["batch"]},
                             "kernels": cfg["kernels"]}
                     rep = verify_plan(plan, repeats=args.repeats)
-                    cfg["verify"] = rep["totals"] | {"max_rel_l2": max(k["rel_l2"] for k in rep["kernels"])}
+                    cfg["verify"] = rep["totals"] | {"max_rel_l2": max(k["rel_l2"] for k in rep["kernels"]),
+                                                     "kernels": [{f: k[f] for f in ("id", "predicted_ms", "measured_ms",
+                                                                                    "ratio", "rel_l2")}
+                                                                 for k in rep["kernels"]]}
                     print(f"verify {cfg['label']}: {cfg['verify']}", file=sys.stderr, flush=True)
         if args.torch:
             try:
@@ -333,7 +336,9 @@ def report(args) -> None:
                 lines.append(f"verify `{c['label']}` at {format_size(c['limit'])}: "
                              f"{'all kernels passed' if v['all_passed'] else 'FAILED ' + str(v['failed'])}, "
                              f"largest relative L2 error {v['max_rel_l2']:.1e}, measured {v['measured_ms']:.2f} ms "
-                             f"vs predicted {v['predicted_ms']:.2f} ms (ratio {v['ratio']:.3f})")
+                             f"vs predicted {v['predicted_ms']:.2f} ms (ratio {v['ratio']:.3f})"
+                             + (f"; per kernel from {min(k['ratio'] for k in v['kernels']):.2f} to "
+                                f"{max(k['ratio'] for k in v['kernels']):.2f}" if v.get("kernels") else ""))
         lines.append("")
     Path(args.output).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
