@@ -104,7 +104,7 @@ def prepare(args) -> None:
         add("optimum (unlimited workspace)", None, "wr", best)
         # WR variants; a heuristics-only `all` profile is set beside the same engines at powerOfTwo
         variants = [("powerOfTwo", prof, "")]
-        heur = prof.heuristics_only() if prof.swept and prof_all is not None and not prof_all.swept else None
+        heur = prof.restrict("heuristics") if prof.swept and prof_all is not None and not prof_all.swept else None
         if prof_all is not None:
             variants.append(("all", prof_all, HEURISTIC_NOTE if heur else ""))
         if heur:

@@ -21,7 +21,7 @@ from engine.errors import EngineError
 from engine.memory import POLICIES as MEMORY_POLICIES
 from engine.planner import make_plan
 from engine.policies import POLICIES
-from engine.profile import Profile
+from engine.profile import ENGINE_SETS, Profile
 from engine.units import GiB, MiB, format_size
 from engine.zoo import DEFAULT_BATCH
 
@@ -107,6 +107,9 @@ class PlannerState(param.Parameterized):
     precision = param.Selector(default=None, objects=[], allow_None=True, label="Data type")
     layout = param.Selector(default=None, objects=[], allow_None=True)
     policy = param.Selector(default="powerOfTwo", objects=list(POLICIES), label="Batch-size policy")
+    engines = param.Selector(default="all", objects=list(ENGINE_SETS), label="Engines",
+                             doc="Plans the optimizers may use: all measured, only cuDNN's heuristic list (what a "
+                                 "framework sees), or no NONDETERMINISTIC plans")
     mode = param.Selector(default="WD", objects=list(A.MODES),
                           doc="WR: per-kernel workspace limit; WD: one total budget for the network")
     budget = param.Integer(default=DEFAULT_LIMIT, bounds=(0, None),
@@ -145,7 +148,8 @@ class PlannerState(param.Parameterized):
         self._notes = [("warning", w) for w in warnings]
         # Set by the page (Dashboard) to batch every view's update into one message, e.g. panel's io.hold.
         self.hold_updates = contextlib.nullcontext
-        self.param.watch(self._on_profile, ["profile"])
+        self._restricted: dict[tuple[str, str], tuple[Profile, Profile]] = {}
+        self.param.watch(self._on_profile, ["profile", "engines"])
         self.param.watch(self._on_scope, ["network", "batch", "precision", "layout"])
         self.param.watch(self._on_mode, ["mode"])
         self.param.watch(self._on_result, ["policy", "mode", "budget", "kernel", "measured"])
@@ -173,14 +177,15 @@ class PlannerState(param.Parameterized):
 
     def _default_profile(self) -> str:
         """The first profile named by ${UCUDNN_PROFILE}; else the first measured (non-SYNTHETIC) one, preferring
-        tf32/NCHW (cuDNN's and PyTorch's default) and policy ``all`` (the paper's headline setting), ranked by
-        file name so that only the chosen one is loaded."""
+        tf32/NCHW (cuDNN's and PyTorch's default) and a powerOfTwo profile (the bundled ones hold the engine
+        sweep; the bundled ``all`` profile predates it), ranked by file name so that only the chosen one is
+        loaded."""
         if self._requested and self._requested[0] in self._profiles:
             return self._requested[0]
 
         def rank(name: str):
             n = name.lower()
-            return ("tf32-nchw" not in n, not n.endswith("-all"), "synthetic" in n, name)
+            return ("tf32-nchw" not in n, n.endswith("-all"), "synthetic" in n, name)
         names = sorted(self._profiles, key=rank)
         for name in names:
             try:
@@ -190,9 +195,16 @@ class PlannerState(param.Parameterized):
                 continue
         return names[0]
 
-    def _get_profile(self, name: str) -> Profile:
+    def _get_profile(self, name: str, engines: str = "all") -> Profile:
         src = self._profiles[name]
-        return src if isinstance(src, Profile) else A.load_profile(src)
+        profile = src if isinstance(src, Profile) else A.load_profile(src)
+        if engines == "all":
+            return profile
+        base, restricted = self._restricted.get((name, engines), (None, None))
+        if base is not profile:  # kept, so the optimizers' caches (keyed by profile) keep working
+            restricted = profile.restrict(engines)
+            self._restricted[(name, engines)] = (profile, restricted)
+        return restricted
 
     @property
     def current_profile(self) -> Profile | None:
@@ -267,7 +279,7 @@ class PlannerState(param.Parameterized):
             self._set_error(NO_PROFILE)
             return
         try:
-            profile = self._get_profile(self.profile)
+            profile = self._get_profile(self.profile, self.engines)
             analysis = A.analyse(profile, self.scope)
         except (EngineError, ValueError, KeyError) as err:
             self._set_error(A.describe_error(err))

@@ -1,8 +1,8 @@
 """Plans: the portable result of a WR or WD optimisation, as versioned JSON (docs/plan-schema.md).
 
 A plan names, for every convolution kernel of a network in execution order, the micro-configurations
-to run (micro-batch size + the cuDNN execution plan that ran it, identified by engine id and knobs so
-that ``create_execution_plan(engine_id, knobs)`` rebuilds it exactly; cudnn-frontend.md §6), with the
+to run (micro-batch size + the cuDNN execution plan that ran it, identified by its name, engine id and
+knobs, from which engine.gpu.graphs rebuilds it exactly; cudnn-frontend.md §6), with the
 predicted time and workspace from the profile. WD plans also place every kernel's workspace segment
 in one arena (ucudnn-reference.md §11, bug 9). Loading validates everything and names the offending
 field, so a hand-edited or foreign file fails with one clear line instead of misbehaving on a GPU.

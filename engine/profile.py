@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import ProfileFormatError
+from .errors import EngineError, ProfileFormatError
 from .kernels import KernelSignature
 from .optimize.types import MicroConfig
 
@@ -51,6 +51,7 @@ COLUMNS = {
     "behavior_notes": str,   # "|"-joined behaviour notes, e.g. RUNTIME_COMPILATION
 }
 STATUSES = ("ok", "failed", "skipped")
+ENGINE_SETS = ("all", "heuristics", "deterministic")  # Profile.restrict
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "profiles"
 
 
@@ -155,10 +156,21 @@ class Profile:
         """Whether the profile holds plans found by the engine sweep (outside cuDNN's heuristic list)."""
         return bool((self.table.heuristic_rank < 0).any())
 
-    def heuristics_only(self) -> "Profile":
-        """The same measurements restricted to cuDNN's heuristic list: what the sweep adds, taken away."""
-        prov = dict(self.provenance, engines="heuristics A+FALLBACK only (engine-sweep rows removed)")
-        return Profile(self.table[self.table.heuristic_rank >= 0], prov, self.networks, self.source)
+    def restrict(self, engines: str) -> "Profile":
+        """The same measurements limited to an engine set (ENGINE_SETS): ``all``; ``heuristics``, cuDNN's
+        heuristic list, which is what the engine sweep adds taken away; ``deterministic``, no plan labelled
+        NONDETERMINISTIC (atomics or split-K: results that can differ from run to run)."""
+        t = self.table
+        if engines == "all":
+            return self
+        if engines == "heuristics":
+            keep = t.heuristic_rank >= 0
+        elif engines == "deterministic":
+            keep = ~t.numerical_notes.str.contains("NONDETERMINISTIC", regex=False)
+        else:
+            raise EngineError(f"engine set must be one of {', '.join(ENGINE_SETS)}, got {engines!r}")
+        prov = dict(self.provenance, engines=engines)
+        return Profile(t[keep], prov, self.networks, self.source)
 
     def heuristic_first(self, key: str, batch: int, limit: int | None) -> MicroConfig | None:
         """The plan a framework would run undivided: the first in cuDNN's heuristic order that fits ``limit``."""

@@ -200,3 +200,16 @@ def test_plan_from_a_bundled_profile(tmp_path):
             row = profile.plan_row(k.signature, m.batch, m.plan)
             assert (m.engine_id, m.knobs, m.workspace) == (row["engine_id"], json.loads(row["knobs"]),
                                                            row["workspace"])
+
+
+def test_plan_engine_set_option(tmp_path):
+    from test_planner import engine_set_profile
+    path = engine_set_profile().save(tmp_path / "SYNTHETIC-engines.profile.json.gz")
+    out = tmp_path / "heur.json"
+    proc = engine("plan", "--profile", path, "--network", "alexnet", "--mode", "wr", "--budget", "64MiB",
+                  "--engines", "heuristics", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    plans = {m["plan"] for k in json.loads(out.read_text())["kernels"] for m in k["micro"]}
+    assert plans and "SYNTH_tc" not in plans
+    one_error_line(engine("plan", "--profile", path, "--network", "alexnet", "--mode", "wr", "--budget", "64MiB",
+                          "--engines", "fastest"), "--engines")

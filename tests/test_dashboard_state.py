@@ -141,3 +141,18 @@ def test_live_profile_can_be_added(state):
     live = synthetic_profile("alexnet", 16, "powerOfTwo")  # SYNTHETIC, stands in for a GPU profile
     state.add_profile("live: test", live)
     assert state.profile == "live: test" and state.batch == 16 and state.result.choice.feasible
+
+
+def test_engine_set_switch_recomputes_and_comes_back(tmp_path):
+    from tests.test_planner import engine_set_profile
+    st = PlannerState(profiles={"SYNTHETIC-engines": engine_set_profile()}, budget=256 * MiB)
+    all_ms = st.result.summary["time_ms"]
+    st.engines = "heuristics"
+    assert st.error == "" and st.result is not None
+    assert st.result.summary["time_ms"] >= all_ms
+    assert "SYNTH_tc" not in set(st.current_profile.table.plan)
+    restricted = st.current_profile
+    st.engines = "all"
+    assert math.isclose(st.result.summary["time_ms"], all_ms)
+    st.engines = "heuristics"
+    assert st.current_profile is restricted  # kept: the optimizers' caches stay warm

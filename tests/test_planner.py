@@ -266,3 +266,31 @@ def test_framework_baseline_never_picks_a_swept_plan():
     first = prof.heuristic_first(s.key, 8, None)
     assert first.plan == min((r for r in rows if r["heuristic_rank"] >= 0), key=lambda r: r["heuristic_rank"])["plan"]
     assert prof.candidates(s.key)[8][0].plan == "SYNTH_swept"  # the optimizers do see it
+
+
+def engine_set_profile() -> Profile:
+    """SYNTHETIC: SYNTH_tc marked as found by the engine sweep, SYNTH_fft as NONDETERMINISTIC."""
+    p = synthetic_profile("alexnet", 32, "powerOfTwo")
+    t = p.table.copy()
+    t.loc[t.plan == "SYNTH_tc", "heuristic_rank"] = -1
+    t.loc[t.plan == "SYNTH_fft", "numerical_notes"] = "TENSOR_CORE|NONDETERMINISTIC"
+    return Profile(t, p.provenance, p.networks)
+
+
+def test_engine_sets_restrict_what_the_optimizers_see():
+    prof = engine_set_profile()
+    assert prof.restrict("all") is prof and prof.swept
+    heur, det = prof.restrict("heuristics"), prof.restrict("deterministic")
+    assert "SYNTH_tc" not in set(heur.table.plan) and "SYNTH_fft" in set(heur.table.plan) and not heur.swept
+    assert "SYNTH_fft" not in set(det.table.plan) and "SYNTH_tc" in set(det.table.plan)
+    assert heur.provenance["engines"] == "heuristics"
+    net = get_network("alexnet", 32)
+    times = {}
+    for name, p in (("all", prof), ("heuristics", heur), ("deterministic", det)):
+        plan = make_plan(p, net, mode="wd", budget=64 * MiB, policy="powerOfTwo")
+        used = {m.plan for k in plan.kernels for m in k.micro}
+        assert not used & {"heuristics": {"SYNTH_tc"}, "deterministic": {"SYNTH_fft"}}.get(name, set())
+        times[name] = plan.totals.time_ms
+    assert times["all"] <= min(times["heuristics"], times["deterministic"])
+    with pytest.raises(EngineError, match="engine set must be one of all, heuristics, deterministic"):
+        prof.restrict("fastest")

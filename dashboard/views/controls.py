@@ -54,6 +54,8 @@ class Controls(StateView):
                                                              variant="outline")
         self.mode = pn.widgets.RadioButtonGroup.from_param(s.mode, sizing_mode="stretch_width",
                                                            variant="outline")
+        self.engines = pn.widgets.RadioButtonGroup.from_param(s.engines, sizing_mode="stretch_width",
+                                                              variant="outline")
         self.mode_help = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
         self.steps: list[int] = [0]
         self.slider = BudgetSlider(start=0, end=1, value=0, step=1, sizing_mode="stretch_width",
@@ -69,6 +71,8 @@ class Controls(StateView):
             self.notes, self.profile, self.network,
             pn.Row(self.batch, self.precision, self.layout, sizing_mode="stretch_width"),
             pn.pane.Markdown("**Batch-size policy**", margin=(5, 10, 0, 10)), self.policy,
+            pn.pane.Markdown("**Engines** (all measured / cuDNN's heuristic list / deterministic only)",
+                             margin=(5, 10, 0, 10)), self.engines,
             pn.pane.Markdown("**Mode**", margin=(5, 10, 0, 10)), self.mode, self.mode_help,
             self.slider, self.exact, self.exact_error, sizing_mode="stretch_width")
 

@@ -11,7 +11,7 @@ from ..kernels import LAYOUTS, PRECISIONS
 from ..network import Network
 from ..plan import MODES, load_plan
 from ..planner import default_batch, make_plan, plan_summary
-from ..profile import Profile, resolve_profile
+from ..profile import ENGINE_SETS, Profile, resolve_profile
 from ..zoo import get_network
 
 
@@ -36,10 +36,13 @@ def add_source_arguments(parser: argparse.ArgumentParser, required: bool = True)
                         help="default: as the profile records the network")
     parser.add_argument("--layout", default=None, metavar="|".join(LAYOUTS),
                         help="default: as the profile records the network")
+    parser.add_argument("--engines", default="all", choices=ENGINE_SETS,
+                        help="plans the optimizer may use: all measured (default), heuristics (only cuDNN's "
+                             "heuristic list, as a framework sees it), deterministic (no NONDETERMINISTIC plans)")
 
 
 def load_sources(args) -> tuple[Profile, Network]:
-    profile = Profile.load(resolve_profile(args.profile))
+    profile = Profile.load(resolve_profile(args.profile)).restrict(args.engines)
     batch = None
     if args.batch is not None:
         try:
