@@ -12,8 +12,11 @@ Two measurements, both over every step of the budget slider:
 Usage::
 
     python benchmarks/dashboard.py --profile assets/profiles/<h100 resnet50>.profile.json.gz --browser
-    python benchmarks/dashboard.py --synthetic resnet50 --browser --report benchmarks/reports/dashboard.md
-    python benchmarks/dashboard.py --synthetic resnet50 --screenshot docs/dashboard.png
+    python benchmarks/dashboard.py --profile assets/profiles/h100-resnet50-b64-tf32-nchw-powerOfTwo.profile.json.gz \
+        --browser --report benchmarks/reports/dashboard.md
+    python benchmarks/dashboard.py --profile assets/profiles/h100-alexnet-b256-tf32-nchw-powerOfTwo.profile.json.gz \
+        --screenshot docs/dashboard.png
+    python benchmarks/dashboard.py --synthetic resnet50 --browser    # no measured profile needed
 
 ``--synthetic NET`` makes a SYNTHETIC profile (tests/synthetic_profile.py) and says so in every output.
 """
