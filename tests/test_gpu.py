@@ -118,19 +118,25 @@ def _pieces(s, sizes, ctx, swept=False):
     return micro
 
 
-@pytest.mark.parametrize("precision,layout", [("tf32", "NCHW"), ("fp32", "NCHW"), ("fp16", "NHWC"), ("bf16", "NHWC")])
-@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.short)
-def test_uneven_micro_batches_equal_undivided(kind, precision, layout):
-    """256 = 96 + 96 + 64 on fresh random data with poisoned outputs, for every kernel kind."""
+def _uneven_run_verified(kind, precision, layout, swept=False):
+    """Run 256 = 96 + 96 + 64 through the executor and check it against the undivided reference;
+    returns (run, executor, workspace buffer, ctx) for further checks."""
     ctx = runtime.context()
     s = sig(kind, 256, precision, layout)
-    micro = _pieces(s, [96, 96, 64], ctx)
-    run = KernelRun(f"t:{kind.short}", s, micro)
+    run = KernelRun(f"t:{kind.short}", s, _pieces(s, [96, 96, 64], ctx, swept=swept))
     ex = KernelExecutor(run, PlanCache(ctx))
     ws = cp.empty(max(ex.workspace_needed, 1), dtype=cp.uint8)
     res = verify_kernel(run, ex, ws.data.ptr, ctx, repeats=2)
     assert res["unwritten"] == 0
     assert res["passed"], res
+    return run, ex, ws, ctx
+
+
+@pytest.mark.parametrize("precision,layout", [("tf32", "NCHW"), ("fp32", "NCHW"), ("fp16", "NHWC"), ("bf16", "NHWC")])
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.short)
+def test_uneven_micro_batches_equal_undivided(kind, precision, layout):
+    """256 = 96 + 96 + 64 on fresh random data with poisoned outputs, for every kernel kind."""
+    run, ex, ws, ctx = _uneven_run_verified(kind, precision, layout)
     if kind is KernelKind.BACKWARD_FILTER:  # beta = 1: accumulate into an existing dW
         res1 = verify_kernel(run, ex, ws.data.ptr, ctx, repeats=2, accumulate=True)
         assert res1["passed"], res1
@@ -141,16 +147,8 @@ def test_uneven_micro_batches_equal_undivided(kind, precision, layout):
 def test_swept_plans_rebuild_by_name_and_equal_undivided(kind, precision, layout):
     """Plans outside the heuristic list are rebuilt from their names in a fresh graph and give the
     undivided result for 256 = 96 + 96 + 64."""
-    ctx = runtime.context()
-    s = sig(kind, 256, precision, layout)
-    micro = _pieces(s, [96, 96, 64], ctx, swept=True)
-    assert len(micro) == 3
-    run = KernelRun(f"t:{kind.short}", s, micro)
-    ex = KernelExecutor(run, PlanCache(ctx))
-    ws = cp.empty(max(ex.workspace_needed, 1), dtype=cp.uint8)
-    res = verify_kernel(run, ex, ws.data.ptr, ctx, repeats=2)
-    assert res["unwritten"] == 0
-    assert res["passed"], res
+    run, _ex, _ws, _ctx = _uneven_run_verified(kind, precision, layout, swept=True)
+    assert len(run.micro) == 3
 
 
 def test_engine_sweep_rows_and_unknown_plans():

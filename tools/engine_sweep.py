@@ -17,8 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import cupy as cp
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.gpu import graphs, runtime  # noqa: E402
 from engine.gpu.profiler import KernelBuffers  # noqa: E402
 from engine.zoo import get_network  # noqa: E402
@@ -64,6 +65,25 @@ def emit(**row):
     out.flush()
 
 
+def time_listed(cg, kernel, b, bufs, source, seen) -> int:
+    """Time every plan of cg's list not in ``seen`` (name -> (workspace, ms)); returns how many."""
+    n = 0
+    for i, name in enumerate(cg.names):
+        if name in seen:
+            continue
+        try:
+            ws = cg.build(i)
+            if ws > CAP:
+                continue
+            t = time_plan(cg, i, bufs, b, ws)
+        except Exception:
+            continue
+        seen[name] = (ws, t)
+        n += 1
+        emit(kernel=kernel, b=b, source=source, plan=name, workspace=ws, time_ms=t)
+    return n
+
+
 net = get_network("alexnet", 256)
 kernels = [k for k in net.kernels() if k.layer in args.layers.split(",")]
 described = set()
@@ -77,18 +97,7 @@ for b in SIZES:
         bufs = KernelBuffers(sig, 256)
         cg = graphs.make_graph(sig, b, ctx, include_rtc=False)
         seen = {}
-        best = float("inf")
-        for i, name in enumerate(cg.names):  # the profiler's own list, timed the same way for a fair baseline
-            try:
-                ws = cg.build(i)
-                if ws > CAP:
-                    continue
-                t = time_plan(cg, i, bufs, b, ws)
-            except Exception:
-                continue
-            seen[name] = (ws, t)
-            best = min(best, t)
-            emit(kernel=k.id, b=b, source="A+FALLBACK", plan=name, workspace=ws, time_ms=t)
+        time_listed(cg, k.id, b, bufs, "A+FALLBACK", seen)  # the profiler's own list, timed the same way
         g = cg.graph
         n_eng = g.get_engine_count()
         supported, tried, built, new = [], 0, 0, 0
@@ -141,20 +150,7 @@ for b in SIZES:
         nb = 0
         try:
             graphs.HEURISTICS = ("B",)
-            cgb = graphs.make_graph(sig, b, ctx, include_rtc=False)
-            for i, name in enumerate(cgb.names):
-                if name in seen:
-                    continue
-                try:
-                    ws = cgb.build(i)
-                    if ws > CAP:
-                        continue
-                    t = time_plan(cgb, i, bufs, b, ws)
-                except Exception:
-                    continue
-                seen[name] = (ws, t)
-                nb += 1
-                emit(kernel=k.id, b=b, source="B", plan=name, workspace=ws, time_ms=t)
+            nb = time_listed(graphs.make_graph(sig, b, ctx, include_rtc=False), k.id, b, bufs, "B", seen)
         except Exception as err:
             print(f"  mode B failed: {err}", flush=True)
         finally:
@@ -162,5 +158,4 @@ for b in SIZES:
         print(f"{k.id} b={b}: engines {n_eng}, supported {supported}, configs tried {tried}, built {built}, "
               f"new plans {new} + B {nb}, {time.perf_counter() - t0:.1f}s (sweep build {t_build:.2f}s, timing {t_time:.2f}s)", flush=True)
         del bufs, cg
-        import cupy as cp
         cp.get_default_memory_pool().free_all_blocks()

@@ -18,6 +18,7 @@ from engine.gpu import runtime  # noqa: E402
 from engine.gpu.executor import KernelExecutor, KernelRun, typed  # noqa: E402
 from engine.gpu.graphs import PlanCache  # noqa: E402
 from engine.gpu.profiler import KernelBuffers  # noqa: E402
+from engine.kernels import KernelSignature  # noqa: E402
 from engine.planner import make_plan  # noqa: E402
 from engine.profile import Profile, resolve_profile  # noqa: E402
 from engine.units import MiB  # noqa: E402
@@ -28,7 +29,6 @@ prof = Profile.load(resolve_profile("h100-alexnet-b256-tf32-nchw-powerOfTwo"))
 plan = make_plan(prof, get_network("alexnet", 256), mode="wd", budget=120 * MiB, policy="powerOfTwo").to_dict()
 k = next(k for k in plan["kernels"] if k["id"] == "conv2:BF")
 ctx = runtime.context()
-from engine.kernels import KernelSignature  # noqa: E402
 sig = KernelSignature.from_key(k["signature"], 256)
 run = KernelRun(k["id"], sig, [(m["batch"], m["plan"]) for m in k["micro"]])
 print(f"{run.id}: {len(run.micro)} pieces {run.micro[0]}, predicted {k['time_ms']:.3f} ms")

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+ENGINES = ("sweep", "heuristics")  # profiling: cuDNN's heuristic list plus the engine sweep, or the list alone
+KNOB_SAMPLES = 16                  # knob settings per engine in the sweep, besides its defaults
+
 
 @lru_cache(maxsize=1)
 def available() -> tuple[bool, str]:

@@ -7,6 +7,7 @@ import time
 
 from ..errors import GPUUnavailableError
 from ..units import format_size, parse_size
+from . import ENGINES, KNOB_SAMPLES
 
 
 def add_arguments(p) -> None:
@@ -18,11 +19,11 @@ def add_arguments(p) -> None:
     p.add_argument("--policy", default="powerOfTwo", help="undivided | powerOfTwo | all | a list such as 1,2,4,96,256")
     p.add_argument("--max-workspace", default="1GiB", help="plans needing more are recorded but not timed")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--engines", default="sweep", choices=["sweep", "heuristics"],
+    p.add_argument("--engines", default=ENGINES[0], choices=ENGINES,
                    help="sweep (default): cuDNN's heuristic list plus every other engine configuration it offers; "
                         "heuristics: only heuristics A and FALLBACK")
-    p.add_argument("--knob-samples", type=int, default=16,
-                   help="random knob settings per engine in the sweep, besides its defaults (default 16)")
+    p.add_argument("--knob-samples", type=int, default=KNOB_SAMPLES,
+                   help=f"random knob settings per engine in the sweep, besides its defaults (default {KNOB_SAMPLES})")
     p.add_argument("--include-rtc", action="store_true",
                    help="also time runtime-compiled engines (each costs ~1 s of NVRTC per graph)")
     p.add_argument("--cache", help="SQLite cache (default ~/.cache/ucudnn-explorer/profiles.sqlite)")

@@ -26,14 +26,12 @@ from ..kernels import KernelSignature
 from ..network import Network
 from ..policies import batch_sizes, policy_name
 from ..profile import Profile
-from . import runtime
+from . import ENGINES, KNOB_SAMPLES, runtime
 from .cache import ProfileCache
 from .graphs import make_graph, numerical_notes, parse_plan_name, per_sample_bytes, sweep
 
 HOPELESS = 10.0
 DOMINATED = 1.25
-ENGINES = ("sweep", "heuristics")
-KNOB_SAMPLES = 16
 ALIGN = 16  # bytes: the frontend's default operand alignment (cudnn-frontend.md §3, gotcha 5)
 DEFAULT_CACHE = "~/.cache/ucudnn-explorer/profiles.sqlite"
 
