@@ -60,7 +60,13 @@ class Profile:
 
     def __init__(self, table: pd.DataFrame, provenance: dict, networks: list[dict] | None = None,
                  source: str = ""):
-        self.table = _validate_table(table)
+        table = _validate_table(table)
+        # TF32 means fp32 data on TF32 tensor cores; plans that convert inputs to fp16 are another precision
+        # (they flush small gradients to zero) and are never planned (engine.gpu.graphs deselects them too)
+        down = table.signature.str.contains("/tf32/", regex=False) & \
+            table.numerical_notes.str.contains("DOWN_CONVERT_INPUTS", regex=False)
+        self.down_converting = int(down.sum())
+        self.table = table[~down] if self.down_converting else table
         self.provenance = dict(provenance)
         self.networks = list(networks or [])
         self.source = source

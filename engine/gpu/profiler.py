@@ -93,15 +93,18 @@ def fill_random(buf: cp.ndarray, precision: str) -> None:
         v[...] = (f.view(cp.uint32) >> 16).astype(cp.uint16)
 
 
-_NOTES: dict[str, list[str]] = {}  # plan name -> numerical notes; a property of the engine configuration
+# (signature key, plan name) -> numerical notes. Engine ids are per operation (eng25 of a Forward graph is
+# not eng25 of a BackwardData one), so a name is labelled on a graph of its own signature, never reused
+# across kinds or shapes.
+_NOTES: dict[tuple[str, str], list[str]] = {}
 
 
 def label_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str, str]:
-    """"|"-joined numerical notes per plan name, labelling (and caching) names not seen before."""
-    new = [n for n in names if n not in _NOTES]
+    """"|"-joined numerical notes per plan name of ``sig``, labelling names not yet labelled for ``sig``."""
+    new = [n for n in names if (sig.key, n) not in _NOTES]
     if new:
-        _NOTES.update(numerical_notes(sig, b, ctx, new))
-    return {n: "|".join(_NOTES[n]) for n in names}
+        _NOTES.update({(sig.key, n): v for n, v in numerical_notes(sig, b, ctx, new).items()})
+    return {n: "|".join(_NOTES[sig.key, n]) for n in names}
 
 
 def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max_workspace: int,

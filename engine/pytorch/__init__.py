@@ -1,5 +1,17 @@
 """PyTorch side: import an ``nn.Module`` as a Network, and run its convolutions with a plan.
 
-``torch`` is imported only inside these modules' functions' callers, never by ``engine`` itself,
-so the CPU paths and CI work without it.
+Importing this package does not import ``torch``; the functions below do, when called, so the CPU
+paths and CI work without it.
 """
+
+
+def apply_plan(model, plan, input_shape=None):
+    """See engine.pytorch.apply.apply_plan."""
+    from .apply import apply_plan as impl
+    return impl(model, plan, input_shape)
+
+
+def remove_plan(model):
+    """See engine.pytorch.apply.remove_plan."""
+    from .apply import remove_plan as impl
+    return impl(model)

@@ -1,0 +1,217 @@
+"""``apply_plan(model, plan)``: swap a model's ``nn.Conv2d`` layers for their planned kernels.
+
+Each convolution the model runs is matched to the plan by its kernel signature (shapes recorded by
+one batch-1 forward with hooks, in the order the model calls them); the matched module becomes a
+``PlannedConv2d`` sharing the same ``weight`` and ``bias`` Parameters, so optimizers, state dicts and
+checkpoints are unaffected. A plan layer that matches no convolution of the model, or a plan made on
+another GPU or cuDNN, is refused; convolutions the plan does not cover stay stock PyTorch and are
+listed in ``model.ucudnn.unplanned``. The plan's workspace is one arena tensor (WR: the largest
+kernel's workspace, kernels run one at a time; WD: the plan's arena with its segments).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ..errors import EngineError
+from ..kernels import KernelKind, KernelSignature
+from ..plan import Plan, load_plan
+from ..units import format_size
+from . import conv as ops
+
+
+@dataclass
+class AppliedPlan:
+    """What ``apply_plan`` did: planned and unplanned layers, the arena, and run-time fallbacks."""
+
+    plan: Plan
+    arena: torch.Tensor
+    planned: dict[str, str] = field(default_factory=dict)    # module name -> plan layer
+    unplanned: list[str] = field(default_factory=list)        # module names left to stock PyTorch
+    fallbacks: dict[str, int] = field(default_factory=dict)   # module name -> calls run stock (shape changed)
+
+    @property
+    def workspace(self) -> int:
+        return self.arena.numel()
+
+    def summary(self) -> str:
+        p = self.plan
+        lines = [f"{p.mode.upper()} plan for {p.network} b{p.batch} {p.precision} {p.layout}: "
+                 f"{len(self.planned)} convolutions planned, workspace arena {format_size(self.workspace)}"]
+        if self.unplanned:
+            lines.append(f"stock PyTorch (not in the plan): {', '.join(self.unplanned)}")
+        return "\n".join(lines)
+
+
+class PlannedConv2d(nn.Conv2d):
+    """An ``nn.Conv2d`` whose convolutions run a plan's micro-configurations (engine.pytorch.conv).
+
+    Inputs the plan was not made for (another batch size, dtype or device) run stock ``F.conv2d``
+    and are counted in ``model.ucudnn.fallbacks``; under autocast the planned precision is used.
+    """
+
+    def _setup(self, handle: int, name: str, applied: AppliedPlan) -> None:
+        L = ops.layer(handle)
+        self._handle, self._name, self._applied = handle, name, applied
+        self._shape = (L.sig.n, L.sig.c, L.sig.h, L.sig.w)
+        self._dtype = ops.TORCH_DTYPE[L.sig.precision]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_autocast_enabled("cuda") and self._dtype != torch.float32:
+            x, w = x.to(self._dtype), self.weight.to(self._dtype)
+        else:
+            w = self.weight
+        if tuple(x.shape) != self._shape or x.dtype != self._dtype or w.dtype != self._dtype or not x.is_cuda:
+            fb = self._applied.fallbacks
+            if self._name not in fb:
+                warnings.warn(f"{self._name}: input {tuple(x.shape)} {x.dtype} is not what the plan was made for "
+                              f"({self._shape} {self._dtype}); running stock PyTorch", stacklevel=2)
+            fb[self._name] = fb.get(self._name, 0) + 1
+            return super().forward(x)
+        y = ops.conv_forward(x, w, self._handle)
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype).view(1, -1, 1, 1)
+        return y
+
+
+def _device_check(plan: Plan) -> None:
+    import cudnn
+    prof = plan.provenance.get("profile") or {}
+    gpu, here_gpu = prof.get("gpu"), torch.cuda.get_device_name()
+    v = cudnn.backend_version()
+    here_cudnn = f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
+    if prof.get("synthetic"):
+        raise EngineError("the plan was made from a SYNTHETIC profile; its engines do not exist on a GPU")
+    if gpu != here_gpu or prof.get("cudnn_version") != here_cudnn:
+        raise EngineError(f"the plan was profiled on {gpu} with cuDNN {prof.get('cudnn_version')}, but this is "
+                          f"{here_gpu} with cuDNN {here_cudnn}: engine ids are not portable; profile this GPU "
+                          f"(python -m engine torch-plan ...)")
+
+
+def conv_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.Conv2d, tuple[int, int, int]]]:
+    """(module name, module, per-sample input shape) of every Conv2d call of one forward, in call order."""
+    names = {m: n for n, m in model.named_modules()}
+    calls, hooks = [], []
+    for m in names:
+        if type(m) in (nn.Conv2d, PlannedConv2d):
+            hooks.append(m.register_forward_pre_hook(lambda mod, args: calls.append(
+                (names[mod], mod, tuple(args[0].shape[1:])))))
+    was_training = model.training
+    try:
+        model.eval()
+        with torch.no_grad():
+            model(example)
+    finally:
+        model.train(was_training)
+        for h in hooks:
+            h.remove()
+    return calls
+
+
+def _signature(mod: nn.Conv2d, chw, kind: KernelKind, batch: int, precision: str, layout: str) -> KernelSignature | None:
+    """The module's kernel signature, or None if it has no cuDNN-plannable form here (padding modes, 'same')."""
+    if mod.padding_mode != "zeros" or isinstance(mod.padding, str) or len(mod.kernel_size) != 2:
+        return None
+    c, h, w = chw
+    return KernelSignature(kind, batch, c, h, w, mod.out_channels, *mod.kernel_size, *mod.padding, *mod.stride,
+                           *mod.dilation, mod.groups, precision, layout)
+
+
+def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None = None) -> nn.Module:
+    """Swap every convolution the plan covers for its planned kernels; returns ``model`` (changed in place).
+
+    ``plan`` is an engine.plan.Plan or a plan file; ``input_shape`` the per-sample input (C, H, W),
+    by default the plan's network's. The model must already be on the GPU, in the plan's dtype/layout
+    for parameters (``model.cuda()``, ``.to(memory_format=torch.channels_last)`` for NHWC plans).
+    """
+    if not isinstance(plan, Plan):
+        plan = load_plan(plan)
+    _device_check(plan)
+    if hasattr(model, "ucudnn"):
+        remove_plan(model)
+    params = list(model.parameters())
+    if not params or not params[0].is_cuda:
+        raise EngineError("apply_plan needs the model on the GPU first (model.cuda())")
+    device = params[0].device
+    if input_shape is None:
+        from ..zoo import get_network
+        input_shape = get_network(plan.network, 1).layers[0].out_shape
+    example = torch.zeros((1, *input_shape), device=device, dtype=params[0].dtype)
+    calls = conv_calls(model, example)
+
+    # plan layers by their Forward signature (identical layers share one key; WD may still give them
+    # different configurations, so each plan layer is used once, in order)
+    layers: dict[str, dict[str, object]] = {}
+    for k in plan.kernels:
+        layers.setdefault(k.layer, {})[k.kind.short] = k
+    free: dict[str, list[str]] = {}
+    for name, kernels in layers.items():
+        if "F" not in kernels or "BF" not in kernels:
+            raise EngineError(f"plan layer {name} lacks its Forward or BackwardFilter kernel")
+        free.setdefault(kernels["F"].signature, []).append(name)
+
+    from ..gpu.graphs import PlanCache
+    context = ops.TorchContext.get(device.index or 0)
+    cache = PlanCache(context, include_rtc=True)
+    arena_size = plan.arena_size if plan.mode == "wd" else 0
+    arena = torch.empty(0, dtype=torch.uint8, device=device)
+    applied = AppliedPlan(plan, arena)
+    matched, seen = [], set()
+    for name, mod, chw in calls:
+        if mod in seen:
+            raise EngineError(f"{name} is called more than once per forward; apply_plan plans each convolution "
+                              f"call separately and cannot share one module between them")
+        seen.add(mod)
+        sig = _signature(mod, chw, KernelKind.FORWARD, plan.batch, plan.precision, plan.layout)
+        queue = free.get(sig.key) if sig else None
+        if not queue:
+            applied.unplanned.append(name)
+            continue
+        matched.append((name, mod, queue.pop(0)))
+    left = [n for q in free.values() for n in q]
+    if left:
+        raise EngineError(f"the plan does not match this model: {len(left)} planned layer(s) have no convolution "
+                          f"of that signature in the model ({', '.join(left[:5])}{', ...' if len(left) > 5 else ''});"
+                          f" was the plan made for {plan.network} b{plan.batch} with another input shape?")
+
+    built = []
+    for name, mod, plan_layer in matched:
+        ks = layers[plan_layer]
+        pieces = {}
+        for short, k in ks.items():
+            sig = KernelSignature.from_key(k.signature, plan.batch)
+            pieces[short] = ops.build_pieces(k.id, sig, [(m.batch, m.plan) for m in k.micro], cache, k.offset or 0)
+            if plan.mode == "wd" and pieces[short].workspace > k.workspace:
+                raise EngineError(f"{k.id}: its plans need {pieces[short].workspace} B of workspace but its WD "
+                                  f"segment holds {k.workspace} B")
+            if plan.mode == "wr":
+                arena_size = max(arena_size, pieces[short].workspace)
+        built.append((name, mod, plan_layer, pieces))
+    arena = torch.empty(max(arena_size, 1), dtype=torch.uint8, device=device)
+    applied.arena = arena
+    for name, mod, plan_layer, pieces in built:
+        L = ops.PlannedLayer(name, pieces["F"], pieces.get("BD"), pieces["BF"], arena, context, mod.stride,
+                             mod.padding, mod.dilation, mod.groups)
+        mod.__class__ = PlannedConv2d  # same Parameters, buffers, hooks and state-dict keys
+        mod._setup(ops.register(L), name, applied)
+        applied.planned[name] = plan_layer
+    model.ucudnn = applied
+    if applied.unplanned:
+        warnings.warn(f"{len(applied.unplanned)} convolution(s) are not in the plan and stay stock PyTorch: "
+                      f"{', '.join(applied.unplanned)}", stacklevel=2)
+    return model
+
+
+def remove_plan(model: nn.Module) -> nn.Module:
+    """Turn planned convolutions back into stock ``nn.Conv2d`` (the arena is freed with the last reference)."""
+    for mod in model.modules():
+        if isinstance(mod, PlannedConv2d):
+            mod.__class__ = nn.Conv2d
+            for attr in ("_handle", "_name", "_applied", "_shape", "_dtype"):
+                mod.__dict__.pop(attr, None)
+    model.__dict__.pop("ucudnn", None)
+    return model
