@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from ..network import Network
+from .network_args import add_input_argument
 from ..zoo import GENERATORS, NETWORKS, get_network
 
 
@@ -17,6 +18,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--network", metavar="NAME",
                         help="a zoo name, a generator such as resnet-152 or vgg-116, or a .json/.yaml spec")
     parser.add_argument("--batch", type=int, metavar="N", help="mini-batch size (default: per network)")
+    add_input_argument(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 

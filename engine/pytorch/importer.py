@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import warnings
 from dataclasses import dataclass, field
 
 from ..errors import ModelImportError
@@ -70,10 +71,9 @@ def import_model(model, input_shape: tuple[int, int, int], batch: int, name: str
 # ------------------------------------------------------------------------------------------ tracing
 
 def _trace(model, shape, name):
-    """Trace in eval mode and annotate every node with ``meta['tensor_meta']``; the module's own
-    train/eval flags are restored afterwards."""
+    """Trace in eval mode and record every tensor-valued node's shape in ``meta[SHAPE]``; the
+    module's own train/eval flags are restored afterwards."""
     import torch
-    from torch.fx.passes.shape_prop import ShapeProp
 
     if not isinstance(model, torch.nn.Module):
         raise ModelImportError(f"{name}: expected a torch.nn.Module, got {type(model).__name__}")
@@ -89,22 +89,45 @@ def _trace(model, shape, name):
         if len(placeholders) != 1:
             raise ModelImportError(f"cannot import {name}: forward takes {len(placeholders)} inputs "
                                    f"({', '.join(n.name for n in placeholders)}); the importer needs one image batch")
-        tensor = next(iter(model.parameters()), None)
-        if tensor is None:
-            tensor = next(iter(model.buffers()), None)
-        device = tensor.device if tensor is not None else torch.device("cpu")
-        dtype = tensor.dtype if tensor is not None and tensor.is_floating_point() else torch.float32
-        example = torch.zeros((PROPAGATION_BATCH, *shape), device=device, dtype=dtype)
-        try:
-            with torch.no_grad():
-                ShapeProp(gm).propagate(example)
-        except Exception as err:  # noqa: BLE001 - e.g. a wrong channel count: the model's own error, one line
-            raise ModelImportError(f"cannot run {name} on a {_dims((PROPAGATION_BATCH, *shape))} input: "
-                                   f"{_line(err)}") from None
+        _propagate(gm, model, (PROPAGATION_BATCH, *shape), name)
     finally:
         for module, training in modes.items():
             module.training = training
     return gm
+
+
+SHAPE, SEVERAL = "ucudnn_shape", "several"  # node.meta key: the output shape, or SEVERAL for a container
+
+
+def _propagate(gm, model, shape, name) -> None:
+    """Run the graph once on zeros (on the model's device: meta for a meta model) to get torch's shapes."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    class Shapes(torch.fx.Interpreter):
+        def run_node(self, node):
+            try:
+                result = super().run_node(node)
+            except Exception as err:  # noqa: BLE001 - e.g. a wrong channel count: the model's own error
+                where = node.target if node.op == "call_module" else node.name
+                raise ModelImportError(f"cannot run {name} on a {_dims(shape)} input: at {where}: "
+                                       f"{_line(err)}") from None
+            if isinstance(result, torch.Tensor):
+                node.meta[SHAPE] = tuple(result.shape)
+            elif any(isinstance(x, torch.Tensor) for x in tree_leaves(result)):
+                node.meta[SHAPE] = SEVERAL
+            return result
+
+    tensor = next(iter(model.parameters()), None)
+    if tensor is None:
+        tensor = next(iter(model.buffers()), None)
+    device = tensor.device if tensor is not None else torch.device("cpu")
+    dtype = tensor.dtype if tensor is not None and tensor.is_floating_point() else torch.float32
+    interpreter = Shapes(gm)
+    interpreter.extra_traceback = False  # keep the model's error one line
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the model's runtime notices say nothing about shapes
+        interpreter.run(torch.zeros(shape, device=device, dtype=dtype))
 
 
 # ---------------------------------------------------------------------------------- classification
@@ -113,15 +136,15 @@ def _classify(node, modules, calls) -> _Step | None:
     """The Network operation of one traced node; None for nodes that compute no tensor (sizes)."""
     if node.op == "output":
         return _output(node)
-    meta = node.meta.get("tensor_meta")
+    shape = node.meta.get(SHAPE)
     if node.op == "placeholder":
         return _Step(node, "data")
-    if meta is None:  # shape arithmetic such as x.size(0): no tensor, no memory
+    if shape is None:  # shape arithmetic such as x.size(0): no tensor, no memory
         return None
-    if not hasattr(meta, "shape"):
+    if shape == SEVERAL:
         raise _Unsupported("returns several tensors")
-    if len(meta.shape) == 0 or meta.shape[0] != PROPAGATION_BATCH:
-        raise _Unsupported(f"its result {tuple(meta.shape)} has no batch dimension first")
+    if len(shape) == 0 or shape[0] != PROPAGATION_BATCH:
+        raise _Unsupported(f"its result {shape} has no batch dimension first")
     if node.op == "call_module":
         module = modules[node.target]
         handler = _module_handlers().get(type(module))
@@ -144,7 +167,7 @@ def _classify(node, modules, calls) -> _Step | None:
 
 def _output(node) -> _Step:
     value = node.args[0]
-    if not hasattr(value, "meta") or not hasattr(value.meta.get("tensor_meta"), "shape"):
+    if not _is_tensor(value):
         raise _Unsupported("the model must return one tensor (the logits)")
     return _Step(node, "softmax", {"src": value})
 
@@ -187,7 +210,7 @@ def _pool(node, mode, kernel, stride, padding, dilation, ceil_mode) -> _Step:
 
 def _adaptive(node, mode, output_size) -> _Step:
     """Adaptive pooling is a plain pooling when the windows are even: global, or a divisor kernel."""
-    h, w = node.args[0].meta["tensor_meta"].shape[2:]
+    h, w = node.args[0].meta[SHAPE][2:]
     oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
     oh, ow = oh or h, ow or w
     if (oh, ow) == (1, 1):
@@ -200,15 +223,18 @@ def _adaptive(node, mode, output_size) -> _Step:
 def _flat_alias(node) -> _Step:
     """Flatten, view and reshape are free when they only flatten each sample."""
     src = _tensor_args(node)[0]
-    before = tuple(src.meta["tensor_meta"].shape)
-    after = tuple(node.meta["tensor_meta"].shape)
+    before, after = src.meta[SHAPE], node.meta[SHAPE]
     if after not in (before, (before[0], math.prod(before[1:]))):
         raise _Unsupported(f"reshapes {before} to {after}; only flattening each sample is supported")
     return _Step(node, None)
 
 
+def _is_tensor(value) -> bool:
+    return isinstance(getattr(value, "meta", {}).get(SHAPE), tuple)
+
+
 def _tensor_args(node) -> list:
-    return [a for a in node.args if hasattr(a, "meta") and hasattr(a.meta.get("tensor_meta"), "shape")]
+    return [a for a in node.args if _is_tensor(a)]
 
 
 def _binary_add(node) -> _Step:
@@ -221,14 +247,14 @@ def _binary_add(node) -> _Step:
 def _cat(node) -> _Step:
     srcs = node.args[0] if node.args else node.kwargs.get("tensors")
     dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    ndim = len(node.meta["tensor_meta"].shape)
+    ndim = len(node.meta[SHAPE])
     if dim % ndim != 1:
         raise _Unsupported(f"concatenates along dim {dim}; only the channel dim 1 is a concat layer")
     return _Step(node, "concat", {"srcs": list(srcs)})
 
 
 def _softmax(node, dim) -> _Step:
-    if dim is None or dim % len(node.meta["tensor_meta"].shape) != 1:
+    if dim is None or dim % len(node.meta[SHAPE]) != 1:
         raise _Unsupported(f"softmax over dim {dim}; only the channel dim 1 is a softmax layer")
     return _Step(node, "softmax")
 
@@ -338,7 +364,7 @@ def _build(steps, shape, batch, name, description, reserved: set[str]) -> Networ
             layer_of[node] = getattr(b, step.op)(name=label, **kwargs)
         except (ValueError, _Unsupported) as err:
             raise ModelImportError(f"cannot import {name}: layer {label} ({step.op}): {err}") from None
-        got, want = b.layers[-1].out_shape, tuple(node.meta["tensor_meta"].shape[1:])
+        got, want = b.layers[-1].out_shape, node.meta[SHAPE][1:]
         if got != want and (step.op in _SPATIAL or math.prod(got) != math.prod(want)):
             raise ModelImportError(f"cannot import {name}: layer {label} ({step.op}) gives shape {got} in the "
                                    f"Network but {want} in torch")
@@ -352,7 +378,7 @@ def _check_inputs(b, nodes, layers, op, in_features) -> None:
     """Spatial layers must read exactly the tensor torch gives them (not a reshaped alias); an fc
     flattens its input, so only the feature count must agree."""
     for node, layer in zip(nodes, layers):
-        want = tuple(node.meta["tensor_meta"].shape[1:])
+        want = node.meta[SHAPE][1:]
         if op in _SPATIAL and b.shape(layer) != want:
             raise _Unsupported(f"reads {want}, a reshape of layer {layer} {b.shape(layer)}")
     if in_features is not None and math.prod(b.shape(layers[0])) != in_features:
