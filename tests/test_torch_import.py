@@ -258,3 +258,16 @@ def test_zoo_and_cli_do_not_import_torch():
             "get_network('alexnet'); main(['networks', '--json']); assert 'torch' not in sys.modules")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_dashboard_offers_profiled_torch_network():
+    """A profile that records a PyTorch network name offers it like a zoo network (kernels are keyed by
+    signature, so the AlexNet profile covers torchvision's AlexNet)."""
+    from dashboard import adapters
+    from engine.profile import Profile, resolve_profile
+
+    bundled = Profile.load(resolve_profile("h100-alexnet-b256-tf32-nchw-powerOfTwo"))
+    networks = [{**entry, "name": "torchvision:alexnet"} for entry in bundled.networks]
+    scopes = adapters.profile_scopes(Profile(bundled.table, bundled.provenance, networks))
+    assert {s.network for s in scopes} == {"torchvision:alexnet"}
+    assert [s.batch for s in scopes] == [s.batch for s in adapters.profile_scopes(bundled)]

@@ -143,6 +143,8 @@ def _classify(node, modules, calls) -> _Step | None:
         return None
     if shape == SEVERAL:
         raise _Unsupported("returns several tensors")
+    if node.op == "get_attr":
+        raise _Unsupported("a parameter or buffer used directly")
     if len(shape) == 0 or shape[0] != PROPAGATION_BATCH:
         raise _Unsupported(f"its result {shape} has no batch dimension first")
     if node.op == "call_module":
@@ -152,17 +154,16 @@ def _classify(node, modules, calls) -> _Step | None:
             raise _Unsupported("not a supported layer")
         if any(True for _ in module.parameters()):
             if calls[node.target] > 1:
-                raise _Unsupported(f"called {calls[node.target]} times: shared weights are counted once per layer")
+                raise _Unsupported(f"called {calls[node.target]} times: a layer per call would count shared weights "
+                                   f"more than once")
             frozen = [n for n, p in module.named_parameters() if not p.requires_grad]
             if frozen:
                 raise _Unsupported(f"frozen parameters ({', '.join(frozen)}); the Network trains every parameter")
         return handler(node, module)
-    if node.op in ("call_function", "call_method"):
-        handler = _function_handlers().get(node.target)
-        if handler is None:
-            raise _Unsupported("not a supported operation")
-        return handler(node)
-    raise _Unsupported("a parameter or buffer used directly")  # get_attr
+    handler = _function_handlers().get(node.target)  # call_function or call_method
+    if handler is None:
+        raise _Unsupported("not a supported operation")
+    return handler(node)
 
 
 def _output(node) -> _Step:
@@ -417,6 +418,9 @@ def _summarize(problems) -> str:
     for (what, why), wheres in groups.items():
         more = f" and {len(wheres) - 3} more" if len(wheres) > 3 else ""
         parts.append(f"{what} at {', '.join(wheres[:3])}{more} ({why})")
+    if any(why.startswith("not a supported") for _, why in problems):
+        parts.append(f"supported layers: {', '.join(cls.__name__ for cls in _module_handlers())}; functions: "
+                     f"add, cat, relu, dropout, max/avg/adaptive pooling, softmax, flatten and view/reshape to flat")
     return "; ".join(parts)
 
 
