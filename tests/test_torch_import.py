@@ -151,6 +151,12 @@ def test_shared_and_frozen_weights_refused():
 
     with pytest.raises(ModelImportError, match="conv .*called 2 times"):
         imported(Shared())
+    tied = nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.Conv2d(3, 3, 3, padding=1))
+    tied[1].weight = tied[0].weight
+    with pytest.raises(ModelImportError, match=r"Parameter at 1.weight \(the same tensor as 0.weight\)"):
+        imported(tied)
+    with pytest.raises(ModelImportError, match="mini-batch size must be a positive integer, got 0"):
+        imported(nn.Sequential(nn.ReLU()), batch=0)
     frozen = nn.Sequential(nn.Conv2d(3, 4, 3))
     frozen[0].weight.requires_grad_(False)
     with pytest.raises(ModelImportError, match=r"frozen parameters \(weight\)"):

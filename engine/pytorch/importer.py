@@ -47,6 +47,8 @@ def import_model(model, input_shape: tuple[int, int, int], batch: int, name: str
     shape = tuple(input_shape)
     if len(shape) != 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
         raise ModelImportError(f"{name}: the input shape must be 3 positive integers C, H, W, got {input_shape!r}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ModelImportError(f"{name}: the mini-batch size must be a positive integer, got {batch!r}")
     gm = _trace(model, shape, name)
     steps, problems = [], []
     modules = dict(gm.named_modules())
@@ -54,6 +56,12 @@ def import_model(model, input_shape: tuple[int, int, int], batch: int, name: str
     for node in gm.graph.nodes:
         if node.op == "call_module":
             calls[node.target] = calls.get(node.target, 0) + 1
+    owners: dict[int, str] = {}
+    for target in calls:  # tied weights: one tensor in two layers would be counted twice
+        for pname, param in modules[target].named_parameters():
+            owner = owners.setdefault(id(param), f"{target}.{pname}")
+            if owner != f"{target}.{pname}":
+                problems.append((("Parameter", f"{target}.{pname}"), f"the same tensor as {owner}"))
     for node in gm.graph.nodes:
         try:
             step = _classify(node, modules, calls)
