@@ -191,6 +191,8 @@ def test_names_round_trip():
     assert net.name == "torchvision:resnet18@3x112x112" and net.layer("data").out_shape == (3, 112, 112)
     again = get_network(net.name, 3)
     assert [(x.name, x.op, x.out_shape) for x in again.layers] == [(x.name, x.op, x.out_shape) for x in net.layers]
+    assert again.layers[1] is not net.layers[1]  # one import per name, but each network its own layers
+    assert get_network(net.name, 5).batch == 5
     assert default_batch("torchvision:resnet50") == 64 and default_batch("torchvision:mobilenet_v2") == 32
     assert get_network("torchvision:alexnet").batch == 256
 

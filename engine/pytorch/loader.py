@@ -16,6 +16,8 @@ imported only when a model is built.
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import importlib
 import os
 import re
@@ -88,13 +90,21 @@ def load_model(name: str, device=None):
 
 def load_network(name: str, batch: int | None = None):
     """The ``Network`` of a torch network name (see the module docstring)."""
+    from ..network import Network
+
+    net = _imported(canonical_name(*split_name(name)))
+    return Network(net.name, batch or default_batch(name), copy.deepcopy(net.layers), net.description)
+
+
+@functools.lru_cache(maxsize=16)
+def _imported(name: str):
+    """One import per name: searches such as the largest fitting mini-batch rebuild a network many times,
+    and only the batch changes (Python caches the imported module anyway)."""
     from .importer import import_model
 
     source, shape = split_name(name)
     model, _ = load_model(name, device="meta")
-    label = canonical_name(source, shape)
-    return import_model(model, shape, batch or default_batch(name), label,
-                        f"{source} imported from PyTorch, input {'x'.join(map(str, shape))}")
+    return import_model(model, shape, 1, name, f"{source} imported from PyTorch, input {'x'.join(map(str, shape))}")
 
 
 def _torch(name: str):
