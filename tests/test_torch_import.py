@@ -244,6 +244,7 @@ def run_cli(*args):
     (["networks", "--network", "torchvision:alexnet", "--input", "3x2x2"], "error: cannot run torchvision:alexnet@3x2x2"),
     (["networks", "--network", "alexnet", "--input", "3x64x64"], "error: --input is for PyTorch networks"),
     (["memory", "--network", "torchvision:alexnet", "--input", "big"], "error: input shape 'big' is not CxHxW"),
+    (["networks", "--input", "3x64x64"], "error: --input needs --network"),
 ])
 def test_cli_errors_one_line(args, message):
     proc = run_cli(*args)

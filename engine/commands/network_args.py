@@ -21,6 +21,8 @@ def apply_input(args) -> None:
     shape = getattr(args, "input", None)
     if shape is None:
         return
-    if not is_torch_name(args.network or ""):
+    if not getattr(args, "network", None):
+        raise EngineError("--input needs --network, e.g. --network torchvision:inception_v3 --input 3x299x299")
+    if not is_torch_name(args.network):
         raise EngineError(f"--input is for PyTorch networks ({SYNTAX}); {args.network!r} sets its own input")
     args.network = with_input(args.network, shape)
