@@ -33,6 +33,7 @@ from engine.plan import load_plan as _load_plan
 from engine.planner import aligned_sets, kernel_sets
 from engine.policies import POLICIES, batch_sizes
 from engine.profile import Profile, bundled_profiles
+from engine.pytorch.loader import is_torch_name
 from engine.units import MiB, format_size
 from engine.zoo import DEFAULT_BATCH, NETWORKS, get_network
 
@@ -160,14 +161,15 @@ class Scope:
 def profile_scopes(profile: Profile) -> list[Scope]:
     """Every (network, mini-batch, precision, layout) this profile can plan.
 
-    Networks come from the profile's ``networks`` list (zoo names only). Besides the profiled mini-batch,
-    any smaller size measured for every kernel is offered too: measurements are per micro-batch size,
-    so a profile taken at B=256 under powerOfTwo also covers B=128 (engine/kernels.py docstring).
+    Networks come from the profile's ``networks`` list (zoo names and PyTorch model names such as
+    ``torchvision:resnet50``). Besides the profiled mini-batch, any smaller size measured for every kernel is
+    offered too: measurements are per micro-batch size, so a profile taken at B=256 under powerOfTwo also
+    covers B=128 (engine/kernels.py docstring).
     """
     out: list[Scope] = []
     for entry in profile.networks:
         name = entry.get("name")
-        if name not in NETWORKS:
+        if name not in NETWORKS and not is_torch_name(name):
             continue
         prec, layout, batch = entry.get("precision", "tf32"), entry.get("layout", "NCHW"), int(entry.get("batch", 0))
         if batch < 1:

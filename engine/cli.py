@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from .commands.network_args import apply_input
 from .errors import EngineError
 
 # name -> (module, one-line help); modules are imported only when their command runs
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        apply_input(args)
         return int(module.run(args) or 0)
     except EngineError as err:
         print(f"error: {err}", file=sys.stderr)

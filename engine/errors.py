@@ -34,5 +34,9 @@ class SpecError(EngineError, ValueError):
     """A user network spec (JSON/YAML) is malformed."""
 
 
+class ModelImportError(EngineError, ValueError):
+    """A PyTorch model that cannot be imported as a Network faithfully, or cannot be loaded."""
+
+
 class GPUUnavailableError(EngineError, RuntimeError):
     pass

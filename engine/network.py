@@ -187,9 +187,10 @@ class NetBuilder:
         src = src or self.last
         return self._add("lrn", [src], self.shape(src), name, size=size, alpha=alpha, beta=beta, k=k)
 
-    def bn(self, src=None, name=None, eps=1e-5) -> str:
+    def bn(self, src=None, name=None, eps=1e-5, affine=True) -> str:
+        """``affine=False`` (no scale and shift) is recorded only when set, as ``param_count`` reads it."""
         src = src or self.last
-        return self._add("bn", [src], self.shape(src), name, eps=eps)
+        return self._add("bn", [src], self.shape(src), name, eps=eps, **({} if affine else {"affine": False}))
 
     def pool(self, size, stride=None, pad=0, mode="max", ceil_mode=False, src=None, name=None) -> str:
         """``mode`` is max or avg; ``size=None`` with mode avg is global average pooling."""

@@ -1,8 +1,9 @@
 """The network zoo: exact training graphs of the architectures the papers use.
 
 ``get_network(name, batch)`` accepts a zoo name (``NETWORKS``), a generator name such as
-``resnet-152`` or ``vgg-116`` (``GENERATORS``), or a path to a JSON/YAML spec
-(docs/network-spec.md). Every graph ends in a softmax (the loss layer of a training step), and layer
+``resnet-152`` or ``vgg-116`` (``GENERATORS``), a path to a JSON/YAML spec
+(docs/network-spec.md), or a PyTorch model such as ``torchvision:resnet50`` (engine.pytorch.loader).
+Every graph ends in a softmax (the loss layer of a training step), and layer
 names follow the defining framework (Caffe names for Caffe/VGG nets, torchvision module paths for
 torchvision nets), so kernel ids can be matched against the papers and against real models.
 """
@@ -16,6 +17,9 @@ from pathlib import Path
 
 from .errors import SpecError, UnknownNetworkError
 from .network import NetBuilder, Network
+from .pytorch.loader import SYNTAX as TORCH_SYNTAX
+from .pytorch.loader import default_batch as torch_default_batch
+from .pytorch.loader import is_torch_name
 
 Builder = Callable[..., Network]
 NETWORKS: dict[str, Builder] = {}
@@ -350,6 +354,8 @@ def is_spec_path(name: str) -> bool:
 
 def default_batch(name: str) -> int:
     """The mini-batch size a network is built with when none is given."""
+    if is_torch_name(name):
+        return torch_default_batch(name)
     key = name.lower()
     if key in DEFAULT_BATCH:
         return DEFAULT_BATCH[key]
@@ -361,7 +367,7 @@ def default_batch(name: str) -> int:
 
 def _unknown(name: str) -> str:
     return (f"unknown network {name!r}; known: {', '.join(sorted(NETWORKS))}, "
-            f"generators {', '.join(GENERATORS)}, or a .json/.yaml spec file")
+            f"generators {', '.join(GENERATORS)}, a .json/.yaml spec file, or a PyTorch model: {TORCH_SYNTAX}")
 
 
 def get_network(name: str, batch: int | None = None, **options) -> Network:
@@ -372,6 +378,12 @@ def get_network(name: str, batch: int | None = None, **options) -> Network:
     """
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise ValueError(f"mini-batch size must be a positive integer, got {batch!r}")
+    if is_torch_name(name):  # checked before lowercasing: module paths are case-sensitive
+        if options:
+            raise SpecError(f"a PyTorch network takes no build options, got {', '.join(options)}; "
+                            f"give the input shape in the name, e.g. {name.split('@')[0]}@3x299x299")
+        from .pytorch.loader import load_network
+        return load_network(name, batch)
     key = str(name).lower()
     if key in NETWORKS:
         fn = NETWORKS[key]

@@ -10,13 +10,17 @@ from __future__ import annotations
 import json
 
 from ..network import Network
+from ..pytorch.loader import SYNTAX
+from .network_args import add_input_argument
 from ..zoo import GENERATORS, NETWORKS, get_network
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--network", metavar="NAME",
-                        help="a zoo name, a generator such as resnet-152 or vgg-116, or a .json/.yaml spec")
+                        help="a zoo name, a generator such as resnet-152 or vgg-116, a .json/.yaml spec, "
+                             "or a PyTorch model such as torchvision:resnet50")
     parser.add_argument("--batch", type=int, metavar="N", help="mini-batch size (default: per network)")
+    add_input_argument(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -60,6 +64,7 @@ def run(args) -> int:
     for pattern, (_, batch, help_text) in GENERATORS.items():
         print(f"  {pattern:9s} {help_text}; default batch {batch}")
     print("  or a .json/.yaml spec file (docs/network-spec.md)")
+    print(f"  or a PyTorch model: {SYNTAX} (--input CxHxW)")
     return 0
 
 

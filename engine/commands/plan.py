@@ -13,6 +13,7 @@ from ..plan import MODES, load_plan
 from ..planner import default_batch, make_plan, plan_summary
 from ..profile import ENGINE_SETS, Profile, resolve_profile
 from ..zoo import get_network
+from .network_args import add_input_argument
 
 
 def one_line_errors(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +29,7 @@ def add_source_arguments(parser: argparse.ArgumentParser, required: bool = True)
     parser.add_argument("--profile", required=required, metavar="PATH|NAME",
                         help="a profile file (.profile.json[.gz]) or the name of a bundled profile")
     parser.add_argument("--network", required=required, metavar="NAME", help="a zoo network, e.g. alexnet")
+    add_input_argument(parser)
     parser.add_argument("--batch", type=str, default=None, metavar="N",
                         help="mini-batch size (default: the one the profile records for this network)")
     parser.add_argument("--policy", default="powerOfTwo", metavar="undivided|powerOfTwo|all|LIST",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
+from ..commands.network_args import add_input_argument
 from ..errors import GPUUnavailableError
 from ..units import format_size, parse_size
 from . import ENGINES, KNOB_SAMPLES
@@ -12,6 +13,7 @@ from . import ENGINES, KNOB_SAMPLES
 
 def add_arguments(p) -> None:
     p.add_argument("--network", required=True, help="zoo name, generator (resnet-N, vgg-N) or spec file")
+    add_input_argument(p)
     p.add_argument("--batch", type=int, help="mini-batch size (default: the network's)")
     p.add_argument("--dtype", "--precision", dest="precision", default="tf32", choices=["tf32", "fp32", "fp16", "bf16"],
                    help="tf32: fp32 data, TF32 tensor cores allowed (cuDNN/PyTorch default); fp32: strict")

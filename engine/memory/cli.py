@@ -14,6 +14,7 @@ import json
 import math
 import sys
 
+from ..commands.network_args import add_input_argument
 from ..errors import EngineError
 from ..profile import Profile, resolve_profile
 from ..units import format_size, parse_size
@@ -27,6 +28,7 @@ from .workspace import RULES
 
 def add_arguments(parser) -> None:
     parser.add_argument("--network", required=True, help="zoo name, generator name (resnet-N, vgg-N) or spec path")
+    add_input_argument(parser)
     parser.add_argument("--batch", type=int, default=None, help="mini-batch size (default: the network's)")
     parser.add_argument("--policy", default="liveness",
                         help=f"one of {', '.join(POLICIES)}; a comma-separated list, or 'all' to compare")

@@ -1,0 +1,154 @@
+"""PyTorch models by network name, so every place that takes a network name takes a model too.
+
+A torch network name is ``SOURCE[@CxHxW]``:
+
+- ``torchvision:NAME``: ``torchvision.models.get_model(NAME, weights=None)``;
+- ``package.module:callable``: the module is imported (from ``sys.path`` or the current directory)
+  and the callable is called with no arguments; it must return an ``nn.Module``;
+- ``@CxHxW``: the per-sample input shape, default ``3x224x224`` (then left out of the name).
+
+``canonical_name`` is what ``Network.name`` records, so profiles, plans and the dashboard rebuild the
+same network with ``get_network(name, batch)``. Models are built on the meta device: the import needs
+shapes only, so no weights are allocated or initialised. Parsing names needs no torch; ``torch`` is
+imported only when a model is built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import importlib
+import os
+import re
+import sys
+import warnings
+
+from ..errors import ModelImportError
+
+DEFAULT_INPUT = (3, 224, 224)
+DEFAULT_BATCH = 32  # like a spec file; a torchvision model with a zoo twin takes the twin's default
+_NAME_RE = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_][\w.]*)(?:@(?P<input>[^@]*))?$")
+SYNTAX = "torchvision:NAME or package.module:callable, optionally with @CxHxW (default 3x224x224)"
+
+
+def is_torch_name(name) -> bool:
+    """Whether ``name`` is a torch network name (no torch needed to tell)."""
+    return isinstance(name, str) and _NAME_RE.match(name) is not None
+
+
+def parse_input(text: str) -> tuple[int, int, int]:
+    """``3x224x224`` -> (3, 224, 224)."""
+    parts = str(text).lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ModelImportError(f"input shape {text!r} is not CxHxW with positive integers, e.g. 3x224x224")
+    return tuple(int(p) for p in parts)
+
+
+def split_name(name: str) -> tuple[str, tuple[int, int, int]]:
+    """(source, input shape) of a torch network name."""
+    m = _NAME_RE.match(name) if isinstance(name, str) else None
+    if m is None:
+        raise ModelImportError(f"{name!r} is not a torch network name; use {SYNTAX}")
+    source = f"{m.group('module')}:{m.group('attr')}"
+    return source, DEFAULT_INPUT if m.group("input") is None else parse_input(m.group("input"))
+
+
+def canonical_name(source: str, input_shape) -> str:
+    """The name ``get_network`` rebuilds this network from: the input shape only when not the default."""
+    shape = tuple(input_shape)
+    return source if shape == DEFAULT_INPUT else f"{source}@{'x'.join(map(str, shape))}"
+
+
+def with_input(name: str, input_text: str) -> str:
+    """``name`` with the input shape replaced by ``input_text`` (the CLI's ``--input``)."""
+    source, _ = split_name(name)
+    return canonical_name(source, parse_input(input_text))
+
+
+def default_batch(name: str) -> int:
+    """The zoo twin's default batch for ``torchvision:NAME`` (resnet50: 64), else ``DEFAULT_BATCH``."""
+    from ..zoo import DEFAULT_BATCH as ZOO_BATCH
+
+    source, _ = split_name(name)
+    module, attr = source.split(":")
+    return ZOO_BATCH.get(attr, DEFAULT_BATCH) if module == "torchvision" else DEFAULT_BATCH
+
+
+def load_model(name: str, device=None):
+    """(``nn.Module``, per-sample input shape) for a torch network name, built on ``device``
+    (default: torch's default device)."""
+    source, shape = split_name(name)
+    torch = _torch(name)
+    module, attr = source.split(":")
+    with torch.device(device) if device is not None else contextlib.nullcontext():
+        model = _torchvision(attr) if module == "torchvision" else _call(module, attr)
+    if not isinstance(model, torch.nn.Module):
+        raise ModelImportError(f"{source} returned a {type(model).__name__}, not a torch.nn.Module")
+    return model, shape
+
+
+def load_network(name: str, batch: int | None = None):
+    """The ``Network`` of a torch network name (see the module docstring)."""
+    from ..network import Network
+
+    net = _imported(canonical_name(*split_name(name)))
+    return Network(net.name, batch or default_batch(name), copy.deepcopy(net.layers), net.description)
+
+
+@functools.lru_cache(maxsize=16)
+def _imported(name: str):
+    """One import per name: searches such as the largest fitting mini-batch rebuild a network many times,
+    and only the batch changes (Python caches the imported module anyway)."""
+    from .importer import import_model
+
+    source, shape = split_name(name)
+    model, _ = load_model(name, device="meta")
+    return import_model(model, shape, 1, name, f"{source} imported from PyTorch, input {'x'.join(map(str, shape))}")
+
+
+def _torch(name: str):
+    try:
+        import torch
+    except ImportError:
+        raise ModelImportError(f"{name} needs PyTorch: python3 -m pip install -e \".[torch]\"") from None
+    return torch
+
+
+def _torchvision(model: str):
+    try:
+        import torchvision
+    except ImportError:
+        raise ModelImportError(f"torchvision:{model} needs torchvision: python3 -m pip install -e \".[torch]\"") from None
+    known = torchvision.models.list_models(module=torchvision.models)
+    if model not in known:
+        raise ModelImportError(f"unknown torchvision model {model!r}; classification models: {', '.join(known)}")
+    with warnings.catch_warnings():  # weight-initialisation notices: the weights are never used
+        warnings.simplefilter("ignore")
+        return torchvision.models.get_model(model, weights=None)
+
+
+def _call(module_name: str, attr: str):
+    added = os.getcwd() not in sys.path
+    if added:  # python -m puts the current directory on the path; panel serve does not
+        sys.path.append(os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # noqa: BLE001 - the user's module: its own error, on one line
+        raise ModelImportError(f"cannot import {module_name!r} for {module_name}:{attr}: "
+                               f"{type(err).__name__}: {' '.join(str(err).split())}") from None
+    finally:
+        if added:
+            sys.path.remove(os.getcwd())
+    target = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ModelImportError(f"{module_name}:{attr}: module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ModelImportError(f"{module_name}:{attr} is a {type(target).__name__}, not a callable returning a model")
+    try:
+        return target()
+    except Exception as err:  # noqa: BLE001 - the user's builder failed: report it in one line
+        raise ModelImportError(f"{module_name}:{attr}() failed: {type(err).__name__}: "
+                               f"{' '.join(str(err).split())}") from None
