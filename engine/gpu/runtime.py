@@ -106,7 +106,3 @@ def provenance(command: str = "") -> dict:
         "synthetic": False,
     }
 
-
-def device_key(prov: dict) -> str:
-    """Profiles are valid only for one GPU model, driver, cuDNN and frontend (engine ids are not portable)."""
-    return "|".join(str(prov[k]) for k in ("gpu", "driver", "cudnn_version", "frontend_version"))
