@@ -223,7 +223,7 @@ def check_workers(client, probe: Callable[[], dict]) -> dict[str, tuple[str, dic
     if len(set(keys.values())) > 1:
         listing = "; ".join(f"{name}: {k}" for name, k in sorted(keys.items()))
         raise EngineError(f"the Dask workers' GPUs differ ({listing}); plans are per GPU model, driver and cuDNN, "
-                          f"so profile each kind of GPU on its own")
+                          f"so profile on GPUs of one kind at a time (--gpus, e.g. --gpus 0)")
     seen: dict[str, str] = {}
     for name, p in workers.values():
         gpu = gpu_id(p, name)
@@ -249,6 +249,8 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
     The provenance is the workers' common one plus ``gpus`` (every GPU used and the graphs it measured),
     ``graphs`` (counts) and ``failed_graphs`` (each failure's reason) when any failed.
     """
+    if not gpus and not scheduler:
+        raise EngineError("profiling with Dask needs local GPUs or the address of a Dask scheduler")
     settings = measure_settings(max_workspace=max_workspace, repeats=repeats, include_rtc=include_rtc,
                                 engines=engines, knob_samples=knob_samples)
     work = graphs(network, policy, precision, layout)
