@@ -36,7 +36,7 @@ def shared_probe() -> dict:
 
 
 def log_lines(log) -> list[list]:
-    """[tag, signature, micro_batch, device] per measurement attempt, in the order they started."""
+    """[tag, signature, micro_batch, device, notes given] per measurement attempt, in the order they started."""
     try:
         with open(log) as f:
             return [json.loads(line) for line in f]
@@ -44,16 +44,17 @@ def log_lines(log) -> list[list]:
         return []
 
 
-def measure(graph, settings, log: str, tag: str, pause: float = 0.01, faults: dict | None = None) -> list[dict]:
-    """SYNTHETIC rows of ``graph`` after ``pause`` s, each attempt logged to ``log`` under ``tag``.
+def measure(graph, settings, notes, log: str, tag: str, pause: float = 0.01, faults: dict | None = None) -> list[dict]:
+    """SYNTHETIC rows of ``graph`` after ``pause`` s, each attempt logged to ``log`` under ``tag`` with the
+    number of plans whose numerical notes it was given.
 
     ``faults`` maps "signature@b" to (kind, times): the first ``times`` attempts of that graph under
     this tag "die" (the worker process exits), "raise" a RuntimeError, or "lose" the GPU context.
     """
     with open(log, "a") as f:
-        f.write(json.dumps([tag, graph.key, graph.b, device()]) + "\n")
+        f.write(json.dumps([tag, graph.key, graph.b, device(), len(notes)]) + "\n")
     kind, times = (faults or {}).get(f"{graph.key}@{graph.b}", (None, 0))
-    attempt = sum(1 for t, k, b, _ in log_lines(log) if (t, k, b) == (tag, graph.key, graph.b))
+    attempt = sum(1 for t, k, b, *_ in log_lines(log) if (t, k, b) == (tag, graph.key, graph.b))
     if kind and attempt <= times:
         if kind == "die":
             os._exit(1)

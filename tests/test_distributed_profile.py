@@ -58,7 +58,7 @@ def run(tmp_path, tag, cache="cache.sqlite", faults=None, pause=0.01, probe=fake
 
 
 def measured(tmp_path, tag) -> list[tuple[str, int]]:
-    return [(k, b) for t, k, b, _ in fake.log_lines(tmp_path / "log.jsonl") if t == tag]
+    return [(k, b) for t, k, b, *_ in fake.log_lines(tmp_path / "log.jsonl") if t == tag]
 
 
 def expected_table(tmp_path) -> pd.DataFrame:
@@ -101,8 +101,8 @@ def test_work_is_one_graph_per_kernel_and_size_and_options_key_the_cache_as_befo
 def test_two_gpus_measure_each_graph_once_and_merge_in_the_serial_order(tmp_path, cluster):
     prof = run(tmp_path, "two", scheduler=full(cluster))
     log = fake.log_lines(tmp_path / "log.jsonl")
-    assert sorted((k, b) for _, k, b, _ in log) == sorted(COST)  # every graph once
-    assert {d for *_, d in log} == {"0", "1"}  # each worker saw only its own GPU
+    assert sorted((k, b) for _, k, b, *_ in log) == sorted(COST)  # every graph once
+    assert {d for *_, d, _ in log} == {"0", "1"}  # each worker saw only its own GPU
     pd.testing.assert_frame_equal(prof.table, expected_table(tmp_path))
     p = prof.provenance
     assert [(g["worker"], g["gpu_uuid"]) for g in p["gpus"]] == [("gpu0", "SYNTHETIC-0"), ("gpu1", "SYNTHETIC-1")]
@@ -140,6 +140,10 @@ def test_a_killed_run_resumes_on_another_number_of_gpus_without_measuring_again(
     again = measured(tmp_path, "resume")
     assert not set(again) & kept and set(again) | kept == set(COST) and len(again) == len(set(again))
     assert [COST[g] for g in again] == sorted((COST[g] for g in again), reverse=True)
+    # a signature measured before the kill is not labelled again: its plans' notes come with the graph
+    given = {(k, b): n for t, k, b, _, n in fake.log_lines(tmp_path / "log.jsonl") if t == "resume"}
+    known = {k for k, _ in kept}
+    assert all(n == 4 for (k, _), n in given.items() if k in known) and any(k in known for k, _ in given)
     after = stored(cache)
     pd.testing.assert_frame_equal(after[after.set_index(["signature", "micro_batch"]).index.isin(kept)]
                                   .reset_index(drop=True), before)
@@ -167,7 +171,7 @@ def test_dead_and_failing_workers_are_retried_once_then_recorded_and_the_run_goe
     assert failed[(mid.key, mid.b)]["reason"].startswith("KilledWorker") and failed[(mid.key, mid.b)]["attempts"] == 2
     assert failed[(small.key, small.b)]["reason"] == "RuntimeError: SYNTHETIC fault at attempt 2"
     assert prof.provenance["graphs"] == {"total": 56, "from_cache": 0, "measured": 54, "failed": 2}
-    assert measured(tmp_path, "faulty").count((big.key, big.b)) == 2
+    assert measured(tmp_path, "faulty").count((big.key, big.b)) >= 2  # Dask reruns a task its restart interrupted
     t = prof.table
     assert set(zip(t.signature, t.micro_batch)) == set(COST) - set(failed)
     again = run(tmp_path, "rerun", scheduler=full(cluster))  # the failed graphs were not cached: measured now

@@ -10,7 +10,7 @@ uses an existing cluster: start one single-threaded worker per GPU (``dask cuda 
 
 The client checks that every worker has the same GPU model, driver, cuDNN and frontend (plans are per
 GPU model) and its own GPU, submits the graphs the cache lacks, biggest expected cost first (Dask
-priorities), and stores each graph's rows in the SQLite cache as it finishes: a run killed at any
+priorities; a few at a time, each with the numerical notes its signature already has), and stores each graph's rows in the SQLite cache as it finishes: a run killed at any
 moment keeps every finished graph and resumes on any number of GPUs. A graph whose worker died
 (KilledWorker, CommClosedError) or that raised is submitted once more, then recorded as failed with
 its reason (not cached, so the next run tries it again) while the run goes on. A CUDA error leaves a
@@ -67,14 +67,14 @@ def gpu_provenance() -> dict:
     return runtime.provenance()
 
 
-def measure_on_gpu(graph: Graph, settings: Settings) -> list[dict]:
+def measure_on_gpu(graph: Graph, settings: Settings, notes: dict[str, str]) -> list[dict]:
     """Rows of one graph on this worker's GPU; the worker keeps its own CUDA context and buffers."""
     import cupy as cp
 
     from .profiler import GraphMeasurer
     measurer = _WORKER.setdefault("measurer", GraphMeasurer())
     try:
-        return measurer.measure(graph, settings)
+        return measurer.measure(graph, settings, notes)
     except cp.cuda.runtime.CUDARuntimeError as err:
         raise GPUContextLost(f"CUDA error: {err}") from None
 
@@ -87,13 +87,14 @@ def worker_provenance(probe: Callable[[], dict]) -> dict:
     return _WORKER[key]
 
 
-def run_graph(measure: Callable, probe: Callable, graph: Graph, settings: Settings) -> dict:
-    """A Dask task: one graph's rows, with the provenance of the worker that measured them."""
+def run_graph(measure: Callable, probe: Callable, graph: Graph, settings: Settings, notes: dict[str, str]) -> dict:
+    """A Dask task: one graph's rows, with the provenance of the worker that measured them. ``notes``: the
+    numerical notes of the signature's plans already labelled on any worker (plan name -> "|"-joined)."""
     from distributed import get_worker
     worker = get_worker()
     prov = worker_provenance(probe)
     try:
-        rows = measure(graph, settings)
+        rows = measure(graph, settings, notes)
     except GPUContextLost as err:
         raise GPUContextLost(err.args[0], worker.address) from None
     return {"rows": rows, "provenance": prov, "worker": str(worker.name)}
@@ -240,7 +241,7 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
                     include_rtc: bool = False, engines: str = "sweep", knob_samples: int = KNOB_SAMPLES,
                     command: str = "", progress: Callable[[int, int, str], None] | None = None,
                     should_stop: Callable[[], bool] | None = None,
-                    measure: Callable[[Graph, Settings], list[dict]] = measure_on_gpu,
+                    measure: Callable[[Graph, Settings, dict], list[dict]] = measure_on_gpu,
                     probe: Callable[[], dict] = gpu_provenance) -> Profile:
     """engine.gpu.profiler.profile_network spread over Dask workers: one per local GPU of ``gpus``
     (CUDA_VISIBLE_DEVICES values, see local_devices), or those of the cluster at ``scheduler``.
@@ -283,25 +284,42 @@ class Run:
             self.used(name, prov)
         self.failed: list[dict] = []
         self.cached = 0
+        self.notes: dict[str, dict[str, str]] = {}      # signature -> plan -> numerical notes measured so far
 
     def submit(self, graph: Graph, attempt: int):
-        fut = self.client.submit(run_graph, self.measure, self.probe, graph, self.settings, priority=graph.cost,
-                                 pure=False, key=f"graph-{self.tag}-{attempt}-{graph.key}-b{graph.b}")
+        notes = dict(self.notes.get(graph.key, {}))
+        fut = self.client.submit(run_graph, self.measure, self.probe, graph, self.settings, notes,
+                                 priority=graph.cost, pure=False,
+                                 key=f"graph-{self.tag}-{attempt}-{graph.key}-b{graph.b}")
         self.pending[fut] = (graph, attempt)
         return fut
 
     def profile(self, work: list[Graph], progress, should_stop) -> None:
-        """Submit the graphs the cache lacks, biggest first, and handle each as it finishes."""
+        """Submit the graphs the cache lacks, biggest first, and handle each as it finishes.
+
+        Graphs are submitted a few at a time (four per worker: one running, the others waiting at the
+        scheduler, so a worker never waits for this client), so that each carries the numerical notes already
+        known for its signature from graphs measured earlier on any worker: a signature's plans are labelled
+        once, as in a single-GPU run, rather than once per GPU."""
         from distributed import as_completed
         todo = [g for g in work if not self.cache.is_done(g.key, g.b, self.options)]
         self.cached = done = len(work) - len(todo)
+        pending = set(todo)
+        for g in work:
+            if g not in pending:
+                self.learn(self.cache.rows(g.key, g.b))
         if progress and done:
             progress(done, len(work), f"{done} graphs from the cache")
-        queue = as_completed([self.submit(g, 0) for g in sorted(todo, key=lambda g: -g.cost)])
+        waiting = sorted(todo, key=lambda g: -g.cost)[::-1]  # biggest last, popped first
+        window = 4 * max(1, len(self.client.scheduler_info(n_workers=-1)["workers"]))
+        queue = as_completed(with_results=True, raise_errors=False)  # results fetched in the background
         try:
-            for fut in queue:
+            while waiting or self.pending:
+                while waiting and len(self.pending) < window:
+                    queue.add(self.submit(waiting.pop(), 0))
+                fut, result = next(queue)
                 graph, attempt = self.pending.pop(fut)
-                note = self.finish(fut, graph, attempt)
+                note = self.finish(fut, result, graph, attempt)
                 if note is None:
                     queue.add(self.submit(graph, attempt + 1))
                     continue
@@ -315,11 +333,15 @@ class Run:
             if self.pending:
                 self.client.cancel(list(self.pending))
 
-    def finish(self, fut, graph: Graph, attempt: int) -> str | None:
+    def learn(self, rows: list[dict]) -> None:
+        """Remember the numerical notes of measured plans, per signature, for the graphs still to submit."""
+        for r in rows:
+            self.notes.setdefault(r["signature"], {})[r["plan"]] = r["numerical_notes"]
+
+    def finish(self, fut, res, graph: Graph, attempt: int) -> str | None:
         """Store a finished graph, or record a failed one; None: submit it again. Else a progress note."""
-        try:
-            res = fut.result()
-        except Exception as err:  # KilledWorker, CommClosedError, GPUContextLost, or the graph's own error
+        if fut.status != "finished":  # KilledWorker, CommClosedError, GPUContextLost, the graph's own error
+            err = fut.exception() if fut.status == "error" else RuntimeError(f"task {fut.status}")
             if self.client.status != "running":
                 raise EngineError(f"lost the Dask scheduler ({type(err).__name__}: {err}); every finished graph "
                                   f"is in {self.cache.path}: run the same command again to resume") from None
@@ -336,6 +358,7 @@ class Run:
             raise EngineError(f"worker {res['worker']} has another GPU or software ({device_key(prov)}, not "
                               f"{self.cache.device_key}); every finished graph is in {self.cache.path}")
         self.cache.commit(graph.key, graph.b, self.options, res["rows"], prov)
+        self.learn(res["rows"])
         self.used(res["worker"], prov)["graphs"] += 1
         return f"on {res['worker']}"
 

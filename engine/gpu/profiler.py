@@ -168,8 +168,10 @@ class GraphMeasurer:
     def __init__(self):
         self.bufs: KernelBuffers | None = None
 
-    def measure(self, graph: Graph, settings: Settings) -> list[dict]:
-        """Rows of every plan of ``graph`` (profile_graph)."""
+    def measure(self, graph: Graph, settings: Settings, notes: dict[str, str] | None = None) -> list[dict]:
+        """Rows of every plan of ``graph`` (profile_graph). ``notes``: numerical notes of the signature's plans
+        labelled elsewhere (another GPU's worker), so they are not labelled again here."""
+        _NOTES.update({(graph.key, name): v.split("|") if v else [] for name, v in (notes or {}).items()})
         if self.bufs is None or self.bufs.sig != graph.sig:
             self.release()
             self.bufs = KernelBuffers(graph.sig, graph.sig.n)
