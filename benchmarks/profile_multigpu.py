@@ -188,7 +188,7 @@ def markdown(r: dict) -> str:
   {r['date']}
 - command: `{r['command']}`; each run below is `python -m engine profile ...` in a subprocess on a cold SQLite
   cache, timed by wall clock (Python start, imports and the Dask workers' start included); "profiling" is the
-  profile's own `profiling_seconds`. Local Dask workers: plain `distributed` Nannies, one per GPU, pinned by
+  profile's own `profiling_seconds` (for B, from starting the Dask workers on). Local Dask workers: plain `distributed` Nannies, one per GPU, pinned by
   `CUDA_VISIBLE_DEVICES` (engine/gpu/distributed.py says why not dask-cuda).
 
 | run | GPUs | wall | profiling | graphs | plan rows |

@@ -248,7 +248,8 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
 
     ``measure`` and ``probe`` run on the workers; the CPU tests pass fakes returning SYNTHETIC rows.
     The provenance is the workers' common one plus ``gpus`` (every GPU used and the graphs it measured),
-    ``graphs`` (counts) and ``failed_graphs`` (each failure's reason) when any failed.
+    ``graphs`` (counts) and ``failed_graphs`` (each failure's reason) when any failed; its
+    ``profiling_seconds`` include starting the workers.
     """
     if not gpus and not scheduler:
         raise EngineError("profiling with Dask needs local GPUs or the address of a Dask scheduler")
