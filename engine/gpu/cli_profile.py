@@ -6,7 +6,6 @@ import sys
 import time
 
 from ..commands.network_args import add_input_argument
-from ..errors import GPUUnavailableError
 from ..units import format_size, parse_size
 from . import ENGINES, KNOB_SAMPLES
 
@@ -30,6 +29,10 @@ def add_arguments(p) -> None:
                    help="also time runtime-compiled engines (each costs ~1 s of NVRTC per graph)")
     p.add_argument("--cache", help="SQLite cache (default ~/.cache/ucudnn-explorer/profiles.sqlite)")
     p.add_argument("-o", "--output", help="profile file to write (.profile.json.gz)")
+    p.add_argument("--gpus", help="profile on these local GPUs at once, one Dask worker each, e.g. 0,1 "
+                                  "(default: every visible GPU when there are several)")
+    p.add_argument("--scheduler", help="profile on the GPUs of an existing Dask cluster, e.g. tcp://HOST:8786 "
+                                       "(one single-threaded worker per GPU: dask cuda worker tcp://HOST:8786)")
 
 
 def progress_bar(done: int, total: int, msg: str, _t0=[None]) -> None:
@@ -45,12 +48,9 @@ def progress_bar(done: int, total: int, msg: str, _t0=[None]) -> None:
 
 
 def run(args) -> int:
-    from . import available
-    ok, why = available()
-    if not ok:
-        raise GPUUnavailableError(f"cannot profile: {why}")
     from ..zoo import get_network
-    from .profiler import profile_network
+    from .distributed import choose_profiler
+    profile_network = choose_profiler(args.gpus, args.scheduler)
     net = get_network(args.network, args.batch)
     cap = parse_size(args.max_workspace)
     command = "python -m engine " + " ".join(sys.argv[1:])
@@ -64,9 +64,15 @@ def run(args) -> int:
     skipped = t[t.status == "skipped"]
     swept = (t.heuristic_rank < 0).sum()
     above = skipped.reason.str.startswith("workspace").sum()
-    print(f"{prof.provenance['gpu']}: {t.signature.nunique()} unique kernels, {t.micro_batch.nunique()} sizes, "
+    gpus = len(prof.provenance.get("gpus", []))
+    print(f"{f'{gpus}x ' if gpus > 1 else ''}{prof.provenance['gpu']}: {t.signature.nunique()} unique kernels, "
+          f"{t.micro_batch.nunique()} sizes, "
           f"{len(t)} plan measurements ({swept} from the engine sweep; {(t.status == 'ok').sum()} ok, "
           f"{(t.status == 'failed').sum()} failed, "
           f"{above} not timed above {format_size(cap)}, {len(skipped) - above} runtime-compiled or filtered "
           f"out) in {prof.provenance['profiling_seconds']} s -> {out}")
-    return 0
+    failed = prof.provenance.get("failed_graphs", [])
+    for f in failed:
+        print(f"error: {f['signature']} at b={f['micro_batch']} failed ({f['reason']}) and is not in {out}; "
+              f"run the same command again to retry it", file=sys.stderr)
+    return 2 if failed else 0

@@ -21,23 +21,17 @@ from collections.abc import Callable
 
 import cupy as cp
 
-from ..errors import EngineError
 from ..kernels import KernelSignature
 from ..network import Network
-from ..policies import batch_sizes, policy_name
 from ..profile import Profile
-from . import ENGINES, KNOB_SAMPLES, runtime
+from . import KNOB_SAMPLES, runtime
 from .cache import ProfileCache
 from .graphs import make_graph, numerical_notes, parse_plan_name, per_sample_bytes, sweep
+from .work import (DEFAULT_CACHE, DOMINATED, Graph, ProfilingCancelled, Settings, assemble, device_key, graphs,
+                   measure_settings)
 
 HOPELESS = 10.0
-DOMINATED = 1.25
 ALIGN = 16  # bytes: the frontend's default operand alignment (cudnn-frontend.md §3, gotcha 5)
-DEFAULT_CACHE = "~/.cache/ucudnn-explorer/profiles.sqlite"
-
-
-class ProfilingCancelled(EngineError):
-    """Raised when should_stop() turns true; everything measured so far is in the cache."""
 
 
 def sample_alignment(sig: KernelSignature) -> int:
@@ -167,57 +161,66 @@ def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max
     return rows
 
 
+class GraphMeasurer:
+    """Measures graphs one after another, keeping the last signature's buffers: a serial run asks for
+    one signature's sizes in a row, so buffers are allocated and filled once per signature."""
+
+    def __init__(self):
+        self.bufs: KernelBuffers | None = None
+
+    def measure(self, graph: Graph, settings: Settings, notes: dict[str, str] | None = None) -> list[dict]:
+        """Rows of every plan of ``graph`` (profile_graph). ``notes``: numerical notes of the signature's plans
+        labelled elsewhere (another GPU's worker), so they are not labelled again here."""
+        _NOTES.update({(graph.key, name): v.split("|") if v else [] for name, v in (notes or {}).items()})
+        if self.bufs is None or self.bufs.sig != graph.sig:
+            self.release()
+            self.bufs = KernelBuffers(graph.sig, graph.sig.n)
+        try:
+            return profile_graph(graph.sig, graph.b, self.bufs, runtime.context(),
+                                 max_workspace=settings.max_workspace, repeats=settings.repeats,
+                                 include_rtc=settings.include_rtc, knob_samples=settings.knob_samples)
+        except Exception:
+            self.release()  # an out-of-memory graph must not keep its buffers from the next one
+            raise
+
+    def release(self) -> None:
+        self.bufs = None
+        cp.get_default_memory_pool().free_all_blocks()
+
+
 def profile_network(network: Network, *, policy="powerOfTwo", precision: str = "tf32", layout: str = "NCHW",
                     cache_path: str | None = None, max_workspace: int = 1 << 30, repeats: int = 5,
                     include_rtc: bool = False, engines: str = "sweep", knob_samples: int = KNOB_SAMPLES,
                     command: str = "",
                     progress: Callable[[int, int, str], None] | None = None,
                     should_stop: Callable[[], bool] | None = None) -> Profile:
-    """Profile every unique kernel of ``network`` at the policy's micro-batch sizes; returns a Profile.
+    """Profile every unique kernel of ``network`` at the policy's micro-batch sizes on this GPU; returns a
+    Profile (engine.gpu.distributed spreads the same graphs over several GPUs).
 
     Runtime-compiled engines are left out by default (``include_rtc``): each costs 0.6-1.1 s of NVRTC
     per graph (measured on the H100), which would dominate profiling time. ``engines`` is "sweep"
     (the heuristic list plus every other engine configuration, see graphs.sweep) or "heuristics".
     """
     import os
-    if engines not in ENGINES:
-        raise EngineError(f"engines must be one of {', '.join(ENGINES)}, got {engines!r}")
-    if knob_samples < 0:
-        raise EngineError(f"knob samples must be >= 0, got {knob_samples}")
-    samples = knob_samples if engines == "sweep" else None
+    settings = measure_settings(max_workspace=max_workspace, repeats=repeats, include_rtc=include_rtc,
+                                engines=engines, knob_samples=knob_samples)
+    options = settings.options()
     prov = runtime.provenance(command)
-    cache = ProfileCache(os.path.expanduser(cache_path or DEFAULT_CACHE), runtime.device_key(prov))
-    options = {"max_workspace": max_workspace, "repeats": repeats, "include_rtc": include_rtc,
-               "heuristics": "A+FALLBACK"}
-    if samples is not None:
-        options["sweep"] = {"knob_samples": samples, "dominated": DOMINATED}
-    sizes = sorted(batch_sizes(policy, network.batch), reverse=True)
-    groups = network.unique_kernels(precision, layout)
-    total, done, t0 = len(groups) * len(sizes), 0, time.perf_counter()
-    rows: list[dict] = []
+    cache = ProfileCache(os.path.expanduser(cache_path or DEFAULT_CACHE), device_key(prov))
+    work = graphs(network, policy, precision, layout)
+    measurer, t0 = GraphMeasurer(), time.perf_counter()
     try:
-        for key, kernels in groups.items():
-            sig = kernels[0].signature
-            todo = [b for b in sizes if not cache.is_done(key, b, options)]
-            bufs = KernelBuffers(sig, network.batch) if todo else None
-            for b in sizes:
-                if should_stop and should_stop():
-                    raise ProfilingCancelled(f"profiling cancelled after {done} of {total} graphs; "
-                                             f"results so far are kept in {cache.path}")
-                if b in todo:
-                    graph_rows = profile_graph(sig, b, bufs, runtime.context(), max_workspace=max_workspace,
-                                               repeats=repeats, include_rtc=include_rtc, knob_samples=samples)
-                    cache.commit(key, b, options, graph_rows, prov)
-                rows += cache.rows(key, b)
-                done += 1
-                if progress:
-                    progress(done, total, f"{kernels[0].id} ({len(kernels)}x) b={b}")
-            del bufs
-            cp.get_default_memory_pool().free_all_blocks()
+        for done, graph in enumerate(work):
+            if should_stop and should_stop():
+                raise ProfilingCancelled(f"profiling cancelled after {done} of {len(work)} graphs; "
+                                         f"results so far are kept in {cache.path}")
+            if not cache.is_done(graph.key, graph.b, options):
+                cache.commit(graph.key, graph.b, options, measurer.measure(graph, settings), prov)
+            if progress:
+                progress(done + 1, len(work), graph.label)
+        measurer.release()
+        prov["profiling_seconds"] = round(time.perf_counter() - t0, 2)
+        prov["options"] = options
+        return assemble(cache, work, prov, network, policy, precision, layout)
     finally:
         cache.close()
-    prov["profiling_seconds"] = round(time.perf_counter() - t0, 2)
-    prov["options"] = options
-    nets = [dict(name=network.name, batch=network.batch, precision=precision, layout=layout,
-                 policy=policy_name(policy))]
-    return Profile.from_records(rows, prov, nets)

@@ -80,11 +80,13 @@ def provenance(command: str = "") -> dict:
     dev = cp.cuda.Device()
     props = cp.cuda.runtime.getDeviceProperties(dev.id)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-    try:
+    try:  # nvidia-smi numbers GPUs ignoring CUDA_VISIBLE_DEVICES, so find this one by its PCI bus id
         import subprocess
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,uuid", "--format=csv,noheader",
-                              f"--id={dev.id}"], capture_output=True, text=True, timeout=20).stdout.strip()
-        driver, uuid = [s.strip() for s in smi.split(",")[:2]]
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id,driver_version,uuid", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout
+        bus = cp.cuda.runtime.deviceGetPCIBusId(dev.id).lower().split(":", 1)[1]  # nvidia-smi pads the domain
+        driver, uuid = next([s.strip() for s in line.split(",")[1:3]] for line in smi.splitlines()
+                            if line.split(",")[0].strip().lower().endswith(bus))
     except Exception:
         driver, uuid = str(cp.cuda.runtime.driverGetVersion()), ""
     v = cudnn.backend_version()
@@ -106,7 +108,3 @@ def provenance(command: str = "") -> dict:
         "synthetic": False,
     }
 
-
-def device_key(prov: dict) -> str:
-    """Profiles are valid only for one GPU model, driver, cuDNN and frontend (engine ids are not portable)."""
-    return "|".join(str(prov[k]) for k in ("gpu", "driver", "cudnn_version", "frontend_version"))

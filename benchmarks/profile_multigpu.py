@@ -1,0 +1,289 @@
+"""Profiling on two GPUs with Dask against one GPU, and a kill-and-resume, on a host with two GPUs.
+
+One command runs the whole acceptance check of issue 11 (about 4 minutes for ResNet-50 b64 on H100/H200):
+
+    python benchmarks/profile_multigpu.py [--gpus 0,1] [--out DIR]
+
+1. A: ``python -m engine profile`` with one GPU visible (the single-GPU profiler), cold cache A;
+2. B: the same with ``--gpus 0,1`` (one Dask worker per GPU), cold cache B: wall times, speed-up, and
+   whether A and B measured the same set of (signature, micro-batch, plan);
+3. C: ``--gpus 0,1`` on cold cache C, SIGKILLed (its whole process group) once half of the graphs are
+   stored, then the same command again: the graphs stored before the kill must keep their rows
+   untouched (not measured again) and the resume must measure exactly the missing ones.
+
+Every step is the user's command in a subprocess, timed by wall clock. Writes ``profile-multigpu.json``
+and ``profile-multigpu.md`` with provenance (GPUs, driver, cuDNN, frontend, Dask, date, commands), the
+runs' logs, and B's profile as a bundle candidate named like assets/profiles
+(``h200-resnet50-b64-tf32-nchw-powerOfTwo.profile.json.gz`` on H200s) into ``--out`` (default $OUT, else
+benchmarks/reports/profile-multigpu). Exit status 0 when every check passes, 1 when one fails, 2 on error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.errors import EngineError  # noqa: E402
+from engine.gpu.distributed import local_devices  # noqa: E402
+from engine.gpu.work import graphs  # noqa: E402
+from engine.profile import Profile  # noqa: E402
+from engine.zoo import get_network  # noqa: E402
+
+SPEEDUP = 1.8      # acceptance: two GPUs at least this much faster than one
+RUN_TIMEOUT = 420  # s per profile command
+
+
+class BenchError(Exception):
+    """Ends the benchmark with one line."""
+
+
+def visible_gpus() -> int:
+    """GPUs this process sees, without initialising CUDA here (the runs are subprocesses)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return len([v for v in env.split(",") if v.strip()])
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise BenchError(f"nvidia-smi failed ({err}); run this on the GPU host") from None
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def profile_cmd(args, cache: Path, out: Path, gpus: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "engine", "profile", "--network", args.network, "--batch", str(args.batch),
+           "--dtype", args.dtype, "--layout", args.layout, "--policy", args.policy, "--cache", str(cache),
+           "-o", str(out)]
+    return cmd + (["--gpus", gpus] if gpus else [])
+
+
+def start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
+    """The command in its own process group (so a kill takes its Dask workers too), stderr to ``log``."""
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=open(log, "w"), text=True,
+                            start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, what: str, log: Path) -> str:
+    """The command's stdout once it exits with status 0."""
+    try:
+        out, _ = proc.communicate(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise BenchError(f"{what} ran past {RUN_TIMEOUT} s; see {log}") from None
+    if proc.returncode != 0:
+        tail = log.read_text().strip().splitlines()[-1:] or ["(no output)"]
+        raise BenchError(f"{what} exited with status {proc.returncode}: {tail[0][-300:]} (log: {log})")
+    return out.strip()
+
+
+def timed(cmd, env, log, what) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    out = finish(start(cmd, env, log), what, log)
+    return round(time.perf_counter() - t0, 2), out
+
+
+def stored_graphs(cache: Path) -> int:
+    try:
+        with sqlite3.connect(cache, timeout=5) as db:
+            return db.execute("SELECT count(*) FROM done").fetchone()[0]
+    except sqlite3.OperationalError:  # not created yet
+        return 0
+
+
+def snapshot(cache: Path) -> dict[tuple[str, int], str]:
+    """Per stored graph: its measurement rows and the provenance it was stored with, as one string."""
+    with sqlite3.connect(cache, timeout=5) as db:
+        done = db.execute("SELECT signature, micro_batch, provenance FROM done").fetchall()
+        rows = db.execute("SELECT * FROM measurements ORDER BY signature, micro_batch, plan").fetchall()
+    by_graph: dict[tuple[str, int], list] = {}
+    for r in rows:
+        by_graph.setdefault((r[1], r[2]), []).append(r)
+    return {(s, b): json.dumps([prov, by_graph.get((s, b), [])]) for s, b, prov in done}
+
+
+def plans(profile: Profile) -> set[tuple[str, int, str]]:
+    t = profile.table
+    return set(zip(t.signature, t.micro_batch.astype(int), t.plan))
+
+
+def time_agreement(a: Profile, b: Profile) -> dict:
+    """Median and quartiles of B/A plan times where both timed a plan with repeats: do concurrent GPUs
+    measure what one GPU does?"""
+    cols = ["signature", "micro_batch", "plan", "time_ms"]
+    ok = [p.table[(p.table.status == "ok") & (p.table.repeats > 1)][cols] for p in (a, b)]
+    both = ok[0].merge(ok[1], on=cols[:3], suffixes=("_a", "_b"))
+    ratio = both.time_ms_b / both.time_ms_a
+    return {"plans": int(len(both)), "median": round(float(ratio.median()), 4),
+            "q1": round(float(ratio.quantile(0.25)), 4), "q3": round(float(ratio.quantile(0.75)), 4)}
+
+
+def kill_and_resume(args, tmp: Path, out: Path, env: dict, total: int) -> dict:
+    """C: two GPUs, killed once half of the graphs are stored, then resumed with the same command."""
+    cache, prof_path = tmp / "C.sqlite", tmp / "C.profile.json.gz"
+    cmd = profile_cmd(args, cache, prof_path, args.gpus)
+    t0 = time.perf_counter()
+    proc = start(cmd, env, out / "run-C-killed.log")
+    while stored_graphs(cache) < total // 2:
+        if proc.poll() is not None:
+            raise BenchError(f"run C ended (status {proc.returncode}) before half of the graphs were stored; "
+                             f"see {out / 'run-C-killed.log'}")
+        if time.perf_counter() - t0 > RUN_TIMEOUT:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise BenchError(f"run C stored fewer than {total // 2} graphs in {RUN_TIMEOUT} s")
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    killed_after = round(time.perf_counter() - t0, 2)
+    proc.wait()
+    for _ in range(50):  # the Dask workers exit with their parent
+        try:
+            os.killpg(proc.pid, 0)
+            time.sleep(0.2)
+        except ProcessLookupError:
+            break
+    before = snapshot(cache)
+    wall, summary = timed(cmd, env, out / "run-C-resumed.log", "run C (resumed)")
+    after = snapshot(cache)
+    prof = Profile.load(prof_path)
+    g = prof.provenance["graphs"]
+    changed = sorted(k for k in before if after.get(k) != before[k])
+    return {"command": " ".join(cmd), "killed_after_s": killed_after, "stored_at_kill": len(before),
+            "resume_wall_s": wall, "resume_summary": summary, "resume_graphs": g,
+            "stored_rows_changed": [f"{s} b={b}" for s, b in changed],
+            "resume_measured_only_missing": g["from_cache"] == len(before) and g["measured"] == total - len(before),
+            "complete_after_resume": len(after) == total and g["failed"] == 0,
+            "profile": prof}
+
+
+def bundle_name(gpu: str, args) -> str:
+    """assets/profiles naming: h200-resnet50-b64-tf32-nchw-powerOfTwo.profile.json.gz."""
+    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", gpu)
+    model = (m.group(1) if m else re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")).lower()
+    return f"{model}-{args.network}-b{args.batch}-{args.dtype}-{args.layout.lower()}-{args.policy}.profile.json.gz"
+
+
+def markdown(r: dict) -> str:
+    p, a, b, c = r["provenance"], r["runs"]["A"], r["runs"]["B"], r["kill_resume"]
+    gpus = ", ".join(f"{g['worker']}: {g['gpu']} {g['gpu_uuid']} ({g['graphs']} graphs)" for g in p["gpus"])
+    ok = lambda v: "yes" if v else "**NO**"  # noqa: E731
+    t = r["time_agreement"]
+    return f"""# Profiling on {len(p['gpus'])} GPUs with Dask: {r['workload']}
+
+- GPUs: {gpus}; host {p['host']}
+- driver {p['driver']}, CUDA runtime {p['cuda_runtime']}, cuDNN {p['cudnn_version']}, frontend {p['frontend_version']},
+  CuPy {p['cupy_version']}, Python {p['python']}, dask {r['versions']['dask']}, distributed {r['versions']['distributed']};
+  {r['date']}
+- command: `{r['command']}`; each run below is `python -m engine profile ...` in a subprocess on a cold SQLite
+  cache, timed by wall clock (Python start, imports and the Dask workers' start included); "profiling" is the
+  profile's own `profiling_seconds` (for B, from starting the Dask workers on). Local Dask workers: plain `distributed` Nannies, one per GPU, pinned by
+  `CUDA_VISIBLE_DEVICES` (engine/gpu/distributed.py says why not dask-cuda).
+
+| run | GPUs | wall | profiling | graphs | plan rows |
+|---|---|---|---|---|---|
+| A: single-GPU profiler (`CUDA_VISIBLE_DEVICES={a['visible']}`) | 1 | {a['wall_s']} s | {a['profiling_s']} s | {a['graphs']} | {a['plan_rows']} |
+| B: `--gpus {r['gpus']}` (Dask) | {len(p['gpus'])} | {b['wall_s']} s | {b['profiling_s']} s | {b['graphs']} | {b['plan_rows']} |
+
+- speed-up of B over A: **{r['speedup_wall']}x** wall ({r['speedup_profiling']}x profiling); target >= {SPEEDUP}x:
+  {ok(r['checks']['speedup'])}
+- same set of measured (signature, micro-batch, plan): {ok(r['checks']['same_plans'])} ({r['plans']['A']} in A,
+  {r['plans']['B']} in B, {r['plans']['only_A']} only in A, {r['plans']['only_B']} only in B)
+- plan times, B/A over the {t['plans']} plans both timed with repeats: median {t['median']}, quartiles {t['q1']} to {t['q3']}
+
+## Kill and resume (run C, `--gpus {r['gpus']}`, cold cache)
+
+- killed (SIGKILL to the command's process group, Dask workers included) after {c['killed_after_s']} s, with
+  {c['stored_at_kill']} of {a['graphs']} graphs stored
+- the same command again: {c['resume_wall_s']} s wall; {c['resume_graphs']['from_cache']} graphs from the cache,
+  {c['resume_graphs']['measured']} measured, {c['resume_graphs']['failed']} failed
+- graphs stored before the kill whose rows or provenance changed: {len(c['stored_rows_changed'])}
+  (nothing stored was measured again: {ok(r['checks']['resume_reprofiles_nothing'])}); the resume measured exactly
+  the missing graphs: {ok(r['checks']['resume_measured_only_missing'])}; complete: {ok(r['checks']['resume_complete'])};
+  same plans as A: {ok(r['checks']['resume_same_plans'])}
+
+Bundle candidate: `{r['bundle']}` (run B's profile).
+"""
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", default="0,1", help="the two (or more) GPUs, as for python -m engine profile")
+    ap.add_argument("--network", default="resnet50")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--dtype", default="tf32")
+    ap.add_argument("--layout", default="NCHW")
+    ap.add_argument("--policy", default="powerOfTwo")
+    ap.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "benchmarks/reports/profile-multigpu"))
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    devices = local_devices(args.gpus, visible_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if len(devices) < 2:
+        raise BenchError(f"--gpus {args.gpus}: name at least two GPUs")
+    total = len(graphs(get_network(args.network, args.batch), args.policy, args.dtype, args.layout))
+    env = dict(os.environ)
+    tmp = Path(tempfile.mkdtemp(prefix="profile-multigpu-"))
+    try:
+        cmd_a = profile_cmd(args, tmp / "A.sqlite", tmp / "A.profile.json.gz", None)
+        wall_a, sum_a = timed(cmd_a, dict(env, CUDA_VISIBLE_DEVICES=devices[0]), out / "run-A.log", "run A (1 GPU)")
+        cmd_b = profile_cmd(args, tmp / "B.sqlite", tmp / "B.profile.json.gz", args.gpus)
+        wall_b, sum_b = timed(cmd_b, env, out / "run-B.log", "run B (2 GPUs)")
+        prof_a, prof_b = Profile.load(tmp / "A.profile.json.gz"), Profile.load(tmp / "B.profile.json.gz")
+        c = kill_and_resume(args, tmp, out, env, total)
+        prof_c = c.pop("profile")
+        bundle = out / bundle_name(prof_b.provenance["gpu"], args)
+        shutil.copyfile(tmp / "B.profile.json.gz", bundle)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    pa, pb, pc = plans(prof_a), plans(prof_b), plans(prof_c)
+    speedup = round(wall_a / wall_b, 2)
+    runs = {name: {"command": " ".join(cmd), "wall_s": wall, "summary": summary,
+                   "profiling_s": prof.provenance["profiling_seconds"], "plan_rows": len(prof.table),
+                   "graphs": int(prof.table.groupby(["signature", "micro_batch"]).ngroups)}
+            for name, cmd, wall, summary, prof in (("A", cmd_a, wall_a, sum_a, prof_a), ("B", cmd_b, wall_b, sum_b, prof_b))}
+    runs["A"]["visible"] = devices[0]
+    report = {
+        "workload": f"{args.network} b{args.batch} {args.dtype} {args.layout} {args.policy}, engine sweep",
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": "python benchmarks/profile_multigpu.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "gpus": args.gpus, "graphs": total,
+        "versions": {p: importlib.metadata.version(p) for p in ("dask", "distributed")},
+        "provenance": prof_b.provenance, "provenance_single_gpu": prof_a.provenance, "runs": runs,
+        "speedup_wall": speedup,
+        "speedup_profiling": round(prof_a.provenance["profiling_seconds"] / prof_b.provenance["profiling_seconds"], 2),
+        "plans": {"A": len(pa), "B": len(pb), "only_A": len(pa - pb), "only_B": len(pb - pa),
+                  "examples_only_A": sorted(map(list, pa - pb))[:5], "examples_only_B": sorted(map(list, pb - pa))[:5]},
+        "time_agreement": time_agreement(prof_a, prof_b),
+        "kill_resume": c, "bundle": bundle.name,
+        "checks": {"speedup": speedup >= SPEEDUP, "same_plans": pa == pb,
+                   "resume_reprofiles_nothing": not c["stored_rows_changed"],
+                   "resume_measured_only_missing": c["resume_measured_only_missing"],
+                   "resume_complete": c["complete_after_resume"], "resume_same_plans": pc == pa},
+    }
+    (out / "profile-multigpu.json").write_text(json.dumps(report, indent=1, default=str))
+    (out / "profile-multigpu.md").write_text(markdown(report))
+    print(markdown(report))
+    return 0 if all(report["checks"].values()) else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (BenchError, EngineError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,382 @@
+"""Profiling spread over several GPUs with Dask: one worker per GPU, one writer.
+
+Profiling is the slow step, and each (unique kernel, micro-batch size) graph is measured on its own,
+so the graphs are Dask tasks. ``--gpus`` starts one ``distributed`` Nanny worker per local GPU, pinned
+by ``CUDA_VISIBLE_DEVICES`` (what dask-cuda's LocalCUDACluster does); dask-cuda itself is not used
+because dask-cuda 26.10 pins dask and distributed to 2026.7.1 (rapids-dask-dependency) and needs
+cuda-core and NVML to start, so its cluster could not be the one the CPU tests run. ``--scheduler``
+uses an existing cluster: start one single-threaded worker per GPU (``dask cuda worker ADDRESS``, or
+``CUDA_VISIBLE_DEVICES=i dask worker ADDRESS --nthreads 1``).
+
+The client checks that every worker has the same GPU model, driver, cuDNN and frontend (plans are per
+GPU model) and its own GPU, submits the graphs the cache lacks, biggest expected cost first (Dask
+priorities; a few at a time, each with the numerical notes its signature already has), and stores each graph's rows in the SQLite cache as it finishes: a run killed at any
+moment keeps every finished graph and resumes on any number of GPUs. A graph whose worker died
+(KilledWorker, CommClosedError) or that raised is submitted once more, then recorded as failed with
+its reason (not cached, so the next run tries it again) while the run goes on. A CUDA error leaves a
+worker's context unusable, so that worker is restarted.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import contextmanager
+from functools import partial
+
+from ..errors import EngineError, GPUUnavailableError
+from ..network import Network
+from ..profile import Profile
+from . import KNOB_SAMPLES
+from .cache import ProfileCache
+from .work import DEFAULT_CACHE, Graph, ProfilingCancelled, Settings, assemble, device_key, graphs, measure_settings
+
+START_TIMEOUT = 120  # s for local workers to start (each imports CuPy and the cuDNN frontend)
+WORKER_WAIT = 60     # s for a worker to join an existing scheduler
+RETRIES = 1          # a graph is submitted at most 1 + RETRIES times
+
+
+class GPUContextLost(EngineError):
+    """A CUDA error on a worker (args: message, worker address): its context is unusable."""
+
+    def __init__(self, message: str, worker: str = ""):
+        super().__init__(message, worker)
+        self.worker = worker
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+# ---------------------------------------------------------------- worker side (module level: importable)
+
+_WORKER: dict = {}  # per worker process: provenance by probe, the GPU measurer
+
+
+def gpu_provenance() -> dict:
+    """This worker's GPU, driver, cuDNN and frontend (runtime.provenance), or why it cannot profile."""
+    import platform
+
+    from . import available
+    ok, why = available()
+    if not ok:
+        raise GPUUnavailableError(f"the worker on {platform.node()} cannot profile: {why}")
+    from . import runtime
+    return runtime.provenance()
+
+
+def measure_on_gpu(graph: Graph, settings: Settings, notes: dict[str, str]) -> list[dict]:
+    """Rows of one graph on this worker's GPU; the worker keeps its own CUDA context and buffers."""
+    import cupy as cp
+
+    from .profiler import GraphMeasurer
+    measurer = _WORKER.setdefault("measurer", GraphMeasurer())
+    try:
+        return measurer.measure(graph, settings, notes)
+    except cp.cuda.runtime.CUDARuntimeError as err:
+        raise GPUContextLost(f"CUDA error: {err}") from None
+
+
+def worker_provenance(probe: Callable[[], dict]) -> dict:
+    """``probe()`` once per worker process (client.run calls it before the run, tasks reuse it)."""
+    key = ("provenance", probe)
+    if key not in _WORKER:
+        _WORKER[key] = probe()
+    return _WORKER[key]
+
+
+def run_graph(measure: Callable, probe: Callable, graph: Graph, settings: Settings, notes: dict[str, str]) -> dict:
+    """A Dask task: one graph's rows, with the provenance of the worker that measured them. ``notes``: the
+    numerical notes of the signature's plans already labelled on any worker (plan name -> "|"-joined)."""
+    from distributed import get_worker
+    worker = get_worker()
+    prov = worker_provenance(probe)
+    try:
+        rows = measure(graph, settings, notes)
+    except GPUContextLost as err:
+        raise GPUContextLost(err.args[0], worker.address) from None
+    return {"rows": rows, "provenance": prov, "worker": str(worker.name)}
+
+
+# ---------------------------------------------------------------- client side
+
+
+def local_devices(gpus: str | None, count: int, visible: str | None) -> list[str]:
+    """CUDA_VISIBLE_DEVICES values, one per worker, for ``--gpus`` (ordinals as this process numbers its
+    ``count`` GPUs; None: all of them), mapped through this process's own ``visible`` list."""
+    ids = [v.strip() for v in visible.split(",")][:count] if visible else [str(i) for i in range(count)]
+    if gpus is None:
+        return ids
+    try:
+        ordinals = [int(g) for g in gpus.split(",")]
+    except ValueError:
+        ordinals = []
+    if not ordinals or len(set(ordinals)) != len(ordinals) or not all(0 <= g < count for g in ordinals):
+        raise EngineError(f"--gpus {gpus!r}: expected distinct GPU numbers separated by commas, such as 0,1, "
+                          f"each below {count} (this process sees {count} GPU{'s' * (count != 1)})")
+    return [ids[g] for g in ordinals]
+
+
+def choose_profiler(gpus: str | None, scheduler: str | None) -> Callable[..., Profile]:
+    """The profile command's profile_network for ``--gpus``/``--scheduler``: this process's GPU alone
+    (engine.gpu.profiler, no Dask) unless the options ask for Dask or more than one GPU is visible."""
+    if scheduler:
+        if gpus is not None:
+            raise EngineError("--gpus and --scheduler exclude each other: the cluster's workers bring their GPUs")
+        return partial(profile_network, scheduler=scheduler)
+    from . import available
+    ok, why = available()
+    if not ok:
+        raise GPUUnavailableError(f"cannot profile: {why}")
+    import cupy
+    devices = local_devices(gpus, cupy.cuda.runtime.getDeviceCount(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if gpus is None and len(devices) == 1:
+        from .profiler import profile_network as on_this_gpu
+        return on_this_gpu
+    return partial(profile_network, gpus=devices)
+
+
+def start_cluster(devices: list[str]):
+    """A local Dask cluster of one single-threaded worker per device, each seeing only its GPU.
+
+    Tasks are not retried by the scheduler (our client retries once and knows why) and each worker holds
+    one task at a time, so the biggest graphs really start first and a dying worker takes one graph down.
+    """
+    import logging
+
+    import dask
+    from distributed import Nanny, Scheduler, SpecCluster
+    workers = {f"gpu{d}": {"cls": Nanny, "options": {"name": f"gpu{d}", "nthreads": 1, "memory_limit": 0,
+                                                      "host": "127.0.0.1", "env": {"CUDA_VISIBLE_DEVICES": d},
+                                                      "silence_logs": logging.ERROR}}
+               for d in devices}
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                          "distributed.scheduler.worker-saturation": 1.0}):
+        return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
+                               "host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"}},
+                           silence_logs=logging.ERROR, name="ucudnn-profile")
+
+
+@contextmanager
+def connect(devices: list[str] | None, scheduler: str | None):
+    """A Dask client on a new local cluster of ``devices``, or on the cluster at ``scheduler``."""
+    try:
+        import dask
+        from distributed import Client
+    except ImportError as err:
+        raise EngineError(f"profiling on several GPUs needs dask and distributed ({err}); install the 'gpu' "
+                          f"extra: python3 -m pip install -e '.[gpu]'") from None
+    cluster = None
+    try:
+        if scheduler:
+            timeout = dask.config.get("distributed.comm.timeouts.connect")
+            try:
+                client = Client(scheduler, timeout=timeout)
+            except (OSError, TimeoutError, ValueError) as err:
+                raise EngineError(f"cannot reach the Dask scheduler at {scheduler} ({err}); start one with "
+                                  f"'dask scheduler' and a worker per GPU with 'dask cuda worker ADDRESS'") from None
+            wanted, wait, hint = 1, WORKER_WAIT, f"start a worker per GPU: dask cuda worker {scheduler}"
+        else:
+            try:
+                cluster = start_cluster(devices)
+            except Exception as err:
+                raise EngineError(f"cannot start Dask workers on GPUs {','.join(devices)}: {type(err).__name__}: "
+                                  f"{err}") from None
+            client = Client(cluster)
+            wanted, wait, hint = len(devices), START_TIMEOUT, "see the worker messages above"
+        try:
+            client.wait_for_workers(wanted, timeout=wait)
+        except TimeoutError:
+            client.close()
+            raise EngineError(f"fewer than {wanted} Dask worker(s) started within {wait} s; {hint}") from None
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def gpu_id(prov: dict, worker: str) -> str:
+    """One GPU's identity across worker restarts: host and GPU uuid (the worker's name without a uuid)."""
+    return f"{prov.get('host', '')}/{prov.get('gpu_uuid') or worker}"
+
+
+def check_workers(client, probe: Callable[[], dict]) -> dict[str, tuple[str, dict]]:
+    """{worker address: (name, provenance)} once every worker is known to be single-threaded, on a GPU of
+    its own, and of the same GPU model, driver, cuDNN and frontend; else one EngineError saying what differs."""
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    busy = [f"{w.get('name', a)} ({w['nthreads']} threads)" for a, w in info.items() if w["nthreads"] != 1]
+    if busy:
+        raise EngineError(f"Dask workers {', '.join(busy)} would time several graphs on one GPU at once; run one "
+                          f"single-threaded worker per GPU (dask cuda worker, or dask worker --nthreads 1)")
+    try:
+        provs = client.run(worker_provenance, probe)
+    except EngineError:
+        raise
+    except Exception as err:
+        raise EngineError(f"a Dask worker cannot report its GPU: {type(err).__name__}: {err}") from None
+    workers = {a: (str(info.get(a, {}).get("name", a)), p) for a, p in sorted(provs.items())}
+    keys = {name: device_key(p) for name, p in workers.values()}
+    if len(set(keys.values())) > 1:
+        listing = "; ".join(f"{name}: {k}" for name, k in sorted(keys.items()))
+        raise EngineError(f"the Dask workers' GPUs differ ({listing}); plans are per GPU model, driver and cuDNN, "
+                          f"so profile on GPUs of one kind at a time (--gpus, e.g. --gpus 0)")
+    seen: dict[str, str] = {}
+    for name, p in workers.values():
+        gpu = gpu_id(p, name)
+        if gpu in seen:
+            raise EngineError(f"Dask workers {seen[gpu]} and {name} share GPU {p['gpu_uuid']} on {p.get('host')}; "
+                              f"their timings would disturb each other: give each worker its own GPU")
+        seen[gpu] = name
+    return workers
+
+
+def profile_network(network: Network, *, gpus: list[str] | None = None, scheduler: str | None = None,
+                    policy="powerOfTwo", precision: str = "tf32", layout: str = "NCHW",
+                    cache_path: str | None = None, max_workspace: int = 1 << 30, repeats: int = 5,
+                    include_rtc: bool = False, engines: str = "sweep", knob_samples: int = KNOB_SAMPLES,
+                    command: str = "", progress: Callable[[int, int, str], None] | None = None,
+                    should_stop: Callable[[], bool] | None = None,
+                    measure: Callable[[Graph, Settings, dict], list[dict]] = measure_on_gpu,
+                    probe: Callable[[], dict] = gpu_provenance) -> Profile:
+    """engine.gpu.profiler.profile_network spread over Dask workers: one per local GPU of ``gpus``
+    (CUDA_VISIBLE_DEVICES values, see local_devices), or those of the cluster at ``scheduler``.
+
+    ``measure`` and ``probe`` run on the workers; the CPU tests pass fakes returning SYNTHETIC rows.
+    The provenance is the workers' common one plus ``gpus`` (every GPU used and the graphs it measured),
+    ``graphs`` (counts) and ``failed_graphs`` (each failure's reason) when any failed; its
+    ``profiling_seconds`` include starting the workers.
+    """
+    if not gpus and not scheduler:
+        raise EngineError("profiling with Dask needs local GPUs or the address of a Dask scheduler")
+    settings = measure_settings(max_workspace=max_workspace, repeats=repeats, include_rtc=include_rtc,
+                                engines=engines, knob_samples=knob_samples)
+    work = graphs(network, policy, precision, layout)
+    t0 = time.perf_counter()
+    with connect(gpus, scheduler) as client:
+        workers = check_workers(client, probe)
+        ref = next(iter(workers.values()))[1]
+        cache = ProfileCache(os.path.expanduser(cache_path or DEFAULT_CACHE), device_key(ref))
+        try:
+            run = Run(client, cache, settings, measure, probe, workers)
+            run.profile(work, progress, should_stop)
+            prov = run.provenance(ref, command, scheduler or "local", len(work))
+            prov["profiling_seconds"] = round(time.perf_counter() - t0, 2)
+            return assemble(cache, work, prov, network, policy, precision, layout)
+        finally:
+            cache.close()
+
+
+class Run:
+    """One profile's submissions and their outcomes; the only writer of the cache."""
+
+    def __init__(self, client, cache: ProfileCache, settings: Settings, measure, probe,
+                 workers: dict[str, tuple[str, dict]]):
+        self.client, self.cache, self.settings = client, cache, settings
+        self.options, self.measure, self.probe = settings.options(), measure, probe
+        self.tag = uuid.uuid4().hex[:8]
+        self.pending: dict = {}                         # future -> (graph, attempt)
+        self.gpus: dict[str, dict] = {}                 # gpu_id -> the GPU and the graphs it measured
+        for name, prov in workers.values():
+            self.used(name, prov)
+        self.failed: list[dict] = []
+        self.cached = 0
+        self.notes: dict[str, dict[str, str]] = {}      # signature -> plan -> numerical notes measured so far
+
+    def submit(self, graph: Graph, attempt: int):
+        notes = dict(self.notes.get(graph.key, {}))
+        fut = self.client.submit(run_graph, self.measure, self.probe, graph, self.settings, notes,
+                                 priority=graph.cost, pure=False,
+                                 key=f"graph-{self.tag}-{attempt}-{graph.key}-b{graph.b}")
+        self.pending[fut] = (graph, attempt)
+        return fut
+
+    def profile(self, work: list[Graph], progress, should_stop) -> None:
+        """Submit the graphs the cache lacks, biggest first, and handle each as it finishes.
+
+        Graphs are submitted a few at a time (four per worker: one running, the others waiting at the
+        scheduler, so a worker never waits for this client), so that each carries the numerical notes already
+        known for its signature from graphs measured earlier on any worker: a signature's plans are labelled
+        once, as in a single-GPU run, rather than once per GPU."""
+        from distributed import as_completed
+        todo = [g for g in work if not self.cache.is_done(g.key, g.b, self.options)]
+        self.cached = done = len(work) - len(todo)
+        pending = set(todo)
+        for g in work:
+            if g not in pending:
+                self.learn(self.cache.rows(g.key, g.b))
+        if progress and done:
+            progress(done, len(work), f"{done} graphs from the cache")
+        waiting = sorted(todo, key=lambda g: -g.cost)[::-1]  # biggest last, popped first
+        window = 4 * max(1, len(self.client.scheduler_info(n_workers=-1)["workers"]))
+        queue = as_completed(with_results=True, raise_errors=False)  # results fetched in the background
+        try:
+            while waiting or self.pending:
+                while waiting and len(self.pending) < window:
+                    queue.add(self.submit(waiting.pop(), 0))
+                fut, result = next(queue)
+                graph, attempt = self.pending.pop(fut)
+                note = self.finish(fut, result, graph, attempt)
+                if note is None:
+                    queue.add(self.submit(graph, attempt + 1))
+                    continue
+                done += 1
+                if progress:
+                    progress(done, len(work), f"{graph.label} {note}")
+                if should_stop and should_stop() and done < len(work):
+                    raise ProfilingCancelled(f"profiling cancelled after {done} of {len(work)} graphs; results so "
+                                             f"far are kept in {self.cache.path}")
+        finally:
+            if self.pending:
+                self.client.cancel(list(self.pending))
+
+    def learn(self, rows: list[dict]) -> None:
+        """Remember the numerical notes of measured plans, per signature, for the graphs still to submit."""
+        for r in rows:
+            self.notes.setdefault(r["signature"], {})[r["plan"]] = r["numerical_notes"]
+
+    def finish(self, fut, res, graph: Graph, attempt: int) -> str | None:
+        """Store a finished graph, or record a failed one; None: submit it again. Else a progress note."""
+        if fut.status != "finished":  # KilledWorker, CommClosedError, GPUContextLost, the graph's own error
+            err = fut.exception() if fut.status == "error" else RuntimeError(f"task {fut.status}")
+            if self.client.status != "running":
+                raise EngineError(f"lost the Dask scheduler ({type(err).__name__}: {err}); every finished graph "
+                                  f"is in {self.cache.path}: run the same command again to resume") from None
+            if isinstance(err, GPUContextLost) and err.worker:
+                self.client.restart_workers([err.worker], raise_for_error=False)
+            if attempt < RETRIES:
+                return None
+            text = str(err).strip()
+            reason = f"{type(err).__name__}: {text.splitlines()[0][:300] if text else ''}"
+            self.failed.append(dict(signature=graph.key, micro_batch=graph.b, reason=reason, attempts=attempt + 1))
+            return f"FAILED: {reason}"
+        prov = res["provenance"]
+        if device_key(prov) != self.cache.device_key:
+            raise EngineError(f"worker {res['worker']} has another GPU or software ({device_key(prov)}, not "
+                              f"{self.cache.device_key}); every finished graph is in {self.cache.path}")
+        self.cache.commit(graph.key, graph.b, self.options, res["rows"], prov)
+        self.learn(res["rows"])
+        self.used(res["worker"], prov)["graphs"] += 1
+        return f"on {res['worker']}"
+
+    def used(self, worker: str, prov: dict) -> dict:
+        """The entry of the GPU behind ``worker`` (added when a worker joins or restarts)."""
+        return self.gpus.setdefault(gpu_id(prov, worker), dict(worker=worker, gpu=prov["gpu"],
+                                                                gpu_uuid=prov.get("gpu_uuid", ""),
+                                                                host=prov.get("host", ""), graphs=0))
+
+    def provenance(self, ref: dict, command: str, scheduler: str, total: int) -> dict:
+        """The workers' common provenance, every GPU used (with the graphs it measured) and the counts."""
+        gpus = [self.gpus[k] for k in sorted(self.gpus)]
+        prov = dict(ref, command=command, scheduler=scheduler, options=self.options, gpus=gpus,
+                    gpu_uuid=",".join(g["gpu_uuid"] for g in gpus), host=",".join(sorted({g["host"] for g in gpus})),
+                    date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    graphs=dict(total=total, from_cache=self.cached, measured=sum(g["graphs"] for g in gpus),
+                                failed=len(self.failed)))
+        if self.failed:
+            prov["failed_graphs"] = self.failed
+        return prov
