@@ -248,23 +248,56 @@ def sweep(cg: ConvGraph, knob_samples: int, include_rtc: bool = False) -> list[i
     return new
 
 
-def numerical_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str, list[str]]:
-    """Numerical notes of the named plans of (sig, b). The frontend cannot query them per plan
-    (cudnn-frontend.md §4), so for each note a sibling graph keeps only the plans that carry it: a
-    plan whose build is refused there ("Deselecting execution plan") lacks the note. Swept plans are
-    appended to the sibling graph, where the filter applies to them too."""
+# A workspace cap no plan meets: in a sibling graph the frontend refuses every plan, either for the
+# note filter ("Deselecting execution plan") or, having passed it, for the cap, and compiles none
+# (plans.h check_support_at_index, cuDNN >= 9.2: filter, then engine-config workspace, then build).
+PROBE_CAP = -1
+_PROBE_OK: bool | None = None  # whether the capped probe agreed with building, checked once per process
+
+
+def label_graph(sig: KernelSignature, b: int, ctx, names: list[str], *, probe: bool) -> dict[str, list[str]]:
+    """Notes of the named plans of (sig, b), by the capped probe or by building each plan (numerical_notes)."""
     notes: dict[str, list[str]] = {n: [] for n in names}
     for note in NUMERICAL_NOTES:
         cg = make_graph(sig, b, ctx, include_rtc=False, select_note=note)
+        if probe:
+            cg.graph.deselect_workspace_greater_than(PROBE_CAP)
         for name in names:
             try:
                 cg.graph.build_plan_at_index(cg.index_of(name))
             except Exception as err:
-                if "Deselecting" in str(err) or "excluded" in str(err):
+                msg = str(err)
+                if "Deselecting" in msg or "excluded" in msg:
                     continue
-                raise
+                if not (probe and "orkspace" in msg):
+                    raise
             notes[name].append(note)
     return notes
+
+
+def numerical_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str, list[str]]:
+    """Numerical notes of the named plans on the graph of (sig, b): labelled per built plan, since one
+    plan name (``eng25``) is a different kernel in another graph. The frontend cannot query notes per
+    plan (cudnn-frontend.md §4), so for each note a sibling graph keeps only the plans that carry it:
+    a plan refused there ("Deselecting execution plan") lacks the note. Swept plans are appended to
+    the sibling graph, where the filter applies to them too.
+
+    Under PROBE_CAP nothing is compiled. The first call of a process labels its plans both ways;
+    only if the two agree are later calls probed, else every plan is built."""
+    global _PROBE_OK
+    if _PROBE_OK is None and names:
+        built = label_graph(sig, b, ctx, names, probe=False)
+        try:
+            _PROBE_OK = label_graph(sig, b, ctx, names, probe=True) == built
+        except Exception:
+            _PROBE_OK = False
+        return built
+    return label_graph(sig, b, ctx, names, probe=bool(_PROBE_OK))
+
+
+def note_method() -> str:
+    """How this process labels numerical notes: "probe" (capped, nothing compiled), "build", or "unchecked"."""
+    return {None: "unchecked", True: "probe", False: "build"}[_PROBE_OK]
 
 
 def per_sample_bytes(sig: KernelSignature) -> dict[str, int]:

@@ -34,6 +34,7 @@ HOPELESS = 10.0
 DOMINATED = 1.25
 ALIGN = 16  # bytes: the frontend's default operand alignment (cudnn-frontend.md §3, gotcha 5)
 DEFAULT_CACHE = "~/.cache/ucudnn-explorer/profiles.sqlite"
+NOTES_GRANULARITY = "per (signature, micro_batch) graph"
 
 
 class ProfilingCancelled(EngineError):
@@ -93,20 +94,6 @@ def fill_random(buf: cp.ndarray, precision: str) -> None:
         v[...] = (f.view(cp.uint32) >> 16).astype(cp.uint16)
 
 
-# (signature key, plan name) -> numerical notes. Engine ids are per operation (eng25 of a Forward graph is
-# not eng25 of a BackwardData one), so a name is labelled on a graph of its own signature, never reused
-# across kinds or shapes.
-_NOTES: dict[tuple[str, str], list[str]] = {}
-
-
-def label_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str, str]:
-    """"|"-joined numerical notes per plan name of ``sig``, labelling names not yet labelled for ``sig``."""
-    new = [n for n in names if (sig.key, n) not in _NOTES]
-    if new:
-        _NOTES.update({(sig.key, n): v for n, v in numerical_notes(sig, b, ctx, new).items()})
-    return {n: "|".join(_NOTES[sig.key, n]) for n in names}
-
-
 def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max_workspace: int,
                   repeats: int, include_rtc: bool, knob_samples: int | None = None) -> list[dict]:
     """Rows (profile.COLUMNS) for every plan of ``sig`` at micro-batch ``b``: the heuristic list, plus
@@ -115,7 +102,7 @@ def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max
     indices = list(range(cg.heuristic))
     if knob_samples is not None:
         indices += sweep(cg, knob_samples, include_rtc)
-    notes = label_notes(sig, b, ctx, [cg.names[i] for i in indices])
+    notes = {n: "|".join(v) for n, v in numerical_notes(sig, b, ctx, [cg.names[i] for i in indices]).items()}
     rows, best, timed = [], float("inf"), []
     for i in indices:
         name = cg.names[i]
@@ -187,8 +174,9 @@ def profile_network(network: Network, *, policy="powerOfTwo", precision: str = "
     samples = knob_samples if engines == "sweep" else None
     prov = runtime.provenance(command)
     cache = ProfileCache(os.path.expanduser(cache_path or DEFAULT_CACHE), runtime.device_key(prov))
+    # the notes' granularity is an option, so graphs cached when notes were labelled by name are profiled again
     options = {"max_workspace": max_workspace, "repeats": repeats, "include_rtc": include_rtc,
-               "heuristics": "A+FALLBACK"}
+               "heuristics": "A+FALLBACK", "numerical_notes": NOTES_GRANULARITY}
     if samples is not None:
         options["sweep"] = {"knob_samples": samples, "dominated": DOMINATED}
     sizes = sorted(batch_sizes(policy, network.batch), reverse=True)
