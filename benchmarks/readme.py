@@ -1,7 +1,8 @@
-"""README blocks that report scripts write: text between a begin and an end marker, never edited by hand.
+"""Generated blocks of README.md and docs: text between a begin and an end marker, never edited by hand.
 
-``python benchmarks/side_by_side.py report`` and ``python benchmarks/profiling.py report`` rewrite their
-block from committed results; tests/test_reports.py checks that every block equals what its script makes.
+``python benchmarks/side_by_side.py report``, ``python benchmarks/profiling.py report`` and
+``python benchmarks/reproduction.py`` rewrite their blocks from committed data; tests/test_reports.py
+checks that every block equals what its script makes.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def markers(name: str) -> tuple[str, str]:
-    return (f"<!-- generated: {name} (python benchmarks/{name}.py report); do not edit -->",
+    """Markers of block ``name`` ("script" or "script:part"), naming the script that writes it."""
+    script = name.split(":")[0]
+    return (f"<!-- generated: {name} (python benchmarks/{script}.py); do not edit -->",
             f"<!-- end generated: {name} -->")
 
 

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import profiling, side_by_side  # noqa: E402
+from benchmarks import profiling, reproduction, side_by_side  # noqa: E402
 from benchmarks.readme import README, markers, read_block, write_block  # noqa: E402
 from engine.units import MiB  # noqa: E402
 
@@ -48,6 +48,12 @@ def test_profiling_report_and_readme_block_match_the_committed_results():
     data = json.loads(profiling.DEFAULT_RESULTS.read_text())
     assert read_block(README.read_text(), "profiling") == profiling.readme_block(data)
     assert profiling.DEFAULT_REPORT.read_text() == profiling.render(data, "benchmarks/reports/profiling.json")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(reproduction.BLOCKS))
+def test_reproduction_tables_match_what_the_engine_computes(name):
+    assert read_block(reproduction.DOC.read_text(), name) == reproduction.BLOCKS[name]()
 
 
 def _optimizer_row(label: str) -> str:
