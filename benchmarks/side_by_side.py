@@ -247,13 +247,23 @@ def measure(args) -> None:
             t1 = time.time()
             plans, bufs, cache = PlanCache(ctx), {}, {}
             for cfg in entry["configs"]:
-                cfg.setdefault("kernel_ms", []).append(_time_config(cfg, entry["batch"], ctx, plans, bufs,
-                                                                    args.repeats, cache))
-                cfg.setdefault("measured_ms", []).append(sum(cfg["kernel_ms"][-1]))
+                try:  # a configuration that fails is recorded; the others are still measured
+                    kernel_ms = _time_config(cfg, entry["batch"], ctx, plans, bufs, args.repeats, cache)
+                except Exception as err:
+                    cfg.setdefault("errors", []).append(f"run {run + 1}: {type(err).__name__}: {str(err)[:300]}")
+                    print(f"{tag(entry)} {label(cfg)}: {cfg['errors'][-1]}", file=sys.stderr, flush=True)
+                    continue
+                cfg.setdefault("kernel_ms", []).append(kernel_ms)
+                cfg.setdefault("measured_ms", []).append(sum(kernel_ms))
                 if entry["precision"] == "tf32" and cfg["engines"] == "all" and (cfg["row"], cfg["budget"]) in VERIFY:
                     plan = {"mode": cfg["mode"], "network": {"name": entry["network"], "batch": entry["batch"]},
                             "kernels": cfg["kernels"]}
-                    rep = verify_plan(plan, repeats=args.repeats)
+                    try:
+                        rep = verify_plan(plan, repeats=args.repeats)
+                    except Exception as err:
+                        cfg.setdefault("errors", []).append(f"verify, run {run + 1}: {type(err).__name__}: "
+                                                            f"{str(err)[:300]}")
+                        continue
                     cfg.setdefault("verify", []).append(rep["totals"] | {
                         "max_rel_l2": max(k["rel_l2"] for k in rep["kernels"]),
                         "kernel_ratio_min": min(k["ratio"] for k in rep["kernels"]),
@@ -405,6 +415,8 @@ def render(data: dict, source: str) -> str:
         if not measured:
             continue
         opt = find(e, "optimum", None)
+        if opt is None:
+            continue
         lines += [f"## {network_name(e)}", "", f"profile `{e['profile']}`, {e['kernel_count']} kernels", "",
                   "| configuration | limit / budget | predicted ms | measured ms | vs (a) at the same limit | "
                   "vs optimum | workspace sum (WD: arena) | workspace max |", "|---|---|---|---|---|---|---|---|"]
@@ -432,6 +444,9 @@ def render(data: dict, source: str) -> str:
         for i in e["infeasible"]:
             lines.append(f"- infeasible: {ROWS[i['row']]} at {format_size(i['limit']) if i['limit'] else '-'}: "
                          f"{i['reason']}")
+        for c in e["configs"]:
+            for err in c.get("errors", []):
+                lines.append(f"- failed: {label(c)} at {format_size(c['budget'])}: {err}")
         for c in measured:
             for_runs = c.get("verify", [])
             if for_runs:

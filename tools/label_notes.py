@@ -152,7 +152,10 @@ def main() -> int:
         if time.perf_counter() - t0 > args.budget_s:
             print(f"skip {path}: out of time (--budget-s {args.budget_s:g}); rerun to resume", flush=True)
             continue
-        written += relabel(path, ctx, here, args, per_file)
+        try:
+            written += relabel(path, ctx, here, args, per_file)
+        except Exception as err:  # one unreadable file does not stop the others
+            print(f"{path}: not written: {type(err).__name__}: {str(err)[:300]}", flush=True)
     print(f"{written} of {len(args.profiles)} files written in {time.perf_counter() - t0:.1f} s", flush=True)
     return 0
 
