@@ -78,7 +78,7 @@ def verify(t, ctx, new: list[str | None], count: int) -> tuple[int, int]:
         sig = KernelSignature.from_key(key, b)
         try:
             built = label_graph(sig, b, ctx, names, probe=False)
-            probed = label_graph(sig, b, ctx, names, probe=True)
+            probed = label_graph(sig, b, ctx, names, probe=True) if note_method() == "probe" else None
         except Exception as err:
             print(f"  not verified {key} b={b}: {type(err).__name__}: {str(err)[:200]}", flush=True)
             continue
@@ -87,8 +87,8 @@ def verify(t, ctx, new: list[str | None], count: int) -> tuple[int, int]:
             want = "|".join(built[name])
             if new[i] != want:
                 bad += 1
-                print(f"  DISAGREE {key} b={b} {name}: labelled {new[i]!r}, built on its own graph {want!r}, "
-                      f"probed there {'|'.join(probed[name])!r}", flush=True)
+                print(f"  DISAGREE {key} b={b} {name}: labelled {new[i]!r}, built on its own graph {want!r}"
+                      + (f", probed there {'|'.join(probed[name])!r}" if probed else ""), flush=True)
     return done, bad
 
 
