@@ -337,8 +337,8 @@ def readme_block(data: dict) -> str:
              f"({p['date'][:10]}): total convolution time of one training step (every Forward, BackwardData and "
              f"BackwardFilter kernel), each configuration executed by `engine.gpu` and timed with CUDA events; median "
              f"of {runs_made(data)} runs, range in brackets. (a) is what a framework does under a workspace limit: per "
-             "kernel, the first plan in cuDNN's heuristic order that fits, undivided. (b) is the fastest undivided plan "
-             "that fits among every engine the profile measured (the engine sweep; for profiles of the heuristic list "
+             "kernel, the first plan in cuDNN's heuristic order that fits, undivided. (b) is the fastest undivided "
+             "plan that fits among every engine the profile measured (the engine sweep; for profiles of the heuristic list "
              "only, the fastest of that list), so (a)/(b) is the sweep's gain; (c) micro-batches on top of (b), so "
              "(b)/(c) is micro-batching's. Every limit, WD and the workspace used: "
              "[benchmarks/reports/side_by_side.md](benchmarks/reports/side_by_side.md).", "",

@@ -15,21 +15,26 @@ The shortcut is checked, not assumed: ``--verify N`` graphs spread over the prof
 signature's largest micro-batch) are labelled again on their own graph by building every plan; on a
 disagreement that file is labelled per graph (``--per-graph`` does so for every file).
 
-Profiles of another GPU or cuDNN are skipped; a file this tool already relabelled is skipped unless
-``--force``, so an interrupted run (or one out of ``--budget-s``) resumes. Each file is rewritten atomically, and only if every one of
-its graphs was labelled.
+Only the column ``numerical_notes`` and the provenance of each file's JSON document change, every row is
+kept (the file is read raw, not through engine.profile, whose filters may drop rows by their notes). Profiles
+of another GPU or cuDNN are skipped; a file this tool already relabelled is skipped unless ``--force``, so
+an interrupted run (or one out of ``--budget-s``) resumes. Each file is rewritten atomically, and only if
+every one of its graphs was labelled.
 """
 import argparse
+import gzip
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
+import pandas as pd
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.gpu import runtime  # noqa: E402
 from engine.gpu.graphs import label_graph, note_method, numerical_notes  # noqa: E402
 from engine.kernels import KernelSignature  # noqa: E402
-from engine.profile import Profile  # noqa: E402
 
 TOOL = "tools/label_notes.py"
 
@@ -95,8 +100,10 @@ def verify(t, ctx, new: list[str | None], count: int) -> tuple[int, int]:
 def relabel(path: str, ctx, here: dict, args, n_verify: int) -> bool:
     """Relabel one file in place; False if it was skipped or could not be labelled and verified."""
     t0 = time.perf_counter()
-    prof = Profile.load(path)
-    p = prof.provenance
+    raw = Path(path).read_bytes()
+    gz = str(path).endswith(".gz")
+    doc = json.loads(gzip.decompress(raw) if gz else raw)
+    p = doc["provenance"]
     if (p.get("gpu"), p.get("cudnn_version")) != (here["gpu"], here["cudnn_version"]):
         print(f"skip {path}: measured on {p.get('gpu')} cuDNN {p.get('cudnn_version')}", flush=True)
         return False
@@ -104,7 +111,7 @@ def relabel(path: str, ctx, here: dict, args, n_verify: int) -> bool:
     if done.get("tool") == TOOL and "granularity" in done and not args.force:
         print(f"skip {path}: already relabelled {done}", flush=True)
         return False
-    t = prof.table
+    t = pd.DataFrame(doc["rows"], columns=doc["columns"])
     per_graph = args.per_graph
     new, graphs, failed = label(t, ctx, per_graph)
     t_label = time.perf_counter() - t0
@@ -119,15 +126,19 @@ def relabel(path: str, ctx, here: dict, args, n_verify: int) -> bool:
         print(f"{Path(path).name}: not written: {failed} of {graphs} graphs failed, {bad} disagreements", flush=True)
         return False
     changed = int((t.numerical_notes != new).sum())
+    col = doc["columns"].index("numerical_notes")
+    for row, notes in zip(doc["rows"], new):
+        row[col] = notes
     t["numerical_notes"] = new
-    prov = dict(p, numerical_notes_labelled={
+    doc["provenance"] = dict(p, numerical_notes_labelled={
         "date": here["date"], "tool": TOOL, "cudnn_version": here["cudnn_version"],
         "frontend_version": here["frontend_version"], "method": note_method(),
         "granularity": "per (signature, micro_batch) graph" if per_graph else
         "per (signature, plan), on the graph of its smallest measured micro-batch",
         "graphs": graphs, "verified_graphs": verified})
+    data = json.dumps(doc, separators=(",", ":")).encode()
     tmp = Path(path).with_name(".tmp-" + Path(path).name)
-    Profile(t, prov, prof.networks).save(tmp)
+    tmp.write_bytes(gzip.compress(data, mtime=0) if gz else data)
     os.replace(tmp, path)
     nd = t.numerical_notes.str.contains("NONDETERMINISTIC").mean()
     tc = t.numerical_notes.str.contains("TENSOR_CORE").mean()

@@ -158,7 +158,7 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, f
     The roles x/w/y are the operands a micro-batch slices: Forward x=X, y=Y; BackwardData x=dY,
     y=dX; BackwardFilter x=X, y=dY and the filter slot w holds dW (the output, never sliced).
     ``float64`` builds the same convolution in double precision (the verification reference);
-    ``select_note`` keeps only plans carrying that numerical note (see numerical_notes).
+    ``select_note`` keeps only plans carrying that numerical note (see numerical_notes), and no others.
     """
     F = cudnn.data_type.DOUBLE if float64 else cudnn.data_type.FLOAT
     io = F if float64 else getattr(cudnn.data_type, _DT[sig.precision])
@@ -188,7 +188,9 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, f
         g.build_operation_graph()
     except Exception as err:
         raise EngineError(f"cuDNN rejects the graph of {sig.key} at b={b}: {err}") from err
-    if sig.precision == "fp32" and not float64:  # strict fp32: no TF32 tensor cores, no down-conversion (cudnn-frontend.md §3)
+    # strict fp32: no TF32 tensor cores, no down-conversion (cudnn-frontend.md §3); a labelling graph
+    # (select_note) keeps every plan, since notes belong to the plan, not to a precision's filter
+    if sig.precision == "fp32" and not float64 and not select_note:
         g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
     elif sig.precision == "tf32" and not float64:
         # TF32 tensor cores yes, fp32 inputs converted to fp16 no: such engines flush gradients below fp16's
