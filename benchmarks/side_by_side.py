@@ -338,9 +338,9 @@ def readme_block(data: dict) -> str:
              f"BackwardFilter kernel), each configuration executed by `engine.gpu` and timed with CUDA events; median "
              f"of {runs_made(data)} runs, range in brackets. (a) is what a framework does under a workspace limit: per "
              "kernel, the first plan in cuDNN's heuristic order that fits, undivided. (b) is the fastest undivided "
-             "plan that fits among every engine the profile measured (the engine sweep; for profiles of the heuristic list "
-             "only, the fastest of that list), so (a)/(b) is the sweep's gain; (c) micro-batches on top of (b), so "
-             "(b)/(c) is micro-batching's. Every limit, WD and the workspace used: "
+             "plan that fits among every engine the profile measured (the engine sweep; for profiles of the "
+             "heuristic list only, the fastest of that list), so (a)/(b) is the sweep's gain; (c) micro-batches on "
+             "top of (b), so (b)/(c) is micro-batching's. Every limit, WD and the workspace used: "
              "[benchmarks/reports/side_by_side.md](benchmarks/reports/side_by_side.md).", "",
              f"| network | (a) framework, {lim}/kernel | (b) best undivided engine, {lim}/kernel | "
              f"(c) WR powerOfTwo, {lim}/kernel | sweep (a)/(b) | micro-batching (b)/(c) | unlimited optimum | "
