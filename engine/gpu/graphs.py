@@ -188,14 +188,13 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, f
         g.build_operation_graph()
     except Exception as err:
         raise EngineError(f"cuDNN rejects the graph of {sig.key} at b={b}: {err}") from err
-    # strict fp32: no TF32 tensor cores, no down-conversion (cudnn-frontend.md §3); a labelling graph
-    # (select_note) keeps every plan, since notes belong to the plan, not to a precision's filter
-    if sig.precision == "fp32" and not float64 and not select_note:
-        g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
-    elif sig.precision == "tf32" and not float64:
-        # TF32 tensor cores yes, fp32 inputs converted to fp16 no: such engines flush gradients below fp16's
-        # range to zero (measured: a whole dW of zeros in an AlexNet training step), and PyTorch never runs them
-        g.deselect_numeric_notes([cudnn.numerical_note.DOWN_CONVERT_INPUTS])
+    if not float64 and not select_note:  # a labelling graph keeps every plan: notes belong to the plan, not a precision
+        if sig.precision == "fp32":  # strict fp32: no TF32 tensor cores, no down-conversion (cudnn-frontend.md §3)
+            g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
+        elif sig.precision == "tf32":
+            # TF32 tensor cores yes, fp32 inputs converted to fp16 no: such engines flush gradients below fp16's
+            # range to zero (measured: a whole dW of zeros in an AlexNet training step), and PyTorch never runs them
+            g.deselect_numeric_notes([cudnn.numerical_note.DOWN_CONVERT_INPUTS])
     if not include_rtc:
         g.deselect_behavior_notes([cudnn.behavior_note.RUNTIME_COMPILATION])
     if select_note:
