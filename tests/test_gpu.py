@@ -23,7 +23,7 @@ if ok:
 
     from engine.gpu import runtime
     from engine.gpu.executor import KernelExecutor, KernelRun
-    from engine.gpu.graphs import PlanCache, make_graph, sweep
+    from engine.gpu.graphs import PlanCache, label_graph, make_graph, sweep
     from engine.gpu.profiler import KernelBuffers, profile_graph, profile_network
     from engine.gpu.verify import verify_kernel
 from engine.errors import EngineError
@@ -212,3 +212,16 @@ def test_numerical_notes_are_labelled():
     fp32_ok = [r for r in rows["fp32"] if r["status"] == "ok"]
     assert any("TENSOR_CORE" in r["numerical_notes"] for r in tf32_ok)
     assert fp32_ok and not any("TENSOR_CORE" in r["numerical_notes"] for r in fp32_ok)
+
+
+def test_notes_are_labelled_on_each_graph_and_the_probe_agrees_with_building():
+    """Notes come from each plan's own graph; the capped probe (nothing compiled) gives what building every
+    plan gives, for all three kernel kinds, swept plans included."""
+    ctx = runtime.context()
+    for kind in KINDS:
+        s = sig(kind, 16)
+        cg = make_graph(s, 16, ctx, include_rtc=False)
+        names = cg.names[:cg.heuristic] + [cg.names[i] for i in sweep(cg, 2)]
+        built = label_graph(s, 16, ctx, names, probe=False)
+        assert any(built.values()), kind
+        assert label_graph(s, 16, ctx, names, probe=True) == built, kind

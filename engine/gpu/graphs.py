@@ -158,7 +158,7 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, f
     The roles x/w/y are the operands a micro-batch slices: Forward x=X, y=Y; BackwardData x=dY,
     y=dX; BackwardFilter x=X, y=dY and the filter slot w holds dW (the output, never sliced).
     ``float64`` builds the same convolution in double precision (the verification reference);
-    ``select_note`` keeps only plans carrying that numerical note (see numerical_notes).
+    ``select_note`` keeps only plans carrying that numerical note (see numerical_notes), and no others.
     """
     F = cudnn.data_type.DOUBLE if float64 else cudnn.data_type.FLOAT
     io = F if float64 else getattr(cudnn.data_type, _DT[sig.precision])
@@ -188,12 +188,13 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, f
         g.build_operation_graph()
     except Exception as err:
         raise EngineError(f"cuDNN rejects the graph of {sig.key} at b={b}: {err}") from err
-    if sig.precision == "fp32" and not float64:  # strict fp32: no TF32 tensor cores, no down-conversion (cudnn-frontend.md §3)
-        g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
-    elif sig.precision == "tf32" and not float64:
-        # TF32 tensor cores yes, fp32 inputs converted to fp16 no: such engines flush gradients below fp16's
-        # range to zero (measured: a whole dW of zeros in an AlexNet training step), and PyTorch never runs them
-        g.deselect_numeric_notes([cudnn.numerical_note.DOWN_CONVERT_INPUTS])
+    if not float64 and not select_note:  # a labelling graph keeps every plan: notes belong to the plan, not a precision
+        if sig.precision == "fp32":  # strict fp32: no TF32 tensor cores, no down-conversion (cudnn-frontend.md §3)
+            g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
+        elif sig.precision == "tf32":
+            # TF32 tensor cores yes, fp32 inputs converted to fp16 no: such engines flush gradients below fp16's
+            # range to zero (measured: a whole dW of zeros in an AlexNet training step), and PyTorch never runs them
+            g.deselect_numeric_notes([cudnn.numerical_note.DOWN_CONVERT_INPUTS])
     if not include_rtc:
         g.deselect_behavior_notes([cudnn.behavior_note.RUNTIME_COMPILATION])
     if select_note:
@@ -248,23 +249,56 @@ def sweep(cg: ConvGraph, knob_samples: int, include_rtc: bool = False) -> list[i
     return new
 
 
-def numerical_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str, list[str]]:
-    """Numerical notes of the named plans of (sig, b). The frontend cannot query them per plan
-    (cudnn-frontend.md §4), so for each note a sibling graph keeps only the plans that carry it: a
-    plan whose build is refused there ("Deselecting execution plan") lacks the note. Swept plans are
-    appended to the sibling graph, where the filter applies to them too."""
+# A workspace cap no plan meets: in a sibling graph the frontend refuses every plan, either for the
+# note filter ("Deselecting execution plan") or, having passed it, for the cap, and compiles none
+# (plans.h check_support_at_index, cuDNN >= 9.2: filter, then engine-config workspace, then build).
+PROBE_CAP = -1
+_PROBE_OK: bool | None = None  # whether the capped probe agreed with building, checked once per process
+
+
+def label_graph(sig: KernelSignature, b: int, ctx, names: list[str], *, probe: bool) -> dict[str, list[str]]:
+    """Notes of the named plans of (sig, b), by the capped probe or by building each plan (numerical_notes)."""
     notes: dict[str, list[str]] = {n: [] for n in names}
     for note in NUMERICAL_NOTES:
         cg = make_graph(sig, b, ctx, include_rtc=False, select_note=note)
+        if probe:
+            cg.graph.deselect_workspace_greater_than(PROBE_CAP)
         for name in names:
             try:
                 cg.graph.build_plan_at_index(cg.index_of(name))
             except Exception as err:
-                if "Deselecting" in str(err) or "excluded" in str(err):
+                msg = str(err)
+                if "Deselecting" in msg or "excluded" in msg:
                     continue
-                raise
+                if not (probe and "orkspace" in msg):
+                    raise
             notes[name].append(note)
     return notes
+
+
+def numerical_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str, list[str]]:
+    """Numerical notes of the named plans on the graph of (sig, b): labelled per built plan, since one
+    plan name (``eng25``) is a different kernel in another graph. The frontend cannot query notes per
+    plan (cudnn-frontend.md §4), so for each note a sibling graph keeps only the plans that carry it:
+    a plan refused there ("Deselecting execution plan") lacks the note. Swept plans are appended to
+    the sibling graph, where the filter applies to them too.
+
+    Under PROBE_CAP nothing is compiled. The first call of a process labels its plans both ways;
+    only if the two agree are later calls probed, else every plan is built."""
+    global _PROBE_OK
+    if _PROBE_OK is None and names:
+        built = label_graph(sig, b, ctx, names, probe=False)
+        try:
+            _PROBE_OK = label_graph(sig, b, ctx, names, probe=True) == built
+        except Exception:
+            _PROBE_OK = False
+        return built
+    return label_graph(sig, b, ctx, names, probe=bool(_PROBE_OK))
+
+
+def note_method() -> str:
+    """How this process labels numerical notes: "probe" (capped, nothing compiled), "build", or "unchecked"."""
+    return {None: "unchecked", True: "probe", False: "build"}[_PROBE_OK]
 
 
 def per_sample_bytes(sig: KernelSignature) -> dict[str, int]:

@@ -26,6 +26,11 @@ class ProfilingCancelled(EngineError):
 
 
 @dataclass(frozen=True)
+# how the profiler labels numerical notes (engine.gpu.profiler.label_notes); part of the cache key, so
+# graphs cached when notes were labelled by plan name alone are measured again
+NOTES_GRANULARITY = "per (signature, plan)"
+
+
 class Settings:
     """How each graph is measured; ``knob_samples`` None means the heuristic list only (no sweep)."""
 
@@ -37,7 +42,7 @@ class Settings:
     def options(self) -> dict:
         """The cache key of a measurement: a graph measured under other options is measured again."""
         opts = {"max_workspace": self.max_workspace, "repeats": self.repeats, "include_rtc": self.include_rtc,
-                "heuristics": "A+FALLBACK"}
+                "heuristics": "A+FALLBACK", "numerical_notes": NOTES_GRANULARITY}
         if self.knob_samples is not None:
             opts["sweep"] = {"knob_samples": self.knob_samples, "dominated": DOMINATED}
         return opts

@@ -6,7 +6,7 @@
                x_kc in {0, 1}                           (4)
 
 A multiple-choice knapsack; each kernel gets its own workspace segment. Handed to HiGHS as written it
-is slow (ResNet-50 b32: 725 0-1 variables, 10-300 ms a budget, benchmarks/reports/optimizer.md):
+is slow (ResNet-50 b32: hundreds of 0-1 variables and up to hundreds of ms a budget, benchmarks/reports/optimizer.md):
 repeated kernels make the search symmetric, and the LP bound lies within ~1e-4 of the optimum with
 many near-optimal choices, so HiGHS spends its time in primal heuristics, sub-MIPs and restarts.
 ``wd`` therefore solves an equivalent model with the same optima:

@@ -1,0 +1,145 @@
+"""README's measured results and benchmarks/reports/ match the committed data that made them.
+
+The generated README blocks and reports must equal what their scripts make from the committed results
+files, and figures quoted by hand must equal their report's, so neither can drift from the data.
+"""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import optimizer, profiling, reproduction, side_by_side  # noqa: E402
+from benchmarks.readme import README, markers, read_block, write_block  # noqa: E402
+from engine.units import MiB  # noqa: E402
+
+REPORTS = ROOT / "benchmarks" / "reports"
+
+
+def committed_results() -> dict:
+    data = side_by_side.load(side_by_side.DEFAULT_RESULTS)
+    assert data.get("version") == 2, "results predate `side_by_side.py measure` (run it on the GPU host)"
+    return data
+
+
+def test_side_by_side_report_and_readme_table_match_the_committed_results():
+    data = committed_results()
+    assert read_block(README.read_text(), "side_by_side") == side_by_side.readme_block(data)
+    source = "benchmarks/reports/side_by_side_results.json.gz"
+    assert side_by_side.DEFAULT_REPORT.read_text() == side_by_side.render(data, source)
+
+
+def test_side_by_side_results_hold_every_network_and_row():
+    data = committed_results()
+    assert {side_by_side.tag(e) for e in data["networks"]} == {f"{n}-b{b}-{p}" for n, b, p, *_ in
+                                                               side_by_side.NETWORKS}
+    for e in data["networks"]:
+        for row in ("framework", "undivided", "wr"):
+            c = side_by_side.find(e, row, side_by_side.README_LIMIT)
+            assert c and len(c["measured_ms"]) == data["runs"], (e["network"], row)
+
+
+def test_profiling_report_and_readme_block_match_the_committed_results():
+    data = json.loads(profiling.DEFAULT_RESULTS.read_text())
+    assert read_block(README.read_text(), "profiling") == profiling.readme_block(data)
+    assert profiling.DEFAULT_REPORT.read_text() == profiling.render(data, "benchmarks/reports/profiling.json")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(reproduction.BLOCKS))
+def test_reproduction_tables_match_what_the_engine_computes(name):
+    assert read_block(reproduction.DOC.read_text(), name) == reproduction.BLOCKS[name]()
+
+
+def _optimizer_row(label: str) -> str:
+    """The ResNet-50 b32 cell of a row of benchmarks/reports/optimizer.md."""
+    for line in (REPORTS / "optimizer.md").read_text().splitlines():
+        if line.startswith(f"| {label} |"):
+            return line.split("|")[2].strip()
+    raise AssertionError(f"optimizer.md has no row {label!r}")
+
+
+def test_readme_quotes_the_optimizer_report():
+    variables = _optimizer_row("ILP 0-1 variables, Eq. 1-4 (largest desirable set)").split()[0]
+    points = int(_optimizer_row("network front: points"))
+    front_ms = _optimizer_row("network front: time, median (min) of 5").split()[0]
+    solve_ms = re.match(r"\*\*([0-9.]+) ms\*\*", _optimizer_row("**wd: ILP solve, cold, median (max)**")).group(1)
+    readme = " ".join(README.read_text().split())
+    assert f"WD ILP solve {solve_ms} ms median ({variables} 0-1 variables" in readme
+    assert f"exact network front of {points:,} points in {front_ms} ms" in readme
+
+
+def test_optimizer_report_counts_match_the_bundled_profile():
+    """The ILP's variables and the front's points in optimizer.md are what the committed profile gives today."""
+    from engine.optimize import network_front
+    from engine.profile import Profile, bundled_profiles
+    from engine.zoo import get_network
+
+    name, batch = optimizer.NETWORKS[0]
+    net = get_network(name, batch)
+    prof = optimizer.pick_profile([Profile.load(p) for p in bundled_profiles().values()], net, "tf32", "NCHW",
+                                  "powerOfTwo")
+    sets, _ = optimizer.kernel_sets(prof, net, "tf32", "NCHW", "powerOfTwo")
+    assert _optimizer_row("ILP 0-1 variables, Eq. 1-4 (largest desirable set)") == \
+        f"{sum(len(s) for s in sets)} ({max(len(s) for s in sets)})"
+    assert int(_optimizer_row("network front: points")) == len(network_front(sets))
+
+
+@pytest.fixture(scope="module")
+def alexnet():
+    return side_by_side.plan_network(*side_by_side.NETWORKS[0])
+
+
+def _pred(entry, row, limit, engines="all"):
+    return next(c["predicted_ms"] for c in entry["configs"] if c["row"] == row and c["limit"] == limit
+                and c["engines"] == (engines if row != "framework" else "heuristics"))
+
+
+def test_side_by_side_rows_separate_the_engine_sweep_from_micro_batching(alexnet):
+    """On the bundled AlexNet profile: framework >= best undivided >= WR >= optimum, WD <= WR at the same memory."""
+    opt = _pred(alexnet, "optimum", None)
+    for limit in side_by_side.LIMITS:
+        a, b, c, d = (_pred(alexnet, r, limit) for r in ("framework", "undivided", "wr", "wd"))
+        assert a >= b >= c >= opt - 1e-9
+        assert d <= c + 1e-9
+    assert _pred(alexnet, "framework", 64 * MiB) > 2 * _pred(alexnet, "undivided", 64 * MiB)  # the sweep's gain
+    assert _pred(alexnet, "optimum", None, "heuristics") > opt
+
+
+def test_side_by_side_framework_row_is_cuDNNs_heuristic_order(alexnet):
+    from engine.profile import Profile, resolve_profile
+
+    prof = Profile.load(resolve_profile(alexnet["profile"]))
+    t = prof.table
+    cfg = next(c for c in alexnet["configs"] if c["row"] == "framework" and c["limit"] == 8 * MiB)
+    for k in cfg["kernels"]:
+        (m,) = k["micro"]
+        ok = t[(t.signature == k["signature"]) & (t.micro_batch == 256) & (t.status == "ok") & (t.heuristic_rank >= 0)]
+        fits = ok[ok.workspace <= 8 * MiB].sort_values("heuristic_rank")
+        assert m["plan"] == fits.plan.iloc[0] and m["batch"] == 256
+
+
+def test_side_by_side_report_renders_medians_and_ranges(alexnet, tmp_path):
+    """SYNTHETIC measurements (predictions scaled by 1.0, 1.1 and 0.9) through the report and a README block."""
+    e = json.loads(json.dumps(alexnet))
+    for c in e["configs"]:
+        c["measured_ms"] = [c["predicted_ms"] * f for f in (1.0, 1.1, 0.9)]
+    data = {"provenance": {"gpu": "SYNTHETIC", "driver": "-", "cuda_runtime": 0, "cudnn_version": "-",
+                           "frontend_version": "-", "cupy_version": "-", "date": "2000-01-01T00:00:00Z",
+                           "command": "SYNTHETIC"}, "runs": 3, "repeats": 5, "networks": [e]}
+    block = side_by_side.readme_block(data)
+    a = _pred(alexnet, "framework", 64 * MiB)
+    assert f"| {a:.2f} ({0.9 * a:.2f}-{1.1 * a:.2f}) |" in block
+    assert "not run" in block  # no PyTorch measurement in this data
+    readme = tmp_path / "README.md"
+    begin, end = markers("side_by_side")
+    readme.write_text(f"intro\n{begin}\nold\n{end}\nrest\n")
+    write_block(readme, "side_by_side", block)
+    assert read_block(readme.read_text(), "side_by_side") == block
+    assert readme.read_text().startswith("intro\n") and readme.read_text().endswith("rest\n")
+    assert "(d) WD total 120 MiB (the paper's AlexNet budget)" in side_by_side.render(data, "SYNTHETIC.json")
