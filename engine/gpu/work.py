@@ -25,12 +25,12 @@ class ProfilingCancelled(EngineError):
     """Raised when should_stop() turns true; everything measured so far is in the cache."""
 
 
-@dataclass(frozen=True)
 # how the profiler labels numerical notes (engine.gpu.profiler.label_notes); part of the cache key, so
 # graphs cached when notes were labelled by plan name alone are measured again
 NOTES_GRANULARITY = "per (signature, plan)"
 
 
+@dataclass(frozen=True)
 class Settings:
     """How each graph is measured; ``knob_samples`` None means the heuristic list only (no sweep)."""
 
