@@ -92,7 +92,8 @@ def test_work_is_one_graph_per_kernel_and_size_and_options_key_the_cache_as_befo
     assert WORK[0].cost == WORK[0].sig.with_batch(8).flops == 2 * WORK[1].cost  # expected cost: b x FLOPs
     sweep = measure_settings(max_workspace=1 << 30, repeats=5, engines="sweep", knob_samples=16)
     assert sweep.options() == {"max_workspace": 1 << 30, "repeats": 5, "include_rtc": False,
-                               "heuristics": "A+FALLBACK", "sweep": {"knob_samples": 16, "dominated": 1.25}}
+                               "heuristics": "A+FALLBACK", "numerical_notes": "per (signature, plan)",
+                               "sweep": {"knob_samples": 16, "dominated": 1.25}}
     assert "sweep" not in measure_settings(engines="heuristics").options()
     with pytest.raises(EngineError, match="engines must be one of"):
         measure_settings(engines="fast")
