@@ -18,7 +18,7 @@ Usage::
         --screenshot docs/dashboard.png
     python benchmarks/dashboard.py --synthetic resnet50 --browser    # no measured profile needed
 
-``--synthetic NET`` makes a SYNTHETIC profile (tests/synthetic_profile.py) and says so in every output.
+``--synthetic NET`` makes a SYNTHETIC profile (engine/testing/synthetic.py) and says so in every output.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
 
 def report(server: dict, browser: dict | None) -> str:
     sc = server["scope"]
-    tag = "SYNTHETIC profile (tests/synthetic_profile.py), not measurements" if server["synthetic"] else "measured profile"
+    tag = "SYNTHETIC profile (engine/testing/synthetic.py), not measurements" if server["synthetic"] else "measured profile"
     f = lambda s: f"{s['median']:.1f} / {s['p90']:.1f} / {s['max']:.1f}"
     lines = [
         "# Dashboard: budget-slider latency", "",
@@ -214,7 +214,7 @@ def main(argv=None) -> int:
         path = args.profile
         if args.synthetic:
             from engine.zoo import DEFAULT_BATCH
-            from tests.synthetic_profile import synthetic_profile
+            from engine.testing.synthetic import synthetic_profile
             batch = args.batch or DEFAULT_BATCH[args.synthetic]
             path = Path(tmp) / f"SYNTHETIC-{args.synthetic}-b{batch}.profile.json.gz"
             synthetic_profile(args.synthetic, batch, args.policy).save(path)

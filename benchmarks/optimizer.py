@@ -10,7 +10,7 @@ cold and warm started), the same ILP handed to HiGHS as written (Eq. 1-4, the ba
 improves on), the front's size and time, and the DP time. Plans come from the bundled profiles
 (assets/profiles) or the ``--profile`` files that measured all of a network's kernels, preferably the
 one recorded for that network, batch and policy; a network no bundled profile covers falls back to
-tests/synthetic_profile.py, a made-up model, and the report says SYNTHETIC at the top
+engine/testing/synthetic.py, a made-up model, and the report says SYNTHETIC at the top
 (``--synthetic`` forces that for all).
 """
 
@@ -179,7 +179,7 @@ def render(results: list[dict], missing: list[str], stress: dict, meta: dict) ->
     if synthetic:
         lines += [f"# Optimizer benchmark — SYNTHETIC PROFILE for {', '.join(synthetic)}", "",
                   "> **SYNTHETIC.** For the networks named above the plans' times and workspaces come from",
-                  "> `tests/synthetic_profile.py`, a made-up model (4 fake plans per kernel and size), not from cuDNN.",
+                  "> `engine/testing/synthetic.py`, a made-up model (4 fake plans per kernel and size), not from cuDNN.",
                   "> Their numbers time the optimizers on plausible shapes only.", ""]
     else:
         lines += ["# Optimizer benchmark", ""]
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="append", default=[],
                         help="profile file or bundled profile name; repeat for several networks "
                              "(default: the bundled profiles, SYNTHETIC where none covers a network)")
-    parser.add_argument("--synthetic", action="store_true", help="use tests/synthetic_profile.py for every network")
+    parser.add_argument("--synthetic", action="store_true", help="use engine/testing/synthetic.py for every network")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "reports" / "optimizer.md"))
     parser.add_argument("--precision", default="tf32")
     parser.add_argument("--layout", default="NCHW")
@@ -294,11 +294,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.profile:
                 missing.append(f"{name} b{batch}: no given profile measured all its kernels")
                 continue
-            from tests.synthetic_profile import synthetic_profile
+            from engine.testing.synthetic import synthetic_profile
 
             prof = synthetic_profile(name, batch, args.policy, args.precision, args.layout)
         result = bench_network(prof, name, batch, args.precision, args.layout, args.policy)
-        result["profile"] = ("SYNTHETIC (tests/synthetic_profile.py)" if prof.synthetic and not prof.source
+        result["profile"] = ("SYNTHETIC (engine/testing/synthetic.py)" if prof.synthetic and not prof.source
                              else f"{'SYNTHETIC ' if prof.synthetic else ''}{Path(prof.source).name}: {prof.describe()}")
         result["synthetic"] = prof.synthetic
         results.append(result)

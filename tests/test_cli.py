@@ -21,8 +21,8 @@ from engine.policies import batch_sizes
 from engine.profile import Profile, bundled_profiles
 from engine.units import MiB, format_size
 from engine.zoo import get_network
-from synthetic_profile import synthetic_profile
-from test_planner import partitions
+from engine.testing.synthetic import synthetic_profile
+from engine.testing.reference import partitions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,10 +98,7 @@ def test_front_csv_and_json(synthetic_profile_path, tmp_path):
 def test_profiles_listing(synthetic_profile_path):
     proc = engine("profiles")
     assert proc.returncode == 0, proc.stderr
-    if bundled_profiles():
-        assert all(name in proc.stdout for name in bundled_profiles())
-    else:
-        assert "no profiles are bundled yet" in proc.stdout
+    assert bundled_profiles() and all(name in proc.stdout for name in bundled_profiles())
     proc = engine("profiles", synthetic_profile_path)
     assert proc.returncode == 0, proc.stderr
     assert "[SYNTHETIC]" in proc.stdout and "network: alexnet b256 tf32 NCHW" in proc.stdout
@@ -182,7 +179,6 @@ def test_usage_errors_are_one_line(synthetic_profile_path):
                    "--format must be csv or json")
 
 
-@pytest.mark.skipif(not bundled_profiles(), reason="no bundled profiles")
 def test_plan_from_a_bundled_profile(tmp_path):
     """A measured profile, by name: the plan validates and carries each piece's recorded engine id and knobs."""
     name = sorted(bundled_profiles())[0]

@@ -1,6 +1,6 @@
 """Dashboard adapters: profile discovery, per-budget choices and the views' frames (no Panel, no browser).
 
-All numbers come from tests/synthetic_profile.py (SYNTHETIC); the checks are properties that hold for any
+All numbers come from engine/testing/synthetic.py (SYNTHETIC); the checks are properties that hold for any
 profile: WR picks each kernel's fastest configuration within the limit, WD never beats the front, frames
 add up to the plan's totals.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from dashboard import adapters as A
 from engine.units import MiB
-from tests.synthetic_profile import synthetic_profile
+from engine.testing.synthetic import synthetic_profile
 
 SCOPE = A.Scope("alexnet", 32, "tf32", "NCHW")
 

@@ -16,7 +16,7 @@ NOTEBOOK = ROOT / "examples" / "explore.ipynb"
 
 
 def test_notebook_executes_and_embeds_the_dashboard(tmp_path, monkeypatch):
-    from tests.synthetic_profile import synthetic_profile
+    from engine.testing.synthetic import synthetic_profile
 
     profile = synthetic_profile("alexnet", 32, "powerOfTwo").save(tmp_path / "SYNTHETIC-alexnet.profile.json.gz")
     monkeypatch.setenv("UCUDNN_PROFILE", str(profile))

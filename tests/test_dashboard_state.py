@@ -9,7 +9,7 @@ import pytest
 from dashboard import adapters as A
 from dashboard.state import DEFAULT_LIMIT, PlannerState
 from engine.units import MiB
-from tests.synthetic_profile import synthetic_profile
+from engine.testing.synthetic import synthetic_profile
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from dashboard.state import PlannerState
 from dashboard.ui import Dashboard
 from dashboard.views.controls import nearest_step
 from engine.units import MiB
-from tests.synthetic_profile import synthetic_profile
+from engine.testing.synthetic import synthetic_profile
 
 
 @pytest.fixture(scope="module")

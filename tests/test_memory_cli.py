@@ -14,8 +14,8 @@ from engine.memory import max_batch, memory_frames, plan_memory, smallest_capaci
 from engine.memory.capacity import _bisect
 from engine.memory.tensors import CLASSES
 from engine.units import parse_size
-from synthetic_profile import synthetic_profile
-from test_memory_fixtures import fork_join
+from engine.testing.synthetic import synthetic_profile
+from engine.testing.networks import fork_join
 
 
 def test_table(capsys):

@@ -1,40 +1,9 @@
-"""Networks the memory tests share (the zoo's, plus a small fork/join DAG built here), and checks that
-they are what the papers describe (the zoo's own tests check alexnet-caffe against SuperNeurons)."""
+"""The networks the memory tests share (engine/testing/networks.py) are what the papers describe (the zoo's
+own tests check alexnet-caffe against SuperNeurons)."""
 
 from __future__ import annotations
 
-from engine.network import NetBuilder
-from engine.zoo import get_network
-
-MiB = 2**20
-
-
-def alexnet_caffe(batch: int = 200):
-    """SuperNeurons' 23-layer AlexNet (superneurons.txt §4.1.1): the zoo's Caffe bvlc_alexnet, 227x227."""
-    return get_network("alexnet-caffe", batch)
-
-
-def vgg(depth: int = 16, batch: int = 32, image: int = 224):
-    """vDNN's VGG-16 and VGG-116/216/316/416 (+20 convs per group per +100, vdnn.txt §IV-C), from the zoo."""
-    return get_network(f"vgg-{depth}", batch, image=image)
-
-
-def fork_join(batch: int = 8):
-    """A small DAG with a fan-out and both joins (add and concat), like SuperNeurons' Fig. 3c."""
-    b = NetBuilder("forkjoin", batch, (3, 16, 16))
-    b.conv(8, 3, pad=1, name="conv1")
-    r1 = b.relu(name="relu1")
-    a = b.conv(8, 3, pad=1, src=r1, name="conv_a")
-    a = b.bn(src=a, name="bn_a")
-    c = b.conv(8, 1, src=r1, name="conv_c")
-    s = b.add([a, c], name="add")
-    s = b.relu(src=s, name="relu_s")
-    p = b.pool(2, 2, src=s, name="pool")
-    q = b.pool(2, 2, src=r1, name="pool_skip")
-    b.concat([p, q], name="cat")
-    b.fc(10, name="fc")
-    b.softmax(name="prob")
-    return b.build()
+from engine.testing.networks import vgg
 
 
 def test_vgg_fixture_depths():

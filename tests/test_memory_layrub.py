@@ -8,7 +8,7 @@ from engine.memory import plan_memory
 from engine.memory.policies import layrub, layrub_alias
 from engine.memory.tensors import build_inventory
 from engine.network import NetBuilder
-from test_memory_fixtures import alexnet_caffe, vgg
+from engine.testing.networks import alexnet_caffe, vgg
 
 
 def test_alias_eligibility_alexnet():

@@ -13,8 +13,9 @@ from engine.memory import plan_memory
 from engine.memory.policies import sn_bottleneck, sn_segment_memory_centric, sn_segments
 from engine.memory.tensors import build_inventory
 from engine.memory.timeline import step_of_layer
-from engine.zoo import NETWORKS, get_network
-from test_memory_fixtures import MiB, alexnet_caffe
+from engine.zoo import get_network
+from engine.testing.networks import alexnet_caffe
+from engine.units import MiB
 
 
 def data_peak(res):
@@ -93,7 +94,6 @@ def test_recompute_peak_never_above_liveness_and_everything_needed_is_resident(n
         assert plan_memory(net, "sn-recompute", strategy=strategy).summary["peak_data"] < live
 
 
-@pytest.mark.skipif("alexnet-caffe" not in NETWORKS, reason="zoo has no alexnet-caffe yet")
 def test_table1_on_zoo_alexnet_caffe():
     res = plan_memory(get_network("alexnet-caffe", 200), "sn-recompute")
     peak, step, _ = data_peak(res)

@@ -11,7 +11,7 @@ from engine.memory.policies import POLICIES, get_policy
 from engine.memory.tensors import CONVENTIONS, build_inventory, route_construct
 from engine.memory.timeline import memory_curve
 from engine.network import NetBuilder
-from test_memory_fixtures import fork_join
+from engine.testing.networks import fork_join
 
 PLAN_POLICIES = [p for p in POLICIES if p != "vdnn-dyn"]   # vdnn-dyn composes the others (planner.py)
 

@@ -8,10 +8,10 @@ from engine.memory import plan_memory
 from engine.memory.policies import vdnn
 from engine.memory.tensors import build_inventory
 from engine.network import NetBuilder
-from synthetic_profile import synthetic_rows
+from engine.testing.synthetic import synthetic_rows
 from engine.kernels import KernelSignature
 from engine.profile import Profile
-from test_memory_fixtures import vgg
+from engine.testing.networks import vgg
 
 GiB = 2**30
 

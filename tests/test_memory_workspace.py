@@ -12,7 +12,7 @@ from engine.memory import plan_memory
 from engine.memory.timemodel import TimeParams
 from engine.profile import Profile
 from engine.zoo import get_network
-from synthetic_profile import synthetic_profile, synthetic_rows
+from engine.testing.synthetic import synthetic_profile, synthetic_rows
 
 GiB = 2**30
 
@@ -54,7 +54,6 @@ def test_fit_is_fastest_within_free_superneurons_order(prof):
 
 
 def test_wr_per_step_beats_fit(prof):
-    pytest.importorskip("engine.optimize.wr")
     free_peak = plan_memory("alexnet", "liveness", batch=64, profile=prof).summary["peak_live"]
     cap = int(free_peak + 40 * 2**20)
     fit = plan_memory("alexnet", "liveness", batch=64, capacity=cap, profile=prof, workspace="fit-seq")

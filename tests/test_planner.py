@@ -17,7 +17,8 @@ from engine.policies import batch_sizes
 from engine.profile import Profile
 from engine.units import MiB
 from engine.zoo import get_network
-from synthetic_profile import synthetic_profile, synthetic_rows
+from engine.testing.reference import partitions
+from engine.testing.synthetic import synthetic_profile, synthetic_rows
 
 PROV = {"synthetic": True, "gpu": "SYNTHETIC", "cudnn_version": "-", "command": "tests/test_planner.py"}
 
@@ -40,17 +41,6 @@ def make_profile(net, sizes, plans=None, precision="tf32", layout="NCHW", networ
                 rows.append(r)
     nets = [dict(name=net.name, batch=net.batch, precision=precision, layout=layout)] if networks else []
     return Profile.from_records(rows, PROV, nets)
-
-
-def partitions(n: int, sizes: list[int], largest: int | None = None):
-    """Multisets of ``sizes`` summing to n, as non-increasing tuples."""
-    if n == 0:
-        yield ()
-        return
-    for s in sorted(sizes, reverse=True):
-        if s <= n and (largest is None or s <= largest):
-            for rest in partitions(n - s, sizes, s):
-                yield (s,) + rest
 
 
 def brute_force_wr(profile: Profile, key: str, batch: int, sizes: list[int], limit: int | None) -> float | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.gpu.cache import ProfileCache
 from engine.kernels import KernelKind, KernelSignature
-from synthetic_profile import synthetic_rows
+from engine.testing.synthetic import synthetic_rows
 
 SIG = KernelSignature(KernelKind.FORWARD, 8, 3, 8, 8, 4, 3, 3, 1, 1)
 

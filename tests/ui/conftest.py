@@ -1,6 +1,6 @@
 """Browser tests: Playwright driving Debian's Chromium against a real ``panel serve app.py`` subprocess.
 
-The server is given one SYNTHETIC profile through UCUDNN_PROFILE (tests/synthetic_profile.py). Every test
+The server is given one SYNTHETIC profile through UCUDNN_PROFILE (engine/testing/synthetic.py). Every test
 fails on an error in the browser console or a Traceback in the server's output: server-side errors in
 callbacks reach neither the console nor pytest otherwise (panel-patterns.md §7).
 """
@@ -87,7 +87,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def synthetic_profile_file(tmp_path_factory):
-    from tests.synthetic_profile import synthetic_profile
+    from engine.testing.synthetic import synthetic_profile
 
     path = tmp_path_factory.mktemp("ui-profiles") / "SYNTHETIC-alexnet-b32.profile.json.gz"
     return synthetic_profile("alexnet", 32, "powerOfTwo").save(path)  # SYNTHETIC

@@ -1,4 +1,4 @@
-"""SYNTHETIC profiles for unit tests only: a made-up, deterministic time/workspace model.
+"""SYNTHETIC profiles for tests and benchmarks only: a made-up, deterministic time/workspace model.
 
 Nothing user-facing reads these; every profile made here has ``provenance.synthetic = true`` and
 file names starting with ``SYNTHETIC``. Four fake plans per kernel and size span the trade-off
@@ -8,12 +8,12 @@ per-call overhead so that tiny micro-batches are slow.
 
 from __future__ import annotations
 
-from engine.kernels import KernelSignature
-from engine.policies import batch_sizes
-from engine.profile import Profile
-from engine.zoo import get_network
+from ..kernels import KernelSignature
+from ..policies import batch_sizes
+from ..profile import Profile
+from ..units import MiB
+from ..zoo import get_network
 
-MiB = 1024**2
 # name: (TFLOP/s, fixed overhead ms, workspace bytes per sample-channel-pixel factor, fixed workspace)
 _PLANS = {
     "SYNTH_gemm": (2.0, 0.004, 0.0, 0),
@@ -44,6 +44,6 @@ def synthetic_profile(network: str = "alexnet", batch: int = 256, policy: str = 
     for key in net.unique_kernels(precision, layout):
         rows += synthetic_rows(KernelSignature.from_key(key, batch), batch_sizes(policy, batch))
     prov = {"synthetic": True, "gpu": "SYNTHETIC (no GPU; unit-test model)", "driver": "-", "cudnn_version": "-",
-            "frontend_version": "-", "date": "-", "command": "tests/synthetic_profile.py"}
+            "frontend_version": "-", "date": "-", "command": "engine/testing/synthetic.py"}
     nets = [dict(name=network, batch=batch, precision=precision, layout=layout, policy=policy)]
     return Profile.from_records(rows, prov, nets)
