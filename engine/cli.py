@@ -1,4 +1,4 @@
-"""``python -m engine``: one entry point, one module per subcommand.
+"""``python -m engine``: one entry point, one module per subcommand, all in engine/commands/.
 
 Each subcommand module exposes ``add_arguments(parser)`` and ``run(args) -> int``. Every
 ``EngineError`` (and any ``ValueError``/``KeyError`` from bad input) becomes one line on stderr
@@ -20,21 +20,28 @@ COMMANDS = {
     "profiles": ("engine.commands.profiles", "list bundled profiles and their provenance"),
     "plan": ("engine.commands.plan", "make a WR or WD plan from a profile and export it as JSON"),
     "front": ("engine.commands.front", "the network Pareto front (total time vs total workspace) as CSV/JSON"),
-    "profile": ("engine.gpu.cli_profile", "profile a network's kernels on this GPU (needs CuPy + cuDNN frontend)"),
-    "verify": ("engine.gpu.cli_verify", "run a plan on this GPU, check results against an undivided reference"),
-    "memory": ("engine.memory.cli", "memory timeline of a training step under vDNN/Layrub/SuperNeurons policies"),
+    "profile": ("engine.commands.profile", "profile a network's kernels on this GPU (needs CuPy + cuDNN frontend)"),
+    "verify": ("engine.commands.verify", "run a plan on this GPU, check results against an undivided reference"),
+    "memory": ("engine.commands.memory", "memory timeline of a training step under vDNN/Layrub/SuperNeurons policies"),
 }
+
+
+def one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """Usage mistakes print one ``error:`` line (exit 2) like every other bad input, not argparse's usage block."""
+    def error(message: str):
+        parser.exit(2, f"error: {parser.prog}: {message} (see --help)\n")
+    parser.error = error
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__.splitlines()[0])
+    one_line_errors(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parsers = {}
     for name, (_module, help_text) in COMMANDS.items():
         parsers[name] = sub.add_parser(name, help=help_text, description=help_text)
+        one_line_errors(parsers[name])
     return parser, parsers
-
-
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from ..optimize.front import network_front
 from ..planner import kernel_sets, network_variant
 from ..policies import policy_name
 from ..units import MiB
-from .plan import add_source_arguments, load_sources
+from .options import add_source_arguments, load_sources
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

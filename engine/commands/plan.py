@@ -7,55 +7,9 @@ import shlex
 import sys
 
 from ..errors import EngineError
-from ..kernels import LAYOUTS, PRECISIONS
-from ..network import Network
 from ..plan import MODES, load_plan
-from ..planner import default_batch, make_plan, plan_summary
-from ..profile import ENGINE_SETS, Profile, resolve_profile
-from ..zoo import get_network
-from .network_args import add_input_argument
-
-
-def one_line_errors(parser: argparse.ArgumentParser) -> None:
-    """Usage mistakes print one ``error:`` line (exit 2) like every other bad input, not argparse's usage block."""
-    def error(message: str):
-        parser.exit(2, f"error: {parser.prog}: {message} (see --help)\n")
-    parser.error = error
-
-
-def add_source_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    """Arguments shared by ``plan`` and ``front``: which profile, network and policy."""
-    one_line_errors(parser)
-    parser.add_argument("--profile", required=required, metavar="PATH|NAME",
-                        help="a profile file (.profile.json[.gz]) or the name of a bundled profile")
-    parser.add_argument("--network", required=required, metavar="NAME", help="a zoo network, e.g. alexnet")
-    add_input_argument(parser)
-    parser.add_argument("--batch", type=str, default=None, metavar="N",
-                        help="mini-batch size (default: the one the profile records for this network)")
-    parser.add_argument("--policy", default="powerOfTwo", metavar="undivided|powerOfTwo|all|LIST",
-                        help="batch-size policy: which micro-batch sizes the optimizer may use (default powerOfTwo)")
-    parser.add_argument("--precision", default=None, metavar="|".join(PRECISIONS),
-                        help="default: as the profile records the network")
-    parser.add_argument("--layout", default=None, metavar="|".join(LAYOUTS),
-                        help="default: as the profile records the network")
-    parser.add_argument("--engines", default="all", choices=ENGINE_SETS,
-                        help="plans the optimizer may use: all measured (default), heuristics (only cuDNN's "
-                             "heuristic list, as a framework sees it), deterministic (no NONDETERMINISTIC plans)")
-
-
-def load_sources(args) -> tuple[Profile, Network]:
-    profile = Profile.load(resolve_profile(args.profile)).restrict(args.engines)
-    batch = None
-    if args.batch is not None:
-        try:
-            batch = int(args.batch)
-        except ValueError:
-            raise EngineError(f"--batch must be a positive integer, got {args.batch!r}") from None
-        if batch < 1:
-            raise EngineError(f"--batch must be a positive integer, got {batch}")
-    else:
-        batch = default_batch(profile, args.network)
-    return profile, get_network(args.network, batch)
+from ..planner import make_plan, plan_summary
+from .options import add_source_arguments, load_sources
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 
 from ..profile import Profile, bundled_profiles
-from .plan import one_line_errors
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    one_line_errors(parser)
     parser.add_argument("paths", nargs="*", metavar="PATH", help="describe these profile files instead")
 
 

@@ -1,8 +1,8 @@
 """Memory planner: the training timeline under vDNN, Layrub and SuperNeurons policies.
 
 ``plan_memory`` (planner.py) is the entry point; ``memory_frames`` (frames.py) turns its result
-into tidy frames for the dashboard; capacity.py answers "what fits"; cli.py is ``python -m
-engine memory``. See docs/reproduction.md for the papers' numbers set beside ours.
+into tidy frames for the dashboard; capacity.py answers "what fits"; ``python -m engine memory`` is
+engine/commands/memory.py. See docs/reproduction.md for the papers' numbers set beside ours.
 """
 
 from .capacity import deepest, max_batch, smallest_capacity

@@ -1,10 +1,14 @@
-"""``python -m engine verify plan.json``: run a plan on this GPU against an undivided reference."""
+"""``python -m engine verify plan.json``: run a plan on this GPU against an undivided reference.
+
+The GPU modules are imported inside ``run``, so that parsing this command's options needs no CuPy.
+"""
 
 from __future__ import annotations
 
 import sys
 
 from ..errors import GPUUnavailableError
+from .options import progress_bar
 
 
 def add_arguments(p) -> None:
@@ -14,13 +18,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from . import available
+    from ..gpu import available
     ok, why = available()
     if not ok:
         raise GPUUnavailableError(f"cannot verify: {why}")
-    from .cli_profile import progress_bar
-    from .report import report_table, write_report
-    from .verify import verify_plan
+    from ..gpu.report import report_table, write_report
+    from ..gpu.verify import verify_plan
     report = verify_plan(args.plan, repeats=args.repeats, command="python -m engine " + " ".join(sys.argv[1:]),
                          progress=progress_bar)
     write_report(report, args.output)

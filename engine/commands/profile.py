@@ -1,13 +1,16 @@
-"""``python -m engine profile``: profile a network's kernels on this GPU into a profile file."""
+"""``python -m engine profile``: profile a network's kernels on this GPU into a profile file.
+
+The GPU modules are imported inside ``run``, so that parsing this command's options needs no CuPy.
+"""
 
 from __future__ import annotations
 
 import sys
-import time
 
-from ..commands.network_args import add_input_argument
+from ..gpu import ENGINES, KNOB_SAMPLES
 from ..units import format_size, parse_size
-from . import ENGINES, KNOB_SAMPLES
+from .network_args import add_input_argument
+from .options import progress_bar
 
 
 def add_arguments(p) -> None:
@@ -35,21 +38,9 @@ def add_arguments(p) -> None:
                                        "(one single-threaded worker per GPU: dask cuda worker tcp://HOST:8786)")
 
 
-def progress_bar(done: int, total: int, msg: str, _t0=[None]) -> None:
-    if _t0[0] is None:
-        _t0[0] = time.perf_counter()
-    width = 30
-    fill = int(width * done / max(total, 1))
-    el = time.perf_counter() - _t0[0]
-    sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {el:6.1f}s {msg[:40]:<40}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
 def run(args) -> int:
+    from ..gpu.distributed import choose_profiler
     from ..zoo import get_network
-    from .distributed import choose_profiler
     profile_network = choose_profiler(args.gpus, args.scheduler)
     net = get_network(args.network, args.batch)
     cap = parse_size(args.max_workspace)

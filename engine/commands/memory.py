@@ -14,16 +14,16 @@ import json
 import math
 import sys
 
-from ..commands.network_args import add_input_argument
+from .network_args import add_input_argument
 from ..errors import EngineError
 from ..profile import Profile, resolve_profile
 from ..units import format_size, parse_size
-from .capacity import deepest, max_batch, smallest_capacity
-from .planner import format_table, plan_memory
-from .policies import POLICIES
-from .tensors import CONVENTIONS
-from .timemodel import TimeParams
-from .workspace import RULES
+from ..memory.capacity import deepest, max_batch, smallest_capacity
+from ..memory.planner import format_table, plan_memory
+from ..memory.policies import POLICIES
+from ..memory.tensors import CONVENTIONS
+from ..memory.timemodel import TimeParams
+from ..memory.workspace import RULES
 
 
 def add_arguments(parser) -> None:

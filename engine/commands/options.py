@@ -1,0 +1,62 @@
+"""Options and loaders the subcommands share: which profile, network and policy; a progress bar."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ..errors import EngineError
+from ..kernels import LAYOUTS, PRECISIONS
+from ..network import Network
+from ..planner import default_batch
+from ..profile import ENGINE_SETS, Profile, resolve_profile
+from ..zoo import get_network
+from .network_args import add_input_argument
+
+
+def add_source_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    """Arguments shared by ``plan`` and ``front``: which profile, network and policy."""
+    parser.add_argument("--profile", required=required, metavar="PATH|NAME",
+                        help="a profile file (.profile.json[.gz]) or the name of a bundled profile")
+    parser.add_argument("--network", required=required, metavar="NAME", help="a zoo network, e.g. alexnet")
+    add_input_argument(parser)
+    parser.add_argument("--batch", type=str, default=None, metavar="N",
+                        help="mini-batch size (default: the one the profile records for this network)")
+    parser.add_argument("--policy", default="powerOfTwo", metavar="undivided|powerOfTwo|all|LIST",
+                        help="batch-size policy: which micro-batch sizes the optimizer may use (default powerOfTwo)")
+    parser.add_argument("--precision", default=None, metavar="|".join(PRECISIONS),
+                        help="default: as the profile records the network")
+    parser.add_argument("--layout", default=None, metavar="|".join(LAYOUTS),
+                        help="default: as the profile records the network")
+    parser.add_argument("--engines", default="all", choices=ENGINE_SETS,
+                        help="plans the optimizer may use: all measured (default), heuristics (only cuDNN's "
+                             "heuristic list, as a framework sees it), deterministic (no NONDETERMINISTIC plans)")
+
+
+def load_sources(args) -> tuple[Profile, Network]:
+    profile = Profile.load(resolve_profile(args.profile)).restrict(args.engines)
+    batch = None
+    if args.batch is not None:
+        try:
+            batch = int(args.batch)
+        except ValueError:
+            raise EngineError(f"--batch must be a positive integer, got {args.batch!r}") from None
+        if batch < 1:
+            raise EngineError(f"--batch must be a positive integer, got {batch}")
+    else:
+        batch = default_batch(profile, args.network)
+    return profile, get_network(args.network, batch)
+
+
+def progress_bar(done: int, total: int, msg: str, _t0=[None]) -> None:
+    """Progress of a GPU command (profile, verify) on stderr, redrawn in place."""
+    if _t0[0] is None:
+        _t0[0] = time.perf_counter()
+    width = 30
+    fill = int(width * done / max(total, 1))
+    el = time.perf_counter() - _t0[0]
+    sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {el:6.1f}s {msg[:40]:<40}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
