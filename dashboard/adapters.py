@@ -28,7 +28,7 @@ from engine.memory import memory_frames as _memory_frames
 from engine.memory import plan_memory
 from engine.network import Kernel, Network
 from engine.optimize.front import network_front
-from engine.optimize.types import Configuration
+from engine.configuration import Configuration
 from engine.plan import load_plan as _load_plan
 from engine.planner import aligned_sets, kernel_sets
 from engine.policies import POLICIES, batch_sizes

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .errors import PlanFormatError
 from .kernels import LAYOUTS, PRECISIONS, KernelKind, KernelSignature
-from .optimize.types import Configuration, MicroConfig
+from .configuration import Configuration, MicroConfig
 from .policies import batch_sizes
 
 FORMAT = "ucudnn-explorer-plan"

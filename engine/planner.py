@@ -17,7 +17,7 @@ from .errors import EngineError, InfeasibleBudgetError, ProfileFormatError
 from .kernels import LAYOUTS, PRECISIONS
 from .network import Kernel, Network
 from .optimize.desirable import desirable_set
-from .optimize.types import Configuration, MicroConfig
+from .configuration import Configuration, MicroConfig
 from .optimize.wd import wd
 from .optimize.wr import wr
 from .plan import ALIGNMENT, MODES, Plan, PlanKernel, PlanMicro, PlanTotals, align

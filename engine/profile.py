@@ -27,7 +27,7 @@ import pandas as pd
 
 from .errors import EngineError, ProfileFormatError
 from .kernels import KernelSignature
-from .optimize.types import MicroConfig
+from .configuration import MicroConfig
 
 FORMAT = "ucudnn-explorer-profile"
 VERSION = 1

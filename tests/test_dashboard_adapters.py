@@ -223,7 +223,7 @@ def test_plan_frame_has_one_row_per_kernel_with_baseline(analysis):
 
 
 def test_plans_text_and_division_group_equal_pieces():
-    from engine.optimize.types import Configuration, MicroConfig
+    from engine.configuration import Configuration, MicroConfig
     conf = Configuration((MicroConfig(32, "a", 1.0, 0), MicroConfig(32, "a", 1.0, 0), MicroConfig(16, "b", 0.5, 0)))
     assert A.plans_text(conf) == "2x32 a + 16 b"
     assert A.compact_division(conf) == "2x32+16"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ..errors import EngineError, InfeasibleBudgetError
 from ..kernels import KernelKind
-from ..optimize.types import Configuration, MicroConfig
+from ..configuration import Configuration, MicroConfig
 from ..profile import Profile
 from .timeline import Plan
 

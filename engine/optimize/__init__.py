@@ -2,7 +2,7 @@
 
 from .desirable import desirable, desirable_set
 from .front import NetworkFront, network_front
-from .types import Configuration, MicroConfig
+from ..configuration import Configuration, MicroConfig
 from .wd import WDResult, minimum_budget, wd, wd_problem
 from .wr import canonical, micro_front, wr
 

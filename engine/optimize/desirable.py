@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .types import Configuration, MicroConfig
+from ..configuration import Configuration, MicroConfig
 from .wr import canonical, check_feasible, reconstruct, size_fronts, solve_choices, solve_table
 
 _CHUNK = 4096  # limits per pass of the WR table

@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..errors import InfeasibleBudgetError
 from ..units import format_size
-from .types import Configuration
+from ..configuration import Configuration
 
 
 @dataclass(eq=False)

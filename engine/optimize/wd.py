@@ -49,7 +49,7 @@ import pulp
 
 from ..errors import EngineError, InfeasibleBudgetError
 from ..units import MiB, format_size
-from .types import Configuration
+from ..configuration import Configuration
 
 SOLVERS = ("auto", "highs", "cbc")
 _GAP = 1e-9          # relative and absolute (ms) optimality gap: effectively exact

@@ -2,7 +2,7 @@
 
 T(0) = 0, T(b) = min over profiled sizes b' <= b of Tμ(b') + T(b - b'), where Tμ(b') is the fastest
 micro-configuration of size b' whose workspace fits the limit. A configuration runs its pieces one
-after another on one workspace, so its workspace is the max of the pieces' (types.py).
+after another on one workspace, so its workspace is the max of the pieces' (engine/configuration.py).
 
 Two facts keep the program small and exact:
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import InfeasibleBudgetError
 from ..units import format_size
-from .types import Configuration, MicroConfig
+from ..configuration import Configuration, MicroConfig
 
 _NO_PIECES = np.iinfo(np.int32).max
 

@@ -1,4 +1,6 @@
-"""Plain data shared by the optimizers (mu-cuDNN's vocabulary).
+"""Micro-configurations and configurations: the plain data profiles, optimizers and plans share
+(mu-cuDNN's vocabulary). It sits beside the profile, not in the optimizer package, so that reading a
+profile or a plan never imports the optimizers (and their ILP solver).
 
 * micro-configuration: one cuDNN execution plan run on a micro-batch of ``batch`` samples;
 * configuration: micro-configurations whose sizes sum to the mini-batch B. They run one after
