@@ -30,7 +30,8 @@ from engine.network import Kernel, Network
 from engine.optimize.front import network_front
 from engine.configuration import Configuration
 from engine.plan import load_plan as _load_plan
-from engine.planner import aligned_sets, kernel_sets
+from engine.kernel_sets import kernel_sets
+from engine.planner import aligned_set
 from engine.policies import POLICIES, batch_sizes
 from engine.profile import Profile, bundled_profiles
 from engine.pytorch.loader import is_torch_name
@@ -284,7 +285,8 @@ def make_policy_sets(policy: str, kernels: list[Kernel], sets: list[list[Configu
     sets = [sorted(s, key=lambda c: (c.workspace, c.time_ms)) for s in sets]
     ws = [np.fromiter((c.workspace for c in s), dtype=np.int64, count=len(s)) for s in sets]
     ts = [np.fromiter((c.time_ms for c in s), dtype=float, count=len(s)) for s in sets]
-    aligned, index = aligned_sets(sets)
+    pairs = [aligned_set(s) for s in sets]
+    aligned, index = [a for a, _ in pairs], [i for _, i in pairs]
     return PolicySets(policy, kernels, sets, network_front(aligned), ws, ts, index, seconds, dict(engines or {}))
 
 

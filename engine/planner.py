@@ -1,101 +1,81 @@
-"""Glue between profiles, networks and the optimizers: what the CLI and the dashboard call.
+"""``make_plan``: the one place plans are made. The CLI, the dashboard, verify and the benchmarks call it,
+so the same profile, network, policy, mode and budget give the same plan everywhere.
 
-``kernel_sets`` gives each kernel's desirable set (computed once per unique signature and cached per
-profile, since it does not depend on the budget); ``make_plan`` runs WR or WD under a budget and
-packs the result, its undivided baseline at the same memory and the unlimited optimum into a Plan.
+WR (mu-cuDNN §III-B) gives every kernel the fastest configuration of its desirable set within the
+per-kernel limit: the desirable set is the Pareto set of all configurations, so that element is the
+WR optimum (engine/optimize/desirable.py proves its time equals the WR program's), and of exact ties
+it is the one needing least workspace. WD (§III-C) solves the 0-1 ILP over the desirable sets with
+every workspace aligned, and lays the chosen segments out by the one arena rule, ``arena_layout``.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import weakref
 from datetime import datetime, timezone
-from pathlib import Path
 
 from . import __version__
-from .errors import EngineError, InfeasibleBudgetError, ProfileFormatError
-from .kernels import LAYOUTS, PRECISIONS
-from .network import Kernel, Network
-from .optimize.desirable import desirable_set
 from .configuration import Configuration, MicroConfig
+from .errors import EngineError, InfeasibleBudgetError, ProfileFormatError
+from .kernel_sets import kernel_set, kernel_sets, network_variant, profile_label
+from .network import Network
 from .optimize.wd import wd
-from .optimize.wr import wr
 from .plan import ALIGNMENT, MODES, Plan, PlanKernel, PlanMicro, PlanTotals, align
 from .policies import batch_sizes, policy_name
 from .profile import Profile
 from .units import format_size, parse_size
 
-KernelSets = list[tuple[Kernel, list[Configuration]]]
-
-# per profile: {(signature key, batch, sizes): desirable set}; weak so a dropped profile frees its sets
-_SETS: "weakref.WeakKeyDictionary[Profile, dict]" = weakref.WeakKeyDictionary()
 # per profile: {(signature key, micro_batch, plan name): (engine_id, knobs)}
 _PLAN_IDS: "weakref.WeakKeyDictionary[Profile, dict]" = weakref.WeakKeyDictionary()
+# per profile: {id(desirable set): (the set, its aligned set, index map)}; the set is kept so its id stays valid
+_ALIGNED: "weakref.WeakKeyDictionary[Profile, dict]" = weakref.WeakKeyDictionary()
 
 
-def profile_label(profile: Profile) -> str:
-    return repr(Path(profile.source).name) if profile.source else "(in-memory profile)"
+def arena_layout(workspaces: list[int]) -> tuple[list[int], int]:
+    """The arena rule of WD plans: segments in kernel order, each starting at an ``ALIGNMENT``-byte
+    boundary. Returns (offset of each segment, arena size)."""
+    offsets, pos = [], 0
+    for w in workspaces:
+        offsets.append(pos)
+        pos += align(w)
+    return offsets, pos
 
 
-def network_variant(profile: Profile, network: str, precision: str | None = None,
-                    layout: str | None = None) -> tuple[str, str]:
-    """The (precision, layout) to plan ``network`` at: the given ones, else the profile's record of it."""
-    if precision is not None and precision not in PRECISIONS:
-        raise EngineError(f"unknown precision {precision!r}; expected one of {', '.join(sorted(PRECISIONS))}")
-    if layout is not None and layout not in LAYOUTS:
-        raise EngineError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
-    recorded = {(n.get("precision"), n.get("layout")) for n in profile.networks if n.get("name") == network}
-    if not recorded:  # no record of this network: whatever variants the profile's signatures hold
-        recorded = {tuple(key.split("/")[1:3]) for key in profile.signatures()}
-    options = sorted(v for v in recorded
-                     if (precision is None or v[0] == precision) and (layout is None or v[1] == layout))
-    if precision is not None and layout is not None:
-        return precision, layout
-    if len(options) == 1:
-        return options[0]
-    if not options:
-        raise EngineError(f"profile {profile_label(profile)} holds no {precision or '*'}/{layout or '*'} "
-                          f"measurements for {network}; it has "
-                          f"{', '.join('/'.join(v) for v in sorted(recorded)) or 'none'}")
-    raise EngineError(f"profile {profile_label(profile)} records {network} at "
-                      f"{', '.join('/'.join(v) for v in options)}; choose one with --precision and --layout")
+def aligned_set(confs: list[Configuration]) -> tuple[list[Configuration], list[int]]:
+    """A desirable set with every workspace rounded up to the arena alignment, re-pruned so workspace
+    still strictly ascends; plus the index in ``confs`` of each kept entry. Solving WD over these makes
+    "sum of segments <= budget" exactly "the aligned arena fits"."""
+    kept, idx = [], []
+    for i, c in enumerate(confs):
+        r = Configuration(tuple(m._replace(workspace=align(m.workspace)) for m in c.micro))
+        if kept and kept[-1].workspace == r.workspace:  # same aligned size, and c is faster: replace
+            kept[-1], idx[-1] = r, i
+        else:
+            kept.append(r)
+            idx.append(i)
+    return kept, idx
 
 
-def default_batch(profile: Profile, network: str) -> int | None:
-    """The mini-batch size the profile was made for, when it records exactly one for ``network``."""
-    sizes = {n.get("batch") for n in profile.networks if n.get("name") == network}
-    return sizes.pop() if len(sizes) == 1 else None
+def _aligned(profile: Profile, confs: list[Configuration]) -> tuple[list[Configuration], list[int]]:
+    cache = _ALIGNED.setdefault(profile, {})
+    hit = cache.get(id(confs))
+    if hit is None:
+        hit = cache[id(confs)] = (confs, *aligned_set(confs))
+    return hit[1], hit[2]
 
 
-def _desirable(profile: Profile, kernel: Kernel, sizes: list[int], batch: int) -> list[Configuration]:
-    key = kernel.signature.key
-    cache = _SETS.setdefault(profile, {})
-    ck = (key, batch, tuple(sizes))
-    if ck not in cache:
-        if not profile.has(key):
-            recorded = ", ".join(f"{n.get('name')} b{n.get('batch')} {n.get('precision')}/{n.get('layout')}"
-                                 for n in profile.networks) or "no networks"
-            raise EngineError(f"profile {profile_label(profile)} has no measurements for kernel {kernel.id} "
-                              f"(signature {key}); it records {recorded}: profile this network first")
-        try:
-            sets = desirable_set(profile.candidates(key, sizes), batch)
-        except InfeasibleBudgetError:  # the measured sizes cannot partition the mini-batch
-            sets = []
-        if not sets:
-            raise EngineError(f"profile {profile_label(profile)} cannot make mini-batch {batch} for kernel "
-                              f"{kernel.id} from micro-batch sizes {sizes}: it measured only "
-                              f"{profile.sizes(key)}")
-        cache[ck] = sets
-    return cache[ck]
+def _solve_wd(profile: Profile, sets: list[list[Configuration]], budget: int, solver: str, time_limit_s: float):
+    """WD over the aligned sets; returns (the chosen configurations of ``sets``, WDResult)."""
+    pairs = [_aligned(profile, confs) for confs in sets]
+    res = wd([a for a, _ in pairs], budget, solver=solver, time_limit_s=time_limit_s)
+    return [confs[idx[i]] for confs, (_, idx), i in zip(sets, pairs, res.choice)], res
 
 
-def kernel_sets(profile: Profile, network: Network, policy, precision: str | None = None,
-                layout: str | None = None) -> KernelSets:
-    """Each kernel of ``network`` (execution order) with its desirable set under ``policy``
-    (mu-cuDNN §III-C1): ascending workspace, strictly decreasing time."""
-    precision, layout = network_variant(profile, network.name, precision, layout)
-    sizes = batch_sizes(policy, network.batch)
-    return [(k, _desirable(profile, k, sizes, network.batch)) for k in network.kernels(precision, layout)]
+def _fastest_within(confs: list[Configuration], limit: int) -> Configuration | None:
+    """The last (fastest) element of a desirable set whose workspace fits ``limit``."""
+    i = bisect.bisect_right([c.workspace for c in confs], limit) - 1
+    return confs[i] if i >= 0 else None
 
 
 def _plan_ids(profile: Profile) -> dict:
@@ -120,32 +100,6 @@ def _micro(profile: Profile, key: str, m: MicroConfig) -> PlanMicro:
     return PlanMicro(m.batch, m.plan, engine_id, {str(k): v for k, v in parsed.items()}, m.time_ms, m.workspace)
 
 
-def aligned_sets(sets: list[list[Configuration]]) -> tuple[list[list[Configuration]], list[list[int]]]:
-    """Desirable sets with every workspace rounded up to the arena alignment, re-pruned so workspace
-    still strictly ascends; plus, per kernel, the index in the original set of each kept entry.
-    Solving WD over these makes "sum of segments <= budget" exactly "the aligned arena fits"."""
-    out, index = [], []
-    for confs in sets:
-        kept, idx = [], []
-        for i, c in enumerate(confs):
-            r = Configuration(tuple(m._replace(workspace=align(m.workspace)) for m in c.micro))
-            if kept and kept[-1].workspace == r.workspace:  # same aligned size, and c is faster: replace
-                kept[-1], idx[-1] = r, i
-            else:
-                kept.append(r)
-                idx.append(i)
-        out.append(kept)
-        index.append(idx)
-    return out, index
-
-
-def _solve_wd(sets: list[list[Configuration]], budget: int, solver: str, time_limit_s: float):
-    """WD over aligned sets; returns (the chosen original configurations, WDResult)."""
-    aligned, index = aligned_sets(sets)
-    res = wd(aligned, budget, solver=solver, time_limit_s=time_limit_s)
-    return [confs[idx[i]] for confs, idx, i in zip(sets, index, res.choice)], res
-
-
 def _which(n: int, total: int, ids: list[str] | None = None) -> str:
     if n == total:
         return f"all {total} kernels"
@@ -156,7 +110,11 @@ def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="
               precision: str | None = None, layout: str | None = None, command: str = "",
               solver: str = "auto", time_limit_s: float = 10.0) -> Plan:
     """A WR plan (``budget`` = per-kernel workspace limit, mu-cuDNN §III-B) or a WD plan (``budget`` =
-    total workspace, one ILP over the network, §III-C), with the undivided baseline at the same memory."""
+    total workspace, one ILP over the network, §III-C), with the undivided baseline at the same memory.
+
+    ``command`` is recorded in the provenance (with the creation time): the only fields that differ
+    between two calls with the same inputs, besides a WD plan's solver timings.
+    """
     if mode not in MODES:
         raise EngineError(f"unknown mode {mode!r}; expected wr (per-kernel limit) or wd (total budget)")
     budget = parse_size(budget)
@@ -169,7 +127,7 @@ def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="
     und_sets: list[list[Configuration] | None] = []
     for kernel, _ in sets:
         try:
-            und_sets.append(_desirable(profile, kernel, [B], B))
+            und_sets.append(kernel_set(profile, kernel, [B], B))
         except EngineError:
             und_sets.append(None)
     sizes = batch_sizes(policy, B)
@@ -191,17 +149,9 @@ def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="
             raise InfeasibleBudgetError(
                 f"per-kernel workspace budget {format_size(budget)} is below {format_size(max(need))} "
                 f"({max(need)} bytes), the least kernel {worst.id} can run in under policy {pname} (WR)", max(need))
-        by_key = {}
-        for k, _ in sets:  # repeated signatures (ResNet blocks) share one DP
-            if k.signature.key not in by_key:
-                by_key[k.signature.key] = wr(profile.candidates(k.signature.key, sizes), B, budget)
-        chosen = [by_key[k.signature.key] for k, _ in sets]
-        und_times = []
-        for (k, _), u in zip(sets, und_sets):
-            try:
-                und_times.append(None if u is None else wr(profile.candidates(k.signature.key, [B]), B, budget).time_ms)
-            except InfeasibleBudgetError:
-                und_times.append(None)
+        chosen = [_fastest_within(confs, budget) for _, confs in sets]
+        und = [None if u is None else _fastest_within(u, budget) for u in und_sets]
+        und_times = [None if c is None else c.time_ms for c in und]
         if not missing and None in und_times:
             notes.append("no undivided baseline at this memory: no single cuDNN plan at micro-batch "
                          f"{B} fits {format_size(budget)} for "
@@ -213,21 +163,17 @@ def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="
                 f"total workspace budget {format_size(budget)} is below {format_size(need)} ({need} bytes), the "
                 f"least all {len(sets)} kernels of {network.name} fit in together under policy {pname} (WD, "
                 f"{ALIGNMENT}-byte aligned segments)", need)
-        chosen, res = _solve_wd([confs for _, confs in sets], budget, solver, time_limit_s)
+        chosen, res = _solve_wd(profile, [confs for _, confs in sets], budget, solver, time_limit_s)
         solver_info = {"name": res.solver, "status": res.status, "n_variables": res.n_variables,
                        "solve_time_s": res.solve_time_s, "build_time_s": res.build_time_s}
         if res.status != "optimal":
             notes.append(f"the ILP solver stopped with status {res.status!r}: the plan fits the budget but may "
                          f"not be optimal")
-        offsets, pos = [], 0
-        for c in chosen:
-            offsets.append(pos)
-            pos += align(c.workspace)
-        arena_size = pos
+        offsets, arena_size = arena_layout([c.workspace for c in chosen])
         und_times = [None] * len(sets)
         if not missing:
             try:
-                und_chosen, _ = _solve_wd(und_sets, budget, solver, time_limit_s)
+                und_chosen, _ = _solve_wd(profile, und_sets, budget, solver, time_limit_s)
                 und_times = [c.time_ms for c in und_chosen]
             except InfeasibleBudgetError as err:
                 notes.append(f"no undivided baseline at this memory: undivided cuDNN needs at least "
@@ -247,58 +193,3 @@ def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="
                   "engine_version": __version__, "command": command}
     return Plan(mode, pname, budget, network.name, B, precision, layout, kernels, totals, provenance,
                 arena_size, solver_info, notes)
-
-
-def _plans(k: PlanKernel) -> str:
-    names = []
-    for m in k.micro:
-        if not names or names[-1] != m.plan:
-            names.append(m.plan)
-    return "+".join(names)
-
-
-def plan_summary(plan: Plan) -> str:
-    """A readable per-kernel table plus totals and the speed-up over undivided at the same memory."""
-    wd_mode = plan.mode == "wd"
-    synthetic = " [SYNTHETIC profile]" if plan.provenance.get("profile", {}).get("synthetic") else ""
-    rule = (f"total workspace budget {format_size(plan.budget)} (WD)" if wd_mode
-            else f"per-kernel workspace limit {format_size(plan.budget)} (WR)")
-    lines = [f"{plan.network} b{plan.batch} {plan.precision} {plan.layout}, policy {plan.policy}, {rule}{synthetic}"]
-    head = ["kernel", "division", "plans", "time ms", "workspace"] + (["offset"] if wd_mode else []) + \
-           ["undivided ms", "speed-up"]
-    rows = []
-    for k in plan.kernels:
-        row = [k.id, k.division, _plans(k), f"{k.time_ms:.4f}", format_size(k.workspace)]
-        if wd_mode:
-            row.append(format_size(k.offset) if k.offset else "0")
-        und = k.undivided_time_ms
-        row += ["-" if und is None else f"{und:.4f}", "-" if und is None else f"{und / k.time_ms:.2f}x"]
-        rows.append(row)
-    t = plan.totals
-    total = ["total", "", "", f"{t.time_ms:.4f}", format_size(t.workspace)] + ([format_size(plan.arena_size)]
-                                                                              if wd_mode else [])
-    total += ["-" if t.undivided_time_ms is None else f"{t.undivided_time_ms:.4f}",
-              "-" if t.speedup is None else f"{t.speedup:.2f}x"]
-    rows.append(total)
-    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
-    left = {0, 1, 2}
-    fmt = lambda r: "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-    lines += [fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows[:-1]]
-    lines += [fmt(["-" * w for w in widths]), fmt(rows[-1]), ""]
-    if wd_mode:
-        lines.append(f"workspace: one arena of {format_size(plan.arena_size)} ({plan.arena_size} bytes), "
-                     f"{ALIGNMENT}-byte aligned segments; solver {plan.solver.get('name')} "
-                     f"({plan.solver.get('status')})")
-    else:
-        lines.append(f"workspace: {format_size(t.workspace)} if every kernel has its own (as Caffe), "
-                     f"{format_size(t.max_workspace)} if all kernels share one")
-    if t.speedup is None:
-        lines.append("speed-up over undivided cuDNN at the same memory: none (undivided is infeasible there; "
-                     "see notes)")
-    else:
-        lines.append(f"speed-up over undivided cuDNN at the same memory: {t.speedup:.3f}x "
-                     f"({t.undivided_time_ms:.4f} ms -> {t.time_ms:.4f} ms)")
-    lines.append(f"unlimited-workspace optimum: {t.unlimited_time_ms:.4f} ms using "
-                 f"{format_size(t.unlimited_workspace)} in total")
-    lines += [f"note: {n}" for n in plan.notes]
-    return "\n".join(lines)

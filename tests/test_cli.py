@@ -21,7 +21,7 @@ from engine.policies import batch_sizes
 from engine.profile import Profile, bundled_profiles
 from engine.units import MiB, format_size
 from engine.zoo import get_network
-from engine.testing.synthetic import synthetic_profile
+from engine.testing.synthetic import engine_set_profile, synthetic_profile
 from engine.testing.reference import partitions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,7 +199,6 @@ def test_plan_from_a_bundled_profile(tmp_path):
 
 
 def test_plan_engine_set_option(tmp_path):
-    from test_planner import engine_set_profile
     path = engine_set_profile().save(tmp_path / "SYNTHETIC-engines.profile.json.gz")
     out = tmp_path / "heur.json"
     proc = engine("plan", "--profile", path, "--network", "alexnet", "--mode", "wr", "--budget", "64MiB",

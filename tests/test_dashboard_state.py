@@ -9,7 +9,7 @@ import pytest
 from dashboard import adapters as A
 from dashboard.state import DEFAULT_LIMIT, PlannerState
 from engine.units import MiB
-from engine.testing.synthetic import synthetic_profile
+from engine.testing.synthetic import engine_set_profile, synthetic_profile
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,6 @@ def test_live_profile_can_be_added(state):
 
 
 def test_engine_set_switch_recomputes_and_comes_back(tmp_path):
-    from tests.test_planner import engine_set_profile
     st = PlannerState(profiles={"SYNTHETIC-engines": engine_set_profile()}, budget=256 * MiB)
     all_ms = st.result.summary["time_ms"]
     st.engines = "heuristics"

@@ -12,13 +12,15 @@ from engine.errors import EngineError, InfeasibleBudgetError, ProfileFormatError
 from engine.kernels import KernelSignature
 from engine.network import NetBuilder
 from engine.plan import Plan, align
-from engine.planner import kernel_sets, make_plan, network_variant, plan_summary
+from engine.kernel_sets import kernel_sets, network_variant
+from engine.planner import make_plan
+from engine.summary import plan_summary
 from engine.policies import batch_sizes
 from engine.profile import Profile
 from engine.units import MiB
 from engine.zoo import get_network
 from engine.testing.reference import partitions
-from engine.testing.synthetic import synthetic_profile, synthetic_rows
+from engine.testing.synthetic import engine_set_profile, synthetic_profile, synthetic_rows
 
 PROV = {"synthetic": True, "gpu": "SYNTHETIC", "cudnn_version": "-", "command": "tests/test_planner.py"}
 
@@ -256,15 +258,6 @@ def test_framework_baseline_never_picks_a_swept_plan():
     first = prof.heuristic_first(s.key, 8, None)
     assert first.plan == min((r for r in rows if r["heuristic_rank"] >= 0), key=lambda r: r["heuristic_rank"])["plan"]
     assert prof.candidates(s.key)[8][0].plan == "SYNTH_swept"  # the optimizers do see it
-
-
-def engine_set_profile() -> Profile:
-    """SYNTHETIC: SYNTH_tc marked as found by the engine sweep, SYNTH_fft as NONDETERMINISTIC."""
-    p = synthetic_profile("alexnet", 32, "powerOfTwo")
-    t = p.table.copy()
-    t.loc[t.plan == "SYNTH_tc", "heuristic_rank"] = -1
-    t.loc[t.plan == "SYNTH_fft", "numerical_notes"] = "TENSOR_CORE|NONDETERMINISTIC"
-    return Profile(t, p.provenance, p.networks)
 
 
 def test_engine_sets_restrict_what_the_optimizers_see():

@@ -12,7 +12,7 @@ import sys
 
 from ..errors import EngineError
 from ..optimize.front import network_front
-from ..planner import kernel_sets, network_variant
+from ..kernel_sets import kernel_sets, network_variant
 from ..policies import policy_name
 from ..units import MiB
 from .options import add_source_arguments, load_sources

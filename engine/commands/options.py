@@ -1,15 +1,13 @@
-"""Options and loaders the subcommands share: which profile, network and policy; a progress bar."""
+"""Options and loaders the subcommands share: which profile, network and policy."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 
 from ..errors import EngineError
 from ..kernels import LAYOUTS, PRECISIONS
 from ..network import Network
-from ..planner import default_batch
+from ..kernel_sets import default_batch
 from ..profile import ENGINE_SETS, Profile, resolve_profile
 from ..zoo import get_network
 from .network_args import add_input_argument
@@ -48,15 +46,3 @@ def load_sources(args) -> tuple[Profile, Network]:
         batch = default_batch(profile, args.network)
     return profile, get_network(args.network, batch)
 
-
-def progress_bar(done: int, total: int, msg: str, _t0=[None]) -> None:
-    """Progress of a GPU command (profile, verify) on stderr, redrawn in place."""
-    if _t0[0] is None:
-        _t0[0] = time.perf_counter()
-    width = 30
-    fill = int(width * done / max(total, 1))
-    el = time.perf_counter() - _t0[0]
-    sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {el:6.1f}s {msg[:40]:<40}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()

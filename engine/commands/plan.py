@@ -8,7 +8,8 @@ import sys
 
 from ..errors import EngineError
 from ..plan import MODES, load_plan
-from ..planner import make_plan, plan_summary
+from ..planner import make_plan
+from ..summary import plan_summary
 from .options import add_source_arguments, load_sources
 
 

@@ -10,7 +10,7 @@ import sys
 from ..gpu import ENGINES, KNOB_SAMPLES
 from ..units import format_size, parse_size
 from .network_args import add_input_argument
-from .options import progress_bar
+from .progress import progress_bar
 
 
 def add_arguments(p) -> None:

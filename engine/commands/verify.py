@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import GPUUnavailableError
-from .options import progress_bar
+from .progress import progress_bar
 
 
 def add_arguments(p) -> None:

@@ -47,3 +47,13 @@ def synthetic_profile(network: str = "alexnet", batch: int = 256, policy: str = 
             "frontend_version": "-", "date": "-", "command": "engine/testing/synthetic.py"}
     nets = [dict(name=network, batch=batch, precision=precision, layout=layout, policy=policy)]
     return Profile.from_records(rows, prov, nets)
+
+
+def engine_set_profile() -> Profile:
+    """SYNTHETIC AlexNet b32: SYNTH_tc marked as found by the engine sweep, SYNTH_fft as NONDETERMINISTIC,
+    so each engine set (all, heuristics, deterministic) leaves a different plan out."""
+    p = synthetic_profile("alexnet", 32, "powerOfTwo")
+    t = p.table.copy()
+    t.loc[t.plan == "SYNTH_tc", "heuristic_rank"] = -1
+    t.loc[t.plan == "SYNTH_fft", "numerical_notes"] = "TENSOR_CORE|NONDETERMINISTIC"
+    return Profile(t, p.provenance, p.networks)
