@@ -1,7 +1,7 @@
 """Bokeh figures for the views, built once and updated by replacing their sources' data. Imports no Panel.
 
 Each class owns one figure (``.fig``) and an ``update(...)`` that takes tidy frames from
-``dashboard.adapters``; nothing is recreated per update, so the page does not flicker and a budget
+``dashboard.frames`` and ``dashboard.analysis``; nothing is recreated per update, so the page does not flicker and a budget
 change only ships a few columns to the browser (panel-patterns.md §5).
 """
 
@@ -18,7 +18,8 @@ from bokeh.plotting import figure
 
 from engine.units import MiB, format_size
 
-POLICY_COLORS = {"undivided": "#7f7f7f", "powerOfTwo": "#1f77b4", "all": "#ff7f0e"}
+from .palette import POLICY_COLORS
+
 KIND_COLORS = {"F": "#4c72b0", "BD": "#dd8452", "BF": "#55a868"}
 KIND_LABELS = {"F": "Forward (F)", "BD": "BackwardData (BD)", "BF": "BackwardFilter (BF)"}
 MEASURED_COLOR = "#444444"

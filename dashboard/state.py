@@ -10,92 +10,29 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import param
 
 from engine.errors import EngineError
 from engine.memory import POLICIES as MEMORY_POLICIES
-from engine.planner import make_plan
 from engine.policies import POLICIES
 from engine.profile import ENGINE_SETS, Profile
 from engine.units import GiB, MiB, format_size
 from engine.zoo import DEFAULT_BATCH
 
-from . import adapters as A
+from .analysis import MODES, Analysis, analyse, budget_range, budget_steps, equivalent_budget
+from .errors import describe_error
+from .gpu import measured_times
+from .memory import memory_frames
+from .plans import PlanCache, plan_choice
+from .profiles import PROFILE_ENV, discover_profiles, load_profile, requested_profiles
+from .result import Result, build_result
+from .scopes import Scope, complete_policies, profile_scopes, zoo_scopes
 
 NO_PROFILE = (f"No bundled profile: assets/profiles/ holds none yet. Profile a network on a GPU host "
-              f"(Profile button), or point {A.PROFILE_ENV} at a profile file.")
+              f"(Profile button), or point {PROFILE_ENV} at a profile file.")
 DEFAULT_LIMIT = 8 * MiB  # Caffe's default per-kernel workspace, the paper's WR 8 MiB / WD 120 MiB pairing
-
-
-@dataclass
-class Result:
-    """Everything the views draw for one (analysis, policy, mode, budget, kernel, measurement)."""
-
-    choice: A.Choice                  # the current plan
-    baseline: A.Choice                # undivided at the same memory (same mode, same budget)
-    wr: A.Choice                      # the current policy under WR and WD at the same total (Fig. 14)
-    wd: A.Choice
-    optimum: tuple[float, int]        # unlimited-workspace optimum of the current policy (time_ms, bytes)
-    plan: pd.DataFrame
-    timeline: pd.DataFrame
-    workspace: pd.DataFrame
-    kernel: str                       # the kernel whose desirable set is shown
-    desirable: pd.DataFrame
-    pieces: pd.DataFrame
-    summary: dict = field(default_factory=dict)
-
-
-def evaluate(analysis: A.Analysis, policy: str, mode: str, budget: int, kernel: str = "",
-             measured: dict | None = None, verified: dict | None = None) -> Result:
-    """The slider path: choose configurations at ``budget`` and build every view's frame."""
-    ps = analysis.policies[policy]
-    n = len(ps.kernels)
-    choice = A.choose(ps, mode, budget)
-    baseline = A.choose(analysis.policies["undivided"], mode, budget)
-    limit, total = A.equivalent_budget(mode, budget, n)
-    wr = choice if mode == "WR" else A.choose(ps, "WR", limit)
-    wd = choice if mode == "WD" else A.choose(ps, "WD", total)
-    optimum = A.unlimited(ps)
-    k = analysis.kernel_index(kernel)
-    if k is None:  # default: the kernel that takes longest in the current plan (the paper shows conv2 F)
-        k = int(np.argmax([ps.t[i][j] for i, j in enumerate(choice.index)])) if choice.feasible else 0
-    points, pieces = A.desirable_frame(analysis, ps, k, choice.index[k] if choice.feasible else None)
-    return Result(
-        choice=choice, baseline=baseline, wr=wr, wd=wd, optimum=optimum,
-        plan=A.plan_frame(analysis, ps, choice, baseline),
-        timeline=A.timeline_frame(analysis, ps, choice, measured),
-        workspace=A.workspace_frame(analysis, ps, wr, wd),
-        kernel=ps.kernels[k].id, desirable=points, pieces=pieces,
-        summary=summarize(choice, baseline, optimum, n, measured, verified),
-    )
-
-
-def summarize(choice: A.Choice, baseline: A.Choice, optimum: tuple[float, int], n_kernels: int,
-              measured: dict | None = None, verified: dict | None = None) -> dict:
-    """Headline numbers. Speed-up is against undivided under the *same* budget in the same mode, a
-    feasible baseline (ucudnn-reference.md §11, bug 8)."""
-    t_opt, ws_opt = optimum
-    out = {"feasible": choice.feasible, "reason": choice.reason, "mode": choice.mode, "policy": choice.policy,
-           "budget": choice.budget, "n_kernels": n_kernels,
-           "time_ms": choice.time_ms, "workspace": choice.workspace,
-           "baseline_ms": baseline.time_ms, "baseline_workspace": baseline.workspace,
-           "baseline_reason": baseline.reason,
-           "speedup": baseline.time_ms / choice.time_ms if choice.feasible and baseline.feasible else math.nan,
-           "optimum_ms": t_opt, "optimum_workspace": ws_opt,
-           "gap_ms": choice.time_ms - t_opt if choice.feasible else math.nan,
-           "gap_pct": 100 * (choice.time_ms / t_opt - 1) if choice.feasible and t_opt > 0 else math.nan}
-    if measured:
-        out["measured_ms"] = float(sum(measured.values()))
-        out["measured_kernels"] = len(measured)
-    if verified:
-        out["all_passed"] = bool(verified.get("all_passed", False))
-        out["failed"] = list(verified.get("failed", []))
-    return out
 
 
 class PlannerState(param.Parameterized):
@@ -110,13 +47,13 @@ class PlannerState(param.Parameterized):
     engines = param.Selector(default="all", objects=list(ENGINE_SETS), label="Engines",
                              doc="Plans the optimizers may use: all measured, only cuDNN's heuristic list (what a "
                                  "framework sees), or no NONDETERMINISTIC plans")
-    mode = param.Selector(default="WD", objects=list(A.MODES),
+    mode = param.Selector(default="WD", objects=list(MODES),
                           doc="WR: per-kernel workspace limit; WD: one total budget for the network")
     budget = param.Integer(default=DEFAULT_LIMIT, bounds=(0, None),
                            doc="Bytes: the per-kernel limit in WR, the network total in WD")
     kernel = param.String(default="", doc="Kernel id (layer:F|BD|BF) whose desirable set is shown")
 
-    analysis = param.ClassSelector(class_=A.Analysis, default=None, allow_None=True, constant=True)
+    analysis = param.ClassSelector(class_=Analysis, default=None, allow_None=True, constant=True)
     result = param.ClassSelector(class_=Result, default=None, allow_None=True, constant=True)
     measured = param.Dict(default=None, allow_None=True,
                           doc="Per-kernel measured times (ms) from verifying the current plan on a GPU")
@@ -131,7 +68,7 @@ class PlannerState(param.Parameterized):
     error = param.String(default="", constant=True, doc="Why there is no result, in one line")
 
     def __init__(self, profiles: dict | None = None, environ=None, **params):
-        """``profiles``: name -> path or Profile; default: bundled plus the environment's (adapters).
+        """``profiles``: name -> path or Profile; default: bundled plus the environment's (profiles.py).
         Other keywords set controls (profile, network, batch, precision, layout, policy, mode, budget, kernel)."""
         wanted = {k: params.pop(k) for k in ("profile", "network", "batch", "precision", "layout") if k in params}
         self._budget_given = "budget" in params
@@ -140,10 +77,11 @@ class PlannerState(param.Parameterized):
         warnings: list[str] = []
         self._requested: list[str] = []
         if profiles is None:
-            profiles, warnings = A.discover_profiles(environ)
-            self._requested = A.requested_profiles(environ)
+            profiles, warnings = discover_profiles(environ)
+            self._requested = requested_profiles(environ)
         self._profiles: dict[str, Path | Profile] = dict(profiles)
-        self._scopes: list[A.Scope] = []
+        self._scopes: list[Scope] = []
+        self._plans = PlanCache()
         self._busy = False
         self._notes = [("warning", w) for w in warnings]
         # Set by the page (Dashboard) to batch every view's update into one message, e.g. panel's io.hold.
@@ -157,7 +95,7 @@ class PlannerState(param.Parameterized):
         self.param.profile.objects = list(self._profiles)
         if not self._profiles:
             # Still offer the zoo, so a GPU host can profile a network from scratch.
-            self._scopes = A.zoo_scopes()
+            self._scopes = zoo_scopes()
             with param.edit_constant(self):
                 self.messages = self._notes + [("info", NO_PROFILE)]
             self._update_scope_options(wanted)
@@ -197,7 +135,7 @@ class PlannerState(param.Parameterized):
 
     def _get_profile(self, name: str, engines: str = "all") -> Profile:
         src = self._profiles[name]
-        profile = src if isinstance(src, Profile) else A.load_profile(src)
+        profile = src if isinstance(src, Profile) else load_profile(src)
         if engines == "all":
             return profile
         base, restricted = self._restricted.get((name, engines), (None, None))
@@ -218,9 +156,9 @@ class PlannerState(param.Parameterized):
         try:
             profile = self._get_profile(self.profile)
         except EngineError as err:
-            self._set_error(A.describe_error(err))
+            self._set_error(describe_error(err))
             return
-        self._scopes = A.profile_scopes(profile)
+        self._scopes = profile_scopes(profile)
         if not self._scopes:
             self._set_error(f"profile {self.profile!r} covers no network of the zoo completely")
             return
@@ -269,10 +207,10 @@ class PlannerState(param.Parameterized):
         self._update_scope_options(pick)
 
     @property
-    def scope(self) -> A.Scope | None:
+    def scope(self) -> Scope | None:
         if None in (self.network, self.batch, self.precision, self.layout):
             return None
-        return A.Scope(self.network, int(self.batch), self.precision, self.layout)
+        return Scope(self.network, int(self.batch), self.precision, self.layout)
 
     def _compute_analysis(self) -> None:
         if not self._profiles:
@@ -280,9 +218,9 @@ class PlannerState(param.Parameterized):
             return
         try:
             profile = self._get_profile(self.profile, self.engines)
-            analysis = A.analyse(profile, self.scope)
+            analysis = analyse(profile, self.scope)
         except (EngineError, ValueError, KeyError) as err:
-            self._set_error(A.describe_error(err))
+            self._set_error(describe_error(err))
             return
         policies = list(analysis.policies)
         new_profile = self.analysis is None or self.analysis.profile is not profile
@@ -296,11 +234,11 @@ class PlannerState(param.Parameterized):
             elif self.policy not in policies:
                 updates["policy"] = "powerOfTwo" if "powerOfTwo" in policies else policies[-1]
             self._policy_given = False
-            lo, hi = A.budget_range(analysis, self.mode)
+            lo, hi = budget_range(analysis, self.mode)
             if not self._budget_given or not lo <= self.budget <= hi:
                 n = len(analysis.kernels)
                 default = min(max(DEFAULT_LIMIT * (n if self.mode == "WD" else 1), lo), hi)
-                steps = A.budget_steps(lo, hi)  # start on a slider step, so slider and summary agree
+                steps = budget_steps(lo, hi)  # start on a slider step, so slider and summary agree
                 updates["budget"] = int(min(steps, key=lambda b: abs(math.log2(b + 1) - math.log2(default + 1))))
             if analysis.kernel_index(self.kernel) is None:
                 updates["kernel"] = ""
@@ -317,7 +255,7 @@ class PlannerState(param.Parameterized):
         """Switching mode keeps the same total, as Fig. 13 pairs WR and WD bars."""
         if self._busy or self.analysis is None:
             return
-        limit, total = A.equivalent_budget(event.old, self.budget, len(self.analysis.kernels))
+        limit, total = equivalent_budget(event.old, self.budget, len(self.analysis.kernels))
         self._busy = True
         try:
             self.budget = total if event.new == "WD" else limit
@@ -339,10 +277,10 @@ class PlannerState(param.Parameterized):
         if self.analysis is None:
             return
         try:
-            result = evaluate(self.analysis, self.policy, self.mode, self.budget, self.kernel, self.measured,
-                              self.verified)
+            result = build_result(self.analysis, self._plans, self.policy, self.mode, self.budget, self.kernel,
+                                  self.measured, self.verified)
         except (EngineError, ValueError, KeyError) as err:
-            self._set_error(A.describe_error(err))
+            self._set_error(describe_error(err))
             return
         with self.hold_updates(), param.edit_constant(self):
             self.param.update(result=result, error="" if result.choice.feasible else result.choice.reason)
@@ -360,30 +298,32 @@ class PlannerState(param.Parameterized):
             self.verified = totals
         finally:
             self._busy = False
-        self.measured = A.measured_times(report)
+        self.measured = measured_times(report)
 
     # --- memory planner ------------------------------------------------------------------------
     def memory(self) -> dict:
-        """Frames of the memory timeline for the current network and memory controls (adapters.memory_frames);
+        """Frames of the memory timeline for the current network and memory controls (dashboard/memory.py);
         computed on demand (the memory tab), not on every budget change."""
         if self.scope is None:
             raise EngineError(self.error or "choose a network first")
         profile = self.analysis.profile if self.analysis is not None else None
-        return A.memory_frames(profile, self.scope, self.memory_policy, self.capacity)
+        return memory_frames(profile, self.scope, self.memory_policy, self.capacity)
 
     # --- plans ---------------------------------------------------------------------------------
     def budget_steps(self) -> list[int]:
         if self.analysis is None:
             return [0]
-        return A.budget_steps(*A.budget_range(self.analysis, self.mode))
+        return budget_steps(*budget_range(self.analysis, self.mode))
 
     def make_plan(self):
-        """The engine's plan for the current controls (what Export writes and Verify runs)."""
+        """The engine's plan for the current controls: the one the page shows, Export writes and Verify runs."""
         if self.analysis is None:
             raise EngineError(self.error or "no profile loaded")
-        return make_plan(self.analysis.profile, self.analysis.net, mode=self.mode.lower(), budget=int(self.budget),
-                         policy=self.policy, precision=self.precision, layout=self.layout,
-                         command="dashboard")
+        choice = self.result.choice if self.result is not None else plan_choice(
+            self.analysis, self.policy, self.mode, self.budget)
+        if not choice.feasible:
+            raise EngineError(choice.reason)
+        return choice.plan
 
     def plan_json(self) -> str:
         return self.make_plan().to_json()
@@ -392,11 +332,11 @@ class PlannerState(param.Parameterized):
         """Show a loaded plan (engine.plan.Plan): move the controls to its network, mini-batch, dtype, layout,
         policy, mode and budget, and say how its prediction compares with this profile's. Raises EngineError
         when the current profile cannot plan that network."""
-        scope = A.Scope(plan.network, int(plan.batch), plan.precision, plan.layout)
+        scope = Scope(plan.network, int(plan.batch), plan.precision, plan.layout)
         if scope not in self._scopes or not self._profiles:
             raise EngineError(f"profile {self.profile!r} has no measurements for {plan.network} at mini-batch "
                               f"{plan.batch}, {plan.precision} {plan.layout}")
-        policies = A.complete_policies(self._get_profile(self.profile), scope)
+        policies = complete_policies(self._get_profile(self.profile), scope)
         if plan.policy not in policies:
             raise EngineError(f"profile {self.profile!r} cannot plan policy {plan.policy!r} for {plan.network} "
                               f"b{plan.batch} (it offers {', '.join(policies)})")

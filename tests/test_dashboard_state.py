@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from dashboard import adapters as A
+from dashboard.profiles import PROFILE_ENV
 from dashboard.state import DEFAULT_LIMIT, PlannerState
+from engine.profile import bundled_profiles
 from engine.units import MiB
 from engine.testing.synthetic import engine_set_profile, synthetic_profile
 
@@ -83,7 +84,7 @@ def test_infeasible_budget_is_an_error_message_not_an_exception():
     s = PlannerState(profiles={"SYNTHETIC-no-gemm": p}, mode="WR")
     s.budget = 0
     assert s.result is not None and not s.result.choice.feasible
-    assert "needs at least" in s.error and s.result.plan.empty and s.result.timeline.empty
+    assert "is below" in s.error and s.result.plan.empty and s.result.timeline.empty
     s.mode = "WD"
     assert "below" in s.error
     s.budget = 1 << 40
@@ -118,9 +119,9 @@ def test_bad_profile_file_is_reported(tmp_path):
 
 
 def test_environment_profiles_and_warnings(profile_path, tmp_path):
-    s = PlannerState(environ={A.PROFILE_ENV: f"{profile_path}:{tmp_path / 'gone.json'}"})
+    s = PlannerState(environ={PROFILE_ENV: f"{profile_path}:{tmp_path / 'gone.json'}"})
     assert s.profile == "SYNTHETIC-alexnet" and s.result is not None  # what the environment asked for
-    assert set(A.bundled_profiles()) <= set(s.param.profile.objects)
+    assert set(bundled_profiles()) <= set(s.param.profile.objects)
     assert any("gone.json" in text for _, text in s.messages)
 
 
@@ -128,7 +129,7 @@ def test_default_is_a_measured_profile_never_a_synthetic_one(profile_path, tmp_p
     import shutil
     synthetic = tmp_path / "zzz-looks-real.profile.json.gz"  # SYNTHETIC content under an innocent name
     shutil.copy(profile_path, synthetic)
-    bundled = A.bundled_profiles()
+    bundled = bundled_profiles()
     s = PlannerState(profiles={"zzz-looks-real": synthetic, **bundled})
     if bundled:
         assert s.profile in bundled and not s.current_profile.synthetic

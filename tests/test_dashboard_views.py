@@ -131,7 +131,7 @@ def test_gpu_buttons_disabled_without_gpu_and_say_why(dash):
 def test_verify_results_flow_into_timeline_and_summary(profile_path, monkeypatch):
     """A fake verify_plan stands in for engine.gpu (no GPU here); the view must run it in the runner's
     thread and copy the report into this page's state."""
-    import dashboard.adapters as A
+    import dashboard.views.gpu as G
 
     state = PlannerState(profiles={"SYNTHETIC-alexnet": profile_path})
     ids = [k.id for k in state.analysis.kernels]
@@ -141,7 +141,7 @@ def test_verify_results_flow_into_timeline_and_summary(profile_path, monkeypatch
             progress(i + 1, len(ids), kid)
         return {"kernels": [{"id": kid, "measured_ms": 0.25} for kid in ids],
                 "totals": {"all_passed": False, "failed": ["conv2:F"]}}
-    monkeypatch.setattr(A, "gpu_function", lambda name: {"verify_plan": fake_verify_plan}[name])
+    monkeypatch.setattr(G, "gpu_function", lambda name: {"verify_plan": fake_verify_plan}[name])
     monkeypatch.setattr(PlannerState, "make_plan", lambda self: "plan")
     runner = JobRunner()
     d = Dashboard(state, gpu=(True, "FAKE GPU"), runner=runner)
@@ -159,7 +159,7 @@ def test_verify_results_flow_into_timeline_and_summary(profile_path, monkeypatch
 
 
 def test_profile_job_adds_a_live_profile(profile_path, monkeypatch):
-    import dashboard.adapters as A
+    import dashboard.views.gpu as G
 
     state = PlannerState(profiles={"SYNTHETIC-alexnet": profile_path})
     calls = {}
@@ -170,7 +170,7 @@ def test_profile_job_adds_a_live_profile(profile_path, monkeypatch):
         p = synthetic_profile("alexnet", 16, "powerOfTwo")  # SYNTHETIC stand-in for a measured profile
         p.provenance.update(gpu="FAKE GPU", date="2026-01-01")
         return p
-    monkeypatch.setattr(A, "gpu_function", lambda name: {"profile_network": fake_profile_network}[name])
+    monkeypatch.setattr(G, "gpu_function", lambda name: {"profile_network": fake_profile_network}[name])
     runner = JobRunner()
     d = Dashboard(state, gpu=(True, "FAKE GPU"), runner=runner)
     assert d.gpu.start_profile()

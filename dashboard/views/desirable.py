@@ -7,7 +7,7 @@ import panel as pn
 
 from engine.units import format_size
 
-from ..adapters import KIND_NAMES
+from ..frames import KIND_NAMES
 from ..plots import DesirablePlot
 from .base import StateView
 

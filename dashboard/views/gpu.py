@@ -7,8 +7,10 @@ import uuid
 
 import panel as pn
 
-from .. import adapters as A
+from ..errors import describe_error
+from ..gpu import gpu_function, gpu_status
 from ..jobs import JobRunner
+from ..scopes import network
 from .base import StateView
 
 RUNNER_KEY = "ucudnn-explorer-gpu-runner"
@@ -24,7 +26,7 @@ class GPUView(StateView):
 
     def __init__(self, runner: JobRunner | None = None, gpu: tuple[bool, str] | None = None, **params):
         self.runner = runner or get_runner()
-        self.available, self.reason = gpu if gpu is not None else A.gpu_status()
+        self.available, self.reason = gpu if gpu is not None else gpu_status()
         self.token = uuid.uuid4().hex
         super().__init__(**params)
         watcher = self.runner.param.watch(self._from_runner, ["running", "progress", "message", "finished"])
@@ -56,9 +58,9 @@ class GPUView(StateView):
         s = self.state
         if not self.available or s.scope is None:
             return False
-        net = A.network(s.network, int(s.batch))
+        net = network(s.network, int(s.batch))
         policy, precision, layout = s.policy, s.precision, s.layout
-        profile_network = A.gpu_function("profile_network")
+        profile_network = gpu_function("profile_network")
 
         def work(progress, should_stop):
             return profile_network(net, policy=policy, precision=precision, layout=layout, progress=progress,
@@ -71,7 +73,7 @@ class GPUView(StateView):
             return False
         plan = s.make_plan()
         key = (s.scope, s.policy, s.mode, s.budget)
-        verify_plan = A.gpu_function("verify_plan")
+        verify_plan = gpu_function("verify_plan")
 
         def work(progress, should_stop):
             return key, verify_plan(plan, progress=progress, should_stop=should_stop)
@@ -112,7 +114,7 @@ class GPUView(StateView):
         try:
             self._apply(kind, result)
         except Exception as err:
-            self.status.object = f"{kind} finished, but its result cannot be shown: {A.describe_error(err)}"
+            self.status.object = f"{kind} finished, but its result cannot be shown: {describe_error(err)}"
 
     def _apply(self, kind: str, result) -> None:
         s = self.state

@@ -11,7 +11,7 @@ import panel as pn
 from engine.errors import BudgetError, EngineError
 from engine.units import GiB, format_size, parse_size
 
-from .. import adapters as A
+from ..errors import describe_error
 from ..plots import MemoryPlot
 from .base import StateView
 
@@ -63,7 +63,7 @@ class MemoryView(StateView):
         try:
             frames = self.state.memory()
         except (EngineError, ValueError, KeyError) as err:
-            self.error.param.update(object=f"Memory planner: {A.describe_error(err)}", visible=True)
+            self.error.param.update(object=f"Memory planner: {describe_error(err)}", visible=True)
             return
         self.error.visible = False
         self._stale = False

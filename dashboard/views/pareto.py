@@ -6,7 +6,8 @@ import panel as pn
 
 from engine.units import format_size
 
-from ..plots import POLICY_COLORS, ParetoPlot
+from ..palette import POLICY_COLORS
+from ..plots import ParetoPlot
 from .base import StateView
 
 

@@ -9,14 +9,15 @@ from pathlib import Path
 import panel as pn
 
 from engine.errors import EngineError
+from engine.plan import load_plan
 from engine.units import format_size
 
-from .. import adapters as A
+from ..errors import describe_error
+from ..frames import plan_frame_columns
 from .base import StateView
 
 COLUMNS = {"kernel": "Kernel", "division": "Micro-batches", "engines": "Engines", "time_ms": "Time [ms]",
            "baseline_ms": "Undivided [ms]", "workspace_mib": "Workspace [MiB]", "plans": "Plans (pieces x size)"}
-
 
 
 class PlanView(StateView):
@@ -24,7 +25,7 @@ class PlanView(StateView):
 
     def _build(self) -> None:
         self.table = pn.widgets.Tabulator(
-            A.plan_frame_columns(), disabled=True, selectable=1, show_index=False, height=420,
+            plan_frame_columns(), disabled=True, selectable=1, show_index=False, height=420,
             sizing_mode="stretch_width", titles=COLUMNS, hidden_columns=["layer", "kind"],
             formatters={"time_ms": {"type": "money", "precision": 3, "symbol": ""},
                         "baseline_ms": {"type": "money", "precision": 3, "symbol": ""},
@@ -75,9 +76,9 @@ class PlanView(StateView):
         try:
             text = self.state.plan_json()
         except (EngineError, ValueError, KeyError) as err:
-            self.show("danger", f"Export failed: {A.describe_error(err)}")
+            self.show("danger", f"Export failed: {describe_error(err)}")
             self.download.filename = "plan-export-error.txt"
-            return io.StringIO(f"export failed: {A.describe_error(err)}\n")
+            return io.StringIO(f"export failed: {describe_error(err)}\n")
         self.show("success", f"Exported {self.download.filename}.")
         return io.StringIO(text)
 
@@ -89,14 +90,14 @@ class PlanView(StateView):
             path = Path(tmp) / Path(name).name
             path.write_bytes(event.new)
             try:
-                plan = A.load_plan(path)
+                plan = load_plan(path)
             except (EngineError, ValueError, KeyError) as err:
-                self.show("danger", f"Cannot load {name}: {A.describe_error(err)}")
+                self.show("danger", f"Cannot load {name}: {describe_error(err)}")
                 return
         try:
             text = self.state.apply_plan(plan)
         except (EngineError, ValueError, KeyError) as err:
-            self.show("warning", f"Loaded {name}, but cannot show it with this profile: {A.describe_error(err)}")
+            self.show("warning", f"Loaded {name}, but cannot show it with this profile: {describe_error(err)}")
             return
         self.show("success", f"Loaded {name}: {text}")
 
