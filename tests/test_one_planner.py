@@ -1,0 +1,84 @@
+"""One planning function: the dashboard's slider and Export, ``python -m engine plan`` and a direct
+``engine.planner.make_plan`` call (what verify, the PyTorch runtime and the benchmarks use) write the same
+plan JSON byte for byte for the same inputs.
+
+Normalised before comparing, and only these: ``provenance.created`` (the wall-clock time the plan was made),
+``provenance.command`` (who made it: "dashboard", the CLI's argv, or the caller's string) and, in WD plans,
+``solver.solve_time_s`` / ``solver.build_time_s`` (how long the ILP took). Everything else, including every
+float, must be the same bytes. The profile is SYNTHETIC (engine/testing/synthetic.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import panel as pn
+import pytest
+from bokeh.document import Document
+from pyviz_comms import Comm
+
+from dashboard.jobs import JobRunner
+from dashboard.state import PlannerState
+from dashboard.ui import Dashboard
+from engine.planner import make_plan
+from engine.profile import Profile
+from engine.testing.synthetic import synthetic_profile
+from engine.zoo import get_network
+
+ROOT = Path(__file__).resolve().parent.parent
+VOLATILE = {"provenance": ("created", "command"), "solver": ("solve_time_s", "build_time_s")}
+
+
+def normalised(text: str) -> str:
+    doc = json.loads(text)
+    for section, fields in VOLATILE.items():
+        for f in fields:
+            if f in doc.get(section, {}):
+                doc[section][f] = "<normalised>"
+    return json.dumps(doc, indent=1)
+
+
+@pytest.fixture(scope="module")
+def profile_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("profiles") / "SYNTHETIC-alexnet-b64.profile.json.gz"
+    return synthetic_profile("alexnet", 64, "powerOfTwo").save(path)  # SYNTHETIC
+
+
+@pytest.fixture(autouse=True)
+def _panel_state():
+    yield
+    pn.state.reset()
+
+
+def cli_plan(tmp_path: Path, profile_path: Path, mode: str, budget: int) -> str:
+    out = tmp_path / f"cli-{mode}-{budget}.plan.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-m", "engine", "plan", "--profile", str(profile_path), "--network",
+                           "alexnet", "--batch", "64", "--policy", "powerOfTwo", "--mode", mode,
+                           "--budget", str(budget), "-o", str(out)], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return out.read_text()
+
+
+@pytest.mark.parametrize("mode,step", [("WD", 0.5), ("WD", 0.8), ("WR", 0.5)])
+def test_slider_cli_and_make_plan_write_the_same_plan(tmp_path, profile_path, mode, step):
+    dash = Dashboard(PlannerState(profiles={"SYNTHETIC-alexnet": profile_path}, mode=mode),
+                     gpu=(False, "no GPU in tests"), runner=JobRunner())
+    pn.panel(dash).get_root(Document(), comm=Comm())
+    slider = dash.controls.slider
+    slider.value = int(step * slider.end)  # a slider position, as a user drags it
+    budget = dash.state.budget
+    assert budget == dash.controls.steps[slider.value] and dash.state.result.choice.feasible
+    exported = dash.plan._export().getvalue()   # what the Export button downloads
+    shown = dash.state.result.choice.plan        # what the page shows is that very object
+    assert dash.state.make_plan() is shown and exported == shown.to_json()
+
+    cli = cli_plan(tmp_path, profile_path, mode.lower(), budget)
+    direct = make_plan(Profile.load(str(profile_path)), get_network("alexnet", 64), mode=mode.lower(), budget=budget,
+                       policy="powerOfTwo", command="tests/test_one_planner.py").to_json()
+    assert normalised(exported) == normalised(cli) == normalised(direct)
+    assert json.loads(cli)["budget"] == budget and json.loads(cli)["mode"] == mode.lower()
