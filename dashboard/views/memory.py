@@ -12,7 +12,7 @@ from engine.errors import BudgetError, EngineError
 from engine.units import GiB, format_size, parse_size
 
 from ..errors import describe_error
-from ..plots import MemoryPlot
+from ..memory_plot import MemoryPlot
 from .base import StateView
 
 CAPACITIES = {"12 GiB (K40, TITAN X: the papers' GPUs)": 12 * GiB, "16 GiB (P100)": 16 * GiB,

@@ -5,6 +5,10 @@ the residency of every storage, and the copies. Rules are cited to the papers (f
 choices the papers leave open are keyword switches whose defaults are documented here and in
 docs/reproduction.md. vDNN_dyn tries several of these plans under a capacity, so it lives in
 planner.py.
+
+The module is over 400 lines because every builder of the three papers sits beside the registry
+(``POLICIES``) that names it for the CLI and the dashboard: a new memory policy is one builder and
+one ``_reg`` line here.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..configuration import Configuration, MicroConfig
 from ..errors import EngineError, InfeasibleBudgetError
 from ..kernels import KernelKind
-from ..configuration import Configuration, MicroConfig
 from ..profile import Profile
 from .timeline import Plan
 

@@ -1,8 +1,8 @@
 """WR dynamic program, desirable sets, WD integer program and the network Pareto front."""
 
+from ..configuration import Configuration, MicroConfig
 from .desirable import desirable, desirable_set
 from .front import NetworkFront, network_front
-from ..configuration import Configuration, MicroConfig
 from .wd import WDResult, minimum_budget, wd, wd_problem
 from .wr import canonical, micro_front, wr
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..configuration import Configuration
 from ..errors import InfeasibleBudgetError
 from ..units import format_size
-from ..configuration import Configuration
 
 
 @dataclass(eq=False)

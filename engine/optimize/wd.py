@@ -35,6 +35,9 @@ coefficients, a time limit, a warm start, a near-zero optimality gap (the result
 not a 1e-4 one), tight feasibility tolerances (so "1 byte over the budget" is infeasible despite the
 scaling) and a clear error naming the least feasible budget. ``wd_problem`` returns the PuLP model
 ``wd`` solves, for export (``problem.writeLP(path)`` / ``writeMPS``).
+
+The module is over 400 lines because steps 1-5 are one exact algorithm: the bound, the fixing margin,
+the incumbent and the solver settings are correct only together, so they are read in one place.
 """
 
 from __future__ import annotations
@@ -47,9 +50,9 @@ from dataclasses import dataclass
 import numpy as np
 import pulp
 
+from ..configuration import Configuration
 from ..errors import EngineError, InfeasibleBudgetError
 from ..units import MiB, format_size
-from ..configuration import Configuration
 
 SOLVERS = ("auto", "highs", "cbc")
 _GAP = 1e-9          # relative and absolute (ms) optimality gap: effectively exact

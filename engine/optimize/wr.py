@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..configuration import Configuration, MicroConfig
 from ..errors import InfeasibleBudgetError
 from ..units import format_size
-from ..configuration import Configuration, MicroConfig
 
 _NO_PIECES = np.iinfo(np.int32).max
 
