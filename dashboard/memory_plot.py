@@ -9,6 +9,7 @@ from bokeh.palettes import Category20_20
 from bokeh.plotting import figure
 
 from engine.memory.tensors import CLASSES
+from engine.units import format_size
 
 from .plots import TOOLS, _style
 
