@@ -15,7 +15,7 @@ from pathlib import Path
 import param
 
 from engine.errors import EngineError
-from engine.memory import POLICIES as MEMORY_POLICIES
+from engine.memory import MEMORY_POLICIES
 from engine.policies import POLICIES
 from engine.profile import ENGINE_SETS, Profile
 from engine.units import GiB, MiB, format_size

@@ -7,13 +7,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.memory.policies import POLICIES, get_policy
+from engine.memory.policies import MEMORY_POLICIES, get_policy
 from engine.memory.tensors import CONVENTIONS, build_inventory, route_construct
 from engine.memory.timeline import memory_curve
 from engine.network import NetBuilder
 from engine.testing.networks import fork_join
 
-PLAN_POLICIES = [p for p in POLICIES if p != "vdnn-dyn"]   # vdnn-dyn composes the others (planner.py)
+PLAN_POLICIES = [p for p in MEMORY_POLICIES if p != "vdnn-dyn"]   # vdnn-dyn composes the others (engine/memory/iteration.py)
 
 
 def build_plan(net, policy, convention=None, **kw):

@@ -19,8 +19,8 @@ from ..errors import EngineError
 from ..profile import Profile, resolve_profile
 from ..units import format_size, parse_size
 from ..memory.capacity import deepest, max_batch, smallest_capacity
-from ..memory.planner import format_table, plan_memory
-from ..memory.policies import POLICIES
+from ..memory.iteration import format_table, plan_memory
+from ..memory.policies import MEMORY_POLICIES
 from ..memory.tensors import CONVENTIONS
 from ..memory.timemodel import TimeParams
 from ..memory.workspace import RULES
@@ -31,7 +31,7 @@ def add_arguments(parser) -> None:
     add_input_argument(parser)
     parser.add_argument("--batch", type=int, default=None, help="mini-batch size (default: the network's)")
     parser.add_argument("--policy", default="liveness",
-                        help=f"one of {', '.join(POLICIES)}; a comma-separated list, or 'all' to compare")
+                        help=f"one of {', '.join(MEMORY_POLICIES)}; a comma-separated list, or 'all' to compare")
     parser.add_argument("--capacity", default=None, help="GPU capacity, e.g. 12GiB (default: unbounded)")
     parser.add_argument("--profile", default=None, help="bundled profile name or path (convolution times/workspaces)")
     parser.add_argument("--workspace", default=None, choices=RULES, help="override the policy's workspace rule")
@@ -50,10 +50,10 @@ def add_arguments(parser) -> None:
 
 
 def _policies(text: str) -> list[str]:
-    names = list(POLICIES) if text == "all" else [p.strip() for p in text.split(",") if p.strip()]
+    names = list(MEMORY_POLICIES) if text == "all" else [p.strip() for p in text.split(",") if p.strip()]
     for name in names:
-        if name not in POLICIES:
-            raise EngineError(f"unknown memory policy {name!r}; known: {', '.join(POLICIES)}")
+        if name not in MEMORY_POLICIES:
+            raise EngineError(f"unknown memory policy {name!r}; known: {', '.join(MEMORY_POLICIES)}")
     return names
 
 

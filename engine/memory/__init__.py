@@ -1,16 +1,16 @@
 """Memory planner: the training timeline under vDNN, Layrub and SuperNeurons policies.
 
-``plan_memory`` (planner.py) is the entry point; ``memory_frames`` (frames.py) turns its result
+``plan_memory`` (iteration.py) is the entry point; ``memory_frames`` (frames.py) turns its result
 into tidy frames for the dashboard; capacity.py answers "what fits"; ``python -m engine memory`` is
 engine/commands/memory.py. See docs/reproduction.md for the papers' numbers set beside ours.
 """
 
 from .capacity import deepest, max_batch, smallest_capacity
 from .frames import memory_frames
-from .planner import MemoryResult, format_table, plan_memory
-from .policies import POLICIES
+from .iteration import MemoryResult, format_table, plan_memory
+from .policies import MEMORY_POLICIES
 from .tensors import CONVENTIONS, build_inventory, route_construct
 from .timemodel import TimeParams
 
-__all__ = ["CONVENTIONS", "POLICIES", "MemoryResult", "TimeParams", "build_inventory", "deepest", "format_table",
+__all__ = ["CONVENTIONS", "MEMORY_POLICIES", "MemoryResult", "TimeParams", "build_inventory", "deepest", "format_table",
            "max_batch", "memory_frames", "plan_memory", "route_construct", "smallest_capacity"]

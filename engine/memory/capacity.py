@@ -16,8 +16,8 @@ from collections.abc import Callable
 from ..errors import EngineError
 from ..network import Network
 from ..profile import Profile
-from .planner import plan_memory
-from .policies import POLICIES
+from .iteration import plan_memory
+from .policies import MEMORY_POLICIES
 
 
 def fits(network: str | Network | Callable[[], Network], policy: str, capacity: int, batch: int | None = None,
@@ -86,7 +86,7 @@ def smallest_capacity(network: str | Network, batch: int | None = None, policies
     """The least capacity each policy needs for one iteration (its peak with the smallest workspace
     its rule allows; for the LRU cache, with everything evictable evicted)."""
     out = {}
-    for name in policies or POLICIES:
+    for name in policies or MEMORY_POLICIES:
         cap = (1 << 62) if name == "superneurons" else None   # the LRU floor is computed under a capacity
         res = plan_memory(network, name, batch=batch, capacity=cap, profile=profile)
         out[name] = res.summary["min_capacity"]

@@ -9,7 +9,7 @@ from .tensors import CLASSES
 
 
 def memory_frames(result) -> dict[str, pd.DataFrame]:
-    """Frames for the memory timeline of one ``MemoryResult`` (planner.py).
+    """Frames for the memory timeline of one ``MemoryResult`` (iteration.py).
 
     ``memory``: stacked memory, one row per (tick, class) with bytes > 0 at some tick:
         tick, step, layer, phase (F forward, B backward, R re-forward), cls (one of

@@ -1,13 +1,13 @@
 """Memory policies of vDNN, Layrub and SuperNeurons as transformations of the tick timeline.
 
-Each builder takes an ``Inventory`` (tensors.py) and returns a ``Plan`` (timeline.py): the ticks,
+Each builder takes an ``Inventory`` (tensors.py) and returns a ``MemoryPlan`` (timeline.py): the ticks,
 the residency of every storage, and the copies. Rules are cited to the papers (file + section);
 choices the papers leave open are keyword switches whose defaults are documented here and in
 docs/reproduction.md. vDNN_dyn tries several of these plans under a capacity, so it lives in
-planner.py.
+iteration.py.
 
 The module is over 400 lines because every builder of the three papers sits beside the registry
-(``POLICIES``) that names it for the CLI and the dashboard: a new memory policy is one builder and
+(``MEMORY_POLICIES``) that names it for the CLI and the dashboard: a new memory policy is one builder and
 one ``_reg`` line here.
 """
 
@@ -18,21 +18,21 @@ from dataclasses import dataclass
 
 from ..errors import EngineError
 from .tensors import DATA_CLASSES, Inventory, Tensor
-from .timeline import Copy, Plan, Tick, base_ticks, cut, liveness_intervals, merge, whole_iteration
+from .timeline import Copy, MemoryPlan, Tick, base_ticks, cut, liveness_intervals, merge, whole_iteration
 
 SN_CHECKPOINTS = ("conv", "fc", "softmax", "data")   # superneurons-release recompute.h is_checkpoint
 
 
 # ----------------------------------------------------------------------------------- baselines
 
-def baseline_superneurons(inv: Inventory, **_) -> Plan:
+def baseline_superneurons(inv: Inventory, **_) -> MemoryPlan:
     """SuperNeurons' baseline (superneurons.txt §3, "naive network-wide tensor allocation"): one
     tensor per request, all resident all iteration: peak = sum l^f + sum l^b."""
     ticks = base_ticks(inv)
-    return Plan("baseline-superneurons", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-kernel-p")
+    return MemoryPlan("baseline-superneurons", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-kernel-p")
 
 
-def baseline_vdnn(inv: Inventory, algo: str = "p", **_) -> Plan:
+def baseline_vdnn(inv: Inventory, algo: str = "p", **_) -> MemoryPlan:
     """vDNN's baseline (vdnn.txt §II-C, Fig. 2, §IV-A): Torch's network-wide allocation with all
     W and X resident, dX and dY as two buffers sized to the largest dY and reused by every layer,
     and one workspace buffer sized to the largest workspace. Static: max = average."""
@@ -40,23 +40,23 @@ def baseline_vdnn(inv: Inventory, algo: str = "p", **_) -> Plan:
     intervals = {st: spans for st, spans in whole_iteration(inv, ticks).items()
                  if inv.storage_class()[st] != "gradients"}
     grads = [t.nbytes for t in inv.tensors.values() if t.cls == "gradients"]
-    plan = Plan(f"baseline-vdnn-{algo}", inv, ticks, intervals, workspace_rule=f"shared-{algo}")
+    plan = MemoryPlan(f"baseline-vdnn-{algo}", inv, ticks, intervals, workspace_rule=f"shared-{algo}")
     plan.class_override["gradients"] = 2 * max(grads, default=0)
     return plan
 
 
-def baseline_caffe(inv: Inventory, **_) -> Plan:
+def baseline_caffe(inv: Inventory, **_) -> MemoryPlan:
     """Layrub's baseline (layrub.md §5.1, §3.2 of memory-systems.md): Caffe allocates data and diff
     of every blob for the whole network, statically; each conv layer keeps its own workspace."""
     ticks = base_ticks(inv)
-    return Plan("baseline-caffe", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-layer-heuristic")
+    return MemoryPlan("baseline-caffe", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-layer-heuristic")
 
 
-def liveness(inv: Inventory, workspace: str = "fit", **_) -> Plan:
+def liveness(inv: Inventory, workspace: str = "fit", **_) -> MemoryPlan:
     """SuperNeurons' liveness analysis (superneurons.txt §3.2): a tensor lives from its first to its
     last use; peak = sum l^f + l^b_N for a chain."""
     ticks = base_ticks(inv)
-    return Plan("liveness", inv, ticks, liveness_intervals(inv, ticks), workspace_rule=workspace)
+    return MemoryPlan("liveness", inv, ticks, liveness_intervals(inv, ticks), workspace_rule=workspace)
 
 
 # --------------------------------------------------------------------------- offload machinery
@@ -73,7 +73,7 @@ class _Offload:
     pre_reason: str
 
 
-def _apply_offloads(plan: Plan, offloads: list[_Offload]) -> None:
+def _apply_offloads(plan: MemoryPlan, offloads: list[_Offload]) -> None:
     inv = plan.inventory
     sizes = inv.storage_bytes()
     for o in offloads:
@@ -112,7 +112,7 @@ def feature_extractor(inv: Inventory) -> list[str]:
     return out
 
 
-def vdnn(inv: Inventory, offload: str = "all", algo: str = "p", **_) -> Plan:
+def vdnn(inv: Inventory, offload: str = "all", algo: str = "p", **_) -> MemoryPlan:
     """vDNN_all / vDNN_conv (vdnn.txt §III-A..C).
 
     * Offload: X of layer n (every feature-extraction layer but the in-place ACTV for ``all``,
@@ -129,7 +129,7 @@ def vdnn(inv: Inventory, offload: str = "all", algo: str = "p", **_) -> Plan:
         raise EngineError(f"vDNN offload set must be 'all' or 'conv', got {offload!r}")
     ticks = base_ticks(inv)
     n = len(inv.route)
-    plan = Plan(f"vdnn-{offload}-{algo}", inv, ticks, liveness_intervals(inv, ticks), workspace_rule=algo)
+    plan = MemoryPlan(f"vdnn-{offload}-{algo}", inv, ticks, liveness_intervals(inv, ticks), workspace_rule=algo)
     uses = _uses_by_storage(inv, ticks)
     pos = {name: i for i, name in enumerate(inv.route)}
     offloaded_x: dict[str, list[str]] = {}     # layer -> storages of its X it offloads
@@ -231,7 +231,7 @@ def layrub_alias(inv: Inventory, relu_mask_bytes: float = 1.0,
 
 
 def layrub(inv: Inventory, mode: str = "hybrid", buffers: str = "constant", relu_mask_bytes: float = 1.0,
-           **_) -> Plan:
+           **_) -> MemoryPlan:
     """Layrub (layrub.md §3-4, Alg. 1).
 
     * intra: ``layrub_alias`` on Caffe's network-wide allocation.
@@ -256,9 +256,9 @@ def layrub(inv: Inventory, mode: str = "hybrid", buffers: str = "constant", relu
     ticks = base_ticks(inv)
     n = len(inv.route)
     if mode == "intra":
-        plan = Plan("layrub-intra", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-layer-heuristic")
+        plan = MemoryPlan("layrub-intra", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-layer-heuristic")
     else:
-        plan = Plan(f"layrub-{mode}", inv, ticks, liveness_intervals(inv, ticks),
+        plan = MemoryPlan(f"layrub-{mode}", inv, ticks, liveness_intervals(inv, ticks),
                     workspace_rule="per-layer-heuristic")
         uses = _uses_by_storage(inv, ticks)
         classes = inv.storage_class()
@@ -286,7 +286,7 @@ def layrub(inv: Inventory, mode: str = "hybrid", buffers: str = "constant", relu
     return plan
 
 
-def _constant_buffers(plan: Plan) -> None:
+def _constant_buffers(plan: MemoryPlan) -> None:
     """Replace activation and gradient memory by a constant pool: K buffers of the largest size,
     K the most activation/gradient storages resident at once (split by class as at that tick)."""
     inv = plan.inventory
@@ -317,7 +317,7 @@ def _sn_conv_outputs(inv: Inventory) -> list[str]:
     return [inv.tensors[f"Y:{n}"].storage for n in inv.route if inv.net.layer(n).op == "conv"]
 
 
-def _sn_offload(plan: Plan, storages: list[str]) -> None:
+def _sn_offload(plan: MemoryPlan, storages: list[str]) -> None:
     """UTP offload/prefetch of CONV outputs (superneurons.txt §3.3.1): the copy starts when the CONV
     has produced its output and overlaps the layers up to the next CONV; the GPU copy is freed when
     it completes [assume: by the end of that window; a late copy stalls the next CONV]. In backward,
@@ -347,7 +347,7 @@ def _sn_offload(plan: Plan, storages: list[str]) -> None:
     _apply_offloads(plan, offs)
 
 
-def sn_offload(inv: Inventory, workspace: str = "fit", **_) -> Plan:
+def sn_offload(inv: Inventory, workspace: str = "fit", **_) -> MemoryPlan:
     """Liveness + UTP offload of every CONV output (SuperNeurons Fig. 10b)."""
     plan = liveness(inv, workspace)
     plan.policy = "sn-offload"
@@ -489,18 +489,18 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
     return ticks, spans
 
 
-def _recompute_plan(name: str, inv: Inventory, strategy: str, rule: str, workspace: str) -> Plan:
+def _recompute_plan(name: str, inv: Inventory, strategy: str, rule: str, workspace: str) -> MemoryPlan:
     """Liveness over the recomputation schedule: re-forwarded tensors live in their recompute spans."""
     ticks, spans = sn_recompute_ticks(inv, strategy, rule)
     intervals = liveness_intervals(inv, ticks)
     for u, sp in spans.items():
         intervals[inv.tensors[u].storage] = merge(sp)
-    return Plan(name, inv, ticks, intervals, workspace_rule=workspace,
+    return MemoryPlan(name, inv, ticks, intervals, workspace_rule=workspace,
                 recompute_count=sum(t.phase == "R" for t in ticks))
 
 
 def sn_recompute(inv: Inventory, strategy: str = "cost-aware", rule: str = "code", offload: bool = True,
-                 workspace: str = "fit", **_) -> Plan:
+                 workspace: str = "fit", **_) -> MemoryPlan:
     """Liveness + UTP offload of CONV outputs + recomputation (SuperNeurons Fig. 10c, Table 1)."""
     plan = _recompute_plan("sn-recompute", inv, strategy, rule, workspace)
     if offload:
@@ -510,7 +510,7 @@ def sn_recompute(inv: Inventory, strategy: str = "cost-aware", rule: str = "code
 
 
 def superneurons(inv: Inventory, capacity: int | None = None, strategy: str = "cost-aware", rule: str = "code",
-                 workspace: str = "fit", **_) -> Plan:
+                 workspace: str = "fit", **_) -> MemoryPlan:
     """The full SuperNeurons runtime: liveness, cost-aware recomputation, and the LRU Tensor Cache
     (superneurons.txt §3.3.2, Alg. 2): CONV outputs stay on the GPU and are offloaded only when an
     allocation would exceed the capacity, least recently used first, never one the running layer
@@ -522,7 +522,7 @@ def superneurons(inv: Inventory, capacity: int | None = None, strategy: str = "c
     return plan
 
 
-def _lru(plan: Plan, candidates: set[str], capacity: int) -> None:
+def _lru(plan: MemoryPlan, candidates: set[str], capacity: int) -> None:
     inv = plan.inventory
     sizes = inv.storage_bytes()
     ticks = plan.ticks
@@ -583,16 +583,16 @@ class PolicyInfo:
     name: str
     paper: str
     convention: str
-    build: Callable[..., Plan]
+    build: Callable[..., MemoryPlan]
     kwargs: dict
     description: str
 
 
-POLICIES: dict[str, PolicyInfo] = {}
+MEMORY_POLICIES: dict[str, PolicyInfo] = {}
 
 
 def _reg(name, paper, convention, build, description, **kwargs):
-    POLICIES[name] = PolicyInfo(name, paper, convention, build, kwargs, description)
+    MEMORY_POLICIES[name] = PolicyInfo(name, paper, convention, build, kwargs, description)
 
 
 _reg("baseline-superneurons", "superneurons", "superneurons", baseline_superneurons,
@@ -619,9 +619,9 @@ _reg("superneurons", "superneurons", "superneurons", superneurons,
 
 def get_policy(name: str) -> PolicyInfo:
     try:
-        return POLICIES[name]
+        return MEMORY_POLICIES[name]
     except KeyError:
-        raise EngineError(f"unknown memory policy {name!r}; known: {', '.join(POLICIES)}") from None
+        raise EngineError(f"unknown memory policy {name!r}; known: {', '.join(MEMORY_POLICIES)}") from None
 
 
 def persistent_bytes(inv: Inventory) -> int:

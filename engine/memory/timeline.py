@@ -5,7 +5,7 @@ A *step* is the papers' unit: forward step s = 1..N runs layer ``route[s-1]``, b
 step 44). A *tick* is one layer execution; a step holds one tick, plus the re-forward ticks that
 recomputation inserts before it. Memory is evaluated per tick; a step's value is its largest tick.
 
-A policy (policies.py) turns the inventory into a ``Plan``: the ticks, the GPU residency
+A policy (policies.py) turns the inventory into a ``MemoryPlan``: the ticks, the GPU residency
 intervals of every storage, and the copies it issues. Everything here is plain data.
 """
 
@@ -46,7 +46,10 @@ class Copy:
 
 
 @dataclass
-class Plan:
+class MemoryPlan:
+    """What a memory policy decides for one training iteration: ticks, GPU residency and copies (the
+    memory planner's plan; engine.plan.Plan is the workspace plan of mu-cuDNN)."""
+
     policy: str
     inventory: Inventory
     ticks: list[Tick]
@@ -122,7 +125,7 @@ class MemoryCurve:
         return sum(self.by_class.values())
 
 
-def memory_curve(plan: Plan) -> MemoryCurve:
+def memory_curve(plan: MemoryPlan) -> MemoryCurve:
     inv = plan.inventory
     n = len(plan.ticks)
     sizes = inv.storage_bytes()

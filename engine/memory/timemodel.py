@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import EngineError
-from .timeline import Plan
+from .timeline import MemoryPlan
 from .workspace import KernelChoice
 
 
@@ -39,7 +39,7 @@ _TRAFFIC = {"relu": (2, 3), "lrn": (3, 5), "bn": (3, 4), "dropout": (2.25, 2.25)
             "concat": (2, 2), "add": (3, 0)}
 
 
-def layer_time_ms(plan: Plan, layer_name: str, phase: str, params: TimeParams) -> float:
+def layer_time_ms(plan: MemoryPlan, layer_name: str, phase: str, params: TimeParams) -> float:
     """Roofline estimate of a non-conv layer's forward (F, R) or backward (B) time."""
     inv = plan.inventory
     net = inv.net
@@ -75,7 +75,7 @@ class Timing:
         return self.end_ms[-1] if self.end_ms else 0.0
 
 
-def simulate(plan: Plan, choices: list[KernelChoice], params: TimeParams) -> Timing:
+def simulate(plan: MemoryPlan, choices: list[KernelChoice], params: TimeParams) -> Timing:
     conv_ms: dict[int, float] = {}
     for c in choices:
         conv_ms[c.tick] = conv_ms.get(c.tick, 0.0) + c.time_ms

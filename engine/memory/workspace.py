@@ -27,7 +27,7 @@ from ..configuration import Configuration, MicroConfig
 from ..errors import EngineError, InfeasibleBudgetError
 from ..kernels import KernelKind
 from ..profile import Profile
-from .timeline import Plan
+from .timeline import MemoryPlan
 
 RULES = ("m", "p", "heuristic", "shared-m", "shared-p", "per-layer-heuristic", "per-kernel-p", "fit", "fit-seq",
          "wr")
@@ -53,7 +53,7 @@ class KernelChoice:
         return self.config.time_ms
 
 
-def tick_kernels(plan: Plan, precision: str = "tf32", layout: str = "NCHW"):
+def tick_kernels(plan: MemoryPlan, precision: str = "tf32", layout: str = "NCHW"):
     """(tick, layer, kind, signature) of every conv kernel, in tick order. Re-forwards of a conv
     run its Forward kernel again; a BackwardData kernel exists when the input needs a gradient, as
     in ``Network.kernels`` (superneurons-release also computes the input batch's gradient: its
@@ -125,7 +125,7 @@ def micro_batched(profile: Profile, key: str, batch: int, limit: float) -> tuple
         return _single(least), False
 
 
-def choose_workspace(plan: Plan, live, capacity: int | None, profile: Profile | None, rule: str,
+def choose_workspace(plan: MemoryPlan, live, capacity: int | None, profile: Profile | None, rule: str,
                      precision: str = "tf32", layout: str = "NCHW") -> tuple[list[KernelChoice], list[float]]:
     """Pick every conv kernel's configuration and return (choices, workspace bytes per tick)."""
     if rule not in RULES:
@@ -167,7 +167,7 @@ def choose_workspace(plan: Plan, live, capacity: int | None, profile: Profile | 
     return choices, ws
 
 
-def least_workspace(plan: Plan, profile: Profile | None, rule: str, precision: str = "tf32",
+def least_workspace(plan: MemoryPlan, profile: Profile | None, rule: str, precision: str = "tf32",
                     layout: str = "NCHW") -> list[float]:
     """Per tick, the least workspace the rule could get away with: what decides the smallest
     capacity at which a dynamic rule still fits."""

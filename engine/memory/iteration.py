@@ -21,7 +21,7 @@ from ..units import format_size
 from ..zoo import get_network
 from . import policies as P
 from .tensors import CLASSES, DATA_CLASSES, build_inventory, get_convention
-from .timeline import Plan, memory_curve
+from .timeline import MemoryPlan, memory_curve
 from .timemodel import TimeParams, simulate
 from .workspace import DYNAMIC, RULES, choose_workspace, least_workspace
 
@@ -120,7 +120,7 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
     plan.policy = policy
     if workspace:
         plan.workspace_rule = workspace
-    result = evaluate(plan, capacity, profile, params, precision)
+    result = _evaluate(plan, capacity, profile, params, precision)
     if policy == "superneurons" and capacity is not None:
         floor = info.build(inv, **{**kwargs, "capacity": 0})
         floor_curve = memory_curve(floor)
@@ -130,7 +130,7 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
     return result
 
 
-def evaluate(plan: Plan, capacity: int | None, profile: Profile | None, params: TimeParams,
+def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, params: TimeParams,
              precision: str = "tf32") -> MemoryResult:
     inv = plan.inventory
     net = inv.net
@@ -208,9 +208,10 @@ def evaluate(plan: Plan, capacity: int | None, profile: Profile | None, params: 
     notes = list(plan.notes)
     if profile is None:
         notes.append("no profile: convolution workspace taken as 0 and no time modelled")
-    return MemoryResult(net.name, net.batch, plan.policy, P.POLICIES[plan.policy].paper if plan.policy in P.POLICIES
-                        else "", inv.convention.name, capacity, plan.workspace_rule, ticks, kernels, copies, summary,
-                        dict(plan.options), notes, profile.describe() if profile is not None else "")
+    paper = P.MEMORY_POLICIES[plan.policy].paper if plan.policy in P.MEMORY_POLICIES else ""
+    return MemoryResult(net.name, net.batch, plan.policy, paper, inv.convention.name, capacity, plan.workspace_rule,
+                        ticks, kernels, copies, summary, dict(plan.options), notes,
+                        profile.describe() if profile is not None else "")
 
 
 def _vdnn_dyn(inv, capacity, profile, workspace, params, precision) -> MemoryResult:
@@ -225,7 +226,7 @@ def _vdnn_dyn(inv, capacity, profile, workspace, params, precision) -> MemoryRes
             plan = P.vdnn(inv, offload=offload, algo="p")
         plan.policy = "vdnn-dyn"
         plan.workspace_rule = rule
-        res = evaluate(plan, capacity, profile, params, precision)
+        res = _evaluate(plan, capacity, profile, params, precision)
         res.notes.append(f"vDNN_dyn pass: {label}")
         res.options.update(offload=offload or "none", algo=rule)
         return res
