@@ -22,8 +22,8 @@ from engine.configuration import Configuration
 from engine.errors import ProfileFormatError
 from engine.kernel_sets import kernel_sets
 from engine.network import Kernel, Network
-from engine.optimize.front import network_front
-from engine.planner import aligned_set
+from engine.optimize.front import NetworkFront
+from engine.planner import wd_front
 from engine.profile import Profile
 from engine.units import MiB
 
@@ -90,7 +90,7 @@ class PolicySets:
     policy: str
     kernels: list[Kernel]
     sets: list[list[Configuration]]
-    front: object                    # engine.optimize.front.NetworkFront over the aligned sets
+    front: NetworkFront              # engine.planner.wd_front: over the aligned sets
     ws: list[np.ndarray] = field(repr=False)
     t: list[np.ndarray] = field(repr=False)
     seconds: float = 0.0
@@ -145,8 +145,7 @@ def make_policy_sets(policy: str, kernels: list[Kernel], sets: list[list[Configu
                      seconds: float = 0.0, engines: dict[str, str] | None = None) -> PolicySets:
     ws = [np.fromiter((c.workspace for c in s), dtype=np.int64, count=len(s)) for s in sets]
     ts = [np.fromiter((c.time_ms for c in s), dtype=float, count=len(s)) for s in sets]
-    front = network_front([aligned_set(s)[0] for s in sets])
-    return PolicySets(policy, kernels, sets, front, ws, ts, seconds, dict(engines or {}))
+    return PolicySets(policy, kernels, sets, wd_front(sets), ws, ts, seconds, dict(engines or {}))
 
 
 def _policy_sets(profile: Profile, net: Network, scope: Scope, policy: str) -> PolicySets:

@@ -20,6 +20,7 @@ from .configuration import Configuration, MicroConfig
 from .errors import EngineError, InfeasibleBudgetError, ProfileFormatError
 from .kernel_sets import kernel_set, kernel_sets, network_variant, profile_label
 from .network import Network
+from .optimize.front import NetworkFront, network_front
 from .optimize.wd import wd
 from .plan import ALIGNMENT, MODES, Plan, PlanKernel, PlanMicro, PlanTotals, align
 from .policies import batch_sizes, policy_name
@@ -55,6 +56,12 @@ def aligned_set(confs: list[Configuration]) -> tuple[list[Configuration], list[i
             kept.append(r)
             idx.append(i)
     return kept, idx
+
+
+def wd_front(sets: list[list[Configuration]]) -> NetworkFront:
+    """The network front of WD plans (total time vs arena size): over the aligned sets, so each point's
+    workspace is the arena a WD plan at that budget needs, and its time that plan's."""
+    return network_front([aligned_set(confs)[0] for confs in sets])
 
 
 def _aligned(profile: Profile, confs: list[Configuration]) -> tuple[list[Configuration], list[int]]:

@@ -93,6 +93,13 @@ def test_front_csv_and_json(synthetic_profile_path, tmp_path):
     doc = json.loads(out.read_text())
     assert [p["workspace"] for p in doc["points"]] == ws
     assert doc["network"] == {"name": "alexnet", "batch": 16} and doc["profile"]["synthetic"] is True
+    # each point is the WD plan at that budget: its arena is the point's workspace, its time the point's time
+    for w, t in [(ws[0], ts[0]), (ws[len(ws) // 2], ts[len(ts) // 2])]:
+        proc = engine("plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--batch", "16",
+                      "--mode", "wd", "--budget", str(w), "-o", tmp_path / "p.json")
+        assert proc.returncode == 0, proc.stderr
+        plan = load_plan(tmp_path / "p.json")
+        assert plan.arena_size == w and plan.totals.time_ms == pytest.approx(t, rel=1e-12)
 
 
 def test_profiles_listing(synthetic_profile_path):

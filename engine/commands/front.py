@@ -1,7 +1,7 @@
 """``python -m engine front``: the network's WD Pareto front (total workspace vs total time) as CSV or JSON.
 
-Every point is an optimal WD plan at that total budget (mu-cuDNN §III-C): the front is what a
-budget slider walks along.
+Every point is an optimal WD plan at that total budget (mu-cuDNN §III-C), its workspace the plan's
+aligned arena (engine.planner.wd_front): the front the dashboard draws and its budget slider walks along.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import json
 import sys
 
 from ..errors import EngineError
-from ..optimize.front import network_front
 from ..kernel_sets import kernel_sets, network_variant
+from ..planner import wd_front
 from ..policies import policy_name
 from ..units import MiB
 from .options import add_source_arguments, load_sources
@@ -31,7 +31,7 @@ def run(args) -> int:
     profile, network = load_sources(args)
     precision, layout = network_variant(profile, network.name, args.precision, args.layout)
     sets = kernel_sets(profile, network, args.policy, precision, layout)
-    front = network_front([confs for _, confs in sets])
+    front = wd_front([confs for _, confs in sets])
     points = [(int(w), float(t)) for w, t in zip(front.workspace, front.time_ms)]
     if fmt == "csv":
         text = "workspace_bytes,workspace_mib,time_ms\n" + "".join(
