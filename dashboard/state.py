@@ -3,7 +3,8 @@
 ``PlannerState`` is one ``param.Parameterized`` per page (or notebook). Changing a control recomputes
 only what depends on it: the profile -> the scopes it offers; a scope (network, mini-batch, dtype,
 layout) -> the ``Analysis`` (desirable sets and fronts, the expensive part, cached per process); the
-policy, mode, budget or selected kernel -> ``Result`` (index lookups and small frames, the slider path).
+policy, mode, budget or selected kernel -> ``Result`` (engine.planner.make_plan's plans, cached per page, and
+small frames: the slider path).
 """
 
 from __future__ import annotations
