@@ -2,8 +2,8 @@
 
 Two measurements, both over every step of the budget slider:
 
-* server: in-process, the Python work of one slider move - choosing every kernel's configuration from the
-  precomputed front, building the views' frames and updating every Bokeh/Panel model (no browser);
+* server: in-process, the Python work of one slider move - the engine's plans at the budget
+  (engine.planner.make_plan), building the views' frames and updating every Bokeh/Panel model (no browser);
 * browser (``--browser``): ``panel serve app.py`` in a subprocess and Debian's Chromium through
   Playwright; from the key press on the slider handle (in-page clock) to the last model change that update
   caused, then two animation frames so the canvases have painted. Panel's busy-indicator toggle, which

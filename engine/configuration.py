@@ -10,6 +10,7 @@ profile or a plan never imports the optimizers (and their ILP solver).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 
@@ -24,11 +25,12 @@ class MicroConfig(NamedTuple):
 class Configuration:
     micro: tuple[MicroConfig, ...]   # in execution order; canonical order is descending batch, then plan
 
-    @property
+    # computed once: the optimizers and the ILP read them for every configuration of every kernel
+    @cached_property
     def time_ms(self) -> float:
         return sum(m.time_ms for m in self.micro)
 
-    @property
+    @cached_property
     def workspace(self) -> int:
         return max((m.workspace for m in self.micro), default=0)
 

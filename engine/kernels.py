@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
+from functools import cached_property
 
 from .errors import ProfileFormatError
 
@@ -80,10 +81,11 @@ class KernelSignature:
     def out_w(self) -> int:
         return (self.w + 2 * self.pad_w - self.dil_w * (self.s - 1) - 1) // self.stride_w + 1
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Canonical identity without the mini-batch size, e.g.
-        ``Forward/tf32/NCHW/c96h27w27/k256r5s5/p2x2/s1x1/d1x1/g1``."""
+        ``Forward/tf32/NCHW/c96h27w27/k256r5s5/p2x2/s1x1/d1x1/g1`` (computed once: every lookup of a
+        kernel's measurements and desirable set goes through it)."""
         return (
             f"{self.kind.value}/{self.precision}/{self.layout}/c{self.c}h{self.h}w{self.w}/"
             f"k{self.k}r{self.r}s{self.s}/p{self.pad_h}x{self.pad_w}/s{self.stride_h}x{self.stride_w}/"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import json
 import weakref
+from collections import OrderedDict
 from datetime import datetime, timezone
 
 from . import __version__
@@ -31,6 +32,8 @@ from .units import format_size, parse_size
 _PLAN_IDS: "weakref.WeakKeyDictionary[Profile, dict]" = weakref.WeakKeyDictionary()
 # per profile: {id(desirable set): (the set, its aligned set, index map)}; the set is kept so its id stays valid
 _ALIGNED: "weakref.WeakKeyDictionary[Profile, dict]" = weakref.WeakKeyDictionary()
+# per profile: the most recent WD answers (_solve_wd)
+_WD: "weakref.WeakKeyDictionary[Profile, OrderedDict]" = weakref.WeakKeyDictionary()
 
 
 def arena_layout(workspaces: list[int]) -> tuple[list[int], int]:
@@ -73,10 +76,20 @@ def _aligned(profile: Profile, confs: list[Configuration]) -> tuple[list[Configu
 
 
 def _solve_wd(profile: Profile, sets: list[list[Configuration]], budget: int, solver: str, time_limit_s: float):
-    """WD over the aligned sets; returns (the chosen configurations of ``sets``, WDResult)."""
-    pairs = [_aligned(profile, confs) for confs in sets]
-    res = wd([a for a, _ in pairs], budget, solver=solver, time_limit_s=time_limit_s)
-    return [confs[idx[i]] for confs, (_, idx), i in zip(sets, pairs, res.choice)], res
+    """WD over the aligned sets; returns (the chosen configurations of ``sets``, WDResult). The last few
+    answers are kept per profile: a plan and its undivided baseline, or the dashboard's plan and its
+    undivided mark, ask the same question."""
+    memo = _WD.setdefault(profile, OrderedDict())
+    key = (tuple(id(confs) for confs in sets), budget, solver, time_limit_s)
+    hit = memo.pop(key, None)
+    if hit is None:
+        pairs = [_aligned(profile, confs) for confs in sets]
+        res = wd([a for a, _ in pairs], budget, solver=solver, time_limit_s=time_limit_s)
+        hit = ([confs[idx[i]] for confs, (_, idx), i in zip(sets, pairs, res.choice)], res, sets)
+    memo[key] = hit  # holds the sets, so their ids stay valid
+    while len(memo) > 16:
+        memo.popitem(last=False)
+    return hit[0], hit[1]
 
 
 def _fastest_within(confs: list[Configuration], limit: int) -> Configuration | None:
