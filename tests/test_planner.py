@@ -13,7 +13,7 @@ from engine.kernels import KernelSignature
 from engine.network import NetBuilder
 from engine.plan import Plan, align
 from engine.kernel_sets import kernel_sets, network_variant
-from engine.planner import make_plan
+from engine.planner import arena_layout, make_plan
 from engine.summary import plan_summary
 from engine.policies import batch_sizes
 from engine.profile import Profile
@@ -184,6 +184,14 @@ def test_malformed_knobs_in_profile():
 
 
 # --- WD ---------------------------------------------------------------------------------------
+
+def test_arena_layout_is_the_one_segment_rule():
+    """Segments in kernel order, each on a 256-byte boundary; zero-size segments take no bytes."""
+    assert arena_layout([]) == ([], 0)
+    assert arena_layout([1, 0, 256, 257, 3]) == ([0, 256, 256, 512, 1024], 1280)
+    plan = make_plan(synthetic_profile("alexnet", 32), get_network("alexnet", 32), mode="wd", budget=64 * MiB)
+    assert arena_layout([k.workspace for k in plan.kernels]) == ([k.offset for k in plan.kernels], plan.arena_size)
+
 
 def brute_force_wd(sets, budget):
     best = None
