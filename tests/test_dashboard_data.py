@@ -25,6 +25,7 @@ from engine.configuration import Configuration, MicroConfig
 from engine.errors import ProfileFormatError
 from engine.plan import align
 from engine.profile import Profile
+from engine.testing import synthetic
 from engine.testing.synthetic import synthetic_profile
 from engine.units import MiB
 
@@ -155,7 +156,7 @@ def test_front_is_optimal_on_a_small_case_by_brute_force(profile):
 def test_budgets_below_the_minimum_are_infeasible_with_a_reason(profile):
     """Without the zero-workspace plans every kernel needs some workspace: both modes must say so."""
     t = profile.table
-    keep = t[~t.plan.isin(["SYNTH_gemm", "SYNTH_fft"])]  # SYNTHETIC: only plans with a fixed workspace
+    keep = t[~t.plan.isin([synthetic.GEMM, synthetic.FFT])]  # SYNTHETIC: only plans with a fixed workspace
     an = AN.analyse(Profile(keep, profile.provenance, profile.networks), SCOPE)
     ps = an.policies["powerOfTwo"]
     lowest = int(ps.front.workspace[0])

@@ -14,12 +14,13 @@ from ..profile import Profile
 from ..units import MiB
 from ..zoo import get_network
 
+GEMM, PRE, FFT, TC = "SYNTH_gemm", "SYNTH_pre", "SYNTH_fft", "SYNTH_tc"  # the four fake plans' names
 # name: (TFLOP/s, fixed overhead ms, workspace bytes per sample-channel-pixel factor, fixed workspace)
 _PLANS = {
-    "SYNTH_gemm": (2.0, 0.004, 0.0, 0),
-    "SYNTH_pre": (6.0, 0.006, 0.0, 1 * MiB),
-    "SYNTH_fft": (15.0, 0.010, 8.0, 0),
-    "SYNTH_tc": (40.0, 0.012, 24.0, 4 * MiB),
+    GEMM: (2.0, 0.004, 0.0, 0),
+    PRE: (6.0, 0.006, 0.0, 1 * MiB),
+    FFT: (15.0, 0.010, 8.0, 0),
+    TC: (40.0, 0.012, 24.0, 4 * MiB),
 }
 
 
@@ -50,10 +51,10 @@ def synthetic_profile(network: str = "alexnet", batch: int = 256, policy: str = 
 
 
 def engine_set_profile() -> Profile:
-    """SYNTHETIC AlexNet b32: SYNTH_tc marked as found by the engine sweep, SYNTH_fft as NONDETERMINISTIC,
-    so each engine set (all, heuristics, deterministic) leaves a different plan out."""
+    """SYNTHETIC AlexNet b32: TC marked as found by the engine sweep, FFT as NONDETERMINISTIC, so each
+    engine set (all, heuristics, deterministic) leaves a different plan out."""
     p = synthetic_profile("alexnet", 32, "powerOfTwo")
     t = p.table.copy()
-    t.loc[t.plan == "SYNTH_tc", "heuristic_rank"] = -1
-    t.loc[t.plan == "SYNTH_fft", "numerical_notes"] = "TENSOR_CORE|NONDETERMINISTIC"
+    t.loc[t.plan == TC, "heuristic_rank"] = -1
+    t.loc[t.plan == FFT, "numerical_notes"] = "TENSOR_CORE|NONDETERMINISTIC"
     return Profile(t, p.provenance, p.networks)
