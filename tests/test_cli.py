@@ -9,9 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,27 +17,12 @@ from engine.plan import align, load_plan
 from engine.policies import batch_sizes
 from engine.profile import Profile, bundled_profiles
 from engine.units import MiB, format_size
-from engine.zoo import get_network
-from engine.testing.synthetic import engine_set_profile, synthetic_profile
+from engine.testing.cli import engine, one_error_line
 from engine.testing.reference import partitions
+from engine.testing.synthetic import engine_set_profile, synthetic_profile
+from engine.zoo import get_network
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def engine(*args, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "engine", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=120)
-
-
-def one_error_line(proc: subprocess.CompletedProcess, *fragments: str) -> str:
-    assert proc.returncode != 0, proc.stdout
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    for f in fragments:
-        assert f in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

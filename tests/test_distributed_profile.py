@@ -1,5 +1,5 @@
 """Profiling spread over Dask workers (engine.gpu.distributed), on the CPU: a real local Dask cluster whose
-workers are fake GPUs returning SYNTHETIC rows (tests/fake_gpu_workers.py). Covers the split into graphs,
+workers are fake GPUs returning SYNTHETIC rows (engine/testing/fake_gpu.py). Covers the split into graphs,
 biggest first, the single writer merging results in any order, resume after a killed client on another
 number of GPUs, dead and failing workers, refusal of mixed GPUs, and the CLI options.
 """
@@ -20,15 +20,15 @@ import pytest
 
 pytest.importorskip("distributed")
 
-import fake_gpu_workers as fake  # noqa: E402
+from engine.testing import fake_gpu as fake  # noqa: E402
 from engine.errors import EngineError  # noqa: E402
 from engine.gpu.distributed import local_devices, profile_network, start_cluster  # noqa: E402
 from engine.gpu.cache import ProfileCache  # noqa: E402
 from engine.gpu.work import ProfilingCancelled, assemble, graphs, measure_settings  # noqa: E402
 from engine.profile import Profile  # noqa: E402
 from engine.zoo import get_network  # noqa: E402
-from synthetic_profile import synthetic_rows  # noqa: E402
-from test_cli import engine, one_error_line  # noqa: E402
+from engine.testing.cli import engine, one_error_line  # noqa: E402
+from engine.testing.synthetic import synthetic_rows  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 NET = get_network("alexnet", 8)  # 14 unique kernels x sizes 8, 4, 2, 1: 56 graphs
@@ -209,7 +209,7 @@ def test_real_gpus_measure_the_plans_the_single_gpu_profiler_measures(tmp_path):
     import cupy
 
     from engine.gpu.profiler import profile_network as on_this_gpu
-    from test_gpu import tiny_network
+    from engine.testing.networks import tiny_network
     devices = local_devices(None, min(2, cupy.cuda.runtime.getDeviceCount()), os.environ.get("CUDA_VISIBLE_DEVICES"))
     spread = profile_network(tiny_network(), gpus=devices, cache_path=str(tmp_path / "a.sqlite"), repeats=2)
     serial = on_this_gpu(tiny_network(), cache_path=str(tmp_path / "b.sqlite"), repeats=2)

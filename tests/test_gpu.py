@@ -28,13 +28,7 @@ if ok:
     from engine.gpu.verify import verify_kernel
 from engine.errors import EngineError
 from engine.kernels import KINDS, KernelKind, KernelSignature
-from engine.network import NetBuilder
-
-
-def tiny_network(batch=8):
-    b = NetBuilder("tiny", batch, (8, 16, 16))
-    b.conv(16, 3, pad=1, name="conv1"); b.relu(); b.conv(16, 3, pad=1, name="conv2"); b.relu()
-    return b.build()
+from engine.testing.networks import tiny_network
 
 
 def sig(kind, n=256, precision="tf32", layout="NCHW"):
@@ -80,8 +74,8 @@ def test_cache_resumes_after_a_killed_profile(tmp_path, monkeypatch):
     cache = tmp_path / "cache.sqlite"
     script = textwrap.dedent(f"""
         import os, sys
-        sys.path.insert(0, {os.getcwd()!r}); sys.path.insert(0, {os.path.dirname(__file__)!r})
-        from test_gpu import tiny_network
+        sys.path.insert(0, {os.getcwd()!r})
+        from engine.testing.networks import tiny_network
         from engine.gpu.profiler import profile_network
         def progress(done, total, msg):
             if done == 3:

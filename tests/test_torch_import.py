@@ -12,7 +12,7 @@ import pytest
 
 from engine.errors import ModelImportError, SpecError
 from engine.kernels import KernelKind
-from engine.memory.planner import plan_memory
+from engine.memory import plan_memory
 from engine.pytorch.importer import import_model
 from engine.pytorch.loader import canonical_name, is_torch_name, load_model, split_name, with_input
 from engine.zoo import default_batch, get_network
@@ -272,11 +272,11 @@ def test_zoo_and_cli_do_not_import_torch():
 def test_dashboard_offers_profiled_torch_network():
     """A profile that records a PyTorch network name offers it like a zoo network (kernels are keyed by
     signature, so the AlexNet profile covers torchvision's AlexNet)."""
-    from dashboard import adapters
+    from dashboard.scopes import profile_scopes
     from engine.profile import Profile, resolve_profile
 
     bundled = Profile.load(resolve_profile("h100-alexnet-b256-tf32-nchw-powerOfTwo"))
     networks = [{**entry, "name": "torchvision:alexnet"} for entry in bundled.networks]
-    scopes = adapters.profile_scopes(Profile(bundled.table, bundled.provenance, networks))
+    scopes = profile_scopes(Profile(bundled.table, bundled.provenance, networks))
     assert {s.network for s in scopes} == {"torchvision:alexnet"}
-    assert [s.batch for s in scopes] == [s.batch for s in adapters.profile_scopes(bundled)]
+    assert [s.batch for s in scopes] == [s.batch for s in profile_scopes(bundled)]

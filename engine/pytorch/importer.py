@@ -14,6 +14,9 @@ unless the model ends in one (the zoo's graphs end the same way).
 Anything the Network cannot express exactly (other ops, asymmetric padding, frozen or shared
 weights, several inputs or outputs) is collected and refused in one ``ModelImportError`` naming
 every offending node, never imported as a different graph.
+
+The module is over 400 lines because trace, shape check, the per-op handlers and the refusal report are
+one mapping from torch's graph to a Network: a supported op and its refusals are read together.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Networks the memory tests share: the papers' AlexNet and VGG from the zoo, and a small fork/join DAG."""
+"""Networks the tests share: the papers' AlexNet and VGG from the zoo, a small fork/join DAG, and two
+convolutions small enough to profile on a GPU in seconds."""
 
 from __future__ import annotations
 
@@ -31,4 +32,11 @@ def fork_join(batch: int = 8) -> Network:
     b.concat([p, q], name="cat")
     b.fc(10, name="fc")
     b.softmax(name="prob")
+    return b.build()
+
+
+def tiny_network(batch: int = 8) -> Network:
+    """Two 3x3 convolutions on 8x16x16 inputs: the GPU and distributed profiling tests profile it in seconds."""
+    b = NetBuilder("tiny", batch, (8, 16, 16))
+    b.conv(16, 3, pad=1, name="conv1"); b.relu(); b.conv(16, 3, pad=1, name="conv2"); b.relu()
     return b.build()

@@ -1,8 +1,8 @@
 """SYNTHETIC stand-ins for the GPU side of engine.gpu.distributed, for CPU tests only.
 
-Dask worker processes import this module by name (tests/ is on their sys.path), so everything here is
-module level. A fake GPU is named by the CUDA_VISIBLE_DEVICES value its worker was started with; its
-rows are tests/synthetic_profile.synthetic_rows, labelled SYNTHETIC.
+Dask worker processes import this module by name, so everything here is module level. A fake GPU is
+named by the CUDA_VISIBLE_DEVICES value its worker was started with; its rows are
+engine.testing.synthetic.synthetic_rows, labelled SYNTHETIC.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import json
 import os
 import time
 
-from engine.gpu.distributed import GPUContextLost
-from synthetic_profile import synthetic_rows
+from ..gpu.distributed import GPUContextLost
+from .synthetic import synthetic_rows
 
 
 def device() -> str:
