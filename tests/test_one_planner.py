@@ -1,6 +1,6 @@
 """One planning function: the dashboard's slider and Export, ``python -m engine plan`` and a direct
-``engine.planner.make_plan`` call (what verify, the PyTorch runtime and the benchmarks use) write the same
-plan JSON byte for byte for the same inputs.
+``engine.planner.make_plan`` call (what verify and the PyTorch runtime use) write the same plan JSON byte for
+byte for the same inputs, and the side-by-side benchmark plans exactly the CLI's plan.
 
 Normalised before comparing, and only these: ``provenance.created`` (the wall-clock time the plan was made),
 ``provenance.command`` (who made it: "dashboard", the CLI's argv, or the caller's string) and, in WD plans,
@@ -82,3 +82,27 @@ def test_slider_cli_and_make_plan_write_the_same_plan(tmp_path, profile_path, mo
                        policy="powerOfTwo", command="tests/test_one_planner.py").to_json()
     assert normalised(exported) == normalised(cli) == normalised(direct)
     assert json.loads(cli)["budget"] == budget and json.loads(cli)["mode"] == mode.lower()
+
+
+def test_side_by_side_benchmark_plans_the_clis_plan(tmp_path):
+    """benchmarks/side_by_side.py keeps only what it measures of a plan (kernels, pieces, offsets, arena): for
+    the paper's AlexNet WD budget on the bundled H100 profile that part of the CLI's plan is the same bytes."""
+    if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not an installed package
+        sys.path.insert(0, str(ROOT))
+    from benchmarks import side_by_side
+
+    name = "h100-alexnet-b256-tf32-nchw-powerOfTwo"
+    entry = side_by_side.plan_network("alexnet", 256, "tf32", "NCHW", name)
+    bench = next(c for c in entry["configs"] if (c["row"], c["engines"], c["budget"]) ==
+                 ("wd", "all", side_by_side.PAPER_WD_BUDGET))
+    out = tmp_path / "cli.plan.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-m", "engine", "plan", "--profile", name, "--network", "alexnet",
+                           "--batch", "256", "--mode", "wd", "--budget", str(side_by_side.PAPER_WD_BUDGET),
+                           "-o", str(out)], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    cli = json.loads(out.read_text())
+    as_measured = [{"id": k["id"], "signature": k["signature"], "workspace": k["workspace"], "offset": k["offset"],
+                    "micro": [{f: m[f] for f in ("batch", "plan", "time_ms", "workspace")} for m in k["micro"]]}
+                   for k in cli["kernels"]]
+    assert json.dumps(bench["kernels"]) == json.dumps(as_measured) and bench["arena"] == cli["arena_size"]
