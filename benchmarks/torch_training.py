@@ -15,7 +15,9 @@ first call, so cases must not share a process) and appends each result to the JS
   ``wr-X-graph`` replays the whole step (forward, backward, SGD update) as one captured CUDA graph.
 
 "The step's own memory" is measured per model by a probe (the planned WR step at the smallest X, GPU free):
-its peak allocation less the plan's workspace arena. Each case reports the median step time and its
+the device memory in use after its steps (allocator segments, CUDA context, cuBLAS/cuDNN workspaces) less
+the plan's workspace arena. The torch.profiler pass runs after the timed steps with the filler released
+(CUPTI needs memory of its own); the algorithms chosen under pressure stay. Each case reports the median step time and its
 10-90 % range over the timed steps (CUDA events), the convolution share of GPU time (torch.profiler: device
 time of cuDNN convolution ops, stock or planned), the fraction of the step the GPU is busy, the peak
 allocation and the workspace arena (planned; stock PyTorch's workspace is not observable from outside).
@@ -97,8 +99,10 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
     filler = None
     if limit_mib is not None and own is not None:
         torch.cuda.empty_cache()
-        free, _total = torch.cuda.mem_get_info()
-        need = own - (torch.cuda.memory_allocated() - arena) + limit_mib * MIB
+        free, total = torch.cuda.mem_get_info()
+        # what the steps will add at device level (activations, allocator segments, library workspaces), as the
+        # probe measured it, plus X MiB: everything else is held by the filler
+        need = own - (total - free - arena) + limit_mib * MIB
         out["filler"] = max(free - need, 0)
         if out["filler"]:
             filler = torch.empty(out["filler"], dtype=torch.uint8, device="cuda")
@@ -119,7 +123,6 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
             run()
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
         ev[0].record()
         for i in range(steps):
@@ -127,10 +130,15 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
             ev[i + 1].record()
         torch.cuda.synchronize()
         times = sorted(ev[i].elapsed_time(ev[i + 1]) for i in range(steps))
+        free, total = torch.cuda.mem_get_info()
+        out["device_used"] = total - free - (filler.numel() if filler is not None else 0)
         out["peak"] = torch.cuda.max_memory_allocated() - (filler.numel() if filler is not None else 0)
-        out["step_extra_peak"] = torch.cuda.max_memory_allocated() - base
         out["step_ms"] = statistics.median(times)
         out["step_ms_p10"], out["step_ms_p90"] = times[len(times) // 10], times[(9 * len(times)) // 10]
+        # the profiler (CUPTI) needs device memory of its own: the filler goes first. The algorithms stay as
+        # chosen under pressure (cudnn.benchmark's cache, the plan), and each needs the workspace it had.
+        del filler
+        filler = None
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             t0 = time.perf_counter()
@@ -152,6 +160,8 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
             out["fallbacks"] = dict(model.ucudnn.fallbacks)
     except torch.OutOfMemoryError as err:
         out["error"] = f"out of memory: {str(err).splitlines()[0][:200]}"
+    except Exception as err:  # recorded, so one failing case does not lose the others
+        out["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
     return out
 
 
@@ -191,7 +201,8 @@ def child(net, precision, case, steps, own) -> dict:
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     if r.returncode or not lines:
-        tail = (r.stderr.strip().splitlines() or ["(no output)"])[-1][:300]
+        errs = [ln for ln in r.stderr.splitlines() if "Error" in ln and "nanobind" not in ln]
+        tail = (errs or r.stderr.strip().splitlines() or ["(no output)"])[-1][:300]
         return {"model": net, "precision": precision, "case": case, "error": f"exit {r.returncode}: {tail}"}
     res = json.loads(lines[-1])
     res["wall_s"] = round(time.time() - t0, 1)
@@ -212,7 +223,7 @@ def measure(args) -> int:
             probe["case"] = "probe"
             doc["results"].append(probe)
             save(out, doc)
-        own = probe.get("peak", 0) - probe.get("arena", 0) if "error" not in probe else None
+        own = probe["device_used"] - probe["arena"] if "error" not in probe else None
         cases = ["stock-free"] + [f"{k}-{x}" for x in args.pressure for k in ("stock", "wr", "wd")]
         cases += [f"wr-{x}-graph" for x in args.pressure[:1]]
         for case in cases:
@@ -240,8 +251,8 @@ def report(args) -> int:
              "- each case in its own process; median step time (forward, backward, SGD update) over the timed "
              "steps after 5 warm-up steps, with the 10-90 % range; conv = device time of the convolution ops "
              "(torch.profiler, 3 steps); GPU busy = kernel time / wall time of those steps",
-             "- X MiB free: a filler tensor leaves X MiB beside the step's own memory (probe: planned WR step's "
-             "peak less its arena); wr-X: WR plan, X per kernel; wd-X: WD plan, X in total; -graph: the whole "
+             "- X MiB free: a filler tensor leaves X MiB beside the step's own device memory (probe: the planned WR "
+             "step's device memory in use, less its arena); wr-X: WR plan, X per kernel; wd-X: WD plan, X in total; -graph: the whole "
              "step replayed as one CUDA graph", ""]
     for key in sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (list(MODELS).index(k[0]), k[1])):
         sub = [r for r in rows if (r["model"], r["precision"]) == key]
