@@ -36,6 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from engine.fileio import atomic_write  # noqa: E402
+
 CHROMIUM = os.environ.get("UCUDNN_CHROMIUM", "/usr/bin/chromium")
 
 
@@ -228,7 +230,7 @@ def main(argv=None) -> int:
     print(text)
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)
-        args.report.write_text(text)
+        atomic_write(args.report, text)
     return 0
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from engine.fileio import atomic_write  # noqa: E402
+
 NETWORKS = {"alexnet": 256, "resnet50": 64, "vgg16": 64}   # zoo default batches
 MiB = 2**20
 
@@ -129,7 +131,7 @@ def main(argv=None) -> int:
               "AdaptiveAvgPool2d that is an identity at 224x224 but still allocates its output and saves its "
               "input; labels and loss scalars are not modelled.", "", *details, ""]
     text = "\n".join(lines)
-    Path(args.out).write_text(text)
+    atomic_write(args.out, text)
     print(text)
     return 0
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from engine.fileio import atomic_write  # noqa: E402
 
 MODELS = {"alexnet": 256, "resnet50": 64, "vgg16": 64}
 PRESSURE_MIB = (64, 256)
@@ -180,17 +181,8 @@ def provenance(command: str) -> dict:
             "command": command}
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    tmp = Path(f"{path}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def save(path: Path, doc: dict) -> None:
-    write_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
+    atomic_write(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
 def child(net, precision, case, steps, own) -> dict:
@@ -278,7 +270,7 @@ def report(args) -> int:
                                  f"step {st['step_ms'] / pl['step_ms']:.2f}x")
         lines.append("")
     md = Path(args.output or Path(args.results).with_suffix(".md"))
-    write_atomic(md, "\n".join(lines).encode())
+    atomic_write(md, "\n".join(lines).encode())
     plot(rows, md.with_suffix(".png"))
     print(f"wrote {md} and {md.with_suffix('.png')}")
     return 0
@@ -302,7 +294,7 @@ def plot(rows, path: Path) -> None:
     import io
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
-    write_atomic(path, buf.getvalue())
+    atomic_write(path, buf.getvalue())
 
 
 def main(argv=None) -> int:

@@ -16,7 +16,7 @@ from .errors import EngineError, InfeasibleBudgetError
 from .kernels import LAYOUTS, PRECISIONS
 from .network import Kernel, Network
 from .optimize.desirable import desirable_set
-from .policies import batch_sizes
+from .policies import batch_sizes, policy_name
 from .profile import Profile
 
 KernelSets = list[tuple[Kernel, list[Configuration]]]
@@ -89,5 +89,6 @@ def kernel_sets(profile: Profile, network: Network, policy, precision: str | Non
     """Each kernel of ``network`` (execution order) with its desirable set under ``policy``
     (mu-cuDNN §III-C1): ascending workspace, strictly decreasing time."""
     precision, layout = network_variant(profile, network.name, precision, layout)
+    profile.require_kernels(network, precision, layout, policy_name(policy))
     sizes = batch_sizes(policy, network.batch)
     return [(k, kernel_set(profile, k, sizes, network.batch)) for k in network.kernels(precision, layout)]

@@ -10,22 +10,35 @@ field, so a hand-edited or foreign file fails with one clear line instead of mis
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import PlanFormatError
+from .errors import EngineError, PlanFormatError
+from .fileio import MAX_FILE_BYTES, atomic_write, check_depth, gunzip_bounded, load_json_file, parse_json
+from .fileio import short as _short
 from .kernels import LAYOUTS, PRECISIONS, KernelKind, KernelSignature
 from .configuration import Configuration, MicroConfig
-from .policies import batch_sizes
+from .policies import POLICIES, batch_sizes, offers
 
 FORMAT = "ucudnn-explorer-plan"
 VERSION = 1
 MODES = ("wr", "wd")
 ALIGNMENT = 256  # WD segment offsets: cudaMalloc alignment, and what cuDNN expects of a workspace pointer
 _REL_TOL = 1e-6  # predicted totals are sums of floats; JSON round trips keep them to ~1e-15
+MAX_INT = (1 << 63) - 1  # bytes, ids and offsets are int64 on the GPU side
+_PLAN_NAME = re.compile(r"^eng(\d+)((?:_k\d+=-?\d+)*)$")  # cuDNN plan names, as engine.gpu.graphs writes them
+
+
+def parse_plan_name(name: str) -> tuple[int, dict[str, int]] | None:
+    """``eng38_k2=0_k13=2`` -> (38, {"2": 0, "13": 2}): the engine id and knobs a cuDNN plan name spells;
+    None for a name not of that form."""
+    m = _PLAN_NAME.match(name)
+    if not m:
+        return None
+    return int(m.group(1)), {k: int(v) for k, v in (p.split("=") for p in m.group(2).split("_k")[1:])}
 
 
 def align(n: int) -> int:
@@ -132,10 +145,7 @@ class Plan:
 
     def save(self, path: str | Path) -> Path:
         """Write JSON, gzip-compressed when the name ends in ``.gz``."""
-        path = Path(path)
-        data = (self.to_json() + "\n").encode()
-        path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
-        return path
+        return atomic_write(path, self.to_json() + "\n", gzip_suffix=True, what="plan")
 
     @classmethod
     def from_dict(cls, doc) -> "Plan":
@@ -143,19 +153,56 @@ class Plan:
         return _parse_plan(doc)
 
 
-def load_plan(path: str | Path) -> Plan:
-    path = Path(path)
+def load_plan(path: str | Path, network=None) -> Plan:
+    """Read and validate a plan file, then check it against its network: ``network`` if given (a
+    ``Network``), else the one its name and mini-batch build (a zoo name, generator or spec path)."""
+    what = f"plan {str(path)!r}"
+    return _checked(load_json_file(path, what, PlanFormatError), what, network)
+
+
+def plan_from_bytes(data: bytes, name: str, network=None) -> Plan:
+    """``load_plan`` for a file's content (an upload), gzip-compressed when ``name`` ends in ``.gz``."""
+    what = f"plan {name!r}"
+    if len(data) > MAX_FILE_BYTES:
+        raise PlanFormatError(f"{what} is larger than {MAX_FILE_BYTES // 1024**2} MiB, the most this engine reads")
+    if name.endswith(".gz"):
+        data = gunzip_bounded(data, what, PlanFormatError)
+    return _checked(parse_json(data, what, PlanFormatError), what, network)
+
+
+def _checked(doc, what: str, network) -> Plan:
     try:
-        raw = path.read_bytes()
-        doc = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
-    except FileNotFoundError:
-        raise PlanFormatError(f"plan {str(path)!r} does not exist") from None
-    except (OSError, ValueError, EOFError) as err:
-        raise PlanFormatError(f"plan {str(path)!r} is not valid JSON: {err}") from None
-    try:
-        return _parse_plan(doc)
+        plan = _parse_plan(doc)
+        check_network(plan, network)
     except PlanFormatError as err:
-        raise PlanFormatError(f"plan {str(path)!r}: {err}") from None
+        raise PlanFormatError(f"{what}: {err}") from None
+    return plan
+
+
+def check_network(plan: Plan, network=None) -> None:
+    """The plan's kernels must be exactly the network's convolution kernels, in execution order, with
+    the same signatures: a plan for another network, or missing or reordered kernels, would run wrong."""
+    if network is None:
+        from .zoo import get_network
+        try:
+            network = get_network(plan.network, plan.batch)
+        except (EngineError, ValueError, KeyError, OSError) as err:
+            why = str(err) if len(str(err)) <= 300 else str(err)[:297] + "..."
+            raise PlanFormatError(f"field network names {_short(plan.network)}, which cannot be built here to check "
+                                  f"the plan against ({why})") from None
+    if network.batch != plan.batch:
+        raise PlanFormatError(f"field network.batch is {plan.batch} but the network has mini-batch {network.batch}")
+    expected = network.kernels(plan.precision, plan.layout)
+    if len(expected) != len(plan.kernels):
+        raise PlanFormatError(f"field kernels lists {len(plan.kernels)} kernels but {network.name} has "
+                              f"{len(expected)} convolution kernels")
+    for i, (k, e) in enumerate(zip(plan.kernels, expected)):
+        if k.id != e.id:
+            raise PlanFormatError(f"field kernels[{i}].id is {_short(k.id)} but kernel {i} of {network.name} in "
+                                  f"execution order is {_short(e.id)}")
+        if k.signature != e.signature.key:
+            raise PlanFormatError(f"field kernels[{i}].signature is {_short(k.signature)} but {network.name}'s {e.id} "
+                                  f"is {_short(e.signature.key)}")
 
 
 # --- validation ------------------------------------------------------------------------------
@@ -173,31 +220,44 @@ def _fields(obj, path: str, required: tuple[str, ...], optional: tuple[str, ...]
             raise PlanFormatError(f"field {prefix}{key} is missing")
     for key in obj:
         if key not in required and key not in optional:
-            raise PlanFormatError(f"field {prefix}{key} is not part of the plan format (version {VERSION})")
+            raise PlanFormatError(f"field {prefix}{_short(key)[1:-1]} is not part of the plan format "
+                                  f"(version {VERSION})")
     return obj
 
 
-def _int(v, path: str, minimum: int = 0) -> int:
+class _Offered:
+    """Membership in a named policy's micro-batch sizes, computed per size."""
+
+    def __init__(self, policy: str, batch: int):
+        self.policy, self.batch = policy, batch
+
+    def __contains__(self, size: int) -> bool:
+        return offers(self.policy, self.batch, size)
+
+
+def _int(v, path: str, minimum: int = 0, maximum: int = MAX_INT) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        _fail(path, f"must be an integer, got {v!r}")
+        _fail(path, f"must be an integer, got {_short(v)}")
     if v < minimum:
-        _fail(path, f"must be >= {minimum}, got {v}")
+        _fail(path, f"must be >= {minimum}, got {_short(v)}")
+    if v > maximum:
+        _fail(path, f"must be <= {maximum}, got {_short(v)}")
     return v
 
 
 def _num(v, path: str, positive: bool = False, nullable: bool = False) -> float | None:
     if v is None and nullable:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        _fail(path, f"must be a finite number{' or null' if nullable else ''}, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or abs(v) > 1e300 or not math.isfinite(v):
+        _fail(path, f"must be a finite number{' or null' if nullable else ''}, got {_short(v)}")
     if v < 0 or (positive and v == 0):
-        _fail(path, f"must be {'positive' if positive else 'non-negative'}, got {v!r}")
+        _fail(path, f"must be {'positive' if positive else 'non-negative'}, got {_short(v)}")
     return float(v)
 
 
 def _str(v, path: str) -> str:
     if not isinstance(v, str) or not v:
-        _fail(path, f"must be a non-empty string, got {v!r}")
+        _fail(path, f"must be a non-empty string, got {_short(v)}")
     return v
 
 
@@ -208,29 +268,35 @@ def _close(a: float, b: float) -> bool:
 def _parse_plan(doc) -> Plan:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         got = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-        raise PlanFormatError(f"field format must be {FORMAT!r} (not a ucudnn-explorer plan), got {got!r}")
-    if doc.get("version") != VERSION:
-        raise PlanFormatError(f"field version is {doc.get('version')!r}; this engine reads version {VERSION}")
+        raise PlanFormatError(f"field format must be {FORMAT!r} (not a ucudnn-explorer plan), got {_short(got)}")
+    version = doc.get("version")
+    if type(version) is not int or version != VERSION:  # True == 1 and 1.0 == 1 in Python; neither is a version
+        raise PlanFormatError(f"field version is {_short(version)}; this engine reads version {VERSION} (an integer)")
+    check_depth(doc, "the plan", PlanFormatError)
     mode = doc.get("mode")
     wd = mode == "wd"
     _fields(doc, "", ("format", "version", "mode", "policy", "budget", "network", "precision", "layout", "kernels",
                       "totals", "notes", "provenance") + (("arena_size", "solver") if wd else ()))
     if mode not in MODES:
-        _fail("mode", f"must be one of {MODES}, got {mode!r}")
+        _fail("mode", f"must be one of {MODES}, got {_short(mode)}")
     budget = _int(doc["budget"], "budget")
     net = _fields(doc["network"], "network", ("name", "batch"))
     name = _str(net["name"], "network.name")
     batch = _int(net["batch"], "network.batch", 1)
     policy = _str(doc["policy"], "policy")
     try:
-        allowed = set(batch_sizes(policy, batch))
+        if policy in POLICIES:  # never list the sizes of `all`: a huge batch would take gigabytes
+            offers(policy, batch, batch)
+            allowed = _Offered(policy, batch)
+        else:
+            allowed = set(batch_sizes(policy, batch))
     except ValueError as err:
-        _fail("policy", f"is not a batch-size policy: {err}")
+        _fail("policy", f"is not a batch-size policy for mini-batch {batch}: {err}")
     precision, layout = doc["precision"], doc["layout"]
     if precision not in PRECISIONS:
-        _fail("precision", f"must be one of {sorted(PRECISIONS)}, got {precision!r}")
+        _fail("precision", f"must be one of {sorted(PRECISIONS)}, got {_short(precision)}")
     if layout not in LAYOUTS:
-        _fail("layout", f"must be one of {list(LAYOUTS)}, got {layout!r}")
+        _fail("layout", f"must be one of {list(LAYOUTS)}, got {_short(layout)}")
 
     if not isinstance(doc["kernels"], list) or not doc["kernels"]:
         _fail("kernels", "must be a non-empty list")
@@ -238,7 +304,7 @@ def _parse_plan(doc) -> Plan:
     for i, kd in enumerate(doc["kernels"]):
         k = _parse_kernel(kd, f"kernels[{i}]", wd, batch, allowed, precision, layout)
         if k.id in seen:
-            _fail(f"kernels[{i}].id", f"repeats {k.id!r} (also kernels[{seen[k.id]}])")
+            _fail(f"kernels[{i}].id", f"repeats {_short(k.id)} (also kernels[{seen[k.id]}])")
         seen[k.id] = i
         if not wd and k.workspace > budget:
             _fail(f"kernels[{i}].workspace", f"is {k.workspace} bytes, above the per-kernel budget {budget}")
@@ -254,6 +320,11 @@ def _parse_plan(doc) -> Plan:
                          ("n_variables", "solve_time_s", "build_time_s"))
         _str(solver["name"], "solver.name")
         _str(solver["status"], "solver.status")
+        if "n_variables" in solver:
+            _int(solver["n_variables"], "solver.n_variables")
+        for key in ("solve_time_s", "build_time_s"):
+            if key in solver:
+                _num(solver[key], f"solver.{key}")
 
     totals = _parse_totals(doc["totals"], kernels)
     notes = doc["notes"]
@@ -266,7 +337,7 @@ def _parse_plan(doc) -> Plan:
     _str(prov["created"], "provenance.created")
     _str(prov["engine_version"], "provenance.engine_version")
     if not isinstance(prov["command"], str):
-        _fail("provenance.command", f"must be a string, got {prov['command']!r}")
+        _fail("provenance.command", f"must be a string, got {_short(prov['command'])}")
     return Plan(mode, policy, budget, name, batch, precision, layout, kernels, totals, dict(prov), arena_size,
                 dict(solver) if solver is not None else None, list(notes))
 
@@ -278,10 +349,10 @@ def _parse_kernel(kd, path: str, wd: bool, batch: int, allowed: set[int], precis
     try:
         kind = KernelKind(kd["kind"])
     except ValueError:
-        _fail(f"{path}.kind", f"must be one of {[k.value for k in KernelKind]}, got {kd['kind']!r}")
+        _fail(f"{path}.kind", f"must be one of {[k.value for k in KernelKind]}, got {_short(kd['kind'])}")
     kid = _str(kd["id"], f"{path}.id")
     if kid != f"{layer}:{kind.short}":
-        _fail(f"{path}.id", f"is {kid!r} but layer and kind make {layer}:{kind.short}")
+        _fail(f"{path}.id", f"is {_short(kid)} but layer and kind make {layer}:{kind.short}")
     key = _str(kd["signature"], f"{path}.signature")
     try:
         sig = KernelSignature.from_key(key)
@@ -294,11 +365,13 @@ def _parse_kernel(kd, path: str, wd: bool, batch: int, allowed: set[int], precis
 
     if not isinstance(kd["micro"], list) or not kd["micro"]:
         _fail(f"{path}.micro", "must be a non-empty list of micro-configurations")
+    if len(kd["micro"]) > batch:  # every micro-batch has at least one sample
+        _fail(f"{path}.micro", f"lists {len(kd['micro'])} micro-configurations, more than the mini-batch {batch}")
     micro = [_parse_micro(md, f"{path}.micro[{j}]", allowed) for j, md in enumerate(kd["micro"])]
     total = sum(m.batch for m in micro)
     if total != batch:
-        _fail(f"{path}.micro", f"has micro-batch sizes {'+'.join(str(m.batch) for m in micro)} = {total}, "
-                               f"not the mini-batch {batch}")
+        sizes = "+".join(str(m.batch) for m in micro[:16]) + ("+..." if len(micro) > 16 else "")
+        _fail(f"{path}.micro", f"has micro-batch sizes {sizes} = {total}, not the mini-batch {batch}")
     workspace = _int(kd["workspace"], f"{path}.workspace")
     if workspace != max(m.workspace for m in micro):
         _fail(f"{path}.workspace", f"is {workspace} but its largest micro-configuration workspace is "
@@ -318,14 +391,23 @@ def _parse_micro(md, path: str, allowed: set[int]) -> PlanMicro:
         _fail(f"{path}.batch", f"is {b}, which the plan's policy does not offer")
     knobs = md["knobs"]
     if not isinstance(knobs, dict):
-        _fail(f"{path}.knobs", f"must be an object {{knob type: value}}, got {knobs!r}")
+        _fail(f"{path}.knobs", f"must be an object {{knob type: value}}, got {_short(knobs)}")
     for kt, kv in knobs.items():
-        if not kt.lstrip("-").isdigit():
-            _fail(f"{path}.knobs", f"has key {kt!r}; knob types are integers")
-        if isinstance(kv, bool) or not isinstance(kv, int):
-            _fail(f"{path}.knobs.{kt}", f"must be an integer knob value, got {kv!r}")
-    return PlanMicro(b, _str(md["plan"], f"{path}.plan"), _int(md["engine_id"], f"{path}.engine_id"), dict(knobs),
-                     _num(md["time_ms"], f"{path}.time_ms", positive=True),
+        if not re.fullmatch(r"-?[0-9]{1,9}", kt):
+            _fail(f"{path}.knobs", f"has key {_short(kt)}; knob types are integers")
+        if isinstance(kv, bool) or not isinstance(kv, int) or abs(kv) > MAX_INT:
+            _fail(f"{path}.knobs.{kt}", f"must be an integer knob value, got {_short(kv)}")
+    name = _str(md["plan"], f"{path}.plan")
+    engine_id = _int(md["engine_id"], f"{path}.engine_id")
+    named = parse_plan_name(name)
+    if named is None:
+        _fail(f"{path}.plan", f"is {_short(name)}, not a cuDNN plan name such as eng38_k2=0_k13=2")
+    named_id, named_knobs = named
+    if named_id != engine_id:
+        _fail(f"{path}.engine_id", f"is {engine_id} but the plan name {name} says engine {named_id}")
+    if named_knobs != knobs:
+        _fail(f"{path}.knobs", f"are {_short(knobs)} but the plan name {name} says {_short(named_knobs)}")
+    return PlanMicro(b, name, engine_id, dict(knobs), _num(md["time_ms"], f"{path}.time_ms", positive=True),
                      _int(md["workspace"], f"{path}.workspace"))
 
 

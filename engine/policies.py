@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 POLICIES = ("undivided", "powerOfTwo", "all")
+MAX_BATCH = 1 << 20  # mini-batch sizes beyond this are a mistake, and would make ``all`` list a million sizes
 
 
 def batch_sizes(policy: str | Sequence[int], batch: int) -> list[int]:
@@ -13,8 +14,7 @@ def batch_sizes(policy: str | Sequence[int], batch: int) -> list[int]:
     ``undivided``: B only (plain cuDNN within the limit, the baseline); ``powerOfTwo``: 1, 2, 4, ... <= B,
     plus B; ``all``: 1..B; a list: its sizes <= B (B is always added so the undivided option exists).
     """
-    if batch < 1:
-        raise ValueError(f"mini-batch size must be >= 1, got {batch}")
+    _check_batch(batch)
     if isinstance(policy, str):
         if policy == "undivided":
             return [batch]
@@ -34,6 +34,23 @@ def batch_sizes(policy: str | Sequence[int], batch: int) -> list[int]:
         if s <= batch:
             sizes.add(s)
     return sorted(sizes | {batch})
+
+
+def offers(policy: str, batch: int, size: int) -> bool:
+    """Whether ``policy`` offers micro-batch ``size`` at mini-batch ``batch``, without listing its sizes."""
+    _check_batch(batch)
+    if policy in ("undivided", "powerOfTwo", "all"):
+        if size == batch:
+            return True
+        return size >= 1 and size < batch and (policy == "all" or (policy == "powerOfTwo" and size & (size - 1) == 0))
+    return size in batch_sizes(policy, batch)
+
+
+def _check_batch(batch: int) -> None:
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"mini-batch size must be >= 1, got {batch!r}")
+    if batch > MAX_BATCH:
+        raise ValueError(f"mini-batch size {batch} is above {MAX_BATCH}, the largest this engine plans")
 
 
 def parse_size_list(text: str) -> list[int]:

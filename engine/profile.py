@@ -17,17 +17,21 @@ storage time: budgets are applied at query time (ucudnn-reference.md §11, bug 1
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .errors import EngineError, ProfileFormatError
-from .kernels import KernelSignature
 from .configuration import MicroConfig
+from .fileio import atomic_write, parse_json, read_bounded
+from .fileio import short as _short
+from .kernels import LAYOUTS, PRECISIONS, KernelSignature
+from .plan import parse_plan_name
+from .policies import MAX_BATCH
 
 FORMAT = "ucudnn-explorer-profile"
 VERSION = 1
@@ -52,6 +56,7 @@ COLUMNS = {
 }
 STATUSES = ("ok", "failed", "skipped")
 ENGINE_SETS = ("all", "heuristics", "deterministic")  # Profile.restrict
+MAX_PIECES = 16  # micro-batches of the largest measured size a mini-batch may need (planning cost grows with B)
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "profiles"
 
 
@@ -67,8 +72,8 @@ class Profile:
             table.numerical_notes.str.contains("DOWN_CONVERT_INPUTS", regex=False)
         self.down_converting = int(down.sum())
         self.table = table[~down] if self.down_converting else table
-        self.provenance = dict(provenance)
-        self.networks = list(networks or [])
+        self.provenance = _validate_provenance(provenance)
+        self.networks = _validate_networks([] if networks is None else networks)
         self.source = source
         ok = self.table[self.table.status == "ok"].sort_values("time_ms", kind="stable")
         # per signature: {b: [MicroConfig, ...]} fastest first; built once, the hot path of every query
@@ -85,35 +90,35 @@ class Profile:
 
     @classmethod
     def load(cls, path: str | Path) -> "Profile":
+        """Read and validate a profile file within the size and nesting limits of engine.fileio."""
         path = Path(path)
-        try:
-            raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-            doc = json.loads(raw)
-        except FileNotFoundError:
-            raise ProfileFormatError(f"profile {str(path)!r} does not exist") from None
-        except (OSError, ValueError, EOFError) as err:
-            raise ProfileFormatError(f"profile {str(path)!r} is not valid (gzip) JSON: {err}") from None
+        what = f"profile {str(path)!r}"
+        # rows hold flat values, checked column by column: walking them for depth would double the load time
+        doc = parse_json(read_bounded(path, what, ProfileFormatError), what, ProfileFormatError, skip=("rows",))
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ProfileFormatError(f"profile {str(path)!r}: field 'format' must be {FORMAT!r}")
-        if doc.get("version") != VERSION:
-            raise ProfileFormatError(f"profile {str(path)!r}: field 'version' is {doc.get('version')!r}, "
-                                     f"this engine reads version {VERSION}")
+            raise ProfileFormatError(f"{what}: field 'format' must be {FORMAT!r}")
+        version = doc.get("version")
+        if type(version) is not int or version != VERSION:
+            raise ProfileFormatError(f"{what}: field 'version' is {_short(version)}, "
+                                     f"this engine reads version {VERSION} (an integer)")
         for key in ("provenance", "columns", "rows"):
             if key not in doc:
-                raise ProfileFormatError(f"profile {str(path)!r}: missing field {key!r}")
+                raise ProfileFormatError(f"{what}: missing field {key!r}")
+        unknown = [k for k in doc if k not in ("format", "version", "provenance", "networks", "columns", "rows")]
+        if unknown:
+            raise ProfileFormatError(f"{what}: field {_short(unknown[0])} is not part of the profile format")
         if doc["columns"] != list(COLUMNS):
-            missing = [c for c in COLUMNS if c not in doc["columns"]]
-            raise ProfileFormatError(f"profile {str(path)!r}: field 'columns' must be {list(COLUMNS)}"
+            missing = [c for c in COLUMNS if c not in doc["columns"]] if isinstance(doc["columns"], list) else []
+            raise ProfileFormatError(f"{what}: field 'columns' must be {list(COLUMNS)}"
                                      + (f" (missing {missing})" if missing else ""))
         if not isinstance(doc["rows"], list) or any(
                 not isinstance(r, list) or len(r) != len(COLUMNS) for r in doc["rows"]):
-            raise ProfileFormatError(f"profile {str(path)!r}: every entry of 'rows' must be a list of "
-                                     f"{len(COLUMNS)} values")
-        frame = pd.DataFrame(doc["rows"], columns=list(COLUMNS))
+            raise ProfileFormatError(f"{what}: every entry of 'rows' must be a list of {len(COLUMNS)} values")
+        frame = pd.DataFrame(doc["rows"], columns=list(COLUMNS), dtype=object)  # as written: 2.0 stays a float
         try:
             return cls(frame, doc["provenance"], doc.get("networks", []), source=str(path))
         except ProfileFormatError as err:
-            raise ProfileFormatError(f"profile {str(path)!r}: {err}") from None
+            raise ProfileFormatError(f"{what}: {err}") from None
 
     def to_document(self) -> dict:
         columns = [[None if isinstance(v, float) and math.isnan(v) else v for v in self.table[c].tolist()]
@@ -123,10 +128,8 @@ class Profile:
                 "networks": self.networks, "columns": list(COLUMNS), "rows": rows}
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        data = json.dumps(self.to_document(), separators=(",", ":")).encode()
-        path.write_bytes(gzip.compress(data, mtime=0) if path.suffix == ".gz" else data)
-        return path
+        return atomic_write(path, json.dumps(self.to_document(), separators=(",", ":")), gzip_suffix=True,
+                            what="profile")
 
     # --- queries --------------------------------------------------------------------------
     @property
@@ -148,6 +151,25 @@ class Profile:
         if sizes is None:
             return dict(by_b)
         return {b: by_b[b] for b in sizes if b in by_b}
+
+    def require_kernels(self, network, precision: str, layout: str, policy: str = "powerOfTwo") -> None:
+        """Raise EngineError unless every convolution kernel of ``network`` (a Network) has measurements here
+        from which its mini-batch is within MAX_PIECES micro-batches, saying what is missing and the command
+        that measures it (a mini-batch far beyond the measured sizes would take the optimizers minutes)."""
+        kernels = network.kernels(precision, layout)
+        missing = [k for k in kernels if k.signature.key not in self._cands]
+        command = (f"python -m engine profile --network {network.name} --batch {network.batch} --dtype {precision} "
+                   f"--layout {layout} --policy {policy}")
+        where = repr(Path(self.source).name) if self.source else "(in memory)"
+        if missing:
+            raise EngineError(f"profile {where} lacks {len(missing)} of the {len(kernels)} convolution kernels of "
+                              f"{network.name} b{network.batch} {precision}/{layout} (first: {missing[0].id}); "
+                              f"measure them on a GPU with: {command}")
+        largest = min(max(self._cands[k.signature.key]) for k in kernels) if kernels else network.batch
+        if network.batch > MAX_PIECES * largest:
+            raise EngineError(f"mini-batch {network.batch} would take more than {MAX_PIECES} micro-batches per kernel "
+                              f"from profile {where}, whose largest measured micro-batch is {largest}; measure "
+                              f"larger ones on a GPU with: {command}")
 
     def plan_row(self, key: str, micro_batch: int, plan: str) -> dict:
         """The full record of one measured plan (engine id, knobs, notes) for execution and plans."""
@@ -198,39 +220,130 @@ class Profile:
                 f"{p.get('frontend_version', '?')} ({p.get('date', '?')}): {nets}")
 
 
+MAX_INT = (1 << 63) - 1
+_NETWORK_FIELDS = {"name": str, "batch": int, "precision": str, "layout": str, "policy": str}
+
+
+def _validate_provenance(provenance) -> dict:
+    if not isinstance(provenance, dict):
+        raise ProfileFormatError(f"field 'provenance' must be an object, got {_short(provenance)}")
+    if not isinstance(provenance.get("synthetic", False), bool):
+        raise ProfileFormatError(f"field 'provenance.synthetic' must be true or false, got "
+                                 f"{_short(provenance['synthetic'])}")
+    return dict(provenance)
+
+
+def _validate_networks(networks) -> list[dict]:
+    if not isinstance(networks, list):
+        raise ProfileFormatError(f"field 'networks' must be a list of objects, got {_short(networks)}")
+    for i, n in enumerate(networks):
+        if not isinstance(n, dict) or "name" not in n:
+            raise ProfileFormatError(f"field 'networks[{i}]' must be an object with at least 'name', got {_short(n)}")
+        for key, value in n.items():
+            typ = _NETWORK_FIELDS.get(key)
+            if typ is None:
+                raise ProfileFormatError(f"field 'networks[{i}].{_short(key)[1:-1]}' is not part of the profile format")
+            if type(value) is not typ or (typ is int and not 1 <= value <= MAX_INT):
+                raise ProfileFormatError(f"field 'networks[{i}].{key}' must be a{' positive' if typ is int else ''} "
+                                         f"{typ.__name__}, got {_short(value)}")
+        if n.get("precision", "tf32") not in PRECISIONS or n.get("layout", "NCHW") not in LAYOUTS:
+            raise ProfileFormatError(f"field 'networks[{i}]' has precision/layout {_short(n.get('precision'))}/"
+                                     f"{_short(n.get('layout'))}; expected {sorted(PRECISIONS)} / {list(LAYOUTS)}")
+    return [dict(n) for n in networks]
+
+
+def _first(frame: pd.DataFrame, mask) -> str:
+    r = frame[mask].iloc[0]
+    return f"plan {_short(r.plan)} of {r.signature} at b={r.micro_batch}"
+
+
+def _coerce(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every column to its type, refusing what would change a value: 1.5 or true as an integer, true or a string
+    as a number, a number or a list as a string (empty strings stand for missing text)."""
+    for col, typ in COLUMNS.items():
+        s = frame[col]
+        kind = pd.api.types.infer_dtype(s, skipna=typ is not int)  # in C: Python-level checks only on bad columns
+        if typ is int:
+            if kind != "integer" or not (pd.api.types.is_integer_dtype(s) or s.dtype == object):
+                bad = s[~s.map(lambda v: type(v) is int)] if s.dtype == object else s
+                shown = _short(bad.iloc[0]) if len(bad) else f"values of type {kind}"
+                raise ProfileFormatError(f"column {col!r} must hold integers, got {shown}")
+            try:
+                frame[col] = s.astype("int64")
+            except OverflowError:
+                big = s[~s.map(lambda v: abs(v) <= MAX_INT)]
+                raise ProfileFormatError(f"column {col!r} must hold integers below 2^63, got {_short(big.iloc[0])}") \
+                    from None
+        elif typ is float:
+            if kind not in ("floating", "integer", "mixed-integer-float", "empty"):
+                bad = s[~s.map(lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)))]
+                shown = _short(bad.iloc[0]) if len(bad) else f"values of type {kind}"
+                raise ProfileFormatError(f"column {col!r} must hold numbers or null, got {shown}")
+            frame[col] = pd.to_numeric(s).astype(float)
+        else:
+            if kind not in ("string", "empty"):
+                bad = s[~s.map(lambda v: v is None or isinstance(v, str))]
+                shown = _short(bad.iloc[0]) if len(bad) else f"values of type {kind}"
+                raise ProfileFormatError(f"column {col!r} must hold strings, got {shown}")
+            frame[col] = s.fillna("").astype(str)
+    return frame
+
+
 def _validate_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Types, then meaning: every row a measurement the optimizers can trust."""
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ProfileFormatError(f"profile table lacks columns {missing}")
-    frame = frame[list(COLUMNS)].copy()
-    for col, typ in COLUMNS.items():
-        try:
-            if typ is float:
-                frame[col] = pd.to_numeric(frame[col], errors="raise").astype(float)
-            elif typ is int:
-                if frame[col].isna().any():
-                    raise ValueError("missing values")
-                frame[col] = frame[col].astype("int64")
-            else:
-                frame[col] = frame[col].fillna("").astype(str)
-        except (ValueError, TypeError) as err:
-            raise ProfileFormatError(f"column {col!r} must hold {typ.__name__} values: {err}") from None
+    frame = _coerce(frame[list(COLUMNS)].copy())
     bad = ~frame.status.isin(STATUSES)
     if bad.any():
-        raise ProfileFormatError(f"column 'status' holds {frame.status[bad].iloc[0]!r}; expected one of {STATUSES}")
+        raise ProfileFormatError(f"column 'status' holds {_short(frame.status[bad].iloc[0])}; expected one of "
+                                 f"{STATUSES}")
     ok = frame.status == "ok"
-    if (frame.workspace < 0).any():
-        raise ProfileFormatError("column 'workspace' holds a negative size")
-    if (frame.micro_batch < 1).any():
-        raise ProfileFormatError("column 'micro_batch' holds a size below 1")
-    bad_t = ok & ~(frame.time_ms > 0)
-    if bad_t.any():
-        r = frame[bad_t].iloc[0]
-        raise ProfileFormatError(f"plan {r.plan!r} of {r.signature} at b={r.micro_batch} is 'ok' but has "
-                                 f"time_ms={r.time_ms!r}; ok rows need a positive time")
+    checks = [
+        (frame.workspace < 0, "has a negative workspace"),
+        (frame.micro_batch < 1, "has a micro-batch size below 1"),
+        (frame.micro_batch > MAX_BATCH, f"has a micro-batch size above {MAX_BATCH}"),
+        (frame.engine_id < 0, "has a negative engine id"),
+        (frame.heuristic_rank < -1, "has a heuristic rank below -1 (-1 marks plans found by the engine sweep)"),
+        (ok & ~(np.isfinite(frame.time_ms) & (frame.time_ms > 0)), "is 'ok' but its time_ms is not a positive "
+                                                                  "finite number"),
+        (ok & ~(np.isfinite(frame.time_min_ms) & np.isfinite(frame.time_max_ms)),
+         "is 'ok' but its time_min_ms or time_max_ms is not finite"),
+        (ok & ~((frame.time_min_ms <= frame.time_ms) & (frame.time_ms <= frame.time_max_ms)),
+         "is 'ok' but its times are not time_min_ms <= time_ms <= time_max_ms"),
+        (ok & (frame.repeats < 1), "is 'ok' but has fewer than 1 repeat"),
+    ]
+    for mask, problem in checks:
+        if mask.any():
+            raise ProfileFormatError(f"{_first(frame, mask)} {problem}")
+    dup = frame.duplicated(["signature", "micro_batch", "plan"])
+    if dup.any():
+        raise ProfileFormatError(f"{_first(frame, dup)} appears in more than one row; a plan is measured once per "
+                                 f"kernel and micro-batch size")
     for key in frame.signature.unique():
-        KernelSignature.from_key(key)  # raises ProfileFormatError naming the key
+        if KernelSignature.from_key(key).key != key:  # from_key raises ProfileFormatError naming the key
+            raise ProfileFormatError(f"malformed kernel signature {_short(key)}: not in canonical form")
+    for name, engine_id, knobs in frame[["plan", "engine_id", "knobs"]].drop_duplicates().itertuples(index=False):
+        _check_plan_identity(name, engine_id, knobs)
     return frame.reset_index(drop=True)
+
+
+def _check_plan_identity(name: str, engine_id: int, knobs: str) -> None:
+    """The engine id and knobs must be the ones the plan name spells: they are what rebuilds the plan."""
+    named = parse_plan_name(name)
+    if named is None:
+        raise ProfileFormatError(f"plan {_short(name)} is not a cuDNN plan name such as eng38_k2=0_k13=2")
+    try:
+        parsed = json.loads(knobs)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ProfileFormatError(f"plan {_short(name)} has knobs {_short(knobs)}, not a JSON object "
+                                 f"{{knob type: value}}")
+    if named != (engine_id, parsed):
+        raise ProfileFormatError(f"plan {_short(name)} has engine id {engine_id} and knobs {_short(knobs)}, but its "
+                                 f"name says engine {named[0]} with knobs {json.dumps(named[1])}")
 
 
 def bundled_profiles() -> dict[str, Path]:

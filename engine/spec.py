@@ -16,10 +16,17 @@ from typing import Any
 import yaml
 
 from .errors import SpecError
+from .fileio import MAX_DEPTH, atomic_write, check_depth, read_bounded
+from .fileio import short as _short
 from .network import NetBuilder, Network
+from .policies import MAX_BATCH
 
 FORMAT_FIELDS = ("name", "input", "batch", "description", "layers")
 DEFAULT_BATCH = 32
+MAX_SPEC_BYTES = 4 * 1024**2   # a spec of MAX_LAYERS layers is about 1 MB
+MAX_LAYERS = 10_000            # SuperNeurons' ResNet-2500 has ~8,400 layers (the zoo generates it; a spec need not)
+MAX_SPEC_NODES = 16 * MAX_LAYERS  # YAML values: a conv with its name and four fields is 13
+MAX_DIM = 1 << 20              # channels, features, image sides and kernel sizes
 
 # op -> {field: (kind, default)}; kind checks the value, default None means "NetBuilder's default".
 _INT, _PAIR, _FLOAT, _BOOL = "int", "pair", "float", "bool"
@@ -56,20 +63,78 @@ def load_spec(source: str | Path | dict, batch: int | None = None) -> Network:
 
 
 def _read(path: Path, where: str) -> Any:
+    """The parsed spec, bounded in file size, nesting and (YAML) alias expansion before anything is built."""
     if not path.is_file():
         raise SpecError(f"{where}: file not found")
-    text = path.read_text(encoding="utf-8")
     suffix = path.suffix.lower()
+    if suffix not in (".json", ".yaml", ".yml"):
+        raise SpecError(f"{where}: unknown file type {suffix!r}; use .json, .yaml or .yml")
+    raw = read_bounded(path, where, SpecError, limit=MAX_SPEC_BYTES)
     try:
-        if suffix == ".json":
-            return json.loads(text)
-        if suffix in (".yaml", ".yml"):
-            return yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{where}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    if suffix != ".json":
+        return _load_yaml(text, where)
+    try:
+        doc = json.loads(text)
     except json.JSONDecodeError as err:
         raise SpecError(f"{where}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    except RecursionError:
+        raise SpecError(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
+    check_depth(doc, where, SpecError)
+    return doc
+
+
+def _load_yaml(text: str, where: str) -> Any:
+    """yaml.safe_load, after one pass over the parser's events has bounded the document: aliases make a
+    billion-laughs spec tiny on disk and endless once expanded, and libyaml's composer recurses in C, so a
+    document nested a million deep would crash the process rather than raise."""
+    loader = _Loader(text)
+    try:
+        _measure(text, where)
+        node = loader.get_single_node()
+        return None if node is None else loader.construct_document(node)
     except yaml.YAMLError as err:  # its str() spans several lines
-        raise SpecError(f"{where}: invalid YAML: {' '.join(str(err).split())}") from None
-    raise SpecError(f"{where}: unknown file type {suffix!r}; use .json, .yaml or .yml")
+        raise SpecError(f"{where}: invalid YAML: {' '.join(str(err).split())[:300]}") from None
+    finally:
+        loader.dispose()
+
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def _measure(text: str, where: str) -> None:
+    """Values and nesting depth of the document with every alias expanded, from the parser's events."""
+    count, stack, anchors = 0, [], {}  # stack: [anchor, count at start, deepest level below]; anchors: (size, depth)
+    for event in yaml.parse(text, Loader=_Loader):
+        reach = len(stack)
+        if isinstance(event, _OPEN):
+            stack.append([event.anchor, count, len(stack) + 1])
+            count, reach = count + 1, len(stack)
+        elif isinstance(event, _CLOSE):
+            anchor, start, deepest = stack.pop()
+            if anchor is not None:
+                anchors[anchor] = (count - start, deepest - len(stack))
+            reach = deepest
+        elif isinstance(event, yaml.ScalarEvent):
+            count += 1
+            if event.anchor is not None:
+                anchors[event.anchor] = (1, 0)
+        elif isinstance(event, yaml.AliasEvent):
+            if event.anchor not in anchors:  # an alias of a node still open refers to itself
+                raise SpecError(f"{where}: YAML alias *{_short(event.anchor)[1:-1]} refers to itself or to nothing")
+            size, depth = anchors[event.anchor]
+            count, reach = count + size, len(stack) + depth
+        if stack:
+            stack[-1][2] = max(stack[-1][2], reach)
+        if reach > MAX_DEPTH:
+            raise SpecError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+        if count > MAX_SPEC_NODES:
+            raise SpecError(f"{where}: holds more than {MAX_SPEC_NODES} YAML values (aliases expanded); a spec "
+                            f"has at most {MAX_LAYERS} layers")
 
 
 def build_spec(spec: Any, batch: int | None = None, where: str = "spec") -> Network:
@@ -77,23 +142,31 @@ def build_spec(spec: Any, batch: int | None = None, where: str = "spec") -> Netw
         raise SpecError(f"{where}: the top level must be a mapping with {', '.join(FORMAT_FIELDS)}")
     unknown = [k for k in spec if k not in FORMAT_FIELDS]
     if unknown:
-        raise SpecError(f"{where}: unknown top-level field {unknown[0]!r}; expected {', '.join(FORMAT_FIELDS)}")
+        raise SpecError(f"{where}: unknown top-level field {_short(unknown[0])}; expected "
+                        f"{', '.join(FORMAT_FIELDS)}")
     name = spec.get("name", "custom")
     if not isinstance(name, str) or not name:
         raise SpecError(f"{where}: field 'name' must be a non-empty string")
     shape = spec.get("input")
     if not (isinstance(shape, list) and len(shape) == 3 and all(_is_int(d) and d >= 1 for d in shape)):
-        raise SpecError(f"{where}: field 'input' must be [C, H, W] (positive integers, per sample), got {shape!r}")
+        raise SpecError(f"{where}: field 'input' must be [C, H, W] (positive integers, per sample), "
+                        f"got {_short(shape)}")
+    if max(shape) > MAX_DIM:
+        raise SpecError(f"{where}: field 'input' is {shape}; sizes in a spec are at most {MAX_DIM}")
     if batch is None:
         batch = spec.get("batch", DEFAULT_BATCH)
         if not (_is_int(batch) and batch >= 1):
-            raise SpecError(f"{where}: field 'batch' must be a positive integer, got {batch!r}")
+            raise SpecError(f"{where}: field 'batch' must be a positive integer, got {_short(batch)}")
+        if batch > MAX_BATCH:
+            raise SpecError(f"{where}: field 'batch' is {batch}; mini-batch sizes are at most {MAX_BATCH}")
     description = spec.get("description", "")
     if not isinstance(description, str):
         raise SpecError(f"{where}: field 'description' must be a string")
     layers = spec.get("layers")
     if not isinstance(layers, list) or not layers:
         raise SpecError(f"{where}: field 'layers' must be a non-empty list")
+    if len(layers) > MAX_LAYERS:
+        raise SpecError(f"{where}: field 'layers' lists {len(layers)} layers; a spec may have at most {MAX_LAYERS}")
 
     b = NetBuilder(name, batch, tuple(shape), description)
     names, counters = {"data"}, {}
@@ -109,34 +182,35 @@ def _is_int(v) -> bool:
 def _add_layer(b: NetBuilder, index: int, entry: Any, where: str, names: set, counters: dict) -> str:
     """Append one spec entry; returns the layer's name."""
     if not isinstance(entry, dict):
-        raise SpecError(f"{where}: layer #{index} must be a mapping with at least 'op', got {entry!r}")
+        raise SpecError(f"{where}: layer #{index} must be a mapping with at least 'op', got {_short(entry)}")
     op = entry.get("op")
     name = entry.get("name")
-    label = f"{where}: layer #{index}" + (f" {name!r}" if isinstance(name, str) else "") + (f" ({op})" if isinstance(op, str) else "")
+    label = (f"{where}: layer #{index}" + (f" {_short(name)}" if isinstance(name, str) else "")
+             + (f" ({op})" if isinstance(op, str) else ""))
     if op not in OP_FIELDS:
-        raise SpecError(f"{label}: field 'op' must be one of {', '.join(OP_FIELDS)}, got {op!r}")
+        raise SpecError(f"{label}: field 'op' must be one of {', '.join(OP_FIELDS)}, got {_short(op)}")
     if name is not None:
         if not isinstance(name, str) or not name:
             raise SpecError(f"{label}: field 'name' must be a non-empty string")
         if name in names:
-            raise SpecError(f"{label}: duplicate layer name {name!r}")
+            raise SpecError(f"{label}: duplicate layer name {_short(name)}")
     fields = OP_FIELDS[op]
     for key in entry:
         if key not in ("op", "name", "inputs") and key not in fields:
             allowed = ", ".join(["name", "inputs", *fields])
-            raise SpecError(f"{label}: unknown field {key!r}; {op} takes {allowed}")
+            raise SpecError(f"{label}: unknown field {_short(key)}; {op} takes {allowed}")
 
     inputs = _inputs(b, entry, op, label, names)
     params = {}
     for key, (kind, default) in fields.items():
         if key in entry:
-            params[key] = _value(entry[key], kind, f"{label}: field {key!r}")
+            params[key] = _value(entry[key], kind, f"{label}: field {_short(key)}")
         elif default is _REQUIRED:
-            raise SpecError(f"{label}: missing field {key!r}")
+            raise SpecError(f"{label}: missing field {_short(key)}")
         elif default is not None:
             params[key] = default
     if op in SPATIAL and len(b.shape(inputs[0])) != 3:
-        raise SpecError(f"{label}: input {inputs[0]!r} is a flat vector {b.shape(inputs[0])}; "
+        raise SpecError(f"{label}: input {_short(inputs[0])} is a flat vector {b.shape(inputs[0])}; "
                         f"{op} needs a (C, H, W) feature map")
     if name is None:  # <op><n>, skipping names already taken so unnamed layers never clash
         n = counters.get(op, 0) + 1
@@ -162,49 +236,53 @@ def _inputs(b: NetBuilder, entry: dict, op: str, label: str, names: set) -> list
     if isinstance(inputs, str):
         inputs = [inputs]
     if not isinstance(inputs, list) or not all(isinstance(s, str) for s in inputs):
-        raise SpecError(f"{label}: field 'inputs' must be a list of layer names, got {inputs!r}")
+        raise SpecError(f"{label}: field 'inputs' must be a list of layer names, got {_short(inputs)}")
     if op in MULTI_INPUT and len(inputs) < 2:
         raise SpecError(f"{label}: field 'inputs' must list at least two layers for {op}")
     if op not in MULTI_INPUT and len(inputs) != 1:
         raise SpecError(f"{label}: field 'inputs' must name exactly one layer for {op}, got {len(inputs)}")
     for src in inputs:
         if src not in names:
-            raise SpecError(f"{label}: input {src!r} is not an earlier layer")
+            raise SpecError(f"{label}: input {_short(src)} is not an earlier layer")
     return inputs
 
 
 def _value(v, kind: str, label: str):
+    if _is_int(v) and v > MAX_DIM and kind in (_INT, "int0", _PAIR, "pair0", "pool_size"):
+        raise SpecError(f"{label} is {_short(v)}; sizes in a spec are at most {MAX_DIM}")
+    if isinstance(v, list) and any(_is_int(x) and x > MAX_DIM for x in v) and kind in (_PAIR, "pair0", "pool_size"):
+        raise SpecError(f"{label} is {_short(v)}; sizes in a spec are at most {MAX_DIM}")
     if kind == _INT:
         if _is_int(v) and v >= 1:
             return v
-        raise SpecError(f"{label} must be a positive integer, got {v!r}")
+        raise SpecError(f"{label} must be a positive integer, got {_short(v)}")
     if kind == "int0":
         if _is_int(v) and v >= 0:
             return v
-        raise SpecError(f"{label} must be a non-negative integer, got {v!r}")
+        raise SpecError(f"{label} must be a non-negative integer, got {_short(v)}")
     if kind in (_PAIR, "pair0"):  # stride/pad/dilation: n or [h, w]; pad may be 0
         low = 0 if kind == "pair0" else 1
         if _is_int(v) and v >= low:
             return v
         if isinstance(v, list) and len(v) == 2 and all(_is_int(x) and x >= low for x in v):
             return tuple(v)
-        raise SpecError(f"{label} must be an integer >= {low} or a pair [h, w] of them, got {v!r}")
+        raise SpecError(f"{label} must be an integer >= {low} or a pair [h, w] of them, got {_short(v)}")
     if kind == _FLOAT:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
             return float(v)
-        raise SpecError(f"{label} must be a positive number, got {v!r}")
+        raise SpecError(f"{label} must be a positive number, got {_short(v)}")
     if kind == "prob":
         if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1:
             return float(v)
-        raise SpecError(f"{label} must be a probability in [0, 1), got {v!r}")
+        raise SpecError(f"{label} must be a probability in [0, 1), got {_short(v)}")
     if kind == _BOOL:
         if isinstance(v, bool):
             return v
-        raise SpecError(f"{label} must be true or false, got {v!r}")
+        raise SpecError(f"{label} must be true or false, got {_short(v)}")
     if kind == "mode":
         if v in ("max", "avg"):
             return v
-        raise SpecError(f"{label} must be 'max' or 'avg', got {v!r}")
+        raise SpecError(f"{label} must be 'max' or 'avg', got {_short(v)}")
     if kind == "pool_size":
         if v == "global":
             return None
@@ -212,7 +290,7 @@ def _value(v, kind: str, label: str):
             return v
         if isinstance(v, list) and len(v) == 2 and all(_is_int(x) and x >= 1 for x in v):
             return tuple(v)
-        raise SpecError(f"{label} must be a positive integer, a pair [h, w] or 'global', got {v!r}")
+        raise SpecError(f"{label} must be a positive integer, a pair [h, w] or 'global', got {_short(v)}")
     raise AssertionError(kind)
 
 
@@ -252,8 +330,8 @@ def save_spec(network: Network, path: str | Path) -> None:
     path = Path(path)
     spec = to_spec(network)
     if path.suffix.lower() == ".json":
-        path.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
+        atomic_write(path, json.dumps(spec, indent=1) + "\n", what="spec")
     elif path.suffix.lower() in (".yaml", ".yml"):
-        path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+        atomic_write(path, yaml.safe_dump(spec, sort_keys=False), what="spec")
     else:
         raise SpecError(f"spec {str(path)!r}: unknown file type {path.suffix!r}; use .json, .yaml or .yml")

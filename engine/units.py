@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from .errors import BudgetError
+from .fileio import short
 
 _UNITS = {
     "": 1, "b": 1,
@@ -15,23 +16,32 @@ _RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 MiB = 1024**2
 GiB = 1024**3
+TiB = 1024**4
+MAX_SIZE = 1 << 62  # sizes live in int64 on the GPU side; larger ones are typos
 
 
 def parse_size(text: str | int | float) -> int:
     """Parse a size; a bare number is bytes. Decimal (MB) and binary (MiB) units are distinct."""
-    if isinstance(text, bool):
-        raise BudgetError(f"invalid size {text!r}")
+    shown = short(text)
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        raise BudgetError(f"invalid size {shown}")
     if isinstance(text, (int, float)):
-        if text < 0:
-            raise BudgetError(f"invalid size {text!r}: must not be negative")
-        return int(text)
-    m = _RE.match(str(text))
-    if not m:
-        raise BudgetError(f"invalid size {text!r}: expected a number with an optional unit such as 64MiB or 1GiB")
-    unit = m.group(2).lower()
-    if unit not in _UNITS:
-        raise BudgetError(f"invalid size {text!r}: unknown unit {m.group(2)!r} (use B, KiB, MiB, GiB, KB, MB, GB)")
-    return int(round(float(m.group(1)) * _UNITS[unit]))
+        value = float(text) if isinstance(text, float) else text
+    else:
+        m = _RE.match(text) if len(text) <= 64 else None
+        if not m:
+            raise BudgetError(f"invalid size {shown}: expected a number with an optional unit such as 64MiB or 1GiB")
+        unit = m.group(2).lower()
+        if unit not in _UNITS:
+            raise BudgetError(f"invalid size {shown}: unknown unit {m.group(2)!r} (use B, KiB, MiB, GiB, KB, MB, GB)")
+        value = float(m.group(1)) * _UNITS[unit]
+    if value != value:
+        raise BudgetError(f"invalid size {shown}: not a number")
+    if value < 0:
+        raise BudgetError(f"invalid size {shown}: must not be negative")
+    if value > MAX_SIZE:
+        raise BudgetError(f"invalid size {shown}: more than {MAX_SIZE // TiB} TiB, beyond any memory")
+    return int(round(value))
 
 
 def format_size(n: int | float) -> str:

@@ -20,10 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import SpecError, UnknownNetworkError
+from .fileio import short
 from .network import NetBuilder, Network
 from .pytorch.loader import SYNTAX as TORCH_SYNTAX
 from .pytorch.loader import default_batch as torch_default_batch
 from .pytorch.loader import is_torch_name
+from .policies import MAX_BATCH
 
 Builder = Callable[..., Network]
 NETWORKS: dict[str, Builder] = {}
@@ -121,6 +123,7 @@ def _resnet(name: str, batch: int, stages, bottleneck: bool, image: int, num_cla
 # He et al. 2016 (CVPR) Table 1; ResNet-200 from He et al. 2016 (ECCV, "Identity mappings"), as in
 # fb.resnet.torch.
 BASIC_STAGES = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3)}
+MAX_DEPTH = 3002  # resnet-N / vgg-N: about 10,000 layers at most
 PUBLISHED_STAGES = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3), 200: (3, 24, 36, 3)}
 
 
@@ -145,6 +148,13 @@ def resnet_stages(depth: int) -> tuple[int, int, int, int]:
     return (3, 4, (depth - 2) // 3 - 10, 3)
 
 
+def _check_depth(family: str, depth: int) -> None:
+    """Generated networks stop well past the deepest the papers train, before millions of layers are built."""
+    if depth > MAX_DEPTH:
+        raise SpecError(f"{family}-{depth}: N may be at most {MAX_DEPTH} (some 10,000 layers; the papers' deepest "
+                        f"network is SuperNeurons' ResNet-2500)")
+
+
 def resnet(depth: int, batch: int = 16, image: int = 224, num_classes: int = 1000,
            stages: tuple[int, ...] | None = None) -> Network:
     """``resnet-N``: torchvision-style ImageNet ResNet of N weight layers (see ``resnet_stages``).
@@ -152,6 +162,7 @@ def resnet(depth: int, batch: int = 16, image: int = 224, num_classes: int = 100
     ``stages`` overrides the bottleneck layout, e.g. SuperNeurons' (6, 32, n3, 6) (Table 4); it must
     give 3*sum+2 == N. Default batch 16 as in SuperNeurons Table 4 (Layrub uses 32).
     """
+    _check_depth("resnet", depth)
     if depth in BASIC_STAGES and stages is None:
         return _resnet(f"resnet-{depth}", batch, BASIC_STAGES[depth], False, image, num_classes,
                        f"ResNet-{depth} (basic blocks {list(BASIC_STAGES[depth])})")
@@ -237,6 +248,7 @@ def _vgg(name: str, batch: int, groups, image: int, num_classes: int, descriptio
 
 def vgg(depth: int, batch: int = 32, image: int = 224, num_classes: int = 1000) -> Network:
     """``vgg-N`` (see ``vgg_groups``); default batch 32 as vDNN's very deep study (vdnn.txt §IV-C)."""
+    _check_depth("vgg", depth)
     groups = vgg_groups(depth)
     return _vgg(f"vgg-{depth}", batch, groups, image, num_classes, f"VGG-{depth} (convs per group {list(groups)})")
 
@@ -337,7 +349,7 @@ GENERATORS: dict[str, tuple[Builder, int, str]] = {
                              "(bottleneck; Layrub, SuperNeurons)"),
     "vgg-N": (vgg, 32, "VGG of N layers: 11, 13, 16, 19, or 16 + 100*m (vDNN's VGG-116...416)"),
 }
-_GENERATOR_RE = re.compile(r"^(resnet|vgg)-(\d+)$")
+_GENERATOR_RE = re.compile(r"^(resnet|vgg)-(\d{1,9})$")
 _SPEC_SUFFIXES = (".json", ".yaml", ".yml")
 
 
@@ -353,7 +365,10 @@ def _check_options(label: str, fn: Builder, options: dict, skip: int) -> None:
 
 
 def is_spec_path(name: str) -> bool:
-    return str(name).lower().endswith(_SPEC_SUFFIXES) or Path(str(name)).is_file()
+    try:
+        return str(name).lower().endswith(_SPEC_SUFFIXES) or Path(str(name)).is_file()
+    except (OSError, ValueError):  # a name too long for a path, or with a NUL byte, is no file
+        return False
 
 
 def default_batch(name: str) -> int:
@@ -370,7 +385,7 @@ def default_batch(name: str) -> int:
 
 
 def _unknown(name: str) -> str:
-    return (f"unknown network {name!r}; known: {', '.join(sorted(NETWORKS))}, "
+    return (f"unknown network {short(name)}; known: {', '.join(sorted(NETWORKS))}, "
             f"generators {', '.join(GENERATORS)}, a .json/.yaml spec file, or a PyTorch model: {TORCH_SYNTAX}")
 
 
@@ -382,6 +397,8 @@ def get_network(name: str, batch: int | None = None, **options) -> Network:
     """
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise ValueError(f"mini-batch size must be a positive integer, got {batch!r}")
+    if batch is not None and batch > MAX_BATCH:
+        raise ValueError(f"mini-batch size {batch} is above {MAX_BATCH}, the largest this engine plans")
     if is_torch_name(name):  # checked before lowercasing: module paths are case-sensitive
         if options:
             raise SpecError(f"a PyTorch network takes no build options, got {', '.join(options)}; "

@@ -30,7 +30,7 @@ def no_free_plan_profile(tmp_path_factory):
     """SYNTHETIC AlexNet profile without the zero-workspace plan, so small budgets are impossible."""
     p = synthetic_profile()
     path = tmp_path_factory.mktemp("profiles") / "SYNTHETIC-alexnet-noGemm.profile.json"
-    Profile(p.table[p.table.plan != "SYNTH_gemm"], p.provenance, p.networks).save(path)
+    Profile(p.table[p.table.plan != "eng0"], p.provenance, p.networks).save(path)
     return path
 
 
@@ -142,12 +142,12 @@ def test_impossible_budget_names_the_minimum(no_free_plan_profile, mode):
 def test_malformed_profiles(tmp_path):
     junk = tmp_path / "junk.profile.json"
     junk.write_text("{not json")
-    one_error_line(engine(*PLAN, "--profile", junk), "junk.profile.json' is not valid (gzip) JSON")
+    one_error_line(engine(*PLAN, "--profile", junk), "junk.profile.json' is not valid JSON")
     foreign = tmp_path / "foreign.profile.json"
     foreign.write_text(json.dumps({"format": "something-else"}))
     one_error_line(engine(*PLAN, "--profile", foreign), "field 'format' must be 'ucudnn-explorer-profile'")
     one_error_line(engine(*PLAN, "--profile", tmp_path / "absent.json"), "not a file and not a bundled profile")
-    one_error_line(engine("profiles", junk), "is not valid (gzip) JSON")
+    one_error_line(engine("profiles", junk), "is not valid JSON")
 
 
 def test_malformed_plans(synthetic_profile_path, tmp_path):
@@ -194,6 +194,6 @@ def test_plan_engine_set_option(tmp_path):
                   "--engines", "heuristics", "-o", out)
     assert proc.returncode == 0, proc.stderr
     plans = {m["plan"] for k in json.loads(out.read_text())["kernels"] for m in k["micro"]}
-    assert plans and "SYNTH_tc" not in plans
+    assert plans and "eng3_k2=3" not in plans
     one_error_line(engine("plan", "--profile", path, "--network", "alexnet", "--mode", "wr", "--budget", "64MiB",
                           "--engines", "fastest"), "--engines")

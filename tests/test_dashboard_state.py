@@ -80,7 +80,7 @@ def test_infeasible_budget_is_an_error_message_not_an_exception():
     """SYNTHETIC profile without its zero-workspace plan: a 0 B limit cannot be met."""
     from engine.profile import Profile
     p = synthetic_profile("alexnet", 8, "powerOfTwo")
-    p = Profile(p.table[p.table.plan != "SYNTH_gemm"], p.provenance, p.networks)
+    p = Profile(p.table[p.table.plan != "eng0"], p.provenance, p.networks)
     s = PlannerState(profiles={"SYNTHETIC-no-gemm": p}, mode="WR")
     s.budget = 0
     assert s.result is not None and not s.result.choice.feasible
@@ -150,7 +150,7 @@ def test_engine_set_switch_recomputes_and_comes_back(tmp_path):
     st.engines = "heuristics"
     assert st.error == "" and st.result is not None
     assert st.result.summary["time_ms"] >= all_ms
-    assert "SYNTH_tc" not in set(st.current_profile.table.plan)
+    assert "eng3_k2=3" not in set(st.current_profile.table.plan)
     restricted = st.current_profile
     st.engines = "all"
     assert math.isclose(st.result.summary["time_ms"], all_ms)

@@ -124,3 +124,51 @@ def test_smallest_capacity_is_tight():
 def test_bad_capacity():
     with pytest.raises(Exception, match="capacity must be positive"):
         plan_memory("alexnet", "liveness", batch=2, capacity=0)
+
+
+def test_policy_options_are_strict():
+    """A misspelt or foreign switch is an error naming the switches the policy takes, never silently ignored."""
+    from engine.errors import EngineError
+    with pytest.raises(EngineError, match=r"memory policy 'sn-recompute' has no option 'stratgy'; it takes "
+                                          r"strategy, rule, offload, workspace"):
+        plan_memory("alexnet", "sn-recompute", batch=8, stratgy="memory")
+    with pytest.raises(EngineError, match="memory policy 'vdnn-all-m' has no option 'algo'"):
+        plan_memory("alexnet", "vdnn-all-m", batch=8, algo="p")  # fixed by the policy's name
+    with pytest.raises(EngineError, match="memory policy 'vdnn-dyn' has no option 'strategy'; it takes none"):
+        plan_memory("alexnet", "vdnn-dyn", batch=8, strategy="speed")
+    assert plan_memory("alexnet", "sn-recompute", batch=8, strategy="memory").options["strategy"] == "memory"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--capacity", "2048TiB", "--max-batch"], "capacity 2097152 GiB is not a GPU memory size"),
+    (["--capacity", "1e30", "--max-batch"], "invalid size '1e30': more than"),
+    (["--network", "resnet-9999998", "--capacity", "12GiB", "--max-batch"], "resnet-9999998: N may be at most 3002"),
+])
+def test_absurd_sizes_fail_before_work(capsys, argv, message):
+    import time
+    t0 = time.perf_counter()
+    assert main(["memory", "--network", "alexnet", "--policy", "liveness", *argv]) == 2
+    assert time.perf_counter() - t0 < 5
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_deepest_stops_at_the_zoo_limit():
+    """With room for anything, the deepest ResNet is the deepest the zoo generates, found in seconds."""
+    from engine.memory.capacity import MAX_CAPACITY, deepest
+    from engine.zoo import MAX_DEPTH
+    assert deepest("resnet", "liveness", MAX_CAPACITY, 1) == MAX_DEPTH
+
+
+def test_memory_profile_takes_a_mini_batch_the_profile_did_not_measure(capsys, tmp_path):
+    """As `plan` does: batch 200 from a powerOfTwo b256 profile runs each kernel as measured micro-batches."""
+    path = synthetic_profile("alexnet", 256).save(tmp_path / "SYNTHETIC.profile.json.gz")
+    assert main(["memory", "--network", "alexnet", "--batch", "200", "--policy", "liveness", "--profile", str(path),
+                 "--capacity", "12GiB", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["batch"] == 200 and doc["kernels"]
+    def samples(division: str) -> int:  # "2x64+32+16+8" -> 200
+        return sum(int(a) * int(b) for a, b in (p.split("x") if "x" in p else (1, p) for p in division.split("+")))
+
+    assert {samples(k["division"]) for k in doc["kernels"]} == {200}
+    assert any("no measurement at mini-batch 200 for 14 of 14 kernel runs" in n for n in doc["notes"]), doc["notes"]

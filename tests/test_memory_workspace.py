@@ -68,7 +68,7 @@ def test_static_rules(prof):
     res = plan_memory("alexnet", "baseline-vdnn-p", batch=64, profile=prof)
     assert res.ticks.workspace.nunique() == 1 and res.ticks.workspace.iloc[0] == res.kernels.workspace.max()
     m = plan_memory("alexnet", "baseline-vdnn-m", batch=64, profile=prof)
-    assert m.ticks.workspace.max() == 0                           # SYNTH_gemm needs none
+    assert m.ticks.workspace.max() == 0                           # eng0 (the GEMM plan) needs none
     caffe = plan_memory("alexnet", "baseline-caffe", batch=64, profile=prof)
     per_layer = caffe.kernels.groupby("layer").workspace.max().sum()
     assert caffe.ticks.workspace.iloc[0] == per_layer
@@ -98,5 +98,7 @@ def test_missing_profile_entry_names_the_kernel():
     net = get_network("alexnet", 32)
     rows = synthetic_rows(KernelSignature.from_key(next(iter(net.unique_kernels())), 32), [32])
     part = Profile.from_records(rows, {"synthetic": True})
-    with pytest.raises(EngineError, match="no successful plan for .*conv|no successful plan for"):
+    with pytest.raises(EngineError, match=r"lacks 13 of the 14 convolution kernels of alexnet b32 tf32/NCHW \(first: "
+                                          r"conv1:BF\); measure them on a GPU with: python -m engine profile "
+                                          r"--network alexnet --batch 32 --dtype tf32 --layout NCHW"):
         plan_memory(net, "liveness", profile=part)

@@ -11,20 +11,30 @@ from hypothesis import strategies as st
 
 from engine.errors import PlanFormatError
 from engine.kernels import KernelKind, KernelSignature
+from engine.network import NetBuilder
 from engine.plan import (ALIGNMENT, FORMAT, VERSION, Plan, PlanKernel, PlanMicro, PlanTotals, _check_segments,
                          align, load_plan)
 
 B = 8
 KIB = 1024
+TC, GEMM = "eng7_k2=1_k13=0", "eng1"
+NAMED = {TC: (7, {"2": 1, "13": 0}), GEMM: (1, {})}
 
 
 def _sig(kind: KernelKind, c: int) -> str:
     return KernelSignature(kind, B, c, 16, 16, 32, 3, 3, 1, 1).key
 
 
+def tiny_net():
+    """The network of ``tiny_plan``: two 3x3 convolutions on 16x16 feature maps."""
+    b = NetBuilder("tiny", B, (3, 16, 16))
+    b.conv(32, 3, pad=1, name="conv1"); b.relu(name="relu1"); b.conv(32, 3, pad=1, name="conv2")
+    return b.build()
+
+
 def _kernel(layer, kind, c, pieces, und, offset=None) -> PlanKernel:
-    """pieces: [(batch, plan, time_ms, workspace)]."""
-    micro = [PlanMicro(b, p, 7, {"2": 1, "13": 0} if p == "eng7_k2=1" else {}, t, w) for b, p, t, w in pieces]
+    """pieces: [(batch, plan, time_ms, workspace)]; engine id and knobs are those the plan name spells."""
+    micro = [PlanMicro(b, p, *NAMED[p], t, w) for b, p, t, w in pieces]
     return PlanKernel(f"{layer}:{kind.short}", layer, kind, _sig(kind, c), micro, max(m.workspace for m in micro),
                       sum(m.time_ms for m in micro), und, offset)
 
@@ -33,10 +43,12 @@ def tiny_plan(mode: str) -> Plan:
     """A small hand-made plan (SYNTHETIC numbers) with consistent arithmetic: B=8, powerOfTwo."""
     wd = mode == "wd"
     kernels = [
-        _kernel("conv1", KernelKind.FORWARD, 3, [(4, "eng7_k2=1", 0.5, 3000), (4, "eng7_k2=1", 0.5, 3000)], 1.5),
-        _kernel("conv1", KernelKind.BACKWARD_FILTER, 3, [(8, "eng1", 2.0, 0)], 2.0),
-        _kernel("conv2", KernelKind.FORWARD, 32, [(4, "eng7_k2=1", 0.25, 1000), (2, "eng1", 0.2, 0),
-                                                  (2, "eng1", 0.2, 0)], 1.0),
+        _kernel("conv1", KernelKind.FORWARD, 3, [(4, TC, 0.5, 3000), (4, TC, 0.5, 3000)], 1.5),
+        _kernel("conv1", KernelKind.BACKWARD_FILTER, 3, [(8, GEMM, 2.0, 0)], 2.0),
+        _kernel("conv2", KernelKind.FORWARD, 32, [(4, TC, 0.25, 1000), (2, GEMM, 0.2, 0),
+                                                  (2, GEMM, 0.2, 0)], 1.0),
+        _kernel("conv2", KernelKind.BACKWARD_DATA, 32, [(8, GEMM, 0.5, 0)], 0.5),
+        _kernel("conv2", KernelKind.BACKWARD_FILTER, 32, [(8, GEMM, 0.5, 0)], 0.5),
     ]
     arena = None
     if wd:
@@ -64,7 +76,7 @@ def test_round_trip_dict_json_and_files(mode, tmp_path):
     assert again == plan
     for name in ("p.json", "p.json.gz"):
         path = plan.save(tmp_path / name)
-        assert load_plan(path) == plan
+        assert load_plan(path, tiny_net()) == plan
     assert ("offset" in doc["kernels"][0]) == (mode == "wd")
     assert ("arena_size" in doc) == (mode == "wd")
 
@@ -138,7 +150,7 @@ DEFECTS = [
     ("wr", "totals.time_ms", 5.0, "field totals.time_ms"),
     ("wr", "totals.workspace", 1, "field totals.workspace"),
     ("wr", "totals.max_workspace", 1, "field totals.max_workspace"),
-    ("wr", "totals.undivided_time_ms", 4.0, "field totals.undivided_time_ms is 4.0 but the kernels sum to 4.5"),
+    ("wr", "totals.undivided_time_ms", 4.0, "field totals.undivided_time_ms is 4.0 but the kernels sum to 5.5"),
     ("wr", "totals.speedup", None, "field totals.speedup must be null exactly when"),
     ("wr", "totals.speedup", 2.0, "field totals.speedup is 2.0"),
     ("wr", "totals.unlimited_time_ms", None, "field totals.unlimited_time_ms"),
@@ -200,7 +212,7 @@ def test_load_plan_file_errors(tmp_path):
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3 * ALIGNMENT)), min_size=1, max_size=6))
 def test_segment_check_equals_pairwise_intersection(segments):
     """_check_segments raises iff two non-empty segments [o, o+w) intersect (offsets on the 256 grid)."""
-    kernels = [_kernel(f"c{i}", KernelKind.FORWARD, 3, [(B, "eng1", 1.0, w)], 1.0, slot * ALIGNMENT)
+    kernels = [_kernel(f"c{i}", KernelKind.FORWARD, 3, [(B, GEMM, 1.0, w)], 1.0, slot * ALIGNMENT)
                for i, (slot, w) in enumerate(segments)]
     arena = max(k.offset + k.workspace for k in kernels)
     spans = [(k.offset, k.offset + k.workspace) for k in kernels if k.workspace]
@@ -210,3 +222,78 @@ def test_segment_check_equals_pairwise_intersection(segments):
             _check_segments(kernels, arena)
     else:
         _check_segments(kernels, arena)
+
+
+@pytest.mark.parametrize("version", [True, 1.0, "1", [1]])
+def test_version_is_an_integer(version):
+    doc = tiny_plan("wr").to_dict()
+    doc["version"] = version
+    with pytest.raises(PlanFormatError, match=r"field version is .*; this engine reads version 1 \(an integer\)"):
+        Plan.from_dict(doc)
+
+
+@pytest.fixture(scope="module")
+def alexnet_plan(tmp_path_factory):
+    """A WR plan of AlexNet b32 from a SYNTHETIC profile, as a document."""
+    from engine.planner import make_plan
+    from engine.zoo import get_network
+    from engine.testing.synthetic import synthetic_profile
+    return make_plan(synthetic_profile("alexnet", 32), get_network("alexnet", 32), mode="wr", budget="4MiB").to_dict()
+
+
+def _retotal(doc):
+    """Totals made consistent with the kernels again, so that only the change under test is wrong."""
+    ks, t = doc["kernels"], doc["totals"]
+    t.update(time_ms=sum(k["time_ms"] for k in ks), workspace=sum(k["workspace"] for k in ks),
+             max_workspace=max(k["workspace"] for k in ks))
+    if t["undivided_time_ms"] is not None:
+        t.update(undivided_time_ms=sum(k["undivided_time_ms"] for k in ks))
+        t.update(speedup=t["undivided_time_ms"] / t["time_ms"])
+
+
+def _first_tc(doc):
+    return next(m for k in doc["kernels"] for m in k["micro"] if m["knobs"])
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda d: d.update(kernels=d["kernels"][:1]), "field kernels lists 1 kernels but alexnet has 14"),
+    (lambda d: d["kernels"].__setitem__(slice(0, 2), d["kernels"][1::-1]),
+     "field kernels[0].id is 'conv1:BF' but kernel 0 of alexnet in execution order is 'conv1:F'"),
+    (lambda d: d["network"].update(name="vgg16"), "field kernels lists 14 kernels but vgg16 has 38"),
+    (lambda d: d["network"].update(name="lenet"), "field network names 'lenet', which cannot be built here"),
+    (lambda d: _first_tc(d).update(engine_id=_first_tc(d)["engine_id"] + 1), "but the plan name eng"),
+    (lambda d: _first_tc(d)["knobs"].update({"2": 99}), "knobs are {'2': 99} but the plan name"),
+    (lambda d: d["kernels"][0].update(workspace=2**64 + 1),
+     "field kernels[0].workspace must be <= 9223372036854775807"),
+    (lambda d: d.update(policy="all") or d["network"].update(batch=10**9),
+     "field policy is not a batch-size policy for mini-batch 1000000000"),
+])
+def test_plan_checked_against_its_network(alexnet_plan, tmp_path, change, message):
+    doc = copy.deepcopy(alexnet_plan)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    assert load_plan(path).network == "alexnet"
+    change(doc)
+    _retotal(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(PlanFormatError) as info:
+        load_plan(path)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_verify_checks_the_plan_before_the_gpu(alexnet_plan, tmp_path, capsys):
+    from engine.cli import main
+    from engine.gpu import available
+    bad = copy.deepcopy(alexnet_plan)
+    bad["kernels"] = bad["kernels"][:1]
+    _retotal(bad)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    assert main(["verify", str(path)]) == 2
+    assert "field kernels lists 1 kernels but alexnet has 14" in capsys.readouterr().err
+    if available()[0]:
+        pytest.skip("a GPU is here: a valid plan would be verified, not refused")
+    path.write_text(json.dumps(alexnet_plan))
+    assert main(["verify", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: cannot verify {path}: ") and err.endswith("(the plan itself is valid)")

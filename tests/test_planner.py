@@ -32,14 +32,12 @@ def tiny_net(batch: int):
     return b.build()
 
 
-def make_profile(net, sizes, plans=None, precision="tf32", layout="NCHW", networks=True, knobs=True) -> Profile:
-    """SYNTHETIC profile of ``net``'s kernels; ``plans`` keeps only those plan names; knobs encode the engine id."""
+def make_profile(net, sizes, plans=None, precision="tf32", layout="NCHW", networks=True) -> Profile:
+    """SYNTHETIC profile of ``net``'s kernels; ``plans`` keeps only those plan names (whose knobs they spell)."""
     rows = []
     for key in net.unique_kernels(precision, layout):
         for r in synthetic_rows(KernelSignature.from_key(key, net.batch), sizes):
             if plans is None or r["plan"] in plans:
-                if knobs:
-                    r["knobs"] = json.dumps({"2": r["engine_id"] + 10})
                 rows.append(r)
     nets = [dict(name=net.name, batch=net.batch, precision=precision, layout=layout)] if networks else []
     return Profile.from_records(rows, PROV, nets)
@@ -81,8 +79,10 @@ def test_kernel_missing_from_profile_names_kernel_and_profile(tmp_path):
     conv2_bd = next(k for k in net.kernels() if k.id == "conv2:BD").signature.key
     rows = full.table[full.table.signature != conv2_bd]
     path = Profile(rows, PROV, full.networks).save(tmp_path / "SYNTHETIC-partial.profile.json")
-    with pytest.raises(EngineError, match=r"'SYNTHETIC-partial.profile.json' has no measurements for kernel "
-                                          r"conv2:BD \(signature BackwardData/"):
+    with pytest.raises(EngineError, match=r"'SYNTHETIC-partial.profile.json' lacks 1 of the 5 convolution kernels of "
+                                          r"tiny b4 tf32/NCHW \(first: conv2:BD\); measure them on a GPU with: "
+                                          r"python -m engine profile --network tiny --batch 4 --dtype tf32 "
+                                          r"--layout NCHW --policy powerOfTwo$"):
         kernel_sets(Profile.load(path), net, "powerOfTwo")
 
 
@@ -146,7 +146,7 @@ def test_wr_picks_the_desirable_element_at_the_limit(alexnet_profile):
 def test_wr_undivided_infeasible_at_that_memory():
     """fft/tc plans need workspace proportional to b: a small limit leaves only micro-batched configurations."""
     net = tiny_net(8)
-    profile = make_profile(net, batch_sizes("powerOfTwo", 8), plans={"SYNTH_fft", "SYNTH_tc"})
+    profile = make_profile(net, batch_sizes("powerOfTwo", 8), plans={"eng2_k2=2", "eng3_k2=3"})
     fft_at_1 = min(m.workspace for m in profile.candidates(net.kernels()[0].signature.key, [1])[1])
     plan = make_plan(profile, net, mode="wr", budget=max(
         min(m.workspace for m in profile.candidates(k.signature.key, [1])[1]) for k in net.kernels()))
@@ -159,7 +159,7 @@ def test_wr_undivided_infeasible_at_that_memory():
 
 def test_wr_budget_below_minimum_names_it():
     net = tiny_net(4)
-    profile = make_profile(net, [1, 2, 4], plans={"SYNTH_fft", "SYNTH_tc"})
+    profile = make_profile(net, [1, 2, 4], plans={"eng2_k2=2", "eng3_k2=3"})
     need = max(kernel_sets(profile, net, "powerOfTwo")[i][1][0].workspace for i in range(5))
     with pytest.raises(InfeasibleBudgetError, match=f"below .* \\({need} bytes\\)") as info:
         make_plan(profile, net, mode="wr", budget=need - 1)
@@ -177,7 +177,7 @@ def test_unmeasured_undivided_size_is_noted(alexnet_profile):
 
 def test_malformed_knobs_in_profile():
     net = tiny_net(2)
-    profile = make_profile(net, [1, 2], knobs=False)
+    profile = make_profile(net, [1, 2])
     profile.table.loc[:, "knobs"] = "{bad"
     with pytest.raises(ProfileFormatError, match="malformed knobs '{bad'"):
         make_plan(profile, net, mode="wr", budget="1GiB")
@@ -239,7 +239,7 @@ def test_wd_alexnet_and_summary(alexnet_profile):
 
 def test_wd_budget_below_minimum_names_it():
     net = tiny_net(4)
-    profile = make_profile(net, [1, 2, 4], plans={"SYNTH_pre", "SYNTH_tc"})
+    profile = make_profile(net, [1, 2, 4], plans={"eng1_k2=1", "eng3_k2=3"})
     need = sum(align(confs[0].workspace) for _, confs in kernel_sets(profile, net, "powerOfTwo"))
     with pytest.raises(InfeasibleBudgetError, match=f"total workspace budget .* below .* \\({need} bytes\\)") as info:
         make_plan(profile, net, mode="wd", budget=need - 1)
@@ -260,27 +260,28 @@ def test_framework_baseline_never_picks_a_swept_plan():
     s = tiny_net(8).kernels()[0].signature
     rows = synthetic_rows(s, [8])
     fastest = min(rows, key=lambda r: r["time_ms"])
-    rows.append({**fastest, "plan": "SYNTH_swept", "heuristic_rank": -1, "time_ms": fastest["time_ms"] / 2,
+    rows.append({**fastest, "plan": "eng9_k2=9", "engine_id": 9, "knobs": '{"2": 9}', "heuristic_rank": -1, "time_ms": fastest["time_ms"] / 2,
+                 "time_min_ms": fastest["time_min_ms"] / 2, "time_max_ms": fastest["time_max_ms"] / 2,
                  "workspace": 0})
     prof = Profile.from_records(rows, PROV, [])
     first = prof.heuristic_first(s.key, 8, None)
     assert first.plan == min((r for r in rows if r["heuristic_rank"] >= 0), key=lambda r: r["heuristic_rank"])["plan"]
-    assert prof.candidates(s.key)[8][0].plan == "SYNTH_swept"  # the optimizers do see it
+    assert prof.candidates(s.key)[8][0].plan == "eng9_k2=9"  # the optimizers do see it
 
 
 def test_engine_sets_restrict_what_the_optimizers_see():
     prof = engine_set_profile()
     assert prof.restrict("all") is prof and prof.swept
     heur, det = prof.restrict("heuristics"), prof.restrict("deterministic")
-    assert "SYNTH_tc" not in set(heur.table.plan) and "SYNTH_fft" in set(heur.table.plan) and not heur.swept
-    assert "SYNTH_fft" not in set(det.table.plan) and "SYNTH_tc" in set(det.table.plan)
+    assert "eng3_k2=3" not in set(heur.table.plan) and "eng2_k2=2" in set(heur.table.plan) and not heur.swept
+    assert "eng2_k2=2" not in set(det.table.plan) and "eng3_k2=3" in set(det.table.plan)
     assert heur.provenance["engines"] == "heuristics"
     net = get_network("alexnet", 32)
     times = {}
     for name, p in (("all", prof), ("heuristics", heur), ("deterministic", det)):
         plan = make_plan(p, net, mode="wd", budget=64 * MiB, policy="powerOfTwo")
         used = {m.plan for k in plan.kernels for m in k.micro}
-        assert not used & {"heuristics": {"SYNTH_tc"}, "deterministic": {"SYNTH_fft"}}.get(name, set())
+        assert not used & {"heuristics": {"eng3_k2=3"}, "deterministic": {"eng2_k2=2"}}.get(name, set())
         times[name] = plan.totals.time_ms
     assert times["all"] <= min(times["heuristics"], times["deterministic"])
     with pytest.raises(EngineError, match="engine set must be one of all, heuristics, deterministic"):

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import io
-import tempfile
 from pathlib import Path
 
 import panel as pn
 
 from engine.errors import EngineError
-from engine.plan import load_plan
+from engine.plan import plan_from_bytes
 from engine.units import format_size
 
 from ..errors import describe_error
@@ -83,20 +82,19 @@ class PlanView(StateView):
         return io.StringIO(text)
 
     def _load(self, event) -> None:
-        if not event.new:
+        """Validate an uploaded plan in memory (bounded like any plan file), then show it; every failure is one
+        line in the alert, since an exception escaping a widget callback reaches only the server log."""
+        if event.new is None:  # cleared; an empty file is loaded, and refused, like any other
             return
-        name = self.upload.filename or "plan.json"
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / Path(name).name
-            path.write_bytes(event.new)
-            try:
-                plan = load_plan(path)
-            except (EngineError, ValueError, KeyError) as err:
-                self.show("danger", f"Cannot load {name}: {describe_error(err)}")
-                return
+        name = Path(self.upload.filename or "plan.json").name
+        try:
+            plan = plan_from_bytes(bytes(event.new), name)
+        except (EngineError, ValueError, KeyError) as err:
+            self.show("danger", f"Cannot load {name}: {describe_error(err)}")
+            return
         try:
             text = self.state.apply_plan(plan)
-        except (EngineError, ValueError, KeyError) as err:
+        except Exception as err:  # noqa: BLE001 - the user must see why the plan cannot be shown
             self.show("warning", f"Loaded {name}, but cannot show it with this profile: {describe_error(err)}")
             return
         self.show("success", f"Loaded {name}: {text}")

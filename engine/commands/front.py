@@ -11,6 +11,7 @@ import json
 import sys
 
 from ..errors import EngineError
+from ..fileio import atomic_write
 from ..kernel_sets import kernel_sets, network_variant
 from ..planner import wd_front
 from ..policies import policy_name
@@ -43,11 +44,7 @@ def run(args) -> int:
             "points": [{"workspace": w, "workspace_mib": w / MiB, "time_ms": t} for w, t in points],
             "profile": profile.provenance}, indent=1) + "\n"
     if args.output:
-        try:
-            with open(args.output, "w") as f:
-                f.write(text)
-        except OSError as err:
-            raise EngineError(f"cannot write {args.output!r}: {err.strerror or err}") from None
+        atomic_write(args.output, text, what="front")
         print(f"wrote {len(points)} front points to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -16,6 +16,7 @@ import sys
 
 from .network_args import add_input_argument
 from ..errors import EngineError
+from ..fileio import atomic_write
 from ..profile import Profile, resolve_profile
 from ..units import format_size, parse_size
 from ..memory.capacity import deepest, max_batch, smallest_capacity
@@ -51,6 +52,8 @@ def add_arguments(parser) -> None:
 
 def _policies(text: str) -> list[str]:
     names = list(MEMORY_POLICIES) if text == "all" else [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise EngineError(f"--policy names no memory policy; known: {', '.join(MEMORY_POLICIES)}, or all")
     for name in names:
         if name not in MEMORY_POLICIES:
             raise EngineError(f"unknown memory policy {name!r}; known: {', '.join(MEMORY_POLICIES)}")
@@ -65,8 +68,7 @@ def _emit(args, payload, text: str) -> None:
     if args.json == "-":
         print(data)
     else:
-        with open(args.json, "w") as fh:
-            fh.write(data + "\n")
+        atomic_write(args.json, data + "\n", what="memory JSON")
         print(f"wrote {args.json}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 
@@ -41,7 +42,9 @@ def run(args) -> int:
     try:
         time_limit = float(args.time_limit)
     except ValueError:
-        raise EngineError(f"--time-limit must be a number of seconds, got {args.time_limit!r}") from None
+        time_limit = math.nan
+    if not 0 < time_limit < math.inf:
+        raise EngineError(f"--time-limit must be a positive number of seconds, got {args.time_limit!r}")
     profile, network = load_sources(args)
     plan = make_plan(profile, network, mode=mode, budget=args.budget, policy=args.policy,
                      precision=args.precision, layout=args.layout,
@@ -49,9 +52,5 @@ def run(args) -> int:
                      time_limit_s=time_limit)
     print(plan_summary(plan))
     if args.output:
-        try:
-            path = plan.save(args.output)
-        except OSError as err:
-            raise EngineError(f"cannot write plan to {args.output!r}: {err.strerror or err}") from None
-        print(f"wrote {path}")
+        print(f"wrote {plan.save(args.output)}")
     return 0

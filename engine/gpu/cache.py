@@ -13,6 +13,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from ..errors import EngineError
+from ..fileio import short
 from ..profile import COLUMNS
 
 SCHEMA_VERSION = 1
@@ -22,18 +24,34 @@ _COLS = list(COLUMNS)
 class ProfileCache:
     def __init__(self, path: str | Path, device_key: str):
         self.path, self.device_key = Path(path), device_key
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self.db = sqlite3.connect(self.path, check_same_thread=False)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, check_same_thread=False)
+        except (OSError, sqlite3.Error) as err:
+            raise EngineError(f"cannot open profile cache {str(self.path)!r}: {err}; choose another with --cache") \
+                from None
+        try:
+            self._open()
+        except EngineError:
+            self.db.close()
+            raise
+        except sqlite3.Error as err:
+            self.db.close()
+            raise EngineError(f"profile cache {str(self.path)!r} is not a usable SQLite cache ({err}); move it away "
+                              f"to start a new one, or choose another with --cache") from None
+
+    def _open(self) -> None:
+        """WAL mode, the schema check and the tables; an existing cache of another schema is refused."""
         self.db.execute("PRAGMA journal_mode=WAL")
         with self.db:
             self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None:
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) != SCHEMA_VERSION:
-                raise RuntimeError(f"profile cache {self.path} has schema {row[0]}, expected {SCHEMA_VERSION}; "
-                                   f"move it away to start a new one")
+            elif str(row[0]) != str(SCHEMA_VERSION):
+                raise EngineError(f"profile cache {str(self.path)!r} has schema {short(row[0])}, expected "
+                                  f"{SCHEMA_VERSION}; move it away to start a new one")
             cols = ", ".join(f"{c} {'INTEGER' if t is int else 'REAL' if t is float else 'TEXT'}"
                              for c, t in COLUMNS.items())
             self.db.execute(f"CREATE TABLE IF NOT EXISTS measurements (device TEXT NOT NULL, {cols}, "

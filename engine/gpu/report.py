@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from ..fileio import atomic_write
+
 
 def division(sizes: list[int]) -> str:
     """``8x32`` for equal micro-batches, ``96+96+64`` otherwise."""
@@ -22,5 +24,4 @@ def report_table(report: dict) -> str:
 
 
 def write_report(report: dict, path) -> None:
-    with open(path, "w") as f:
-        json.dump(report, f, indent=1, default=float)
+    atomic_write(path, json.dumps(report, indent=1, default=float), what="verify report")

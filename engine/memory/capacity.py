@@ -16,8 +16,23 @@ from collections.abc import Callable
 from ..errors import EngineError
 from ..network import Network
 from ..profile import Profile
+from ..policies import MAX_BATCH
+from ..units import format_size
+from ..zoo import MAX_DEPTH
 from .iteration import plan_memory
 from .policies import MEMORY_POLICIES
+
+MAX_CAPACITY = 1 << 50  # 1 PiB: thousands of today's GPUs; beyond it a capacity is a typo (or units)
+
+
+def check_capacity(capacity: int) -> int:
+    """A capacity the searches can answer in seconds: positive and at most MAX_CAPACITY."""
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or not 0 < capacity <= MAX_CAPACITY:
+        shown = format_size(capacity) if isinstance(capacity, (int, float)) and not isinstance(capacity, bool) \
+            else repr(capacity)
+        raise EngineError(f"capacity {shown} is not a GPU memory size: give a positive size up to "
+                          f"{format_size(MAX_CAPACITY)}, e.g. 12GiB")
+    return capacity
 
 
 def fits(network: str | Network | Callable[[], Network], policy: str, capacity: int, batch: int | None = None,
@@ -53,6 +68,8 @@ def max_batch(network: str, policy: str, capacity: int, profile: Profile | None 
     """Largest mini-batch of ``network`` that fits ``capacity`` under ``policy`` (0: not even 1)."""
     from ..zoo import get_network
 
+    check_capacity(capacity)
+    limit = min(limit, MAX_BATCH)
     return max(0, _bisect(lambda b: fits(get_network(network, b), policy, capacity, profile=profile, **options),
                           1, limit))
 
@@ -73,8 +90,11 @@ def _family(family: str) -> tuple[Callable[[int], int], Callable[[int, int], Net
 
 def deepest(family: str, policy: str, capacity: int, batch: int, profile: Profile | None = None,
             limit: int = 4096, **options) -> int:
-    """Deepest network of ``family`` (resnet, resnet-sn, vgg) that fits; 0 if the shallowest does not."""
+    """Deepest network of ``family`` (resnet, resnet-sn, vgg) that fits; 0 if the shallowest does not.
+    The search stops at the zoo's deepest generated network (``zoo.MAX_DEPTH``)."""
+    check_capacity(capacity)
     depth, build = _family(family)
+    limit = max(1, _bisect(lambda k: depth(k) <= MAX_DEPTH, 1, limit))
     k = _bisect(lambda k: fits(build(depth(k), batch), policy, capacity, profile=profile, **options), 1, limit)
     if k >= 1:
         return depth(k)

@@ -23,7 +23,7 @@ from . import policies as P
 from .tensors import CLASSES, DATA_CLASSES, build_inventory, get_convention
 from .timeline import MemoryPlan, memory_curve
 from .timemodel import TimeParams, simulate
-from .workspace import DYNAMIC, RULES, choose_workspace, least_workspace
+from .workspace import DYNAMIC, RULES, choose_workspace, least_workspace, unmeasured
 
 
 @dataclass
@@ -98,6 +98,7 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
     rule; ``convention`` its framework's tensor rules; remaining keywords are policy switches.
     """
     info = P.get_policy(policy)
+    info.check_options(policy_options)
     if workspace is not None and workspace not in RULES:
         raise EngineError(f"unknown workspace rule {workspace!r}; expected one of {', '.join(RULES)}")
     if capacity is not None and capacity <= 0:
@@ -110,19 +111,16 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
     params = time_params or TimeParams()
     if policy == "vdnn-dyn":
         return _vdnn_dyn(inv, capacity, profile, workspace, params, precision)
-    kwargs = {**info.kwargs, **policy_options}
+    kwargs = dict(policy_options)
     if policy == "superneurons":
         kwargs["capacity"] = capacity
-    try:
-        plan = info.build(inv, **kwargs)
-    except TypeError as err:
-        raise EngineError(f"policy {policy!r}: {err}") from None
+    plan = info.make(inv, **kwargs)
     plan.policy = policy
     if workspace:
         plan.workspace_rule = workspace
     result = _evaluate(plan, capacity, profile, params, precision)
     if policy == "superneurons" and capacity is not None:
-        floor = info.build(inv, **{**kwargs, "capacity": 0})
+        floor = info.make(inv, **{**kwargs, "capacity": 0})
         floor_curve = memory_curve(floor)
         least = least_workspace(floor, profile, floor.workspace_rule, precision)
         result.summary["min_capacity"] = float(np.max(floor_curve.live + np.asarray(least)))
@@ -208,6 +206,10 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
     notes = list(plan.notes)
     if profile is None:
         notes.append("no profile: convolution workspace taken as 0 and no time modelled")
+    elif missing := unmeasured(profile, choices, net.batch):
+        notes.append(f"the profile has no measurement at mini-batch {net.batch} for {missing} of {len(choices)} "
+                     f"kernel runs: they run as micro-batches of its measured sizes (mu-cuDNN's desirable set), "
+                     f"as `python -m engine plan` does")
     paper = P.MEMORY_POLICIES[plan.policy].paper if plan.policy in P.MEMORY_POLICIES else ""
     return MemoryResult(net.name, net.batch, plan.policy, paper, inv.convention.name, capacity, plan.workspace_rule,
                         ticks, kernels, copies, summary, dict(plan.options), notes,

@@ -13,6 +13,7 @@ one ``_reg`` line here.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,34 +26,34 @@ SN_CHECKPOINTS = ("conv", "fc", "softmax", "data")   # superneurons-release reco
 
 # ----------------------------------------------------------------------------------- baselines
 
-def baseline_superneurons(inv: Inventory, **_) -> MemoryPlan:
+def baseline_superneurons(inv: Inventory) -> MemoryPlan:
     """SuperNeurons' baseline (superneurons.txt §3, "naive network-wide tensor allocation"): one
     tensor per request, all resident all iteration: peak = sum l^f + sum l^b."""
     ticks = base_ticks(inv)
     return MemoryPlan("baseline-superneurons", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-kernel-p")
 
 
-def baseline_vdnn(inv: Inventory, algo: str = "p", **_) -> MemoryPlan:
+def baseline_vdnn(inv: Inventory, algo: str = "p") -> MemoryPlan:
     """vDNN's baseline (vdnn.txt §II-C, Fig. 2, §IV-A): Torch's network-wide allocation with all
     W and X resident, dX and dY as two buffers sized to the largest dY and reused by every layer,
     and one workspace buffer sized to the largest workspace. Static: max = average."""
     ticks = base_ticks(inv)
-    intervals = {st: spans for st, spans in whole_iteration(inv, ticks).items()
-                 if inv.storage_class()[st] != "gradients"}
+    classes = inv.storage_class()
+    intervals = {st: spans for st, spans in whole_iteration(inv, ticks).items() if classes[st] != "gradients"}
     grads = [t.nbytes for t in inv.tensors.values() if t.cls == "gradients"]
     plan = MemoryPlan(f"baseline-vdnn-{algo}", inv, ticks, intervals, workspace_rule=f"shared-{algo}")
     plan.class_override["gradients"] = 2 * max(grads, default=0)
     return plan
 
 
-def baseline_caffe(inv: Inventory, **_) -> MemoryPlan:
+def baseline_caffe(inv: Inventory) -> MemoryPlan:
     """Layrub's baseline (layrub.md §5.1, §3.2 of memory-systems.md): Caffe allocates data and diff
     of every blob for the whole network, statically; each conv layer keeps its own workspace."""
     ticks = base_ticks(inv)
     return MemoryPlan("baseline-caffe", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-layer-heuristic")
 
 
-def liveness(inv: Inventory, workspace: str = "fit", **_) -> MemoryPlan:
+def liveness(inv: Inventory, workspace: str = "fit") -> MemoryPlan:
     """SuperNeurons' liveness analysis (superneurons.txt §3.2): a tensor lives from its first to its
     last use; peak = sum l^f + l^b_N for a chain."""
     ticks = base_ticks(inv)
@@ -112,7 +113,7 @@ def feature_extractor(inv: Inventory) -> list[str]:
     return out
 
 
-def vdnn(inv: Inventory, offload: str = "all", algo: str = "p", **_) -> MemoryPlan:
+def vdnn(inv: Inventory, offload: str = "all", algo: str = "p") -> MemoryPlan:
     """vDNN_all / vDNN_conv (vdnn.txt §III-A..C).
 
     * Offload: X of layer n (every feature-extraction layer but the in-place ACTV for ``all``,
@@ -133,6 +134,7 @@ def vdnn(inv: Inventory, offload: str = "all", algo: str = "p", **_) -> MemoryPl
     uses = _uses_by_storage(inv, ticks)
     pos = {name: i for i, name in enumerate(inv.route)}
     offloaded_x: dict[str, list[str]] = {}     # layer -> storages of its X it offloads
+    persistent = inv.persistent_storages()
     for name in feature_extractor(inv):
         layer = inv.net.layer(name)
         if offload == "conv" and layer.op != "conv":
@@ -142,7 +144,7 @@ def vdnn(inv: Inventory, offload: str = "all", algo: str = "p", **_) -> MemoryPl
         for src in layer.inputs:
             st = inv.tensors[f"Y:{src}"].storage
             last_f, first_b = _fwd_bwd_split(uses[st], n)
-            if last_f != pos[name] or first_b is None or st in inv.persistent_storages():
+            if last_f != pos[name] or first_b is None or st in persistent:
                 continue    # not the last consumer, or never reused: released, not offloaded
             offloaded_x.setdefault(name, []).append(st)
     prefetched: set[str] = set()
@@ -230,8 +232,7 @@ def layrub_alias(inv: Inventory, relu_mask_bytes: float = 1.0,
     return out, aliased
 
 
-def layrub(inv: Inventory, mode: str = "hybrid", buffers: str = "constant", relu_mask_bytes: float = 1.0,
-           **_) -> MemoryPlan:
+def layrub(inv: Inventory, mode: str = "hybrid", buffers: str = "constant", relu_mask_bytes: float = 1.0) -> MemoryPlan:
     """Layrub (layrub.md §3-4, Alg. 1).
 
     * intra: ``layrub_alias`` on Caffe's network-wide allocation.
@@ -267,8 +268,9 @@ def layrub(inv: Inventory, mode: str = "hybrid", buffers: str = "constant", relu
         for tick in ticks[n:-1]:     # during bwd(l), load what the next backward tick needs
             for u in ticks[tick.index + 1].uses:
                 loaded_by.setdefault(inv.tensors[u].storage, tick.index)
+        persistent = inv.persistent_storages()
         for st, us in uses.items():
-            if classes[st] not in ("activations", "input", "masks") or st in inv.persistent_storages():
+            if classes[st] not in ("activations", "input", "masks") or st in persistent:
                 continue
             last_f, first_b = _fwd_bwd_split(us, n)
             if last_f is None or first_b is None:
@@ -347,7 +349,7 @@ def _sn_offload(plan: MemoryPlan, storages: list[str]) -> None:
     _apply_offloads(plan, offs)
 
 
-def sn_offload(inv: Inventory, workspace: str = "fit", **_) -> MemoryPlan:
+def sn_offload(inv: Inventory, workspace: str = "fit") -> MemoryPlan:
     """Liveness + UTP offload of every CONV output (SuperNeurons Fig. 10b)."""
     plan = liveness(inv, workspace)
     plan.policy = "sn-offload"
@@ -434,6 +436,10 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
         for u in t.uses:
             if u in droppable:
                 (last_f if t.phase == "F" else last_b)[u] = t.index
+    freed_after: dict[int, list[str]] = {}  # original tick -> dropped outputs whose last use it is
+    for last in (last_f, last_b):
+        for u, i in last.items():
+            freed_after.setdefault(i, []).append(u)
     ticks: list[Tick] = []
     resident: dict[str, int] = {}
     spans: dict[str, list[tuple[int, int]]] = {u: [] for u in droppable}
@@ -441,15 +447,19 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
     def close(u, at):
         spans[u].append((resident.pop(u), at))
 
+    def free_after(t):  # liveness: what tick t of the original schedule used last is freed
+        for u in freed_after.get(t.index, ()):
+            if u in resident and (last_f if t.phase == "F" else last_b).get(u) == t.index:
+                close(u, ticks[-1].index)
+
     for t in base[:n]:
         ticks.append(Tick(len(ticks), t.step, t.layer, "F", t.uses))
         for u in t.uses:
             if u in droppable and u not in resident:
                 resident[u] = ticks[-1].index
-        for u in list(resident):
-            if last_f.get(u) == t.index:
-                close(u, ticks[-1].index)
+        free_after(t)
     pos = {name: i for i, name in enumerate(inv.route)}
+    dropped_in = {a: [x for x in net.layer(a).inputs if f"Y:{x}" in droppable] for a in inv.route}
 
     def closure(names):
         """Layers to re-forward so that the outputs of ``names`` exist: each, and recursively the
@@ -457,10 +467,9 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
         out, todo = set(), list(names)
         while todo:
             a = todo.pop()
-            if a in out:
-                continue
-            out.add(a)
-            todo += [x for x in net.layer(a).inputs if f"Y:{x}" in droppable]
+            if a not in out:
+                out.add(a)
+                todo.extend(dropped_in[a])
         return sorted(out, key=pos.get)
 
     for t in base[n:]:
@@ -481,9 +490,7 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
                         if u in droppable and u != out and u in resident and u not in needs:
                             close(u, ticks[-1].index)
         ticks.append(Tick(len(ticks), t.step, name, "B", t.uses))
-        for u in list(resident):
-            if last_b.get(u) == t.index:
-                close(u, ticks[-1].index)
+        free_after(t)
     for u in list(resident):
         close(u, len(ticks) - 1)
     return ticks, spans
@@ -500,7 +507,7 @@ def _recompute_plan(name: str, inv: Inventory, strategy: str, rule: str, workspa
 
 
 def sn_recompute(inv: Inventory, strategy: str = "cost-aware", rule: str = "code", offload: bool = True,
-                 workspace: str = "fit", **_) -> MemoryPlan:
+                 workspace: str = "fit") -> MemoryPlan:
     """Liveness + UTP offload of CONV outputs + recomputation (SuperNeurons Fig. 10c, Table 1)."""
     plan = _recompute_plan("sn-recompute", inv, strategy, rule, workspace)
     if offload:
@@ -510,7 +517,7 @@ def sn_recompute(inv: Inventory, strategy: str = "cost-aware", rule: str = "code
 
 
 def superneurons(inv: Inventory, capacity: int | None = None, strategy: str = "cost-aware", rule: str = "code",
-                 workspace: str = "fit", **_) -> MemoryPlan:
+                 workspace: str = "fit") -> MemoryPlan:
     """The full SuperNeurons runtime: liveness, cost-aware recomputation, and the LRU Tensor Cache
     (superneurons.txt §3.3.2, Alg. 2): CONV outputs stay on the GPU and are offloaded only when an
     allocation would exceed the capacity, least recently used first, never one the running layer
@@ -583,9 +590,29 @@ class PolicyInfo:
     name: str
     paper: str
     convention: str
-    build: Callable[..., MemoryPlan]
+    build: Callable[..., MemoryPlan] | None   # None: vdnn-dyn, which iteration.py runs as passes of other plans
     kwargs: dict
     description: str
+
+    def options(self) -> list[str]:
+        """The switches a caller may set: the builder's keywords but those the registry fixes for this policy."""
+        if self.build is None:
+            return []
+        params = list(inspect.signature(self.build).parameters)[1:]  # the first is the Inventory
+        return [p for p in params if p not in self.kwargs and p != "capacity"]
+
+    def check_options(self, options: dict) -> None:
+        """Strict keywords: a misspelt or foreign switch is an error, never silently ignored."""
+        allowed = self.options()
+        for key in options:
+            if key not in allowed:
+                raise EngineError(f"memory policy {self.name!r} has no option {key!r}; it takes "
+                                  f"{', '.join(allowed) if allowed else 'none'}")
+
+    def make(self, inv: Inventory, **options) -> MemoryPlan:
+        """The policy's plan of ``inv`` with the registry's switches and the caller's ``options``."""
+        self.check_options({k: v for k, v in options.items() if k != "capacity"})
+        return self.build(inv, **self.kwargs, **options)
 
 
 MEMORY_POLICIES: dict[str, PolicyInfo] = {}
@@ -607,7 +634,7 @@ for _off in ("all", "conv"):
     for _algo in ("m", "p"):
         _reg(f"vdnn-{_off}-{_algo}", "vdnn", "torch", vdnn, f"vDNN_{_off} with "
              f"{'memory' if _algo == 'm' else 'performance'}-optimal convolutions", offload=_off, algo=_algo)
-_reg("vdnn-dyn", "vdnn", "torch", vdnn, "vDNN_dyn: profiling passes pick offloads and algorithms under the capacity")
+_reg("vdnn-dyn", "vdnn", "torch", None, "vDNN_dyn: profiling passes pick offloads and algorithms under the capacity")
 for _mode in ("intra", "inter", "hybrid"):
     _reg(f"layrub-{_mode}", "layrub", "caffe", layrub, f"Layrub {_mode}-layer memory reuse", mode=_mode)
 _reg("sn-offload", "superneurons", "superneurons", sn_offload, "SuperNeurons liveness + offload of CONV outputs")

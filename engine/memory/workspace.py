@@ -16,18 +16,28 @@ Workspace rules (the policy's default, or ``--workspace``):
   that fits free(s), kernels one after the other.
 * ``wr``: what none of the papers has: per kernel, mu-cuDNN's WR micro-batching with limit
   free(s) (mu-cudnn-arxiv.txt §III-B), kernels one after the other.
+
+A profile that did not measure the mini-batch itself (``plan`` takes any mini-batch its sizes can
+make) offers every rule the kernel's desirable set over the measured sizes instead of undivided
+plans, and the result says so in a note.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 from ..configuration import Configuration, MicroConfig
 from ..errors import EngineError, InfeasibleBudgetError
 from ..kernels import KernelKind
+from ..optimize.desirable import desirable_set
+from ..optimize.wr import wr
 from ..profile import Profile
 from .timeline import MemoryPlan
+
+# per profile: {(signature key, batch): desirable set} for mini-batches the profile did not measure
+_DIVIDED: "weakref.WeakKeyDictionary[Profile, dict]" = weakref.WeakKeyDictionary()
 
 RULES = ("m", "p", "heuristic", "shared-m", "shared-p", "per-layer-heuristic", "per-kernel-p", "fit", "fit-seq",
          "wr")
@@ -80,49 +90,62 @@ def _single(m: MicroConfig) -> Configuration:
     return Configuration((m,))
 
 
-def _undivided(profile: Profile, key: str, batch: int) -> list[MicroConfig]:
+def _options(profile: Profile, key: str, batch: int) -> list[Configuration]:
+    """A kernel's configurations at mini-batch ``batch``: its measured plans, undivided. A profile without that
+    size (``plan`` accepts any mini-batch its sizes can make) offers mu-cuDNN's desirable set over the measured
+    sizes instead, so a framework's rules still have plans to choose from."""
     cands = profile.candidates(key, [batch]).get(batch)
-    if not cands:
-        raise EngineError(f"profile {profile.source or '(in memory)'} has no successful plan for {key} at "
-                          f"micro-batch {batch}; profile this network at this mini-batch size first")
-    return cands
+    if cands:
+        return [_single(m) for m in cands]
+    cache = _DIVIDED.setdefault(profile, {})
+    if (key, batch) not in cache:
+        try:
+            cache[key, batch] = desirable_set(profile.candidates(key), batch)
+        except InfeasibleBudgetError:
+            cache[key, batch] = []
+    if not cache[key, batch]:
+        raise EngineError(f"profile {profile.source or '(in memory)'} cannot make mini-batch {batch} for {key} from "
+                          f"its measured micro-batch sizes {profile.sizes(key)}; profile this network at this "
+                          f"mini-batch size first")
+    return cache[key, batch]
 
 
 def pick(profile: Profile, key: str, batch: int, algo: str, limit: float = math.inf) -> tuple[Configuration, bool]:
     """One kernel's configuration under ``algo`` (m, p, heuristic, fit, wr) and a workspace limit.
-    Returns (configuration, fits); when nothing fits, the least-workspace plan and False."""
-    cands = _undivided(profile, key, batch)
-    least = min(cands, key=lambda m: (m.workspace, m.time_ms))
-    if algo == "m":
-        return _single(least), least.workspace <= limit
-    if algo == "p":
-        best = min(cands, key=lambda m: m.time_ms)
-        return _single(best), best.workspace <= limit
-    if algo == "heuristic":
-        m = profile.heuristic_first(key, batch, None) or least
-        return _single(m), m.workspace <= limit
-    if algo == "fit":
-        fitting = [m for m in cands if m.workspace <= limit]
-        if not fitting:
-            return _single(least), False
-        return _single(min(fitting, key=lambda m: m.time_ms)), True
+    Returns (configuration, fits); when nothing fits, the least-workspace configuration and False."""
     if algo == "wr":
         return micro_batched(profile, key, batch, limit)
+    cands = _options(profile, key, batch)
+    least = min(cands, key=lambda c: (c.workspace, c.time_ms))
+    if algo == "m":
+        return least, least.workspace <= limit
+    if algo == "p":
+        best = min(cands, key=lambda c: c.time_ms)
+        return best, best.workspace <= limit
+    if algo == "heuristic":  # without a measurement at the mini-batch there is no heuristic order: the fastest
+        m = profile.heuristic_first(key, batch, None)
+        c = _single(m) if m is not None else min(cands, key=lambda c: c.time_ms)
+        return c, c.workspace <= limit
+    if algo == "fit":
+        fitting = [c for c in cands if c.workspace <= limit]
+        if not fitting:
+            return least, False
+        return min(fitting, key=lambda c: c.time_ms), True
     raise EngineError(f"unknown workspace algorithm {algo!r}")
 
 
 def micro_batched(profile: Profile, key: str, batch: int, limit: float) -> tuple[Configuration, bool]:
     """The one place the memory planner calls mu-cuDNN's WR (engine.optimize.wr)."""
-    try:
-        from ..optimize.wr import wr
-    except ImportError:
-        raise EngineError("the 'wr' workspace rule needs engine.optimize.wr, which this build lacks") from None
     cands = profile.candidates(key)
     try:
         return wr(cands, batch, None if math.isinf(limit) else int(max(limit, 0))), True
     except InfeasibleBudgetError:
-        least = min(_undivided(profile, key, batch), key=lambda m: (m.workspace, m.time_ms))
-        return _single(least), False
+        return min(_options(profile, key, batch), key=lambda c: (c.workspace, c.time_ms)), False
+
+
+def unmeasured(profile: Profile, choices: list[KernelChoice], batch: int) -> int:
+    """How many chosen kernels the profile never measured at the mini-batch itself."""
+    return sum(1 for c in choices if not profile.candidates(c.key, [batch]))
 
 
 def choose_workspace(plan: MemoryPlan, live, capacity: int | None, profile: Profile | None, rule: str,
@@ -135,6 +158,7 @@ def choose_workspace(plan: MemoryPlan, live, capacity: int | None, profile: Prof
     if profile is None:
         return [], ws
     batch = plan.inventory.net.batch
+    profile.require_kernels(plan.inventory.net, precision, layout)
     kernels = tick_kernels(plan, precision, layout)
     free_of = (lambda t: math.inf) if capacity is None else (lambda t: capacity - float(live[t]))
     choices: list[KernelChoice] = []
@@ -182,7 +206,7 @@ def least_workspace(plan: MemoryPlan, profile: Profile | None, rule: str, precis
             least = min((m.workspace for ms in profile.candidates(sig.key).values() for m in ms if m.batch <= batch),
                         default=0)
         else:
-            least = min(m.workspace for m in _undivided(profile, sig.key, batch))
+            least = min(c.workspace for c in _options(profile, sig.key, batch))
         by_tick.setdefault(tick, []).append(least)
     for t, vals in by_tick.items():
         out[t] = sum(vals) if rule == "fit" else max(vals)

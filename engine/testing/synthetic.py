@@ -8,13 +8,16 @@ per-call overhead so that tiny micro-batches are slow.
 
 from __future__ import annotations
 
+import json
+
 from ..kernels import KernelSignature
 from ..policies import batch_sizes
 from ..profile import Profile
 from ..units import MiB
 from ..zoo import get_network
 
-GEMM, PRE, FFT, TC = "SYNTH_gemm", "SYNTH_pre", "SYNTH_fft", "SYNTH_tc"  # the four fake plans' names
+# names in cuDNN's form eng<id>_k<knob>=<value>, which profiles and plans check against engine id and knobs
+GEMM, PRE, FFT, TC = "eng0", "eng1_k2=1", "eng2_k2=2", "eng3_k2=3"
 # name: (TFLOP/s, fixed overhead ms, workspace bytes per sample-channel-pixel factor, fixed workspace)
 _PLANS = {
     GEMM: (2.0, 0.004, 0.0, 0),
@@ -31,11 +34,16 @@ def synthetic_rows(sig: KernelSignature, sizes) -> list[dict]:
         for rank, (name, (tflops, overhead, ws_factor, ws_fixed)) in enumerate(_PLANS.items()):
             t = s.flops / (tflops * 1e9) + overhead
             ws = int(ws_factor * b * (s.c + s.k) * s.h * s.w) + ws_fixed
-            rows.append(dict(signature=sig.key, micro_batch=b, plan=name, engine_id=rank, knobs="{}",
+            rows.append(dict(signature=sig.key, micro_batch=b, plan=name, engine_id=rank, knobs=_knobs(name),
                              heuristic_rank=3 - rank, workspace=ws, time_ms=t, time_min_ms=t * 0.98,
                              time_max_ms=t * 1.03, repeats=5, status="ok", reason="", numerical_notes="",
                              behavior_notes=""))
     return rows
+
+
+def _knobs(name: str) -> str:
+    """The knobs a plan name spells, as the profile's JSON column holds them."""
+    return json.dumps({k: int(v) for k, v in (p.split("=") for p in name.split("_k")[1:])})
 
 
 def synthetic_profile(network: str = "alexnet", batch: int = 256, policy: str = "powerOfTwo",

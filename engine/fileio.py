@@ -1,0 +1,169 @@
+"""The project's only way to write and read its files: atomic writes, bounded reads.
+
+A write goes to a temporary file in the same folder, is fsync'ed and then renamed over the target,
+so a process killed mid-write leaves the old file intact, never an empty or half-written one. A read
+is bounded before anything is built: the file size, the gzip-decompressed size and the JSON nesting
+depth, so a crafted file (a gzip bomb, a 10 MB nest of brackets) fails with one clear line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+import zlib
+from pathlib import Path
+
+from .errors import EngineError
+
+MiB = 1024**2
+MAX_FILE_BYTES = 64 * MiB     # plans, profiles and specs on disk (the largest bundled profile is 3.4 MB)
+MAX_JSON_BYTES = 32 * MiB     # after gzip decompression: the largest bundled profile is 26 MB and loads in 1 s
+MAX_DEPTH = 32                # JSON/YAML nesting; the formats need 6
+
+
+def atomic_write(path: str | Path, data: bytes | str, gzip_suffix: bool = False, what: str = "") -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename); gzip it when
+    ``gzip_suffix`` and the name ends in ``.gz``. Raises EngineError naming ``what`` and the path."""
+    path = Path(path)
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    if gzip_suffix and path.suffix == ".gz":
+        raw = gzip.compress(raw, mtime=0)
+    folder = path.parent if str(path.parent) else Path(".")
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        else:  # mkstemp makes 0600; give a new file the permissions open() would
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+        tmp = None
+        _fsync_dir(folder)
+    except OSError as err:
+        raise EngineError(f"cannot write {what + ' to ' if what else ''}{str(path)!r}: {err.strerror or err}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return path
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename itself durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_bounded(path: str | Path, what: str, error: type[EngineError] = EngineError,
+                 limit: int = MAX_FILE_BYTES, decompressed_limit: int = MAX_JSON_BYTES) -> bytes:
+    """The bytes of ``path`` (gunzipped when it ends in ``.gz``), refusing more than the limits.
+
+    ``what`` names the file in messages (e.g. "plan 'x.json'"); every failure raises ``error``."""
+    path = Path(path)
+    try:
+        if not path.is_file():
+            if path.exists():
+                raise error(f"{what} is not a regular file")
+            raise error(f"{what} does not exist")
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except OSError as err:
+        raise error(f"{what} cannot be read: {err.strerror or err}") from None
+    if len(raw) > limit:
+        raise error(f"{what} is larger than {limit // MiB} MiB, the most this engine reads")
+    if path.suffix != ".gz":
+        return raw
+    return gunzip_bounded(raw, what, error, decompressed_limit)
+
+
+def gunzip_bounded(raw: bytes, what: str, error: type[EngineError] = EngineError,
+                   limit: int = MAX_JSON_BYTES) -> bytes:
+    """Decompress gzip data, stopping as soon as the output would pass ``limit`` (a gzip bomb)."""
+    out, pos = [], 0
+    total = 0
+    try:
+        while pos < len(raw):
+            d = zlib.decompressobj(wbits=31)  # one gzip member; concatenated members follow in unused_data
+            chunk = d.decompress(raw[pos:], limit - total + 1)
+            total += len(chunk)
+            out.append(chunk)
+            if total > limit:
+                raise error(f"{what} decompresses to more than {limit // MiB} MiB, the most this engine reads")
+            if not d.eof:
+                raise error(f"{what} is not valid gzip: the compressed data ends early")
+            rest = d.unused_data
+            pos = len(raw) - len(rest)
+            if rest and not rest.startswith(b"\x1f\x8b"):
+                break  # trailing garbage after the last member, as gzip(1) tolerates zeros
+    except zlib.error as err:
+        raise error(f"{what} is not valid gzip: {err}") from None
+    return b"".join(out)
+
+
+def parse_json(raw: bytes | str, what: str, error: type[EngineError] = EngineError, depth: int = MAX_DEPTH,
+               skip: tuple[str, ...] = ()):
+    """JSON text to Python, refusing NaN/Infinity literals and nesting deeper than ``depth`` (top-level keys in
+    ``skip`` are left to the caller's own checks)."""
+    try:
+        doc = json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:
+        raise error(f"{what} is nested deeper than {depth} levels") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise error(f"{what} is not valid JSON: {_one_line(err)}") from None
+    check_depth(doc, what, error, depth, skip)
+    return doc
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def check_depth(doc, what: str, error: type[EngineError] = EngineError, depth: int = MAX_DEPTH,
+                skip: tuple[str, ...] = ()) -> None:
+    """Raise ``error`` if containers nest deeper than ``depth``. Top-level keys in ``skip`` are not walked
+    (large tables that their own validation checks value by value)."""
+    stack = [(v, 2) for k, v in doc.items() if k not in skip] if isinstance(doc, dict) else [(doc, 1)]
+    while stack:
+        obj, level = stack.pop()
+        if isinstance(obj, dict):
+            children = obj.values()
+        elif isinstance(obj, list):
+            children = obj
+        else:
+            continue
+        if level > depth:
+            raise error(f"{what} is nested deeper than {depth} levels")
+        stack.extend((c, level + 1) for c in children if isinstance(c, (dict, list)))
+
+
+def load_json_file(path: str | Path, what: str, error: type[EngineError] = EngineError):
+    """``read_bounded`` + ``parse_json``: a JSON (or .json.gz) document within every limit."""
+    return parse_json(read_bounded(path, what, error), what, error)
+
+
+def short(v) -> str:
+    """``repr`` cut to one readable piece, so a huge value cannot flood (or stall) an error line."""
+    text = repr(v) if not isinstance(v, int) or v.bit_length() < 200 else f"an integer of {v.bit_length()} bits"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
