@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.readme import README, write_block  # noqa: E402
 from engine.errors import EngineError, UnknownNetworkError  # noqa: E402
+from engine.fileio import atomic_write  # noqa: E402
 from engine.optimize import MicroConfig, desirable_set, network_front, wd, wd_problem  # noqa: E402
 from engine.policies import batch_sizes  # noqa: E402
 from engine.profile import Profile, bundled_profiles, resolve_profile  # noqa: E402
@@ -316,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render(results, missing, bench_dp_stress(), meta)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    atomic_write(out, text)
     if not (args.profile or args.synthetic or any(r["synthetic"] for r in results)):  # the committed configuration
         write_block(README, "optimizer", readme_block(results))
     print(text)

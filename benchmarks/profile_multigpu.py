@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.errors import EngineError  # noqa: E402
+from engine.fileio import atomic_write  # noqa: E402
 from engine.gpu.distributed import local_devices  # noqa: E402
 from engine.gpu.work import graphs  # noqa: E402
 from engine.profile import Profile  # noqa: E402
@@ -272,8 +273,8 @@ def main(argv=None) -> int:
                    "resume_measured_only_missing": c["resume_measured_only_missing"],
                    "resume_complete": c["complete_after_resume"], "resume_same_plans": pc == pa},
     }
-    (out / "profile-multigpu.json").write_text(json.dumps(report, indent=1, default=str))
-    (out / "profile-multigpu.md").write_text(markdown(report))
+    atomic_write(out / "profile-multigpu.json", json.dumps(report, indent=1, default=str))
+    atomic_write(out / "profile-multigpu.md", markdown(report))
     print(markdown(report))
     return 0 if all(report["checks"].values()) else 1
 

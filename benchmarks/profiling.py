@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.readme import README, write_block  # noqa: E402
+from engine.fileio import atomic_write  # noqa: E402
 
 TARGET = ["--network", "alexnet", "--batch", "256", "--dtype", "tf32", "--layout", "NCHW", "--policy", "powerOfTwo"]
 GOALS = {"cold": 60.0, "warm": 2.0}  # seconds, the targets for the whole command
@@ -37,9 +38,7 @@ DEFAULT_REPORT = ROOT / "benchmarks" / "reports" / "profiling.md"
 
 
 def write_json(data: dict, path: Path) -> None:
-    tmp = path.with_name(".tmp-" + path.name)
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=1))
 
 
 def one_run(kind: str, cache: Path, out: Path) -> dict:
@@ -150,7 +149,7 @@ def render(data: dict, source: str) -> str:
 
 def report(args) -> None:
     data = json.loads(Path(args.results).read_text())
-    Path(args.output).write_text(render(data, os.path.relpath(Path(args.results).resolve(), ROOT)))
+    atomic_write(args.output, render(data, os.path.relpath(Path(args.results).resolve(), ROOT)))
     write_block(Path(args.readme), "profiling", readme_block(data))
     print(f"wrote {args.output} and the block in {args.readme}")
 

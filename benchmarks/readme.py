@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.fileio import atomic_write
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -33,4 +35,4 @@ def write_block(path: Path, name: str, block: str) -> None:
     read_block(text, name)  # both markers present
     begin, end = markers(name)
     head, rest = text.split(begin, 1)
-    path.write_text(head + begin + "\n" + block + "\n" + end + rest.split(end, 1)[1])
+    atomic_write(path, head + begin + "\n" + block + "\n" + end + rest.split(end, 1)[1])

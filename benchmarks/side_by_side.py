@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.errors import InfeasibleBudgetError  # noqa: E402
+from engine.fileio import atomic_write  # noqa: E402
 from benchmarks.readme import README, write_block  # noqa: E402
 from engine.units import MiB, format_size  # noqa: E402
 
@@ -212,10 +213,7 @@ def _torch_convs(name: str, batch: int, prec: str, layout: str, repeats: int) ->
 
 def write_json(data: dict, path: Path) -> None:
     """Atomic: a half-written results file never replaces a whole one."""
-    raw = json.dumps(data, indent=1).encode()
-    tmp = path.with_name(".tmp-" + path.name)
-    tmp.write_bytes(gzip.compress(raw, mtime=0) if path.suffix == ".gz" else raw)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=1), gzip_suffix=True)
 
 
 def measure(args) -> None:
@@ -467,7 +465,7 @@ def render(data: dict, source: str) -> str:
 def report(args) -> None:
     data = load(args.results)
     source = os.path.relpath(Path(args.results).resolve(), ROOT)
-    Path(args.output).write_text(render(data, source))
+    atomic_write(args.output, render(data, source))
     write_block(Path(args.readme), "side_by_side", readme_block(data))
     print(f"wrote {args.output} and the table in {args.readme}")
 

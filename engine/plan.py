@@ -6,6 +6,8 @@ knobs, from which engine.gpu.graphs rebuilds it exactly; cudnn-frontend.md §6),
 predicted time and workspace from the profile. WD plans also place every kernel's workspace segment
 in one arena (ucudnn-reference.md §11, bug 9). Loading validates everything and names the offending
 field, so a hand-edited or foreign file fails with one clear line instead of misbehaving on a GPU.
+It is over 400 lines because the format and its validation are one contract: every field the data
+classes hold is checked here, next to its definition.
 """
 
 from __future__ import annotations

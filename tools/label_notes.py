@@ -24,7 +24,6 @@ every one of its graphs was labelled.
 import argparse
 import gzip
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from engine.fileio import atomic_write  # noqa: E402
 from engine.gpu import runtime  # noqa: E402
 from engine.gpu.graphs import label_graph, note_method, numerical_notes  # noqa: E402
 from engine.kernels import KernelSignature  # noqa: E402
@@ -136,10 +136,7 @@ def relabel(path: str, ctx, here: dict, args, n_verify: int) -> bool:
         "granularity": "per (signature, micro_batch) graph" if per_graph else
         "per (signature, plan), on the graph of its smallest measured micro-batch",
         "graphs": graphs, "verified_graphs": verified})
-    data = json.dumps(doc, separators=(",", ":")).encode()
-    tmp = Path(path).with_name(".tmp-" + Path(path).name)
-    tmp.write_bytes(gzip.compress(data, mtime=0) if gz else data)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(doc, separators=(",", ":")), gzip_suffix=True)
     nd = t.numerical_notes.str.contains("NONDETERMINISTIC").mean()
     tc = t.numerical_notes.str.contains("TENSOR_CORE").mean()
     print(f"{Path(path).name}: {graphs} graphs labelled in {t_label:.1f} s (method {note_method()}), {verified} "
