@@ -45,7 +45,7 @@ def test_side_by_side_results_hold_every_network_and_row():
 
 
 def test_profiling_report_and_readme_block_match_the_committed_results():
-    data = json.loads(profiling.DEFAULT_RESULTS.read_text())
+    data = profiling.load_results(profiling.DEFAULT_RESULTS)
     assert read_block(README.read_text(), "profiling") == profiling.readme_block(data)
     assert profiling.DEFAULT_REPORT.read_text() == profiling.render(data, "benchmarks/reports/profiling.json")
 
@@ -107,8 +107,9 @@ def test_side_by_side_rows_separate_the_engine_sweep_from_micro_batching(alexnet
         a, b, c, d = (_pred(alexnet, r, limit) for r in ("framework", "undivided", "wr", "wd"))
         assert a >= b >= c >= opt - 1e-9
         assert d <= c + 1e-9
-    assert _pred(alexnet, "framework", 64 * MiB) > 2 * _pred(alexnet, "undivided", 64 * MiB)  # the sweep's gain
-    assert _pred(alexnet, "optimum", None, "heuristics") > opt
+    assert _pred(alexnet, "framework", 64 * MiB) > 1.1 * _pred(alexnet, "undivided", 64 * MiB)  # the sweep's gain
+    # without fp16 down-conversion the sweep finds no faster plan than the heuristic list at unlimited workspace
+    assert _pred(alexnet, "optimum", None, "heuristics") >= opt - 1e-9
 
 
 def test_side_by_side_framework_row_is_cuDNNs_heuristic_order(alexnet):
