@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.readme import README, write_block  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
 
 MODELS = {"alexnet": 256, "resnet50": 64, "vgg16": 64}
@@ -139,7 +140,6 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
         # the profiler (CUPTI) needs device memory of its own: the filler goes first. The algorithms stay as
         # chosen under pressure (cudnn.benchmark's cache, the plan), and each needs the workspace it had.
         del filler
-        filler = None
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             t0 = time.perf_counter()
@@ -284,8 +284,29 @@ def report(args) -> int:
     md = Path(args.output or Path(args.results).with_suffix(".md"))
     atomic_write(md, "\n".join(lines).encode())
     plot(rows, md.with_suffix(".png"))
-    print(f"wrote {md} and {md.with_suffix('.png')}")
+    write_block(README, "torch_training", readme_block(doc))
+    print(f"wrote {md}, {md.with_suffix('.png')} and the block in {README}")
     return 0
+
+
+def readme_block(doc: dict) -> str:
+    """Convolution and step times of the main cases, one row per model and precision."""
+    prov, rows = doc["provenance"], [r for r in doc["results"] if r["case"] != "probe"]
+    cases = ("stock-free", "stock-64", "wr-64", "stock-256", "wr-256")
+    lines = [f"Full training steps on the {prov['gpu']} (cuDNN {prov['cudnn_version']}, PyTorch {prov['torch']}, "
+             f"{prov['date'][:10]}): convolution time (torch.profiler) / whole step, median ms; X MiB = only X MiB "
+             "free beside the step's own memory; wr-X = the model with a WR plan at X per kernel applied. Every case, "
+             "WD and the method: [benchmarks/reports/torch_training.md](benchmarks/reports/torch_training.md).", "",
+             "| model | " + " | ".join(cases) + " |", "|---|" + "---|" * len(cases)]
+    for key in sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (list(MODELS).index(k[0]), k[1])):
+        cells = []
+        for case in cases:
+            r = next((r for r in rows if (r["model"], r["precision"], r["case"]) == (*key, case)), None)
+            cells.append("not run" if r is None else "failed" if "error" in r else
+                         f"{r['conv_ms']:.2f} / {r['step_ms']:.2f}")
+        label = f"{key[0]} b{MODELS[key[0]]} {'fp16 channels_last AMP' if key[1] == 'fp16' else 'TF32 NCHW'}"
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def plot(rows, path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import optimizer, profiling, reproduction, side_by_side  # noqa: E402
+from benchmarks import optimizer, profiling, reproduction, side_by_side, torch_training  # noqa: E402
 from benchmarks.readme import README, markers, read_block, write_block  # noqa: E402
 from engine.units import MiB  # noqa: E402
 
@@ -42,6 +42,11 @@ def test_side_by_side_results_hold_every_network_and_row():
         for row in ("framework", "undivided", "wr"):
             c = side_by_side.find(e, row, side_by_side.README_LIMIT)
             assert c and len(c["measured_ms"]) == data["runs"], (e["network"], row)
+
+
+def test_torch_training_readme_block_matches_the_committed_results():
+    doc = json.loads((Path(torch_training.ROOT) / "benchmarks" / "reports" / "torch_training.json").read_text())
+    assert read_block(README.read_text(), "torch_training") == torch_training.readme_block(doc)
 
 
 def test_profiling_report_and_readme_block_match_the_committed_results():

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import EngineError
-from ..kernels import KernelKind, KernelSignature
+from ..kernels import KernelSignature
 from ..gpu.graphs import PlanCache, per_sample_bytes
 
 TORCH_DTYPE = {"tf32": torch.float32, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
