@@ -22,6 +22,8 @@ COMMANDS = {
     "front": ("engine.commands.front", "the network Pareto front (total time vs total workspace) as CSV/JSON"),
     "profile": ("engine.commands.profile", "profile a network's kernels on this GPU (needs CuPy + cuDNN frontend)"),
     "verify": ("engine.commands.verify", "run a plan on this GPU, check results against an undivided reference"),
+    "torch-plan": ("engine.commands.torch_plan", "profile what is missing on this GPU, plan, and write a plan "
+                                                 "for a PyTorch model (apply it with engine.pytorch.apply_plan)"),
     "memory": ("engine.commands.memory", "memory timeline of a training step under vDNN/Layrub/SuperNeurons policies"),
 }
 
