@@ -17,10 +17,10 @@ first call, so cases must not share a process) and appends each result to the JS
 "The step's own memory" is measured per model by a probe (the planned WR step at the smallest X, GPU free):
 the device memory in use after its steps (allocator segments, CUDA context, cuBLAS/cuDNN workspaces) less
 the plan's workspace arena. The torch.profiler pass runs after the timed steps with the filler released
-(CUPTI needs memory of its own); the algorithms chosen under pressure stay. Each case reports the median step time and its
-10-90 % range over the timed steps (CUDA events), the convolution share of GPU time (torch.profiler: device
-time of cuDNN convolution ops, stock or planned), the fraction of the step the GPU is busy, the peak
-allocation and the workspace arena (planned; stock PyTorch's workspace is not observable from outside).
+(CUPTI needs memory of its own); the algorithms chosen under pressure stay. Each case reports the median step
+time and its 10-90 % range over the timed steps (CUDA events), the convolution share of GPU time
+(torch.profiler: device time of cuDNN convolution ops, stock or planned), the fraction of the step the GPU is
+busy, the peak allocation and the workspace arena (planned; stock PyTorch's workspace is not observable).
 ``report`` writes benchmarks/reports/torch_training.md and a PNG from the JSON alone.
 """
 
@@ -244,7 +244,8 @@ def report(args) -> int:
              "steps after 5 warm-up steps, with the 10-90 % range; conv = device time of the convolution ops "
              "(torch.profiler, 3 steps); GPU busy = kernel time / wall time of those steps",
              "- X MiB free: a filler tensor leaves X MiB beside the step's own device memory (probe: the planned WR "
-             "step's device memory in use, less its arena); wr-X: WR plan, X per kernel; wd-X: WD plan, X in total; -graph: the whole "
+             "step's device memory in use, less its arena); wr-X: WR plan, X per kernel; wd-X: WD plan, X in total; "
+             "-graph: the whole "
              "step replayed as one CUDA graph", ""]
     for key in sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (list(MODELS).index(k[0]), k[1])):
         sub = [r for r in rows if (r["model"], r["precision"]) == key]
@@ -264,12 +265,14 @@ def report(args) -> int:
         for x in PRESSURE_MIB:
             st = next((r for r in sub if r["case"] == f"stock-{x}" and "conv_ms" in r), None)
             if st and free:
-                lines.append(f"- stock-{x}: peak allocation {st['peak'] / free['peak']:.3f}x stock-free's, convolutions "
+                lines.append(f"- stock-{x}: peak allocation {st['peak'] / free['peak']:.3f}x stock-free's, "
+                             f"convolutions "
                              f"{st['conv_ms'] / free['conv_ms']:.2f}x its time")
             for k in ("wr", "wd"):
                 pl = next((r for r in sub if r["case"] == f"{k}-{x}" and "conv_ms" in r), None)
                 if st and pl:
-                    lines.append(f"- {k}-{x} vs stock-{x}: stock/planned convolution time {st['conv_ms'] / pl['conv_ms']:.2f}, "
+                    lines.append(f"- {k}-{x} vs stock-{x}: stock/planned convolution time "
+                                 f"{st['conv_ms'] / pl['conv_ms']:.2f}, "
                                  f"step time {st['step_ms'] / pl['step_ms']:.2f} (above 1: the plan is faster)")
         lines.append("")
     lines += ["## Reading it", "",

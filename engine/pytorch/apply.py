@@ -112,7 +112,8 @@ def conv_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.Co
     return calls
 
 
-def _signature(mod: nn.Conv2d, chw, kind: KernelKind, batch: int, precision: str, layout: str) -> KernelSignature | None:
+def _signature(mod: nn.Conv2d, chw, kind: KernelKind, batch: int, precision: str,
+               layout: str) -> KernelSignature | None:
     """The module's kernel signature, or None if it has no cuDNN-plannable form here (padding modes, 'same')."""
     if mod.padding_mode != "zeros" or isinstance(mod.padding, str) or len(mod.kernel_size) != 2:
         return None
@@ -194,8 +195,8 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
     arena = torch.empty(max(arena_size, 1), dtype=torch.uint8, device=device)
     applied.arena = arena
     for name, mod, plan_layer, pieces in built:
-        L = ops.PlannedLayer(name, pieces["F"], pieces.get("BD"), pieces["BF"], arena, context, mod.stride,
-                             mod.padding, mod.dilation, mod.groups)
+        L = ops.PlannedLayer(name, pieces["F"], pieces.get("BD"), pieces["BF"], arena.data_ptr(), context,
+                             mod.stride, mod.padding, mod.dilation, mod.groups)
         mod.__class__ = PlannedConv2d  # same Parameters, buffers, hooks and state-dict keys
         mod._setup(ops.register(L), name, applied)
         applied.planned[name] = plan_layer
@@ -210,6 +211,7 @@ def remove_plan(model: nn.Module) -> nn.Module:
     """Turn planned convolutions back into stock ``nn.Conv2d`` (the arena is freed with the last reference)."""
     for mod in model.modules():
         if isinstance(mod, PlannedConv2d):
+            ops.release(mod._handle)
             mod.__class__ = nn.Conv2d
             for attr in ("_handle", "_name", "_applied", "_shape", "_dtype"):
                 mod.__dict__.pop(attr, None)

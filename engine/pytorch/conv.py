@@ -94,13 +94,16 @@ def build_pieces(kernel_id: str, sig: KernelSignature, micro: list[tuple[int, st
 
 @dataclass
 class PlannedLayer:
-    """What the ops need of one planned ``nn.Conv2d``: its kernels, arena and geometry."""
+    """What the ops need of one planned ``nn.Conv2d``: its kernels, where the arena is, and its geometry.
+
+    The arena tensor itself belongs to the model (``model.ucudnn``), so deleting the model or removing the
+    plan frees it; the registry below keeps only its address."""
 
     name: str
     forward: Pieces
     backward_data: Pieces | None
     backward_filter: Pieces
-    arena: torch.Tensor
+    arena: int                      # device address of the plan's workspace arena
     context: TorchContext
     stride: tuple[int, int]
     padding: tuple[int, int]
@@ -121,16 +124,21 @@ class PlannedLayer:
         return (x_shape[0], s.k, s.out_h, s.out_w)
 
     def ws(self, kernel: Pieces) -> int:
-        return self.arena.data_ptr() + kernel.offset
+        return self.arena + kernel.offset
 
 
-_LAYERS: list[PlannedLayer] = []
+_LAYERS: list[PlannedLayer | None] = []
 
 
 def register(layer: PlannedLayer) -> int:
     """The layer's handle: the integer the ops take (custom ops accept plain ints, not objects)."""
     _LAYERS.append(layer)
     return len(_LAYERS) - 1
+
+
+def release(handle: int) -> None:
+    """Forget a layer whose plan was removed (its built cuDNN plans go with it)."""
+    _LAYERS[handle] = None
 
 
 def layer(handle: int) -> PlannedLayer:
