@@ -11,6 +11,7 @@ from engine.network import Network
 from engine.policies import POLICIES, batch_sizes
 from engine.profile import Profile
 from engine.pytorch.loader import is_torch_name
+from engine.errors import EngineError
 from engine.zoo import DEFAULT_BATCH, NETWORKS, get_network
 
 
@@ -46,7 +47,10 @@ def profile_scopes(profile: Profile) -> list[Scope]:
         prec, layout, batch = entry.get("precision", "tf32"), entry.get("layout", "NCHW"), int(entry.get("batch", 0))
         if batch < 1:
             continue
-        keys = network(name, batch).unique_kernels(prec, layout)
+        try:
+            keys = network(name, batch).unique_kernels(prec, layout)
+        except EngineError:  # a model this process may not import (untrusted module:callable, no torch)
+            continue
         if not keys or not all(profile.has(k) for k in keys):
             continue
         common = set.intersection(*(set(profile.sizes(k)) for k in keys))

@@ -3,6 +3,7 @@ the conv parameters the kernels need, network names that round-trip, and one-lin
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ from engine.errors import ModelImportError, SpecError
 from engine.kernels import KernelKind
 from engine.memory import plan_memory
 from engine.pytorch.importer import import_model
-from engine.pytorch.loader import canonical_name, is_torch_name, load_model, split_name, with_input
+from engine.pytorch.loader import canonical_name, is_torch_name, load_model, split_name, trust, with_input
 from engine.zoo import default_batch, get_network
 
 torch = pytest.importorskip("torch")
@@ -211,6 +212,11 @@ def test_module_callable_loader(tmp_path, monkeypatch):
     """))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delitem(sys.modules, "tinynets", raising=False)
+    with pytest.raises(ModelImportError, match="names Python code to run"):  # not named by the user yet
+        get_network("tinynets:build@1x8x8", 2)
+    for source in ("tinynets:build", "tinynets:not_a_model", "tinynets:VALUE", "tinynets:missing",
+                   "nosuchmodule_xyz:build"):
+        trust(source)
     net = get_network("tinynets:build@1x8x8", 2)
     assert net.name == "tinynets:build@1x8x8" and net.batch == 2
     assert [x.name for x in net.layers] == ["data", "0", "1", "3", "prob"]
@@ -225,6 +231,22 @@ def test_module_callable_loader(tmp_path, monkeypatch):
                           ("tinynets:build@3x8x8", "cannot run tinynets:build@3x8x8 on a 2x3x8x8 input: at 0: .*channel")]:
         with pytest.raises(ModelImportError, match=message):
             get_network(name, 2)
+
+
+def test_a_plan_naming_python_code_is_refused_without_running_it(tmp_path):
+    """A plan is data: its network name must not import and call a module (here os.abort)."""
+    from engine.errors import EngineError
+    from engine.plan import load_plan
+    from engine.profile import Profile, resolve_profile
+    from engine.planner import make_plan
+    plan = make_plan(Profile.load(resolve_profile("h100-alexnet-b256-tf32-nchw-powerOfTwo")),
+                     get_network("alexnet", 256), mode="wr", budget="64MiB")
+    doc = plan.to_dict()
+    doc["network"]["name"] = "os:abort"
+    path = tmp_path / "hostile.plan.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(EngineError, match="names Python code to run"):
+        load_plan(path)
 
 
 def test_build_options_refused():

@@ -8,7 +8,7 @@ records rebuilds the same network.
 from __future__ import annotations
 
 from ..errors import EngineError
-from ..pytorch.loader import SYNTAX, is_torch_name, with_input
+from ..pytorch.loader import SYNTAX, is_torch_name, trust, with_input
 
 
 def add_input_argument(parser) -> None:
@@ -17,7 +17,10 @@ def add_input_argument(parser) -> None:
 
 
 def apply_input(args) -> None:
-    """Fold ``--input`` into ``args.network``; commands without ``--input`` are left alone."""
+    """Fold ``--input`` into ``args.network``; commands without ``--input`` are left alone. A
+    ``module:callable`` the user typed is trusted to run (engine.pytorch.loader.trust)."""
+    if getattr(args, "network", None):
+        trust(args.network)
     shape = getattr(args, "input", None)
     if shape is None:
         return

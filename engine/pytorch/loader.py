@@ -75,12 +75,28 @@ def default_batch(name: str) -> int:
     return ZOO_BATCH.get(attr, DEFAULT_BATCH) if module == "torchvision" else DEFAULT_BATCH
 
 
+# ``package.module:callable`` sources the user named, on the command line or by calling trust(): only
+# these are imported and called. A name read from a plan, profile or upload is data, and data must not
+# run code (an uploaded plan naming ``os:abort`` would otherwise stop the dashboard).
+_TRUSTED: set[str] = set()
+
+
+def trust(name: str) -> None:
+    """Allow ``name``'s module:callable to be imported and called (the CLI does this for ``--network``)."""
+    if is_torch_name(name):
+        _TRUSTED.add(split_name(name)[0])
+
+
 def load_model(name: str, device=None):
     """(``nn.Module``, per-sample input shape) for a torch network name, built on ``device``
     (default: torch's default device)."""
     source, shape = split_name(name)
-    torch = _torch(name)
     module, attr = source.split(":")
+    if module != "torchvision" and source not in _TRUSTED:
+        raise ModelImportError(f"network {source!r} names Python code to run; a name read from a file or an upload may "
+                               f"only be a zoo or torchvision: network. Name your own model with --network {source} "
+                               f"(or engine.pytorch.loader.trust({source!r}) in Python)")
+    torch = _torch(name)
     with torch.device(device) if device is not None else contextlib.nullcontext():
         model = _torchvision(attr) if module == "torchvision" else _call(module, attr)
     if not isinstance(model, torch.nn.Module):
