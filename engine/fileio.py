@@ -22,6 +22,10 @@ MAX_FILE_BYTES = 64 * MiB     # plans, profiles and specs on disk (the largest b
 MAX_JSON_BYTES = 32 * MiB     # after gzip decompression: the largest bundled profile is 26 MB and loads in 1 s
 MAX_DEPTH = 32                # JSON/YAML nesting; the formats need 6
 
+# read once at import: os.umask can only be read by setting it, which would race with other threads
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 def atomic_write(path: str | Path, data: bytes | str, gzip_suffix: bool = False, what: str = "") -> Path:
     """Write ``data`` to ``path`` atomically (temporary file, fsync, rename); gzip it when
@@ -41,9 +45,7 @@ def atomic_write(path: str | Path, data: bytes | str, gzip_suffix: bool = False,
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o7777)
         else:  # mkstemp makes 0600; give a new file the permissions open() would
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
+            os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
         tmp = None
         _fsync_dir(folder)

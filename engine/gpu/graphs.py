@@ -33,6 +33,8 @@ from ..kernels import KernelKind, KernelSignature
 _DT = {"tf32": "FLOAT", "fp32": "FLOAT", "fp16": "HALF", "bf16": "BFLOAT16"}
 _NAME = re.compile(r"^eng(\d+)((?:_k\d+=-?\d+)*)$")
 HEURISTICS = ("A", "FALLBACK")
+ALIGN = 16  # bytes: the frontend's default operand alignment (cudnn-frontend.md §3, gotcha 5): a micro-batch
+#             must start at a multiple of it
 # the frontend's lowered-graph execute takes {uid: pointer}; its public path re-describes tensors
 # on every call (cudnn-frontend.md §12). Pinned to the frontend version it was checked against.
 LOWERED_EXECUTE_VERSIONS = ("1.32.0",)

@@ -26,12 +26,11 @@ from ..network import Network
 from ..profile import Profile
 from . import KNOB_SAMPLES, runtime
 from .cache import ProfileCache
-from .graphs import make_graph, numerical_notes, parse_plan_name, per_sample_bytes, sweep
+from .graphs import ALIGN, make_graph, numerical_notes, parse_plan_name, per_sample_bytes, sweep
 from .work import (DEFAULT_CACHE, DOMINATED, Graph, ProfilingCancelled, Settings, assemble, device_key, graphs,
                    measure_settings)
 
 HOPELESS = 10.0
-ALIGN = 16  # bytes: the frontend's default operand alignment (cudnn-frontend.md §3, gotcha 5)
 
 
 def sample_alignment(sig: KernelSignature) -> int:
@@ -218,9 +217,9 @@ def profile_network(network: Network, *, policy="powerOfTwo", precision: str = "
                 cache.commit(graph.key, graph.b, options, measurer.measure(graph, settings), prov)
             if progress:
                 progress(done + 1, len(work), graph.label)
-        measurer.release()
         prov["profiling_seconds"] = round(time.perf_counter() - t0, 2)
         prov["options"] = options
         return assemble(cache, work, prov, network, policy, precision, layout)
-    finally:
+    finally:  # also when cancelled or failed: the dashboard profiles inside its server process
+        measurer.release()
         cache.close()

@@ -12,6 +12,7 @@ kernel's workspace, kernels run one at a time; WD: the plan's arena with its seg
 from __future__ import annotations
 
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -65,11 +66,12 @@ class PlannedConv2d(nn.Conv2d):
             x, w = x.to(self._dtype), self.weight.to(self._dtype)
         else:
             w = self.weight
-        if tuple(x.shape) != self._shape or x.dtype != self._dtype or w.dtype != self._dtype or not x.is_cuda:
+        if tuple(x.shape) != self._shape or x.dtype != self._dtype or w.dtype != self._dtype or x.device != w.device:
             fb = self._applied.fallbacks
             if self._name not in fb:
-                warnings.warn(f"{self._name}: input {tuple(x.shape)} {x.dtype} is not what the plan was made for "
-                              f"({self._shape} {self._dtype}); running stock PyTorch", stacklevel=2)
+                warnings.warn(f"{self._name}: input {tuple(x.shape)} {x.dtype} on {x.device} is not what the plan was "
+                              f"made for ({self._shape} {self._dtype} on {w.device}); running stock PyTorch",
+                              stacklevel=2)
             fb[self._name] = fb.get(self._name, 0) + 1
             return super().forward(x)
         y = ops.conv_forward(x, w, self._handle)
@@ -78,10 +80,13 @@ class PlannedConv2d(nn.Conv2d):
         return y
 
 
-def _device_check(plan: Plan) -> None:
-    import cudnn
+def _device_check(plan: Plan, device: torch.device) -> None:
+    try:
+        import cudnn
+    except ImportError as err:
+        raise EngineError(f"planned convolutions need the cuDNN frontend (the 'gpu' extra): {err}") from None
     prof = plan.provenance.get("profile") or {}
-    gpu, here_gpu = prof.get("gpu"), torch.cuda.get_device_name()
+    gpu, here_gpu = prof.get("gpu"), torch.cuda.get_device_name(device)
     v = cudnn.backend_version()
     here_cudnn = f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
     if prof.get("synthetic"):
@@ -131,13 +136,13 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
     """
     if not isinstance(plan, Plan):
         plan = load_plan(plan)
-    _device_check(plan)
     if hasattr(model, "ucudnn"):
         remove_plan(model)
     params = list(model.parameters())
     if not params or not params[0].is_cuda:
         raise EngineError("apply_plan needs the model on the GPU first (model.cuda())")
     device = params[0].device
+    _device_check(plan, device)
     if input_shape is None:
         from ..zoo import get_network
         input_shape = get_network(plan.network, 1).layers[0].out_shape
@@ -159,8 +164,7 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
     context = ops.TorchContext.get(device.index or 0)
     cache = PlanCache(context, include_rtc=True)
     arena_size = plan.arena_size if plan.mode == "wd" else 0
-    arena = torch.empty(0, dtype=torch.uint8, device=device)
-    applied = AppliedPlan(plan, arena)
+    unplanned: list[str] = []
     matched, seen = [], set()
     for name, mod, chw in calls:
         if mod in seen:
@@ -170,7 +174,7 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
         sig = _signature(mod, chw, KernelKind.FORWARD, plan.batch, plan.precision, plan.layout)
         queue = free.get(sig.key) if sig else None
         if not queue:
-            applied.unplanned.append(name)
+            unplanned.append(name)
             continue
         matched.append((name, mod, queue.pop(0)))
     left = [n for q in free.values() for n in q]
@@ -193,18 +197,25 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
                 arena_size = max(arena_size, pieces[short].workspace)
         built.append((name, mod, plan_layer, pieces))
     arena = torch.empty(max(arena_size, 1), dtype=torch.uint8, device=device)
-    applied.arena = arena
+    applied = AppliedPlan(plan, arena, unplanned=unplanned)
     for name, mod, plan_layer, pieces in built:
         L = ops.PlannedLayer(name, pieces["F"], pieces.get("BD"), pieces["BF"], arena.data_ptr(), context,
                              mod.stride, mod.padding, mod.dilation, mod.groups)
         mod.__class__ = PlannedConv2d  # same Parameters, buffers, hooks and state-dict keys
         mod._setup(ops.register(L), name, applied)
         applied.planned[name] = plan_layer
+    # a model dropped without remove_plan must not leave its built plans in the op registry
+    weakref.finalize(applied, _release, [m._handle for m in model.modules() if isinstance(m, PlannedConv2d)])
     model.ucudnn = applied
     if applied.unplanned:
         warnings.warn(f"{len(applied.unplanned)} convolution(s) are not in the plan and stay stock PyTorch: "
                       f"{', '.join(applied.unplanned)}", stacklevel=2)
     return model
+
+
+def _release(handles: list[int]) -> None:
+    for h in handles:
+        ops.release(h)
 
 
 def remove_plan(model: nn.Module) -> nn.Module:

@@ -21,11 +21,10 @@ import torch
 
 from ..errors import EngineError
 from ..kernels import KernelSignature
-from ..gpu.graphs import PlanCache, per_sample_bytes
+from ..gpu.graphs import ALIGN, PlanCache, per_sample_bytes
 
 TORCH_DTYPE = {"tf32": torch.float32, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MEMORY_FORMAT = {"NCHW": torch.contiguous_format, "NHWC": torch.channels_last}
-ALIGN = 256  # bytes: where a micro-batch may start (cuDNN's operand alignment)
 
 
 class TorchContext:
@@ -146,7 +145,10 @@ def layer(handle: int) -> PlannedLayer:
 
 
 def _dense(t: torch.Tensor, fmt) -> torch.Tensor:
-    return t.contiguous(memory_format=fmt)
+    """``t`` laid out as the graphs were built (dense, ``fmt``), starting at an aligned address: a view
+    with a storage offset may not, and micro-batch pointers are computed from it."""
+    t = t.contiguous(memory_format=fmt)
+    return t if t.data_ptr() % ALIGN == 0 else t.clone(memory_format=fmt)
 
 
 @torch.library.custom_op("ucudnn::conv_forward", mutates_args=())
