@@ -45,6 +45,7 @@ PRESSURE_MIB = (64, 256)
 CONV_OPS = ("aten::cudnn_convolution", "aten::convolution_backward", "ucudnn::conv_forward",
             "ucudnn::conv_backward_data", "ucudnn::conv_backward_filter")
 MIB = 1 << 20
+FILLER_RULE = "a planned case's arena counts inside its X; the filler goes back to the device before profiling"
 
 
 def profile_name(net: str, batch: int, precision: str) -> str:
@@ -103,8 +104,9 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
         torch.cuda.empty_cache()
         free, total = torch.cuda.mem_get_info()
         # what the steps will add at device level (activations, allocator segments, library workspaces), as the
-        # probe measured it, plus X MiB: everything else is held by the filler
-        need = own - (total - free - arena) + limit_mib * MIB
+        # probe measured it, plus X MiB: everything else is held by the filler. A planned case's arena is already
+        # in use, so it counts against its X (the run of 2026-11-23 left planned cases their arena plus X).
+        need = own - (total - free) + limit_mib * MIB
         out["filler"] = max(free - need, 0)
         if out["filler"]:
             filler = torch.empty(out["filler"], dtype=torch.uint8, device="cuda")
@@ -140,6 +142,7 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
         # the profiler (CUPTI) needs device memory of its own: the filler goes first. The algorithms stay as
         # chosen under pressure (cudnn.benchmark's cache, the plan), and each needs the workspace it had.
         del filler
+        torch.cuda.empty_cache()  # back to the device, not only to PyTorch's cache
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             t0 = time.perf_counter()
@@ -190,7 +193,10 @@ def child(net, precision, case, steps, own) -> dict:
     if own is not None:
         cmd += ["--own", str(own)]
     t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return {"model": net, "precision": precision, "case": case, "error": "did not finish within 300 s"}
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     if r.returncode or not lines:
         errs = [ln for ln in r.stderr.splitlines() if "Error" in ln and "nanobind" not in ln]
@@ -201,10 +207,17 @@ def child(net, precision, case, steps, own) -> dict:
     return res
 
 
+def keep(doc: dict, res: dict) -> None:
+    """Add a case's result, replacing an earlier one of the same case (a --resume retry of a failure)."""
+    key = (res["model"], res["precision"], res["case"])
+    doc["results"] = [r for r in doc["results"] if (r["model"], r["precision"], r["case"]) != key] + [res]
+
+
 def measure(args) -> int:
     out = Path(args.output)
     doc = json.loads(out.read_text()) if out.exists() and args.resume else {"results": []}
     doc["provenance"] = provenance("python benchmarks/torch_training.py " + " ".join(sys.argv[1:]))
+    doc["provenance"]["filler_rule"] = FILLER_RULE
     done = {(r["model"], r["precision"], r["case"]) for r in doc["results"] if "error" not in r}
     for spec in args.configs:
         net, precision = spec.split(":")
@@ -213,7 +226,7 @@ def measure(args) -> int:
         if probe is None:
             probe = child(net, precision, f"wr-{min(args.pressure)}", args.steps, None)
             probe["case"] = "probe"
-            doc["results"].append(probe)
+            keep(doc, probe)
             save(out, doc)
         own = probe["device_used"] - probe["arena"] if "error" not in probe else None
         cases = ["stock-free"] + [f"{k}-{x}" for x in args.pressure for k in ("stock", "wr", "wd")]
@@ -224,7 +237,7 @@ def measure(args) -> int:
             res = child(net, precision, case, args.steps, own)
             print(json.dumps({k: res.get(k) for k in ("model", "precision", "case", "step_ms", "conv_ms",
                                                       "gpu_busy", "peak", "arena", "error")}), flush=True)
-            doc["results"].append(res)
+            keep(doc, res)
             save(out, doc)
     return 0
 
@@ -281,9 +294,16 @@ def report(args) -> int:
               "allocator's largest free block, not from the device's free memory), so this filler does not reproduce "
               "the slow-down measured for isolated convolutions (../shared/reference/pytorch-integration.md §1).",
               "- GPU busy well below 90 % in a planned case means the step is host-bound: every micro-batch is one "
-              "Python-level cuDNN launch; the -graph case (one CUDA graph per step) removes that cost, where it ran.",
-              "- WD at a total of X MiB divides X among all kernels (14 for AlexNet, 161 for ResNet-50), so each gets "
-              "a small fraction of what WR gives it at X per kernel.", ""]
+              "Python-level cuDNN launch; a -graph case (one CUDA graph per step) removes that cost where it ran (see "
+              "its rows).",
+              f"- WD at a total of X MiB divides X among all kernels ({kernel_counts(rows)}), so each gets a small "
+              "fraction of what WR gives it at X per kernel.",
+              *([] if prov.get("filler_rule") == FILLER_RULE else [
+                  "- This run's filler left a planned case X MiB beyond its arena, while stock got X; planned "
+                  "convolutions use only their arena (and a dW-sized scratch), so the extra memory could not speed "
+                  "them up, but it was not the same headroom (the script counts the arena inside X since). Its "
+                  "profiler pass released the filler to PyTorch's cache, not to the device."]),
+              *verify_flags(rows), ""]
     md = Path(args.output or Path(args.results).with_suffix(".md"))
     atomic_write(md, "\n".join(lines).encode())
     plot(rows, md.with_suffix(".png"))
@@ -310,6 +330,30 @@ def readme_block(doc: dict) -> str:
         label = f"{key[0]} b{MODELS[key[0]]} {'fp16 channels_last AMP' if key[1] == 'fp16' else 'TF32 NCHW'}"
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def kernel_counts(rows) -> str:
+    """Convolution kernels per model, from the zoo twin of each torchvision model measured."""
+    from engine.zoo import get_network
+    return ", ".join(f"{len(get_network(net, MODELS[net]).kernels())} for {net}"
+                     for net in sorted({r["model"] for r in rows}, key=list(MODELS).index))
+
+
+def verify_flags(rows) -> list[str]:
+    """Models whose WR 64 MiB plan failed `verify` in the side-by-side benchmark's committed results."""
+    import gzip
+    path = ROOT / "benchmarks" / "reports" / "side_by_side_results.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    out = []
+    for net in doc["networks"]:
+        name = net.get("network") or net.get("name")
+        for cfg in net["configs"]:
+            failed = sorted({k for v in cfg.get("verify", []) for k in v.get("failed", [])})
+            if failed and name in {r["model"] for r in rows}:
+                out.append(f"- {name}: its {cfg.get('row')} plan at {cfg.get('limit', 0) // MIB} MiB FAILED `verify` "
+                           f"in side_by_side.md ({', '.join(failed)}): its times here are of a plan not known to "
+                           f"compute the right result.")
+    return out
 
 
 def plot(rows, path: Path) -> None:
