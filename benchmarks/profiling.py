@@ -117,8 +117,9 @@ def _bundled_alexnet_seconds() -> float | None:
 def readme_block(data: dict | None) -> str:
     if data is None:  # the command has not been timed since the bundles were re-profiled
         return (f"- Profiling AlexNet b256 (`powerOfTwo`, TF32, with the engine sweep) took "
-                f"{_bundled_alexnet_seconds()} s from a cold cache (the profiler's own time, recorded in the bundled "
-                f"profile); the whole command, cold and warm, has not been timed since the bundles were re-profiled "
+                f"{_bundled_alexnet_seconds()} s (the profiler's own time, recorded in the bundled profile; the first "
+                f"profile of a new cache on a new machine, benchmarks/reports/profile-bundle-2026-11-23.log); the "
+                f"whole command, cold and warm, has not been timed since the bundles were re-profiled "
                 f"([benchmarks/reports/profiling.md](benchmarks/reports/profiling.md)).")
     cold, warm = runs_of(data, "cold"), runs_of(data, "warm")
     return (f"- Profiling AlexNet b256 (`powerOfTwo`, TF32, with the engine sweep) takes "

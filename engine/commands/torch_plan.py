@@ -3,8 +3,8 @@
 One command from a PyTorch model (or zoo network) to a plan that ``engine.pytorch.apply_plan`` applies:
 the network's kernels are profiled into the resumable SQLite cache (graphs already measured are read
 back, not measured again), then ``engine.planner.make_plan`` makes the WR or WD plan. ``--mode free``
-is WR with the per-kernel limit set to the device memory free right now, the most workspace any kernel
-could get on this GPU as it stands.
+is WR with the per-kernel limit set to the device memory free on this GPU when planning (capped in effect
+by --max-workspace, above which nothing is timed); the command prints the limit it used.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ def add_arguments(p) -> None:
     p.add_argument("--policy", default="powerOfTwo", help="undivided | powerOfTwo | all | a list such as 8,64,128")
     p.add_argument("--engines", default=ENGINES[0], choices=ENGINES,
                    help="sweep (default): every engine configuration cuDNN offers; heuristics: its heuristic list")
+    p.add_argument("--max-workspace", default="1GiB", help="plans needing more are recorded but not timed, so no "
+                                                           "plan uses more (default 1GiB)")
+    p.add_argument("--gpus", help="profile on these local GPUs at once, e.g. 0,1 (default: every visible GPU when "
+                                  "there are several)")
     p.add_argument("--cache", help="SQLite cache (default ~/.cache/ucudnn-explorer/profiles.sqlite)")
     p.add_argument("--profile-output", help="also write the profile (.profile.json.gz)")
     p.add_argument("-o", "--output", help="plan file to write (default NETWORK-bBATCH-PRECISION-MODE.plan.json)")
@@ -63,17 +67,24 @@ def run(args) -> int:
     from ..planner import make_plan
     from ..summary import plan_summary
     from ..zoo import get_network
+    from ..units import format_size, parse_size
     budget = checked_budget(args.mode, args.budget)
+    cap = parse_size(args.max_workspace)
     layout = args.layout or ("NHWC" if args.precision in ("fp16", "bf16") else "NCHW")
     net = get_network(args.network, args.batch)
-    profile_network = choose_profiler(None, None)
+    profile_network = choose_profiler(args.gpus, None)
     command = "python -m engine " + shlex.join(sys.argv[1:])
     profile = profile_network(net, policy=args.policy, precision=args.precision, layout=layout,
-                              cache_path=args.cache, engines=args.engines, command=command, progress=progress_bar)
+                              cache_path=args.cache, max_workspace=cap, engines=args.engines, command=command,
+                              progress=progress_bar)
     if args.profile_output:
         print(f"wrote {profile.save(args.profile_output)}")
+    if budget is None:
+        budget = free_memory()
+        print(f"--mode free: WR at {format_size(budget)} per kernel, the device memory free now "
+              f"(no plan above --max-workspace {format_size(cap)} was timed)")
     plan = make_plan(profile, net, mode="wr" if args.mode == "free" else args.mode,
-                     budget=free_memory() if budget is None else budget, policy=args.policy, precision=args.precision,
+                     budget=budget, policy=args.policy, precision=args.precision,
                      layout=layout, command=command)
     print(plan_summary(plan))
     safe = net.name.replace(":", "-").replace("/", "-").replace("@", "-")
