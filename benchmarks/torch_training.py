@@ -172,16 +172,11 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
 # --- driver ---------------------------------------------------------------------------------------
 
 def provenance(command: str) -> dict:
+    """The profiler's provenance of this GPU (engine.gpu.runtime) plus the PyTorch build."""
     import torch
-    import cudnn
-    v = cudnn.backend_version()
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip().splitlines()[0]
-    return {"gpu": smi.split(",")[0].strip(), "driver": smi.split(",")[1].strip(),
-            "cudnn_version": f"{v // 10000}.{v % 10000 // 100}.{v % 100}",
-            "torch_cudnn": torch.backends.cudnn.version(), "frontend_version": cudnn.__version__,
-            "torch": torch.__version__, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "command": command}
+
+    from engine.gpu import runtime
+    return dict(runtime.provenance(command), torch=torch.__version__, torch_cudnn=torch.backends.cudnn.version())
 
 
 def save(path: Path, doc: dict) -> None:

@@ -102,7 +102,7 @@ def conv_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.Co
     names = {m: n for n, m in model.named_modules()}
     calls, hooks = [], []
     for m in names:
-        if type(m) in (nn.Conv2d, PlannedConv2d):
+        if type(m) is nn.Conv2d:  # apply_plan removed any earlier plan first
             hooks.append(m.register_forward_pre_hook(lambda mod, args: calls.append(
                 (names[mod], mod, tuple(args[0].shape[1:])))))
     was_training = model.training
