@@ -42,6 +42,7 @@ class MemoryResult:
     options: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     profile: str = ""
+    plan: MemoryPlan | None = field(default=None, repr=False)   # the residency intervals (snapshot.py)
 
     @property
     def peak(self) -> float:
@@ -213,7 +214,7 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
     paper = P.MEMORY_POLICIES[plan.policy].paper if plan.policy in P.MEMORY_POLICIES else ""
     return MemoryResult(net.name, net.batch, plan.policy, paper, inv.convention.name, capacity, plan.workspace_rule,
                         ticks, kernels, copies, summary, dict(plan.options), notes,
-                        profile.describe() if profile is not None else "")
+                        profile.describe() if profile is not None else "", plan)
 
 
 def _vdnn_dyn(inv, capacity, profile, workspace, params, precision) -> MemoryResult:

@@ -1,0 +1,69 @@
+"""The predicted timeline exported as a PyTorch memory snapshot (engine/memory/snapshot.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+import re
+
+import pytest
+
+from engine.memory import MEMORY_POLICIES, plan_memory
+from engine.memory.snapshot import memory_snapshot, snapshot_bytes, snapshot_path
+from engine.testing.synthetic import synthetic_profile
+
+
+def _replay(snapshot) -> list[int]:
+    """Live bytes after every event of the trace, as memory_viz's Active Memory Timeline stacks them."""
+    live, out = 0, []
+    for e in snapshot["device_traces"][0]:
+        live += e["size"] if e["action"] == "alloc" else -e["size"] if e["action"] == "free_completed" else 0
+        out.append(live)
+    return out
+
+
+@pytest.mark.parametrize("policy", list(MEMORY_POLICIES))
+def test_trace_peak_is_the_predicted_peak(policy):
+    result = plan_memory("alexnet", policy, batch=16, profile=synthetic_profile("alexnet", 16), capacity=2**33)
+    snap = pickle.loads(snapshot_bytes(result))
+    live = _replay(snap)
+    assert max(live) == result.peak and live[-1] >= 0
+    frees = [e for e in snap["device_traces"][0] if e["action"] == "free_completed"]
+    allocs = {e["addr"] for e in snap["device_traces"][0] if e["action"] == "alloc"}
+    assert all(e["addr"] in allocs for e in frees)
+    times = [e["time_us"] for e in snap["device_traces"][0]]
+    assert times == sorted(times)
+
+
+def test_addresses_never_overlap_while_live():
+    snap = memory_snapshot(plan_memory("alexnet", "vdnn-all-p", batch=16, profile=synthetic_profile("alexnet", 16)))
+    live: dict[int, int] = {}
+    for e in snap["device_traces"][0]:
+        if e["action"] == "alloc":
+            assert all(e["addr"] + e["size"] <= a or a + s <= e["addr"] for a, s in live.items())
+            live[e["addr"]] = e["size"]
+        elif e["action"] == "free_completed":
+            del live[e["addr"]]
+    (seg,) = snap["segments"]
+    assert sum(b["size"] for b in seg["blocks"]) == seg["total_size"]
+    assert seg["allocated_size"] == sum(live.values())       # what stays resident at the end
+
+
+def test_memory_viz_renders_it():
+    mv = pytest.importorskip("torch.cuda._memory_viz")
+    result = plan_memory("alexnet", "vdnn-all-p", batch=16, profile=synthetic_profile("alexnet", 16))
+    snap = pickle.loads(snapshot_bytes(result))
+    html = mv.trace_plot(snap)
+    blob = json.loads(re.search(r"const local_files = (\[.*?\])\n", html).group(1))[0]["base64"]
+    shown = pickle.loads(base64.b64decode(blob))
+    names = {f["name"] for e in shown["device_traces"][0] for f in e["frames"]}
+    assert "conv1 workspace [workspace]" in names and any("[activations, offloaded" in n for n in names)
+    assert "Device 0" in mv.trace(snap) and "segments: 1" in mv.segsum(snap)
+    assert "'Allocator State History'" in mv.segment_plot(snap) and "'Active Memory Timeline'" in html
+
+
+def test_snapshot_path_per_policy():
+    assert snapshot_path("out.pickle", "liveness", False) == "out.pickle"
+    assert snapshot_path("d/out.pickle", "vdnn-all-m", True) == "d/out.vdnn-all-m.pickle"
+    assert snapshot_path("a.b/out", "liveness", True) == "a.b/out.liveness"
