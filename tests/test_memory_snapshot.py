@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from engine.cli import main
 from engine.memory import MEMORY_POLICIES, plan_memory
 from engine.memory.snapshot import memory_snapshot, snapshot_bytes, snapshot_path
 from engine.testing.synthetic import synthetic_profile
@@ -67,3 +68,24 @@ def test_snapshot_path_per_policy():
     assert snapshot_path("out.pickle", "liveness", False) == "out.pickle"
     assert snapshot_path("d/out.pickle", "vdnn-all-m", True) == "d/out.vdnn-all-m.pickle"
     assert snapshot_path("a.b/out", "liveness", True) == "a.b/out.liveness"
+
+
+def test_cli_round_trip(tmp_path, capsys):
+    path = tmp_path / "out.pickle"
+    assert main(["memory", "--network", "alexnet", "--batch", "16", "--policy", "sn-recompute",
+                 "--snapshot", str(path), "--json", str(tmp_path / "m.json")]) == 0
+    peak = json.loads((tmp_path / "m.json").read_text())["summary"]["peak"]
+    assert max(_replay(pickle.loads(path.read_bytes()))) == peak
+    assert main(["memory", "--network", "alexnet", "--batch", "16", "--policy", "liveness,vdnn-all-m",
+                 "--snapshot", str(path)]) == 0
+    assert (tmp_path / "out.liveness.pickle").exists() and (tmp_path / "out.vdnn-all-m.pickle").exists()
+
+
+def test_cli_bad_snapshot_path(tmp_path, capsys):
+    bad = tmp_path / "missing" / "out.pickle"
+    assert main(["memory", "--network", "alexnet", "--batch", "16", "--snapshot", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "memory snapshot" in err[0] and "missing" in err[0]
+    assert main(["memory", "--network", "alexnet", "--policy", "liveness", "--capacity", "12GiB", "--max-batch",
+                 "--snapshot", str(tmp_path / "x.pickle")]) == 2
+    assert "--snapshot" in capsys.readouterr().err

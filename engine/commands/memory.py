@@ -22,6 +22,7 @@ from ..units import format_size, parse_size
 from ..memory.capacity import deepest, max_batch, smallest_capacity
 from ..memory.iteration import format_table, plan_memory
 from ..memory.policies import MEMORY_POLICIES
+from ..memory.snapshot import snapshot_bytes, snapshot_path
 from ..memory.tensors import CONVENTIONS
 from ..memory.timemodel import TimeParams
 from ..memory.workspace import RULES
@@ -45,6 +46,9 @@ def add_arguments(parser) -> None:
                         help="optimizer state in units of the weights (SGD momentum: 1)")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                         help="write JSON (to PATH, or stdout without one) instead of the table")
+    parser.add_argument("--snapshot", default=None, metavar="PATH",
+                        help="also write the predicted timeline as a PyTorch memory snapshot (pytorch.org/memory_viz); "
+                             "with several policies one file each, PATH.pickle -> PATH.POLICY.pickle")
     parser.add_argument("--max-batch", action="store_true", help="largest mini-batch that fits --capacity")
     parser.add_argument("--deepest", default=None, choices=("resnet", "resnet-sn", "vgg"),
                         help="deepest network of this family that fits --capacity at --batch")
@@ -85,6 +89,8 @@ def run(args) -> int:
                   convention=args.convention, time_params=params, optimizer_copies=args.optimizer_copies)
 
     if args.max_batch or args.deepest:
+        if args.snapshot:
+            raise EngineError("--snapshot exports a timeline; it does not go with --max-batch or --deepest")
         if capacity is None:
             raise EngineError("--max-batch and --deepest need --capacity")
         rows = []
@@ -110,6 +116,11 @@ def run(args) -> int:
     for name in names:
         opts = {k: v for k, v in options.items() if name in ("sn-recompute", "superneurons")}
         results.append(plan_memory(args.network, name, **common, **opts))
+    if args.snapshot:
+        for r in results:
+            path = snapshot_path(args.snapshot, r.policy, len(results) > 1)
+            atomic_write(path, snapshot_bytes(r), what="memory snapshot")
+            print(f"wrote {path}", file=sys.stderr if args.json == "-" else sys.stdout)
     if len(results) == 1:
         res = results[0]
         _emit(args, res.to_dict(), format_table(res))
