@@ -119,14 +119,15 @@ class Network:
 
     def kernels(self, precision: str = "tf32", layout: str = "NCHW") -> list[Kernel]:
         """All convolution kernels in forward order: F, BD, BF per conv layer. A conv whose input
-        needs no gradient (the first conv) has no BackwardData kernel."""
-        out = []
-        for layer in self.conv_layers():
-            for kind in KINDS:
-                if kind is KernelKind.BACKWARD_DATA and not self.needs_grad[layer.inputs[0]]:
-                    continue
-                out.append(Kernel(layer.name, kind, self.signature(layer, kind, precision, layout)))
-        return out
+        needs no gradient (the first conv) has no BackwardData kernel. Built once per variant: planning asks
+        for them several times, and the layers do not change after construction (as ``needs_grad`` assumes)."""
+        cache = self.__dict__.setdefault("_kernels", {})
+        if (precision, layout) not in cache:
+            cache[precision, layout] = tuple(
+                Kernel(layer.name, kind, self.signature(layer, kind, precision, layout))
+                for layer in self.conv_layers() for kind in KINDS
+                if kind is not KernelKind.BACKWARD_DATA or self.needs_grad[layer.inputs[0]])
+        return list(cache[precision, layout])
 
     def unique_kernels(self, precision: str = "tf32", layout: str = "NCHW") -> dict[str, list[Kernel]]:
         """Kernels grouped by signature key, in first-appearance order."""

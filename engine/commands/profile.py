@@ -13,6 +13,19 @@ from .network_args import add_input_argument
 from .progress import progress_bar
 
 
+def add_profiling_arguments(p) -> None:
+    """What is measured and where: shared by ``profile`` and ``torch-plan``, which profiles what is missing."""
+    p.add_argument("--policy", default="powerOfTwo", help="undivided | powerOfTwo | all | a list such as 1,2,4,96,256")
+    p.add_argument("--engines", default=ENGINES[0], choices=ENGINES,
+                   help="sweep (default): cuDNN's heuristic list plus every other engine configuration it offers; "
+                        "heuristics: only heuristics A and FALLBACK")
+    p.add_argument("--max-workspace", default="1GiB", help="plans needing more are recorded but not timed, so no plan "
+                                                           "uses more (default 1GiB)")
+    p.add_argument("--gpus", help="profile on these local GPUs at once, one Dask worker each, e.g. 0,1 "
+                                  "(default: every visible GPU when there are several)")
+    p.add_argument("--cache", help="SQLite cache (default ~/.cache/ucudnn-explorer/profiles.sqlite)")
+
+
 def add_arguments(p) -> None:
     p.add_argument("--network", required=True, help="zoo name, generator (resnet-N, vgg-N) or spec file")
     add_input_argument(p)
@@ -20,20 +33,13 @@ def add_arguments(p) -> None:
     p.add_argument("--dtype", "--precision", dest="precision", default="tf32", choices=["tf32", "fp32", "fp16", "bf16"],
                    help="tf32: fp32 data, TF32 tensor cores allowed (cuDNN/PyTorch default); fp32: strict")
     p.add_argument("--layout", default="NCHW", choices=["NCHW", "NHWC"])
-    p.add_argument("--policy", default="powerOfTwo", help="undivided | powerOfTwo | all | a list such as 1,2,4,96,256")
-    p.add_argument("--max-workspace", default="1GiB", help="plans needing more are recorded but not timed")
+    add_profiling_arguments(p)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--engines", default=ENGINES[0], choices=ENGINES,
-                   help="sweep (default): cuDNN's heuristic list plus every other engine configuration it offers; "
-                        "heuristics: only heuristics A and FALLBACK")
     p.add_argument("--knob-samples", type=int, default=KNOB_SAMPLES,
                    help=f"random knob settings per engine in the sweep, besides its defaults (default {KNOB_SAMPLES})")
     p.add_argument("--include-rtc", action="store_true",
                    help="also time runtime-compiled engines (each costs ~1 s of NVRTC per graph)")
-    p.add_argument("--cache", help="SQLite cache (default ~/.cache/ucudnn-explorer/profiles.sqlite)")
     p.add_argument("-o", "--output", help="profile file to write (.profile.json.gz)")
-    p.add_argument("--gpus", help="profile on these local GPUs at once, one Dask worker each, e.g. 0,1 "
-                                  "(default: every visible GPU when there are several)")
     p.add_argument("--scheduler", help="profile on the GPUs of an existing Dask cluster, e.g. tcp://HOST:8786 "
                                        "(one single-threaded worker per GPU: dask cuda worker tcp://HOST:8786)")
 

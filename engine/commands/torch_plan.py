@@ -13,8 +13,8 @@ import shlex
 import sys
 
 from ..errors import EngineError
-from ..gpu import ENGINES
 from .network_args import add_input_argument
+from .profile import add_profiling_arguments
 from .progress import progress_bar
 
 MODES = ("wr", "wd", "free")
@@ -31,14 +31,7 @@ def add_arguments(p) -> None:
     p.add_argument("--mode", default="wr", choices=MODES,
                    help="wr: --budget per kernel; wd: --budget in total; free: WR at the memory free now")
     p.add_argument("--budget", help="workspace budget, e.g. 64MiB (not with --mode free)")
-    p.add_argument("--policy", default="powerOfTwo", help="undivided | powerOfTwo | all | a list such as 8,64,128")
-    p.add_argument("--engines", default=ENGINES[0], choices=ENGINES,
-                   help="sweep (default): every engine configuration cuDNN offers; heuristics: its heuristic list")
-    p.add_argument("--max-workspace", default="1GiB", help="plans needing more are recorded but not timed, so no "
-                                                           "plan uses more (default 1GiB)")
-    p.add_argument("--gpus", help="profile on these local GPUs at once, e.g. 0,1 (default: every visible GPU when "
-                                  "there are several)")
-    p.add_argument("--cache", help="SQLite cache (default ~/.cache/ucudnn-explorer/profiles.sqlite)")
+    add_profiling_arguments(p)
     p.add_argument("--profile-output", help="also write the profile (.profile.json.gz)")
     p.add_argument("-o", "--output", help="plan file to write (default NETWORK-bBATCH-PRECISION-MODE.plan.json)")
 

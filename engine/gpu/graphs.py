@@ -21,7 +21,6 @@ rebuilt by appending the same configuration; either way the rebuilt name must eq
 from __future__ import annotations
 
 import random
-import re
 import zlib
 from dataclasses import dataclass, field
 
@@ -29,9 +28,9 @@ import cudnn
 
 from ..errors import EngineError
 from ..kernels import KernelKind, KernelSignature
+from ..plan import parse_plan_name as _parse_plan_name
 
 _DT = {"tf32": "FLOAT", "fp32": "FLOAT", "fp16": "HALF", "bf16": "BFLOAT16"}
-_NAME = re.compile(r"^eng(\d+)((?:_k\d+=-?\d+)*)$")
 HEURISTICS = ("A", "FALLBACK")
 ALIGN = 16  # bytes: the frontend's default operand alignment (cudnn-frontend.md §3, gotcha 5): a micro-batch
 #             must start at a multiple of it
@@ -48,12 +47,8 @@ BACKEND_KNOBS = ("SPLIT_K", "SWIZZLE", "TILE_SIZE", "USE_TEX", "EDGE", "KBLOCK",
 
 
 def parse_plan_name(name: str) -> tuple[int, dict[str, int]]:
-    """``eng38_k2=0_k13=2`` -> (38, {"2": 0, "13": 2}): backend knob type numbers and values."""
-    m = _NAME.match(name)
-    if not m:
-        return -1, {}
-    knobs = dict(kv.split("=") for kv in m.group(2).split("_k")[1:])
-    return int(m.group(1)), {k: int(v) for k, v in knobs.items()}
+    """engine.plan.parse_plan_name, with (-1, {}) for a name not of cuDNN's form (the profiler records those)."""
+    return _parse_plan_name(name) or (-1, {})
 
 
 def settable_knobs(knobs: dict[str, int]) -> dict:

@@ -122,6 +122,10 @@ class PlannedLayer:
         s = self.sig
         return (x_shape[0], s.k, s.out_h, s.out_w)
 
+    def in_shape(self, y_shape) -> tuple[int, int, int, int]:
+        s = self.sig
+        return (y_shape[0], s.c, s.h, s.w)
+
     def ws(self, kernel: Pieces) -> int:
         return self.arena + kernel.offset
 
@@ -172,9 +176,9 @@ def _(x, weight, handle):
 @torch.library.custom_op("ucudnn::conv_backward_data", mutates_args=())
 def conv_backward_data(grad_y: torch.Tensor, weight: torch.Tensor, handle: int) -> torch.Tensor:
     L = _LAYERS[handle]
-    fmt, s = L.memory_format, L.sig
+    fmt = L.memory_format
     grad_y, weight = _dense(grad_y, fmt), _dense(weight, fmt)
-    dx = torch.empty((grad_y.shape[0], s.c, s.h, s.w), dtype=grad_y.dtype, device=grad_y.device, memory_format=fmt)
+    dx = torch.empty(L.in_shape(grad_y.shape), dtype=grad_y.dtype, device=grad_y.device, memory_format=fmt)
     L.context.bind()
     # roles of BackwardData (engine.gpu.graphs.make_graph): x = dY, w = W, y = dX
     L.backward_data.launch(grad_y.data_ptr(), weight.data_ptr(), dx.data_ptr(), L.ws(L.backward_data))
@@ -184,9 +188,8 @@ def conv_backward_data(grad_y: torch.Tensor, weight: torch.Tensor, handle: int) 
 
 @conv_backward_data.register_fake
 def _(grad_y, weight, handle):
-    s = _LAYERS[handle].sig
-    return torch.empty((grad_y.shape[0], s.c, s.h, s.w), dtype=grad_y.dtype, device=grad_y.device,
-                       memory_format=_LAYERS[handle].memory_format)
+    L = _LAYERS[handle]
+    return torch.empty(L.in_shape(grad_y.shape), dtype=grad_y.dtype, device=grad_y.device, memory_format=L.memory_format)
 
 
 @torch.library.custom_op("ucudnn::conv_backward_filter", mutates_args=())
