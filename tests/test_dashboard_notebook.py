@@ -33,3 +33,5 @@ def test_notebook_executes_and_embeds_the_dashboard(tmp_path, monkeypatch):
     assert "x over undivided at the same memory" in text
     assert "conv1:F" in text  # the plan table
     assert "plan.json: wd powerOfTwo, 14 kernels" in text  # the SYNTHETIC profile it was pointed at
+    assert "torchvision:alexnet: 14 kernels, predicted" in text  # the PyTorch cell's plan, from the bundled profile
+    assert "no GPU here" in text or "planned:" in text
