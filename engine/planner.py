@@ -6,8 +6,9 @@ per-kernel limit: the desirable set is the Pareto set of all configurations, so 
 WR optimum (engine/optimize/desirable.py proves its time equals the WR program's), and of exact ties
 it is the one needing least workspace (``kernel_sets.fastest_within``, the rule the memory planner's
 ``wr`` workspace uses too). The limit is ``budget`` for every kernel, or per kernel where ``limits``
-names one (a memory plan's free(s) at each kernel's step: engine.memory.steps.step_plan). WD (§III-C) solves the 0-1 ILP over the desirable sets with
-every workspace aligned, and lays the chosen segments out by the one arena rule, ``arena_layout``.
+names one (a memory plan's free(s) at each kernel's step: engine.memory.steps.step_plan). WD (§III-C)
+solves the 0-1 ILP over the desirable sets with every workspace aligned, and lays the chosen segments out by
+the one arena rule, ``arena_layout``.
 """
 
 from __future__ import annotations
