@@ -530,6 +530,13 @@ def report(args) -> int:
             lines += [f"- {r['predicted']['time_model']}", ""]
         lines += ["Under a memory cap (`torch.cuda.set_per_process_memory_fraction`):", "",
                   *capacity_rows(doc, net), ""]
+        for gib in CAPACITIES_GIB:
+            e = doc.get("capacity", {}).get(f"{net}/{gib}", {})
+            if "predicted" in e:
+                lines.append(f"- {gib} GiB, largest batch predicted per policy: " + ", ".join(
+                    f"{k} {v}" for k, v in e["predicted"].items()) + f"; tried: stock and {e['best']}" +
+                    "".join(f"; search for {k} failed: {v}" for k, v in e.get("search_error", {}).items()))
+        lines.append("")
     lines += ["## Reading it", "",
               "- pred/meas of the peak near 1 means the planner's tensor inventory is PyTorch's; the prediction has "
               "no allocator rounding or fragmentation, and the measurement includes cuDNN and cuBLAS workspaces.",

@@ -59,6 +59,10 @@ def step_plan(result: MemoryResult, profile: Profile, command: str = "") -> Plan
     limits, runs = step_limits(result)
     sig = KernelSignature.from_key(result.kernels.signature.iloc[0])
     net = result.plan.inventory.net
+    missing = [k.id for k in net.kernels(sig.precision, sig.layout) if k.id not in limits]
+    if missing:   # every kernel must have its own limit: the default would be the largest
+        raise EngineError(f"the memory result has no free(s) for {', '.join(missing[:5])}; it does not run every "
+                          f"convolution kernel of {net.name}")
     plan = make_plan(profile, net, mode="wr", budget=max(limits.values()), policy=WR_POLICY,
                      precision=sig.precision, layout=sig.layout, limits=limits, command=command)
     again = [k for k, n in runs.items() if n > 1]
