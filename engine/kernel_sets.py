@@ -8,6 +8,7 @@ precision and layout a network was profiled at, and its recorded mini-batch.
 
 from __future__ import annotations
 
+import bisect
 import weakref
 from pathlib import Path
 
@@ -82,6 +83,14 @@ def kernel_set(profile: Profile, kernel: Kernel, sizes: list[int], batch: int) -
                               f"{profile.sizes(key)}")
         cache[ck] = sets
     return cache[ck]
+
+
+def fastest_within(confs: list[Configuration], limit: float) -> Configuration | None:
+    """The last (fastest) element of a desirable set whose workspace fits ``limit``; None when none does.
+    This is WR's answer at that limit (engine/optimize/desirable.py), of exact time ties the one needing
+    least workspace: the one per-kernel WR rule of make_plan and of the memory planner's ``wr`` workspace."""
+    i = bisect.bisect_right([c.workspace for c in confs], limit) - 1
+    return confs[i] if i >= 0 else None
 
 
 def kernel_sets(profile: Profile, network: Network, policy, precision: str | None = None,

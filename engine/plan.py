@@ -130,10 +130,17 @@ class Plan:
     arena_size: int | None = None    # WD: bytes of the one workspace arena holding all segments
     solver: dict | None = None       # WD: ILP solver, status, size and timings
     notes: list[str] = field(default_factory=list)
+    limits: dict[str, int] | None = None  # WR: {kernel id: bytes} for kernels whose limit is not ``budget``
+
+    def limit(self, kernel_id: str) -> int:
+        """A WR kernel's workspace limit: its own where the plan has one, else the budget."""
+        return (self.limits or {}).get(kernel_id, self.budget)
 
     def to_dict(self) -> dict:
-        d = {"format": FORMAT, "version": VERSION, "mode": self.mode, "policy": self.policy, "budget": self.budget,
-             "network": {"name": self.network, "batch": self.batch}, "precision": self.precision,
+        d = {"format": FORMAT, "version": VERSION, "mode": self.mode, "policy": self.policy, "budget": self.budget}
+        if self.limits:
+            d["limits"] = dict(self.limits)
+        d |= {"network": {"name": self.network, "batch": self.batch}, "precision": self.precision,
              "layout": self.layout, "kernels": [k.to_dict() for k in self.kernels], "totals": self.totals.to_dict()}
         if self.mode == "wd":
             d["arena_size"] = self.arena_size
@@ -278,7 +285,8 @@ def _parse_plan(doc) -> Plan:
     mode = doc.get("mode")
     wd = mode == "wd"
     _fields(doc, "", ("format", "version", "mode", "policy", "budget", "network", "precision", "layout", "kernels",
-                      "totals", "notes", "provenance") + (("arena_size", "solver") if wd else ()))
+                      "totals", "notes", "provenance") + (("arena_size", "solver") if wd else ()),
+            () if wd else ("limits",))
     if mode not in MODES:
         _fail("mode", f"must be one of {MODES}, got {_short(mode)}")
     budget = _int(doc["budget"], "budget")
@@ -300,6 +308,7 @@ def _parse_plan(doc) -> Plan:
     if layout not in LAYOUTS:
         _fail("layout", f"must be one of {list(LAYOUTS)}, got {_short(layout)}")
 
+    limits = _parse_limits(doc.get("limits"))
     if not isinstance(doc["kernels"], list) or not doc["kernels"]:
         _fail("kernels", "must be a non-empty list")
     kernels, seen = [], {}
@@ -308,9 +317,13 @@ def _parse_plan(doc) -> Plan:
         if k.id in seen:
             _fail(f"kernels[{i}].id", f"repeats {_short(k.id)} (also kernels[{seen[k.id]}])")
         seen[k.id] = i
-        if not wd and k.workspace > budget:
-            _fail(f"kernels[{i}].workspace", f"is {k.workspace} bytes, above the per-kernel budget {budget}")
+        if not wd and k.workspace > limits.get(k.id, budget):
+            what = f"its limit {limits[k.id]}" if k.id in limits else f"the per-kernel budget {budget}"
+            _fail(f"kernels[{i}].workspace", f"is {k.workspace} bytes, above {what}")
         kernels.append(k)
+    stray = [kid for kid in limits if kid not in seen]
+    if stray:
+        _fail("limits", f"names {_short(stray[0])}, which is not a kernel of the plan")
 
     arena_size, solver = None, None
     if wd:
@@ -341,7 +354,16 @@ def _parse_plan(doc) -> Plan:
     if not isinstance(prov["command"], str):
         _fail("provenance.command", f"must be a string, got {_short(prov['command'])}")
     return Plan(mode, policy, budget, name, batch, precision, layout, kernels, totals, dict(prov), arena_size,
-                dict(solver) if solver is not None else None, list(notes))
+                dict(solver) if solver is not None else None, list(notes), limits or None)
+
+
+def _parse_limits(ld) -> dict[str, int]:
+    """WR's optional per-kernel limits: {kernel id: bytes}, at most one per kernel (checked by the caller)."""
+    if ld is None:
+        return {}
+    if not isinstance(ld, dict) or not ld:
+        _fail("limits", f"must be a non-empty object {{kernel id: bytes}}, got {_short(ld)}")
+    return {_str(k, "limits"): _int(v, f"limits.{_short(k)[1:-1]}") for k, v in ld.items()}
 
 
 def _parse_kernel(kd, path: str, wd: bool, batch: int, allowed: set[int], precision: str, layout: str) -> PlanKernel:

@@ -4,13 +4,15 @@ so the same profile, network, policy, mode and budget give the same plan everywh
 WR (mu-cuDNN §III-B) gives every kernel the fastest configuration of its desirable set within the
 per-kernel limit: the desirable set is the Pareto set of all configurations, so that element is the
 WR optimum (engine/optimize/desirable.py proves its time equals the WR program's), and of exact ties
-it is the one needing least workspace. WD (§III-C) solves the 0-1 ILP over the desirable sets with
-every workspace aligned, and lays the chosen segments out by the one arena rule, ``arena_layout``.
+it is the one needing least workspace (``kernel_sets.fastest_within``, the rule the memory planner's
+``wr`` workspace uses too). The limit is ``budget`` for every kernel, or per kernel where ``limits``
+names one (a memory plan's free(s) at each kernel's step: engine.memory.steps.step_plan). WD (§III-C)
+solves the 0-1 ILP over the desirable sets with every workspace aligned, and lays the chosen segments out by
+the one arena rule, ``arena_layout``.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import weakref
 from collections import OrderedDict
@@ -19,7 +21,7 @@ from datetime import datetime, timezone
 from . import __version__
 from .configuration import Configuration, MicroConfig
 from .errors import EngineError, InfeasibleBudgetError, ProfileFormatError
-from .kernel_sets import kernel_set, kernel_sets, network_variant, profile_label
+from .kernel_sets import fastest_within, kernel_set, kernel_sets, network_variant, profile_label
 from .network import Network
 from .optimize.front import NetworkFront, network_front
 from .optimize.wd import wd
@@ -92,12 +94,6 @@ def _solve_wd(profile: Profile, sets: list[list[Configuration]], budget: int, so
     return hit[0], hit[1]
 
 
-def _fastest_within(confs: list[Configuration], limit: int) -> Configuration | None:
-    """The last (fastest) element of a desirable set whose workspace fits ``limit``."""
-    i = bisect.bisect_right([c.workspace for c in confs], limit) - 1
-    return confs[i] if i >= 0 else None
-
-
 def _plan_ids(profile: Profile) -> dict:
     ids = _PLAN_IDS.get(profile)
     if ids is None:
@@ -126,11 +122,32 @@ def _which(n: int, total: int, ids: list[str] | None = None) -> str:
     return ", ".join(ids) if ids else f"{n} of {total} kernels"
 
 
+def _kernel_limits(limits, sets, budget: int, mode: str, network: Network) -> list[int]:
+    """Each kernel's WR limit: ``limits[kernel id]`` where given, else ``budget``."""
+    if not limits:
+        return [budget] * len(sets)
+    if mode != "wr":
+        raise EngineError("per-kernel limits are for WR plans (mode wr); WD divides one total budget")
+    if not hasattr(limits, "items"):
+        raise EngineError(f"limits must map kernel ids (such as conv1:F) to sizes, got {type(limits).__name__}")
+    ids = [k.id for k, _ in sets]
+    unknown = [str(k) for k in limits if k not in ids]
+    if unknown:
+        raise EngineError(f"limits name {len(unknown)} kernel(s) {network.name} does not have "
+                          f"({', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}); its kernels are "
+                          f"{', '.join(ids[:3])}, ...")
+    return [parse_size(limits[i]) if i in limits else budget for i in ids]
+
+
 def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="powerOfTwo",
               precision: str | None = None, layout: str | None = None, command: str = "",
-              solver: str = "auto", time_limit_s: float = 10.0) -> Plan:
+              solver: str = "auto", time_limit_s: float = 10.0, limits=None) -> Plan:
     """A WR plan (``budget`` = per-kernel workspace limit, mu-cuDNN §III-B) or a WD plan (``budget`` =
     total workspace, one ILP over the network, §III-C), with the undivided baseline at the same memory.
+
+    ``limits`` (WR only): {kernel id such as ``conv1:F``: size} overriding ``budget`` for those kernels; the
+    plan records the ones that differ from ``budget`` (``Plan.limits``), so limits all equal to ``budget``
+    give exactly the plain WR plan.
 
     ``command`` is recorded in the provenance (with the creation time): the only fields that differ
     between two calls with the same inputs, besides a WD plan's solver timings.
@@ -162,19 +179,30 @@ def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="
                      f"({_which(len(missing), len(sets), missing)})")
 
     solver_info, arena_size, offsets = None, None, [None] * len(sets)
+    lims = _kernel_limits(limits, sets, budget, mode, network)
+    own = {k.id: lim for (k, _), lim in zip(sets, lims) if lim != budget}  # what the plan records
     if mode == "wr":
         need = [confs[0].workspace for _, confs in sets]
-        if budget < max(need):
-            worst = sets[need.index(max(need))][0]
+        plain = [n for n, (k, _) in zip(need, sets) if k.id not in own]
+        if plain and budget < max(plain):
+            worst = next(k for n, (k, _) in zip(need, sets) if k.id not in own and n == max(plain))
             raise InfeasibleBudgetError(
-                f"per-kernel workspace budget {format_size(budget)} is below {format_size(max(need))} "
-                f"({max(need)} bytes), the least kernel {worst.id} can run in under policy {pname} (WR)", max(need))
-        chosen = [_fastest_within(confs, budget) for _, confs in sets]
-        und = [None if u is None else _fastest_within(u, budget) for u in und_sets]
+                f"per-kernel workspace budget {format_size(budget)} is below {format_size(max(plain))} "
+                f"({max(plain)} bytes), the least kernel {worst.id} can run in under policy {pname} (WR)", max(plain))
+        tight = [(k, n, lim) for n, lim, (k, _) in zip(need, lims, sets) if n > lim]
+        if tight:
+            k, n, lim = tight[0]
+            more = f"; {len(tight) - 1} more kernel(s) do not fit theirs" if len(tight) > 1 else ""
+            raise InfeasibleBudgetError(
+                f"workspace limit {format_size(lim)} of kernel {k.id} is below {format_size(n)} ({n} bytes), the "
+                f"least it can run in under policy {pname} (WR){more}", n)
+        chosen = [fastest_within(confs, lim) for (_, confs), lim in zip(sets, lims)]
+        und = [None if u is None else fastest_within(u, lim) for u, lim in zip(und_sets, lims)]
         und_times = [None if c is None else c.time_ms for c in und]
         if not missing and None in und_times:
+            where = f"fits {format_size(budget)}" if not own else "fits its limit"
             notes.append("no undivided baseline at this memory: no single cuDNN plan at micro-batch "
-                         f"{B} fits {format_size(budget)} for "
+                         f"{B} {where} for "
                          f"{', '.join(k.id for (k, _), t in zip(sets, und_times) if t is None)}")
     else:
         need = sum(align(confs[0].workspace) for _, confs in sets)
@@ -212,4 +240,4 @@ def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="
                   "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   "engine_version": __version__, "command": command}
     return Plan(mode, pname, budget, network.name, B, precision, layout, kernels, totals, provenance,
-                arena_size, solver_info, notes)
+                arena_size, solver_info, notes, own or None)

@@ -20,20 +20,26 @@ def plan_summary(plan: Plan) -> str:
     synthetic = " [SYNTHETIC profile]" if plan.provenance.get("profile", {}).get("synthetic") else ""
     rule = (f"total workspace budget {format_size(plan.budget)} (WD)" if wd_mode
             else f"per-kernel workspace limit {format_size(plan.budget)} (WR)")
+    if plan.limits:
+        rule += f", its own limit for {len(plan.limits)} of {len(plan.kernels)} kernels"
+    limit_col = bool(plan.limits)
     lines = [f"{plan.network} b{plan.batch} {plan.precision} {plan.layout}, policy {plan.policy}, {rule}{synthetic}"]
     head = ["kernel", "division", "plans", "time ms", "workspace"] + (["offset"] if wd_mode else []) + \
-           ["undivided ms", "speed-up"]
+           (["limit"] if limit_col else []) + ["undivided ms", "speed-up"]
     rows = []
     for k in plan.kernels:
         row = [k.id, k.division, _plans(k), f"{k.time_ms:.4f}", format_size(k.workspace)]
         if wd_mode:
             row.append(format_size(k.offset) if k.offset else "0")
+        if limit_col:
+            row.append(format_size(plan.limit(k.id)))
         und = k.undivided_time_ms
         row += ["-" if und is None else f"{und:.4f}", "-" if und is None else f"{und / k.time_ms:.2f}x"]
         rows.append(row)
     t = plan.totals
     total = ["total", "", "", f"{t.time_ms:.4f}", format_size(t.workspace)] + ([format_size(plan.arena_size)]
                                                                               if wd_mode else [])
+    total += [""] if limit_col else []
     total += ["-" if t.undivided_time_ms is None else f"{t.undivided_time_ms:.4f}",
               "-" if t.speedup is None else f"{t.speedup:.2f}x"]
     rows.append(total)

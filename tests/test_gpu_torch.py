@@ -131,6 +131,29 @@ def test_planned_training_step_equals_stock_tf32(net, mode):
     assert not planned.ucudnn.fallbacks
 
 
+def test_per_step_plan_runs_with_per_call_workspace_and_equals_stock():
+    """engine.memory.step_plan (each kernel limited to what the memory plan leaves free) applied to the model:
+    workspace is taken per call (no arena), and the step equals stock PyTorch's."""
+    from engine.memory import plan_memory, step_plan
+    from engine.pytorch import apply_plan
+    prof = profiled("alexnet", "tf32")
+    net = get_network("alexnet", BATCH)
+    base = plan_memory(net, "liveness", profile=prof).summary["peak_live"]
+    res = plan_memory(net, "liveness", capacity=int(base + 96 * 2**20), profile=prof, workspace="wr")
+    plan = step_plan(res, prof)
+    assert plan.limits and len({plan.limit(k.id) for k in plan.kernels}) > 1
+    stock, planned = models("alexnet")
+    apply_plan(planned, plan)
+    assert planned.ucudnn.per_call and planned.ucudnn.workspace == 0
+    x = torch.randn(BATCH, 3, 224, 224, device="cuda")
+    t = torch.randint(0, 10, (BATCH,), device="cuda")
+    ys, _ = step(stock, x, t)
+    yp, _ = step(planned, x, t)
+    assert rel(yp, ys) <= TOL["tf32"], f"output error {rel(yp, ys):.2e}"
+    compare(stock, planned, TOL["tf32"])
+    assert not planned.ucudnn.fallbacks
+
+
 def test_planned_fp16_channels_last_autocast():
     from engine.pytorch import apply_plan
     plan = plan_for("alexnet", "fp16")

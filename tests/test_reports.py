@@ -14,7 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import optimizer, profiling, reproduction, side_by_side, torch_training  # noqa: E402
+from benchmarks import memory_training, optimizer, profiling, reproduction, side_by_side  # noqa: E402
+from benchmarks import torch_training  # noqa: E402
 from benchmarks.readme import README, markers, read_block, write_block  # noqa: E402
 from engine.units import MiB  # noqa: E402
 
@@ -47,6 +48,16 @@ def test_side_by_side_results_hold_every_network_and_row():
 def test_torch_training_readme_block_matches_the_committed_results():
     doc = json.loads((Path(torch_training.ROOT) / "benchmarks" / "reports" / "torch_training.json").read_text())
     assert read_block(README.read_text(), "torch_training") == torch_training.readme_block(doc)
+
+
+def test_memory_training_readme_block_matches_the_committed_results():
+    """Empty until `benchmarks/memory_training.py measure` has run on a GPU host and its results are committed."""
+    path = REPORTS / "memory_training.json"
+    block = read_block(README.read_text(), "memory_training")
+    if not path.exists():
+        assert block == "", "README has a memory_training block but no committed results"
+        return
+    assert block == memory_training.readme_block(json.loads(path.read_text()))
 
 
 def test_profiling_report_and_readme_block_match_the_committed_results():

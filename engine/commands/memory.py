@@ -6,10 +6,14 @@ Examples::
     python -m engine memory --network vgg16 --batch 128 --policy all --capacity 12GiB --profile NAME
     python -m engine memory --network resnet50 --policy liveness --capacity 12GiB --max-batch
     python -m engine memory --network resnet50 --batch 16 --policy superneurons --capacity 12GiB --deepest resnet
+    python -m engine memory --network torchvision:alexnet --batch 256 --profile NAME --time-params h100.json
+        # the time model calibrated on a GPU host (python -m engine.pytorch.calibrate); the output says which
+        # numbers are measured and which modelled
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -24,7 +28,8 @@ from ..memory.iteration import format_table, plan_memory
 from ..memory.policies import MEMORY_POLICIES
 from ..memory.snapshot import snapshot_bytes, snapshot_path
 from ..memory.tensors import CONVENTIONS
-from ..memory.timemodel import TimeParams
+from ..memory.calibrate import load_time_params
+from ..memory.timemodel import TimeParams, time_note
 from ..memory.workspace import RULES
 
 
@@ -41,7 +46,11 @@ def add_arguments(parser) -> None:
                         help="override the policy's framework tensor rules")
     parser.add_argument("--strategy", default=None, choices=("speed", "memory", "cost-aware"),
                         help="SuperNeurons recomputation strategy (sn-recompute, superneurons)")
-    parser.add_argument("--bandwidth", default="54GB", help="host-device copy bandwidth per second (default 54GB)")
+    parser.add_argument("--bandwidth", default=None,
+                        help="host-device copy bandwidth per second (default 54GB, or --time-params' measurement)")
+    parser.add_argument("--time-params", default=None, metavar="FILE",
+                        help="time-model measurements of a GPU host (python -m engine.pytorch.calibrate): copy "
+                             "rates, HBM and FC rates, per-layer times of the measured networks")
     parser.add_argument("--optimizer-copies", type=int, default=0,
                         help="optimizer state in units of the weights (SGD momentum: 1)")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
@@ -80,8 +89,11 @@ def run(args) -> int:
     names = _policies(args.policy)
     capacity = parse_size(args.capacity) if args.capacity is not None else None
     profile = Profile.load(resolve_profile(args.profile)) if args.profile else None
-    bw = parse_size(args.bandwidth.removesuffix("/s"))
-    params = TimeParams(bandwidth=float(bw))
+    params = load_time_params(args.time_params) if args.time_params else TimeParams()
+    if args.bandwidth is not None:   # a given bandwidth replaces both directions, measured or not
+        bw = float(parse_size(args.bandwidth.removesuffix("/s")))
+        params = dataclasses.replace(params, bandwidth=bw, h2d=None, d2h=None,
+                                     measured=tuple(m for m in params.measured if m not in ("bandwidth", "h2d", "d2h")))
     options = {}
     if args.strategy:
         options["strategy"] = args.strategy
@@ -136,6 +148,8 @@ def run(args) -> int:
             lines.append(f"{r.policy:<24} {format_size(s['peak']):>10} {'yes' if s['fits'] else 'no':>4} "
                          f"{format_size(s['min_capacity']):>10} {it:>9} {st:>9} "
                          f"{format_size(s['offload_bytes']):>10} {s['recompute_count']:>6}")
+        if any(r.time_note for r in results):
+            lines.append(time_note(params) + " (per policy: --json, summary.layer_runs_measured)")
         _emit(args, {"results": [r.to_dict(ticks=False) for r in results]}, "\n".join(lines))
     if capacity is not None and not any(r.fits for r in results):
         mins = smallest_capacity(args.network, args.batch, profile=profile)

@@ -22,7 +22,7 @@ from ..zoo import get_network
 from . import policies as P
 from .tensors import CLASSES, DATA_CLASSES, build_inventory, get_convention
 from .timeline import MemoryPlan, memory_curve
-from .timemodel import TimeParams, simulate
+from .timemodel import TimeParams, simulate, time_note
 from .workspace import DYNAMIC, RULES, choose_workspace, least_workspace, unmeasured
 
 
@@ -43,6 +43,14 @@ class MemoryResult:
     notes: list[str] = field(default_factory=list)
     profile: str = ""
     plan: MemoryPlan | None = field(default=None, repr=False)   # the residency intervals (snapshot.py)
+    time_params: TimeParams | None = field(default=None, repr=False)   # the time model's constants
+
+    @property
+    def time_note(self) -> str:
+        """Which time-model numbers are measured and which modelled ("" without a profile: no time)."""
+        if self.time_params is None or math.isnan(self.summary["iteration_ms"]):
+            return ""
+        return time_note(self.time_params, self.summary["layer_runs_measured"], self.summary["layer_runs_modelled"])
 
     @property
     def peak(self) -> float:
@@ -71,7 +79,8 @@ class MemoryResult:
                "convention": self.convention, "capacity": self.capacity, "workspace_rule": self.workspace_rule,
                "profile": self.profile, "options": {k: (list(v) if isinstance(v, (list, tuple)) else v)
                                                      for k, v in self.options.items()},
-               "notes": self.notes, "summary": {k: clean(v) for k, v in self.summary.items()}}
+               "notes": self.notes, "summary": {k: clean(v) for k, v in self.summary.items()},
+               "time_model": self.time_note}
         if ticks:
             out["ticks"] = [{k: clean(v) for k, v in r.items()} for r in self.ticks.to_dict("records")]
             out["kernels"] = [{k: clean(v) for k, v in r.items()} for r in self.kernels.to_dict("records")]
@@ -153,6 +162,7 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
     rows["free"] = (capacity - live) if capacity is not None else np.full(n, np.nan)
     for key in ("start_ms", "end_ms", "stall_ms", "compute_ms"):
         rows[key] = np.asarray(getattr(timing, key)) if timing else np.full(n, np.nan)
+    rows["time_source"] = timing.source if timing else [""] * n   # profile, measured or roofline
     ticks = pd.DataFrame(rows)
     kernels = pd.DataFrame([{
         "tick": c.tick, "step": plan.ticks[c.tick].step, "layer": c.layer, "kind": c.kind.value,
@@ -200,6 +210,8 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
         "prefetch_bytes": int(copies[copies.direction == "prefetch"].bytes.sum()),
         "recompute_count": int(plan.recompute_count),
         "recompute_ms": float(rec.compute_ms.sum()) if timing else math.nan,
+        "layer_runs_measured": int(sum(s == "measured" for s in rows["time_source"])),
+        "layer_runs_modelled": int(sum(s == "roofline" for s in rows["time_source"])),
         "max_live_tensors": int(np.max(curve.live_count)) if n else 0,
         "fits": bool(capacity is None or peak <= capacity),
         "min_capacity": min_cap,
@@ -214,7 +226,7 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
     paper = P.MEMORY_POLICIES[plan.policy].paper if plan.policy in P.MEMORY_POLICIES else ""
     return MemoryResult(net.name, net.batch, plan.policy, paper, inv.convention.name, capacity, plan.workspace_rule,
                         ticks, kernels, copies, summary, dict(plan.options), notes,
-                        profile.describe() if profile is not None else "", plan)
+                        profile.describe() if profile is not None else "", plan, params)
 
 
 def _vdnn_dyn(inv, capacity, profile, workspace, params, precision) -> MemoryResult:
@@ -272,6 +284,8 @@ def format_table(result: MemoryResult) -> str:
                      f"time-weighted average memory {format_size(s['avg_time_weighted'])}")
     lines.append(f"offloaded {format_size(s['offload_bytes'])}, prefetched {format_size(s['prefetch_bytes'])}, "
                  f"{s['recompute_count']} re-forwards, per-step average memory {format_size(s['avg_per_step'])}")
+    if result.time_note:
+        lines.append(result.time_note)
     for note in result.notes:
         lines.append(f"note: {note}")
     steps = result.steps()

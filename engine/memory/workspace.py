@@ -15,7 +15,10 @@ Workspace rules (the policy's default, or ``--workspace``):
 * ``fit-seq``: vDNN_dyn's greedy downgrade (vdnn.txt §III-C step 3): per kernel the fastest plan
   that fits free(s), kernels one after the other.
 * ``wr``: what none of the papers has: per kernel, mu-cuDNN's WR micro-batching with limit
-  free(s) (mu-cudnn-arxiv.txt §III-B), kernels one after the other.
+  free(s) (mu-cudnn-arxiv.txt §III-B), kernels one after the other. The configuration is the one
+  ``engine.planner.make_plan`` gives that kernel at that limit (the same function,
+  ``kernel_sets.fastest_within`` over the kernel's desirable set, with every micro-batch size the
+  profile measured: batch-size policy ``all``), so ``steps.step_plan`` turns the choices into a Plan.
 
 A profile that did not measure the mini-batch itself (``plan`` takes any mini-batch its sizes can
 make) offers every rule the kernel's desirable set over the measured sizes instead of undivided
@@ -30,9 +33,11 @@ from dataclasses import dataclass
 
 from ..configuration import Configuration, MicroConfig
 from ..errors import EngineError, InfeasibleBudgetError
+from ..kernel_sets import fastest_within, kernel_set
 from ..kernels import KernelKind
+from ..network import Kernel
 from ..optimize.desirable import desirable_set
-from ..optimize.wr import wr
+from ..policies import batch_sizes
 from ..profile import Profile
 from .timeline import MemoryPlan
 
@@ -42,6 +47,7 @@ _DIVIDED: "weakref.WeakKeyDictionary[Profile, dict]" = weakref.WeakKeyDictionary
 RULES = ("m", "p", "heuristic", "shared-m", "shared-p", "per-layer-heuristic", "per-kernel-p", "fit", "fit-seq",
          "wr")
 DYNAMIC = ("fit", "fit-seq", "wr")
+WR_POLICY = "all"   # the batch-size policy of the ``wr`` rule: every micro-batch size the profile measured
 
 
 @dataclass(frozen=True)
@@ -110,11 +116,13 @@ def _options(profile: Profile, key: str, batch: int) -> list[Configuration]:
     return cache[key, batch]
 
 
-def pick(profile: Profile, key: str, batch: int, algo: str, limit: float = math.inf) -> tuple[Configuration, bool]:
+def pick(profile: Profile, kernel: Kernel, batch: int, algo: str,
+         limit: float = math.inf) -> tuple[Configuration, bool]:
     """One kernel's configuration under ``algo`` (m, p, heuristic, fit, wr) and a workspace limit.
     Returns (configuration, fits); when nothing fits, the least-workspace configuration and False."""
     if algo == "wr":
-        return micro_batched(profile, key, batch, limit)
+        return micro_batched(profile, kernel, batch, limit)
+    key = kernel.signature.key
     cands = _options(profile, key, batch)
     least = min(cands, key=lambda c: (c.workspace, c.time_ms))
     if algo == "m":
@@ -134,13 +142,13 @@ def pick(profile: Profile, key: str, batch: int, algo: str, limit: float = math.
     raise EngineError(f"unknown workspace algorithm {algo!r}")
 
 
-def micro_batched(profile: Profile, key: str, batch: int, limit: float) -> tuple[Configuration, bool]:
-    """The one place the memory planner calls mu-cuDNN's WR (engine.optimize.wr)."""
-    cands = profile.candidates(key)
-    try:
-        return wr(cands, batch, None if math.isinf(limit) else int(max(limit, 0))), True
-    except InfeasibleBudgetError:
-        return min(_options(profile, key, batch), key=lambda c: (c.workspace, c.time_ms)), False
+def micro_batched(profile: Profile, kernel: Kernel, batch: int, limit: float) -> tuple[Configuration, bool]:
+    """The one place the memory planner takes mu-cuDNN's WR: make_plan's rule (``fastest_within`` the
+    kernel's desirable set under batch-size policy ``WR_POLICY``) at ``limit``. When nothing fits, the
+    set's least-workspace configuration and False."""
+    confs = kernel_set(profile, kernel, batch_sizes(WR_POLICY, batch), batch)
+    best = fastest_within(confs, limit)
+    return (best, True) if best is not None else (confs[0], False)
 
 
 def unmeasured(profile: Profile, choices: list[KernelChoice], batch: int) -> int:
@@ -172,7 +180,7 @@ def choose_workspace(plan: MemoryPlan, live, capacity: int | None, profile: Prof
         used = 0
         for tick, layer, kind, sig in ks:
             limit = free - used if rule == "fit" else free
-            config, ok = pick(profile, sig.key, batch, algo, limit)
+            config, ok = pick(profile, Kernel(layer, kind, sig), batch, algo, limit)
             choices.append(KernelChoice(tick, layer, kind, sig.key, free, config, ok))
             if rule == "fit":
                 used += config.workspace

@@ -6,7 +6,11 @@ one batch-1 forward with hooks, in the order the model calls them); the matched 
 checkpoints are unaffected. A plan layer that matches no convolution of the model, or a plan made on
 another GPU or cuDNN, is refused; convolutions the plan does not cover stay stock PyTorch and are
 listed in ``model.ucudnn.unplanned``. The plan's workspace is one arena tensor (WR: the largest
-kernel's workspace, kernels run one at a time; WD: the plan's arena with its segments).
+kernel's workspace, kernels run one at a time; WD: the plan's arena with its segments), or, per call, a
+block of the caching allocator for each kernel while it runs: the default for a plan with per-kernel limits
+(a per-step plan, engine.memory.steps), whose limits are what the training step leaves free at each kernel.
+Plan layers are matched to the model's convolutions in call order per Forward signature, so layers of one
+signature keep their own configurations (a per-step or WD plan may give them different ones).
 """
 
 from __future__ import annotations
@@ -34,15 +38,18 @@ class AppliedPlan:
     planned: dict[str, str] = field(default_factory=dict)    # module name -> plan layer
     unplanned: list[str] = field(default_factory=list)        # module names left to stock PyTorch
     fallbacks: dict[str, int] = field(default_factory=dict)   # module name -> calls run stock (shape changed)
+    per_call: bool = False                                     # workspace per call, not from the arena
 
     @property
     def workspace(self) -> int:
-        return self.arena.numel()
+        """Bytes of the arena held while the plan is applied (0 with per-call workspace)."""
+        return 0 if self.per_call else self.arena.numel()
 
     def summary(self) -> str:
         p = self.plan
+        ws = "workspace per call" if self.per_call else f"workspace arena {format_size(self.workspace)}"
         lines = [f"{p.mode.upper()} plan for {p.network} b{p.batch} {p.precision} {p.layout}: "
-                 f"{len(self.planned)} convolutions planned, workspace arena {format_size(self.workspace)}"]
+                 f"{len(self.planned)} convolutions planned, {ws}"]
         if self.unplanned:
             lines.append(f"stock PyTorch (not in the plan): {', '.join(self.unplanned)}")
         return "\n".join(lines)
@@ -127,15 +134,23 @@ def _signature(mod: nn.Conv2d, chw, kind: KernelKind, batch: int, precision: str
                            *mod.dilation, mod.groups, precision, layout)
 
 
-def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None = None) -> nn.Module:
+def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None = None,
+               workspace: str | None = None) -> nn.Module:
     """Swap every convolution the plan covers for its planned kernels; returns ``model`` (changed in place).
 
     ``plan`` is an engine.plan.Plan or a plan file; ``input_shape`` the per-sample input (C, H, W),
     by default the plan's network's. The model must already be on the GPU, in the plan's dtype/layout
     for parameters (``model.cuda()``, ``.to(memory_format=torch.channels_last)`` for NHWC plans).
+    ``workspace``: ``"arena"`` (one tensor, allocated here) or ``"per-call"`` (each kernel's from the
+    caching allocator while it runs); default per-call for a plan with per-kernel limits, else arena.
     """
     if not isinstance(plan, Plan):
         plan = load_plan(plan)
+    if workspace is None:
+        workspace = "per-call" if plan.limits else "arena"
+    if workspace not in ("arena", "per-call"):
+        raise EngineError(f"workspace must be 'arena' or 'per-call', got {workspace!r}")
+    per_call = workspace == "per-call"
     if hasattr(model, "ucudnn"):
         remove_plan(model)
     params = list(model.parameters())
@@ -196,11 +211,11 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
             if plan.mode == "wr":
                 arena_size = max(arena_size, pieces[short].workspace)
         built.append((name, mod, plan_layer, pieces))
-    arena = torch.empty(max(arena_size, 1), dtype=torch.uint8, device=device)
-    applied = AppliedPlan(plan, arena, unplanned=unplanned)
+    arena = torch.empty(1 if per_call else max(arena_size, 1), dtype=torch.uint8, device=device)
+    applied = AppliedPlan(plan, arena, unplanned=unplanned, per_call=per_call)
     for name, mod, plan_layer, pieces in built:
         L = ops.PlannedLayer(name, pieces["F"], pieces.get("BD"), pieces["BF"], arena.data_ptr(), context,
-                             mod.stride, mod.padding, mod.dilation, mod.groups)
+                             mod.stride, mod.padding, mod.dilation, mod.groups, per_call=per_call)
         mod.__class__ = PlannedConv2d  # same Parameters, buffers, hooks and state-dict keys
         mod._setup(ops.register(L), name, applied)
         applied.planned[name] = plan_layer

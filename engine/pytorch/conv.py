@@ -3,7 +3,9 @@
 Three ops, ``ucudnn::conv_forward``, ``ucudnn::conv_backward_data`` and ``ucudnn::conv_backward_filter``,
 run the pieces of one layer's planned configuration (mu-cuDNN's micro-batches) through the cuDNN
 frontend's lowered execute path (engine.gpu.graphs), on torch's current stream, with workspace from one
-arena tensor per applied plan (torch's caching allocator, allocated once). They are opaque to
+arena tensor per applied plan (torch's caching allocator, allocated once), or, for a plan applied with
+per-call workspace (a per-step plan), a block of the caching allocator taken for each call and given back
+after it, as stock PyTorch does for cuDNN's workspace. They are opaque to
 ``torch.compile`` (``register_fake`` gives the shapes) and are wired into autograd with
 ``register_autograd``, so training, ``no_grad``, gradient accumulation and CUDA-graph capture work as
 with ``F.conv2d``. Nothing here synchronises with the host.
@@ -109,6 +111,7 @@ class PlannedLayer:
     dilation: tuple[int, int]
     groups: int
     calls: dict = field(default_factory=lambda: {"forward": 0, "backward_data": 0, "backward_filter": 0})
+    per_call: bool = False          # workspace from the caching allocator per call, not the arena
 
     @property
     def sig(self) -> KernelSignature:
@@ -128,6 +131,15 @@ class PlannedLayer:
 
     def ws(self, kernel: Pieces) -> int:
         return self.arena + kernel.offset
+
+    def workspace(self, kernel: Pieces, device) -> tuple[int, torch.Tensor | None]:
+        """(address of ``kernel``'s workspace, the tensor that holds it when taken per call). A per-call
+        block must stay referenced until the kernel's launches are queued; freed after, the caching allocator
+        reuses it only for work queued later on the same stream."""
+        if not self.per_call:
+            return self.ws(kernel), None
+        buf = torch.empty(max(kernel.workspace, 1), dtype=torch.uint8, device=device)
+        return buf.data_ptr(), buf
 
 
 _LAYERS: list[PlannedLayer | None] = []
@@ -162,7 +174,8 @@ def conv_forward(x: torch.Tensor, weight: torch.Tensor, handle: int) -> torch.Te
     x, weight = _dense(x, fmt), _dense(weight, fmt)
     y = torch.empty(L.out_shape(x.shape), dtype=x.dtype, device=x.device, memory_format=fmt)
     L.context.bind()
-    L.forward.launch(x.data_ptr(), weight.data_ptr(), y.data_ptr(), L.ws(L.forward))
+    ws, _keep = L.workspace(L.forward, x.device)
+    L.forward.launch(x.data_ptr(), weight.data_ptr(), y.data_ptr(), ws)
     L.calls["forward"] += 1
     return y
 
@@ -181,7 +194,8 @@ def conv_backward_data(grad_y: torch.Tensor, weight: torch.Tensor, handle: int) 
     dx = torch.empty(L.in_shape(grad_y.shape), dtype=grad_y.dtype, device=grad_y.device, memory_format=fmt)
     L.context.bind()
     # roles of BackwardData (engine.gpu.graphs.make_graph): x = dY, w = W, y = dX
-    L.backward_data.launch(grad_y.data_ptr(), weight.data_ptr(), dx.data_ptr(), L.ws(L.backward_data))
+    ws, _keep = L.workspace(L.backward_data, grad_y.device)
+    L.backward_data.launch(grad_y.data_ptr(), weight.data_ptr(), dx.data_ptr(), ws)
     L.calls["backward_data"] += 1
     return dx
 
@@ -200,7 +214,7 @@ def conv_backward_filter(x: torch.Tensor, grad_y: torch.Tensor, weight: torch.Te
     x, grad_y = _dense(x, fmt), _dense(grad_y, fmt)
     dw = torch.empty_like(weight, memory_format=fmt)
     L.context.bind()
-    ws = L.ws(k)
+    ws, _keep = L.workspace(k, x.device)
     xp, yp = x.data_ptr(), grad_y.data_ptr()
     k.launch(xp, dw.data_ptr(), yp, ws, slice(0, 1))  # roles of BackwardFilter: x = X, y = dY, w = dW
     if len(k.pieces) > 1:

@@ -1,0 +1,165 @@
+"""benchmarks/memory_training.py without a GPU: ``report`` on a small SYNTHETIC results file writes the tables
+from the data, the capacity search finds the largest fitting batch, and a per-step plan is made for the
+imported torchvision network the GPU cases run. Every number in the results file here is SYNTHETIC."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import memory_training as mt  # noqa: E402
+from benchmarks.readme import markers, read_block  # noqa: E402
+
+GiB = 1 << 30
+
+
+def step(policy, batch, peak_pred, peak, ms_pred, ms, capacity=None, stats=None, **extra):
+    return dict({"kind": "step", "model": "alexnet", "variant": policy, "batch": batch, "capacity": capacity,
+                 "ok": True, "predicted": {"peak": peak_pred, "iteration_ms": ms_pred, "offload_bytes": 512 << 20,
+                                           "recompute_count": 3, "time_model": "time model: SYNTHETIC"},
+                 "peak": peak, "step_ms": ms, "step_ms_p10": ms * 0.9, "step_ms_p90": ms * 1.2, "steps": 4,
+                 "stats": stats or []}, **extra)
+
+
+def synthetic_results() -> dict:
+    """SYNTHETIC: made-up measurements in the format ``measure`` writes."""
+    cum = [{"offloaded_bytes": (i + 1) * (256 << 20), "recomputed_layers": 5} for i in range(4)]   # cumulative
+    return {"provenance": {"gpu": "SYNTHETIC GPU", "cudnn_version": "-", "torch": "0.0", "date": "2000-01-01T00:00:00Z",
+                           "command": "SYNTHETIC", "synthetic": True},
+            "results": [
+                {"kind": "calibrate-host", "model": "host", "variant": "", "batch": 0, "capacity": None,
+                 "doc": {"copy": {"h2d": 50e9, "d2h": 52e9, "duplex_h2d": 45e9, "duplex_d2h": 46e9},
+                         "hbm": {"rate": 2.8e12}, "fc": {"flops": 3.5e14}}},
+                step("liveness", 256, 1.5 * GiB, 1.6 * GiB, 13.0, 14.0),
+                step("vdnn-all-p", 256, 1.2 * GiB, 1.25 * GiB, 30.0, 33.0, stats=cum),
+                {"kind": "step", "model": "alexnet", "variant": "superneurons", "batch": 256, "capacity": None,
+                 "ok": False, "error": "RuntimeError: SYNTHETIC failure",
+                 "predicted": {"peak": GiB, "iteration_ms": 15}},
+                step("liveness", 3000, 11 * GiB, 11.5 * GiB, 150.0, 160.0, capacity=12 * GiB),
+                step("vdnn-all-p", 3500, 11 * GiB, 11.2 * GiB, 400.0, 420.0, capacity=12 * GiB),
+                step("vdnn-all-p+steps", 3500, 11.3 * GiB, 11.6 * GiB, 300.0, 310.0, capacity=12 * GiB)],
+            "capacity": {"alexnet/12": {"predicted": {"liveness": 3232, "vdnn-all-p": 3600, "vdnn-all-p+steps": 3550},
+                                        "best": "vdnn-all-p", "found": {"liveness": 3000, "vdnn-all-p": 3500}}}}
+
+
+def test_report_writes_the_tables_from_the_data(tmp_path):
+    results = tmp_path / "SYNTHETIC-memory_training.json"
+    results.write_text(json.dumps(synthetic_results()))
+    readme = tmp_path / "README.md"
+    begin, end = markers("memory_training")
+    readme.write_text(f"intro\n{begin}\n{end}\nrest\n")
+    md = tmp_path / "out.md"
+    assert mt.main(["report", str(results), "-o", str(md), "--readme", str(readme)]) == 0
+    text = md.read_text()
+    assert "SYNTHETIC" in text.splitlines()[0]
+    # peak 1.20 predicted / 1.25 measured GiB, step 30.0 / 33.0 ms, 256 MiB offloaded per step (cumulative counter)
+    assert "| vdnn-all-p | 1.20 | 1.25 | 0.96 | 30.0 | 33.0 (29.7-39.6) | 0.91 | 512 / 256 | 3 / 5 |" in text
+    assert "| liveness (stock PyTorch) | 1.50 | 1.60 | 0.94 | 13.0 | 14.0 (12.6-16.8) |" in text
+    assert "| superneurons | 1.00 | RuntimeError: SYNTHETIC failure |" in text
+    assert "| sn-recompute | not run |" in text
+    assert "| 12 GiB | stock PyTorch | 3232 | 3000 | 160.0 (144.0-192.0) | 18,750 | 11.50 |" in text
+    assert "| 12 GiB | vdnn-all-p | 3600 | 3500 | 420.0 (378.0-504.0) | 8,333 | 11.20 |" in text
+    assert "| 12 GiB | vdnn-all-p + per-step WR workspace | 3550 | 3500 (paper policy's) | 310.0" in text
+    assert "| 16 GiB | not run |" in text
+    assert "50.0 GB/s host->device" in text and "FC GEMM 350.0 TFLOP/s" in text
+    block = read_block(readme.read_text(), "memory_training")
+    assert block == mt.readme_block(synthetic_results())
+    assert "SYNTHETIC data" in block and "| alexnet b256 | 1.50 / 1.60 GiB, 13 / 14 ms |" in block and "failed" in block
+    assert readme.read_text().startswith("intro\n") and readme.read_text().endswith("rest\n")
+    assert md.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("largest,guess", [(1000, 1000), (1000, 700), (1000, 1500), (5, 4000), (0, 64), (8192, 64)])
+def test_capacity_search_finds_the_largest_fitting_batch(largest, guess):
+    tries = []
+
+    def fits(b):
+        tries.append(b)
+        return b <= largest
+    got = mt.search(fits, guess)
+    assert got <= largest and (largest == 0 or got >= largest - max(1, largest // 50))
+    assert len(tries) == len(set(tries)) and len(tries) <= 30
+
+
+def test_per_step_plan_is_made_for_the_imported_torchvision_network():
+    """What a capacity case applies: the per-step plan of the imported torchvision AlexNet at a batch the
+    bundled profile did not measure (micro-batches of its sizes), under 12 GiB."""
+    pytest.importorskip("torch")
+    pytest.importorskip("torchvision")
+    from engine.memory import step_plan
+    res = mt.memory_result("alexnet", 512, "vdnn-all-p" + mt.STEP, 12 * GiB)
+    plan = step_plan(res, mt._profile("alexnet"))
+    assert plan.network == "torchvision:alexnet" and plan.batch == 512
+    assert plan.kernels[0].id == "features.0:F" and all(k.workspace <= plan.limit(k.id) for k in plan.kernels)
+    assert all(m.batch <= 256 for k in plan.kernels for m in k.micro)
+    assert res.capacity == int(12 * GiB * (1 - mt.RESERVE))
+    p = mt.predicted(res)
+    assert p["workspace_rule"] == "wr" and p["convention"] == "pytorch" and json.dumps(p)
+
+
+class _Prediction:
+    """A finished SYNTHETIC ``predict-capacity`` process."""
+
+    returncode = 0
+
+    def __init__(self, net, gib):
+        self.out = {"predicted": {"liveness": 100 * gib, "vdnn-all-p": 150 * gib, "vdnn-conv-p": 120 * gib,
+                                  "sn-recompute": 110 * gib, "superneurons": 100 * gib, "vdnn-all-p+steps": 140 * gib},
+                    "best": "vdnn-all-p"}
+
+    def communicate(self, timeout=None):
+        return json.dumps(self.out) + "\n", ""
+
+    def kill(self):
+        pass
+
+
+def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monkeypatch):
+    """The GPU driver with every case process replaced by SYNTHETIC answers: a try fits up to a made-up largest
+    batch; --budget-s stops it, --resume goes on without repeating a case, and the capacity search lands on the
+    largest fitting batch."""
+    largest = {"liveness": 1111, "vdnn-all-p": 1999}
+    calls, clock = [], [0.0]
+    monkeypatch.setattr(mt.time, "time", lambda: clock[0])
+
+    def fake_child(args, kind, net, variant="", batch=0, capacity=None, timeout=300):
+        calls.append((kind, net, variant, batch, capacity))
+        clock[0] += 1.0                                 # every case takes a SYNTHETIC second
+        base = {"kind": kind, "model": net, "variant": variant, "batch": batch, "capacity": capacity}
+        if kind.startswith("calibrate"):
+            return dict(base, doc={"format": "ucudnn-explorer-time-params", "version": 1,
+                                   "provenance": {"synthetic": True}, "hbm": {"rate": 1e12}})
+        if kind == "try":
+            ok = batch <= largest[variant.removesuffix(mt.STEP)]
+            return dict(base, ok=ok, **({} if ok else {"oom": True, "error": "out of memory: SYNTHETIC"}))
+        return step(variant, batch, GiB, GiB, 10.0, 11.0, capacity=capacity)
+
+    monkeypatch.setattr(mt, "child", fake_child)
+    monkeypatch.setattr(mt, "provenance", lambda command: {"gpu": "SYNTHETIC", "date": "2000-01-01",
+                                                           "command": command, "synthetic": True})
+    monkeypatch.setattr(mt, "start_prediction", _Prediction)
+    out = tmp_path / "SYNTHETIC-memory_training.json"
+    argv = ["measure", "-o", str(out), "--configs", "alexnet", "--budget-s", "4.5"]
+    assert mt.main(argv) == 0                       # budget spent after five cases
+    assert len(calls) == 5 and len(json.loads(out.read_text())["results"]) == 5
+    assert mt.main(argv[:-2] + ["--budget-s", "1e9", "--resume"]) == 0
+    doc = json.loads(out.read_text())
+    assert len(calls) == len(set(calls))            # nothing measured twice
+    assert mt.time_params_path(out).exists()
+    for gib in mt.CAPACITIES_GIB:
+        e = doc["capacity"][f"alexnet/{gib}"]
+        for variant, top in largest.items():
+            assert top - max(1, top // 50) <= e["found"][variant] <= top
+        assert mt._r(doc, "step", "alexnet", "vdnn-all-p" + mt.STEP, e["found"]["vdnn-all-p"], gib * GiB)
+    assert {c[2] for c in calls if c[0] == "step" and c[4] is None} == set(mt.POLICIES)
+    md = tmp_path / "r.md"
+    readme = tmp_path / "README.md"
+    readme.write_text("\n".join(markers("memory_training")) + "\n")
+    assert mt.main(["report", str(out), "-o", str(md), "--readme", str(readme)]) == 0
