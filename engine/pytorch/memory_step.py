@@ -260,9 +260,14 @@ class Step:
             cur.pending.append((t, h, j))
             return h
         w = self.writers.get(ptr)
-        if w is not None and w.valid(t):
+        if w is None or w.ref() is None:
+            return t
+        if w.version == t._version:
             return self._value(t, w.layers[-1], ptr)
-        return t
+        # written in place since by a function the hooks do not see (a functional in-place ReLU): the value's
+        # layer is unknown, but the storage is the same, so it follows its writers' offloads (never a drop)
+        record = self._record_for(t, ptr, w.layers)
+        return _stored(record, t) if record is not None else t
 
     def _value(self, t: torch.Tensor, layer: str, ptr: int):
         """The packed form of ``t``, which holds ``layer``'s output."""
