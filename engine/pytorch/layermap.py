@@ -1,10 +1,12 @@
-"""Which module runs each layer of a memory plan's network, call by call (the importer's naming, inverted).
+"""Which module runs each layer of a memory plan's network, call by call.
 
-engine/pytorch/importer.py names a module layer by the module's qualified name, later calls of the same
-parameterless module ``name_1``, ``name_2`` ...; a functional layer ``<enclosing module>.<op>``; and
-appends the loss ``prob``. ``LayerMap`` reads those names back and checks, in one error naming every
-offending layer, that the plan's layers are the model's modules: the type fits the op, channels and
-features agree, and every module with parameters is in the plan.
+The model is traced as engine/pytorch/importer.py traces it, and every traced operation that became a
+layer is set beside the plan's layer at the same place: a module call gives the module (its first call
+is named after it, later calls ``name_1``, ...), a function a functional layer; a last softmax the plan
+has beyond the model's operations is the loss, run outside the model. Names cannot tell a module's
+second call from a function named like it (``relu_1``), so the trace decides. Mismatches are collected
+into one error naming every offending layer: another op or module at that place, a module type that
+does not fit the op, other channels or features, a module with parameters the plan does not have.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 
 from torch import nn
 
-from ..errors import MemoryRuntimeError
+from ..errors import EngineError, MemoryRuntimeError
 from ..network import Network
 
 KINDS = {
@@ -24,8 +26,30 @@ KINDS = {
 }
 
 
-def _leaf(m: nn.Module) -> bool:
-    return next(m.children(), None) is None
+def _traced_layers(model: nn.Module, net: Network) -> list[tuple[str, str | None]]:
+    """(op, module name or None) of each operation the importer turns into a layer, in its order."""
+    from . import importer
+    try:
+        gm = importer._trace(model, net.layers[0].out_shape, net.name)
+    except EngineError as err:
+        raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: {err}") from None
+    modules = dict(gm.named_modules())
+    calls: dict[str, int] = {}
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            calls[node.target] = calls.get(node.target, 0) + 1
+    out = []
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        try:
+            step = importer._classify(node, modules, calls)
+        except importer._Unsupported as err:
+            raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: {node.target} "
+                                     f"cannot be a layer ({err})") from None
+        if step is not None and step.op is not None:
+            out.append((step.op, node.target if node.op == "call_module" else None))
+    return out
 
 
 class LayerMap:
@@ -34,36 +58,36 @@ class LayerMap:
 
     def __init__(self, model: nn.Module, net: Network):
         modules = dict(model.named_modules())
-        calls: dict[str, list[tuple[int, str]]] = {}
+        traced = _traced_layers(model, net)
+        layers = net.layers[1:]
         self.functional: set[str] = set()
         self.loss: str | None = None
         self.data = net.layers[0].name
-        problems: list[str] = []
-        for layer in net.layers[1:]:
-            name = layer.name
-            m = re.fullmatch(r"(.*)_(\d+)", name)
-            if name in modules and _leaf(modules[name]):
-                calls.setdefault(name, []).append((0, name))
-            elif m and m.group(1) in modules and _leaf(modules[m.group(1)]):
-                calls.setdefault(m.group(1), []).append((int(m.group(2)), name))
-            elif (base := m.group(1) if m else name).rpartition(".")[2] == layer.op and (
-                    base.rpartition(".")[0] in modules):
-                self.functional.add(name)
-            elif layer is net.layers[-1] and layer.op == "softmax":
-                self.loss = name
-            else:
-                problems.append(f"plan layer {name} ({layer.op}) is not a module of the model")
         self.names: dict[nn.Module, list[str]] = {}
         self.modules: dict[str, nn.Module] = {}
-        for mname, named in calls.items():
-            mod = modules[mname]
-            for _, name in named:
-                problems += _mismatch(net, net.layer(name), mname, mod)
-            self.names[mod] = [name for _, name in sorted(named)]
-            for _, name in named:
+        problems: list[str] = []
+        if len(layers) == len(traced) + 1 and layers[-1].op == "softmax":
+            self.loss = layers[-1].name
+            layers = layers[:-1]
+        elif len(layers) != len(traced):
+            problems.append(f"the plan has {len(net.layers) - 1} layers, the model {len(traced)} operations")
+        for (op, target), layer in zip(traced, layers):
+            name = layer.name
+            if op != layer.op:
+                where = f"the model's {target}" if target else "the model's function there"
+                problems.append(f"plan layer {name} is a {layer.op} but {where} is a {op}")
+            elif target is None:
+                self.functional.add(name)
+            elif name != target and not re.fullmatch(rf"{re.escape(target)}_\d+", name):
+                problems.append(f"plan layer {name} ({layer.op}) is not a module of the model (there it has {target})")
+            else:
+                mod = modules[target]
+                problems += _mismatch(layer, target, mod)
+                self.names.setdefault(mod, []).append(name)
                 self.modules[name] = mod
+        covered = {m for m in self.names}
         for mname, mod in modules.items():
-            if _leaf(mod) and mname not in calls and any(True for _ in mod.parameters(recurse=False)):
+            if next(mod.children(), None) is None and mod not in covered and any(True for _ in mod.parameters(recurse=False)):
                 problems.append(f"the model's {mname} ({type(mod).__name__}) is not in the plan")
         if problems:
             more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
@@ -74,7 +98,7 @@ class LayerMap:
         return self.modules.get(layer)
 
 
-def _mismatch(net: Network, layer, mname: str, mod: nn.Module) -> list[str]:
+def _mismatch(layer, mname: str, mod: nn.Module) -> list[str]:
     kinds = KINDS.get(layer.op, ())
     if not isinstance(mod, kinds):
         return [f"plan layer {layer.name} is a {layer.op} but the model's {mname} is a {type(mod).__name__}"]

@@ -47,6 +47,9 @@ def apply_memory_policy(model: nn.Module, result, example_input: torch.Tensor | 
         raise MemoryRuntimeError("apply_memory_policy needs the MemoryResult of engine.memory.plan_memory "
                                  "(it carries the MemoryPlan to execute)")
     notes = executable(plan)
+    old = model.__dict__.get("ucudnn_memory")
+    if old is not None:
+        old.remove()
     layers = LayerMap(model, plan.inventory.net)
     schedule = build_schedule(plan)
     _check_recompute(schedule, layers)
@@ -56,9 +59,6 @@ def apply_memory_policy(model: nn.Module, result, example_input: torch.Tensor | 
                      "frees nothing and its prefetch makes a second copy on the device")
     if schedule.ignored:
         notes.append(f"copies of {', '.join(schedule.ignored)} leave no gap before a prefetch; kept on the device")
-    old = model.__dict__.get("ucudnn_memory")
-    if old is not None:
-        old.remove()
     runtime = MemoryRuntime(model, result, schedule, layers, notes)
     if example_input is not None:
         try:
