@@ -40,3 +40,7 @@ class ModelImportError(EngineError, ValueError):
 
 class GPUUnavailableError(EngineError, RuntimeError):
     pass
+
+
+class MemoryRuntimeError(EngineError, ValueError):
+    """A memory plan the PyTorch runtime cannot execute on a model: a mismatch, or a part it cannot run."""

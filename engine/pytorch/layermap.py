@@ -1,0 +1,124 @@
+"""Which module runs each layer of a memory plan's network, call by call.
+
+The model is traced as engine/pytorch/importer.py traces it, and every traced operation that became a
+layer is set beside the plan's layer at the same place: a module call gives the module (its first call
+is named after it, later calls ``name_1``, ...), a function a functional layer; a last softmax the plan
+has beyond the model's operations is the loss, run outside the model. Names cannot tell a module's
+second call from a function named like it (``relu_1``), so the trace decides. Mismatches are collected
+into one error naming every offending layer: another op or module at that place, a module type that
+does not fit the op, other channels or features, a module with parameters the plan does not have.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from torch import nn
+
+from ..errors import EngineError, MemoryRuntimeError
+from ..network import Network
+
+KINDS = {
+    "conv": (nn.Conv2d,), "fc": (nn.Linear,), "bn": (nn.BatchNorm2d,), "relu": (nn.ReLU,),
+    "pool": (nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d),
+    "dropout": (nn.Dropout,), "lrn": (nn.LocalResponseNorm,), "softmax": (nn.Softmax,),
+}
+
+
+def _traced_layers(model: nn.Module, net: Network) -> list[tuple[str, str | None]]:
+    """(op, module name or None) of each operation the importer turns into a layer, in its order."""
+    from . import importer
+    try:
+        gm = importer._trace(model, net.layers[0].out_shape, net.name)
+    except EngineError as err:
+        raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: {err}") from None
+    modules = dict(gm.named_modules())
+    calls: dict[str, int] = {}
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            calls[node.target] = calls.get(node.target, 0) + 1
+    out = []
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        try:
+            step = importer._classify(node, modules, calls)
+        except importer._Unsupported as err:
+            raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: {node.target} "
+                                     f"cannot be a layer ({err})") from None
+        if step is not None and step.op is not None:
+            out.append((step.op, node.target if node.op == "call_module" else None))
+    return out
+
+
+class LayerMap:
+    """``names[module]``: the plan layers of the module's calls in call order; ``functional``: layers that
+    are functions in the model's forward; ``loss``: the appended loss layer, run outside the model."""
+
+    def __init__(self, model: nn.Module, net: Network):
+        modules = dict(model.named_modules())
+        traced = _traced_layers(model, net)
+        layers = net.layers[1:]
+        self.functional: set[str] = set()
+        self.loss: str | None = None
+        self.data = net.layers[0].name
+        self.names: dict[nn.Module, list[str]] = {}
+        self.modules: dict[str, nn.Module] = {}
+        problems: list[str] = []
+        if len(layers) == len(traced) + 1 and layers[-1].op == "softmax":
+            self.loss = layers[-1].name
+            layers = layers[:-1]
+        elif len(layers) != len(traced):
+            problems.append(f"the plan has {len(net.layers) - 1} layers, the model {len(traced)} operations")
+        for (op, target), layer in zip(traced, layers):
+            name = layer.name
+            if op != layer.op:
+                where = f"the model's {target}" if target else "the model's function there"
+                problems.append(f"plan layer {name} is a {layer.op} but {where} is a {op}")
+            elif target is None:
+                self.functional.add(name)
+            elif name != target and not re.fullmatch(rf"{re.escape(target)}_\d+", name):
+                problems.append(f"plan layer {name} ({layer.op}) is not a module of the model (there it has {target})")
+            else:
+                mod = modules[target]
+                problems += _mismatch(layer, target, mod)
+                self.names.setdefault(mod, []).append(name)
+                self.modules[name] = mod
+        covered = {m for m in self.names}
+        for mname, mod in modules.items():
+            if next(mod.children(), None) is None and mod not in covered and any(True for _ in mod.parameters(recurse=False)):
+                problems.append(f"the model's {mname} ({type(mod).__name__}) is not in the plan")
+        if problems:
+            more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+            raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: "
+                                     f"{'; '.join(problems[:5])}{more}")
+
+    def module_of(self, layer: str) -> nn.Module | None:
+        return self.modules.get(layer)
+
+
+def _mismatch(layer, mname: str, mod: nn.Module) -> list[str]:
+    kinds = KINDS.get(layer.op, ())
+    if not isinstance(mod, kinds):
+        return [f"plan layer {layer.name} is a {layer.op} but the model's {mname} is a {type(mod).__name__}"]
+    p = layer.params
+    got = want = None
+    if layer.op == "conv":
+        what = "channels in, out, kernel, stride"
+        want = (p["c"], p["k"], (p["r"], p["s"]), (p["stride_h"], p["stride_w"]))
+        got = (mod.in_channels, mod.out_channels, tuple(mod.kernel_size), tuple(mod.stride))
+    elif layer.op == "fc":
+        what, want, got = "features in, out", (p["in_features"], p["out_features"]), (mod.in_features, mod.out_features)
+    elif layer.op == "bn":
+        what, want, got = "channels", layer.out_shape[0], mod.num_features
+    if got != want:
+        return [f"plan layer {layer.name} has {what} {want} but the model's {mname} has {got}"]
+    return []
+
+
+def same_shape(layer, shape: tuple[int, ...]) -> bool:
+    """A layer's per-sample output against torch's: exact for feature maps, element count for flat ones."""
+    if layer.op in ("conv", "pool", "bn", "lrn", "concat", "add") or len(shape) == len(layer.out_shape):
+        return tuple(shape) == tuple(layer.out_shape)
+    return math.prod(shape) == layer.out_elems

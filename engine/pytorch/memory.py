@@ -1,0 +1,267 @@
+"""``apply_memory_policy(model, result)``: run the memory planner's plan in real PyTorch training steps.
+
+``result`` is ``plan_memory(network, policy=...)`` for the network imported from the same model
+(engine.pytorch.importer), and the runtime executes its ``MemoryPlan``, never heuristics of its own:
+
+* offload (vDNN ``vdnn-*``, SuperNeurons ``sn-offload``/``sn-recompute``/``superneurons`` LRU, Layrub
+  ``layrub-inter``): the plan's copies and residency gaps, through saved-tensor hooks, a side CUDA
+  stream, pinned host buffers and events (offload.py; what maps to which tick: memory_step.py);
+* recomputation (``sn-recompute``, ``superneurons``): the plan's re-forward ticks (recompute.py).
+
+What the runtime cannot execute it refuses in one line naming the part (static whole-iteration
+allocation, Layrub's dX-into-X aliasing, re-forwards of functions it cannot call); what PyTorch does
+anyway it lists in ``notes`` (the convolution algorithms and workspace rule, constant buffer pools).
+docs/memory-runtimes.md has the whole map.
+
+Design: the runtime is installed on the model until ``remove()``, as ``apply_plan`` is, not entered per
+step. The saved-tensor hooks are pushed by the model's own forward pre-hook and popped by its forward
+hook, so every forward with grad enabled is managed and nothing else is: the loss, the optimizer and
+other models keep stock behaviour, and a training loop needs no wrapper it could forget. Each forward
+starts a new step (its backward follows the same step's schedule), so ``stats`` describe the last step.
+``with apply_memory_policy(model, result) as runtime: ...`` scopes it to a block (``remove()`` at exit).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import nn
+
+from ..errors import MemoryRuntimeError
+from .layermap import LayerMap
+from .memory_step import Step, unpack
+from .offload import Mover
+from .schedule import Schedule, build_schedule
+
+
+def apply_memory_policy(model: nn.Module, result, example_input: torch.Tensor | None = None) -> "MemoryRuntime":
+    """Install the runtime of ``result.plan`` (an ``engine.memory.MemoryResult``) on ``model``; returns it.
+
+    ``example_input`` (a batch of the plan's shape) runs one no-grad forward that checks every plan layer
+    runs, once each, with the plan's shapes. A plan whose layers are not the model's modules, or that
+    has parts the runtime cannot execute, raises ``MemoryRuntimeError``.
+    """
+    plan = getattr(result, "plan", None)
+    if plan is None:
+        raise MemoryRuntimeError("apply_memory_policy needs the MemoryResult of engine.memory.plan_memory "
+                                 "(it carries the MemoryPlan to execute)")
+    notes = executable(plan)
+    old = model.__dict__.get("ucudnn_memory")
+    if old is not None:
+        old.remove()
+    layers = LayerMap(model, plan.inventory.net)
+    schedule = build_schedule(plan)
+    _check_recompute(schedule, layers)
+    data = schedule.storage_of(f"Y:{layers.data}")
+    if data in schedule.gaps:
+        notes.append("the input batch is offloaded as the plan says, but the caller still holds it: its release "
+                     "frees nothing and its prefetch makes a second copy on the device")
+    if schedule.ignored:
+        notes.append(f"copies of {', '.join(schedule.ignored)} leave no gap before a prefetch; kept on the device")
+    runtime = MemoryRuntime(model, result, schedule, layers, notes)
+    if example_input is not None:
+        try:
+            runtime.check(example_input)
+        except Exception:
+            runtime.remove()
+            raise
+    return runtime
+
+
+def executable(plan) -> list[str]:
+    """Refuse what no PyTorch runtime can execute; return notes on what PyTorch does itself."""
+    name = plan.policy
+    opts = plan.options
+    if name.startswith("baseline"):
+        raise MemoryRuntimeError(f"memory policy {name} cannot run in PyTorch: it is a framework's static allocation "
+                                 f"(tensors resident the whole iteration{', shared gradient buffers' if 'vdnn' in name else ''}"
+                                 f"); PyTorch's caching allocator frees tensors by liveness, so there is nothing to "
+                                 f"execute")
+    if opts.get("mode") in ("intra", "hybrid"):
+        layers = opts.get("aliased", [])
+        where = f" ({', '.join(layers[:3])}{', ...' if len(layers) > 3 else ''})" if layers else ""
+        raise MemoryRuntimeError(f"memory policy {name} cannot run in PyTorch: its intra-layer reuse (dX written into "
+                                 f"X's buffer on {len(layers)} layers{where}, ReLU kept as a 1-byte sign mask"
+                                 f"{', static allocation' if opts['mode'] == 'intra' else ''}) has no PyTorch form: "
+                                 f"backward writes every input gradient into a new tensor and ReLU saves its output; "
+                                 f"layrub-inter (migration only) runs")
+    notes = []
+    if plan.workspace_rule:
+        notes.append(f"workspace rule {plan.workspace_rule!r} not executed: PyTorch's cuDNN heuristics pick the "
+                     f"convolution algorithms (planned convolutions: engine.pytorch.apply_plan)")
+    if plan.class_override:
+        notes.append(f"constant buffer pool for {', '.join(plan.class_override)} not executed: in PyTorch reusing "
+                     f"freed blocks is the caching allocator's job")
+    if not plan.copies and not plan.recompute_count:
+        notes.append("no copies and no re-forwards: autograd already frees each saved tensor after its last use")
+    return notes
+
+
+def _check_recompute(schedule: Schedule, layers: LayerMap) -> None:
+    inv = schedule.plan.inventory
+    bad = [n for n in schedule.recomputed if n in layers.functional and inv.net.layer(n).op not in ("add", "concat")]
+    if bad:
+        raise MemoryRuntimeError(f"cannot re-forward {', '.join(bad[:5])}: functional {inv.net.layer(bad[0]).op} "
+                                 f"layers have no module the runtime can call again (write them as modules, "
+                                 f"e.g. nn.ReLU)")
+    shared = [n for n in schedule.recomputed if inv.tensors[f"Y:{n}"].storage != f"Y:{n}"]
+    if shared:
+        n = shared[0]
+        raise MemoryRuntimeError(f"the plan re-forwards {n} but its {inv.convention.name} convention puts {n}'s output "
+                                 f"in the storage of {inv.tensors[f'Y:{n}'].storage[2:]} (in place); plan SuperNeurons "
+                                 f"recomputation with the superneurons convention")
+
+
+class MemoryRuntime:
+    """A memory plan installed on a model (see the module docstring); ``remove()`` restores stock PyTorch."""
+
+    def __init__(self, model: nn.Module, result, schedule: Schedule, layers: LayerMap, notes: list[str]):
+        self.model = model
+        self.result = result
+        self.plan = schedule.plan
+        self.schedule = schedule
+        self.layers = layers
+        self.notes = notes
+        self.steps = 0
+        self._step: Step | None = None
+        self._last: Step | None = None
+        self._movers: dict[torch.device, Mover] = {}
+        self._context = None
+        self._checking = False
+        self._warned_batch = False
+        self._hooks = [model.register_forward_pre_hook(self._begin),
+                       model.register_forward_hook(self._end, always_call=True)]
+        for module in layers.names:
+            self._hooks.append(module.register_forward_pre_hook(self._pre))
+            self._hooks.append(module.register_forward_hook(self._post, always_call=True))
+        model.ucudnn_memory = self
+
+    # --------------------------------------------------------------------------------------- hooks
+
+    def _begin(self, model, args) -> None:
+        self._pop()
+        x = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        active = torch.is_grad_enabled() and x is not None
+        if not active and not self._checking:
+            self._step = None
+            return
+        batch = self.plan.inventory.net.batch
+        if x is not None and x.shape[0] != batch:
+            if self._checking:
+                raise MemoryRuntimeError(f"the plan is for mini-batch {batch}, the example input has {x.shape[0]}")
+            if not self._warned_batch:
+                self._warned_batch = True
+                warnings.warn(f"the memory plan is for mini-batch {batch}, this step has {x.shape[0]}: the schedule "
+                              f"runs, its byte counts are the plan's only at batch {batch}", stacklevel=2)
+        mover = None
+        if active:
+            mover = self._movers.get(x.device)
+            if mover is None:
+                mover = self._movers[x.device] = Mover(x.device)
+            mover.reset()
+        step = Step(self, mover, active)
+        step.begin(x)
+        self._step = step
+        if active:
+            self.steps += 1
+            self._last = step
+            self._context = torch.autograd.graph.saved_tensors_hooks(step.pack, unpack)
+            self._context.__enter__()
+
+    def _end(self, model, args, out) -> None:
+        self._pop()
+        step = self._step
+        if step is not None and out is not None:
+            step.end_forward()
+
+    def _pop(self) -> None:
+        if self._context is not None:
+            self._context.__exit__(None, None, None)
+            self._context = None
+
+    def _pre(self, module, args) -> None:
+        if self._step is not None:
+            self._step.pre(module, args)
+
+    def _post(self, module, args, out) -> None:
+        if self._step is not None:
+            self._step.post(module, out)
+
+    # ------------------------------------------------------------------------------------ public
+
+    def check(self, example_input: torch.Tensor) -> None:
+        """One no-grad forward checking that every plan layer runs once with the plan's shapes. It runs in
+        eval mode, as the importer traced the model, so running statistics are left as they are."""
+        modes = {m: m.training for m in self.model.modules()}
+        self._checking = True
+        try:
+            self.model.eval()
+            with torch.no_grad():
+                self.model(example_input)
+        finally:
+            self._checking = False
+            self._step = None
+            for m, training in modes.items():
+                m.training = training
+
+    @property
+    def stats(self) -> dict:
+        """The last step: bytes offloaded and prefetched (on-demand fetches included), prefetches late at
+        their use on the GPU's clock (reading this waits for the step's copies), re-forwards."""
+        step = self._last
+        if step is None or step.mover is None:
+            return {"offloaded_bytes": 0, "prefetched_bytes": 0, "prefetch_late": 0, "recomputed_layers": 0,
+                    "host_syncs_expected": 0, "offloads": 0, "prefetches": 0, "on_demand": 0,
+                    "prefetch_pending_at_unpack": 0, "recompute_extra": 0, "steps": self.steps}
+        m = step.mover
+        return {"offloaded_bytes": m.offloaded_bytes, "prefetched_bytes": m.prefetched_bytes,
+                "prefetch_late": m.late(), "recomputed_layers": step.recompute.count, "host_syncs_expected": 0,
+                "offloads": m.offloads, "prefetches": m.prefetches, "on_demand": m.on_demand,
+                "prefetch_pending_at_unpack": m.pending_at_unpack, "recompute_extra": step.recompute.extra,
+                "steps": self.steps}
+
+    @property
+    def trace(self) -> list[tuple[str, str, tuple[int, int], tuple[int, int]]]:
+        """The last step's actions: (offload | release | prefetch | recompute | recompute-extra, plan
+        storage or layer, the plan's point (tick, 0 start / 1 end), the point a hook observed when it ran)."""
+        return list(self._last.trace) if self._last is not None else []
+
+    @property
+    def deviations(self) -> list[str]:
+        """Where the last step could not follow the plan (a tensor autograd does not save, a re-forward
+        the plan did not schedule)."""
+        return list(self._last.deviations) if self._last is not None else []
+
+    def predicted(self) -> dict:
+        """The plan's own numbers, to set beside ``stats``."""
+        s = self.result.summary
+        return {"peak": s["peak"], "offload_bytes": s["offload_bytes"], "prefetch_bytes": s["prefetch_bytes"],
+                "recompute_count": s["recompute_count"]}
+
+    def remove(self) -> nn.Module:
+        """Uninstall: hooks removed, host buffers freed; the model runs stock PyTorch again."""
+        self._pop()
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        self._step = None
+        self._movers.clear()
+        if self.model.__dict__.get("ucudnn_memory") is self:
+            del self.model.__dict__["ucudnn_memory"]
+        return self.model
+
+    def __enter__(self) -> "MemoryRuntime":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+    def summary(self) -> str:
+        s = self.stats
+        lines = [f"{self.plan.policy} on {self.plan.inventory.net.name} b{self.plan.inventory.net.batch}: "
+                 f"offloaded {s['offloaded_bytes']} B, prefetched {s['prefetched_bytes']} B "
+                 f"({s['prefetch_late']} late), {s['recomputed_layers']} re-forwards"]
+        lines += [f"note: {n}" for n in self.notes] + [f"deviation: {d}" for d in self.deviations]
+        return "\n".join(lines)
+

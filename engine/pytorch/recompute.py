@@ -1,0 +1,171 @@
+"""SuperNeurons' recomputation: re-forward the layers the plan marks (its R ticks) in backward.
+
+In forward the runtime drops every tensor autograd saves for a re-forwarded layer (its output, its
+inputs when they are other re-forwarded outputs, and its extras: max-pool indices, batch-norm
+statistics, dropout masks) and keeps the checkpoints (convolution, fully-connected and data outputs)
+that re-forwards read. At an R tick the layer runs again on its inputs (re-forwarded outputs from the
+cache, checkpoints from the runtime's hold) with grad enabled under a saved-tensor hook that captures
+what autograd saves, so backward gets the same tensors, in the same order, as the original forward
+saved. The layer's ``inplace`` switch is off while it runs (the original forward turns it off too, so
+a checkpoint keeps its value); batch-norm running statistics are restored after the re-forward, and
+dropout replays the random state of its original call. The re-forwarded output and extras stay in the
+cache until the plan's residency span of that output ends (the ``drop`` actions of schedule.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import nn
+
+from ..errors import MemoryRuntimeError
+from .offload import View
+
+
+class Recomputer:
+    """Re-forwards for one step; ``cache`` maps ("Y", layer) to an output and ("X", layer, j) to the
+    j-th tensor the layer's call saved."""
+
+    def __init__(self, step):
+        self.step = step
+        self.cache: dict[tuple, torch.Tensor] = {}
+        self.inputs: dict[str, list[tuple[View, bool]]] = {}   # layer -> its call's input views and grad flags
+        self.wanted: dict[str, set[int]] = {}                   # layer -> indices of the extras it dropped
+        self.rng: dict[str, tuple] = {}                         # dropout layer -> random state at its call
+        self.count = 0          # re-forwards of the plan's R ticks
+        self.extra = 0          # re-forwards the plan did not schedule (a tensor needed where it had none)
+
+    # ---------------------------------------------------------------------------- original forward
+
+    def record_call(self, layer: str, module: nn.Module, args: list[torch.Tensor]) -> None:
+        self.inputs[layer] = [(View.of(x), x.requires_grad) for x in args]
+        if isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0:
+            dev = args[0].device
+            self.rng[layer] = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)
+
+    def dropped_extra(self, layer: str, j: int) -> None:
+        self.wanted.setdefault(layer, set()).add(j)
+
+    # ------------------------------------------------------------------------------------ backward
+
+    def value(self, key: tuple) -> torch.Tensor:
+        """A dropped tensor: from the cache, or re-forwarded now if the plan left none there."""
+        got = self.cache.get(key)
+        if got is None:
+            self.run(key[1], planned=False)
+            got = self.cache.get(key)
+            if got is None:
+                raise MemoryRuntimeError(f"re-forwarding {key[1]} did not give back the tensor its backward "
+                                         f"needs ({key}); the layer must run the same way twice")
+        return got
+
+    def drop(self, target: str) -> None:
+        kind, layer = target.split(":", 1)
+        if kind == "Y":
+            self.cache.pop(("Y", layer), None)
+        else:
+            for key in [k for k in self.cache if k[0] == "X" and k[1] == layer]:
+                del self.cache[key]
+
+    def _input(self, layer: str, i: int, src: str, view: View | None, grad: bool) -> torch.Tensor:
+        step = self.step
+        if step.schedule.dropped(src):
+            out = self.cache.get(("Y", src))
+            if out is None:        # the plan thinks it is still resident; re-forward it outside the plan
+                self.run(src, planned=False)
+                out = self.cache[("Y", src)]
+            storage, device = out.untyped_storage(), out.device
+            view = view or View.of(out)
+        else:
+            held = step.held.get(f"Y:{src}")
+            if held is None:
+                raise MemoryRuntimeError(f"cannot re-forward {layer}: its input {src} is a checkpoint the runtime "
+                                         f"no longer holds (the plan's residency of it ended)")
+            record, out_view = held
+            record.mover.ready(record)
+            storage, device = record.storage, record.device
+            view = view or out_view
+        return view.on(storage, device).detach().requires_grad_(grad)
+
+    def run(self, layer: str, planned: bool = True) -> None:
+        """One re-forward of ``layer``: its output and the extras its backward needs into the cache."""
+        step = self.step
+        spec = step.net.layer(layer)
+        recorded = self.inputs.get(layer)
+        args = []
+        for i, src in enumerate(spec.inputs):
+            view, grad = recorded[i] if recorded and i < len(recorded) else (None, True)
+            args.append(self._input(layer, i, src, view, grad))
+        module = step.layers.module_of(layer)
+        captured: dict[int, torch.Tensor] = {}
+        wanted = self.wanted.get(layer, set())
+        count = [0]
+
+        def pack(t):
+            j = count[0]
+            count[0] += 1
+            if j in wanted:
+                captured[j] = t.detach()
+            return j
+
+        def unpack(_):   # the re-forward's own graph is never run backwards
+            raise MemoryRuntimeError(f"the re-forward graph of {layer} was used in backward")
+
+        step.recomputing = True
+        try:
+            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+                if module is None:
+                    out = _functional(spec.op, args, layer)
+                else:
+                    with _as_original(module, self.rng.get(layer), args[0].device):
+                        out = module(*args)
+        finally:
+            step.recomputing = False
+        self.cache[("Y", layer)] = out.detach()
+        for j, t in captured.items():
+            self.cache[("X", layer, j)] = t
+        if planned:
+            self.count += 1
+        else:
+            self.extra += 1
+            step.deviation(f"re-forwarded {layer} outside the plan (a backward needed it where the plan had "
+                           f"no re-forward)")
+        step.log("recompute" if planned else "recompute-extra", layer, step.clock)
+
+
+def _functional(op: str, args: list[torch.Tensor], layer: str) -> torch.Tensor:
+    if op == "add":
+        out = args[0]
+        for a in args[1:]:
+            out = out + a
+        return out
+    if op == "concat":
+        return torch.cat(args, 1)
+    raise MemoryRuntimeError(f"cannot re-forward {layer}: a functional {op} has no module to call")
+
+
+@contextlib.contextmanager
+def _as_original(module: nn.Module, rng, device):
+    """Run ``module`` as in its original call: out of place, with batch-norm running statistics left
+    as they are and dropout's random state replayed."""
+    inplace = getattr(module, "inplace", None)
+    if inplace:
+        module.inplace = False
+    saved = []
+    if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training and module.track_running_stats:
+        saved = [(b, b.clone()) for b in (module.running_mean, module.running_var, module.num_batches_tracked)
+                 if b is not None]
+    fork = torch.random.fork_rng(devices=[device] if device.type == "cuda" else [], enabled=rng is not None)
+    try:
+        with fork:
+            if rng is not None:
+                torch.set_rng_state(rng[0])
+                if rng[1] is not None:
+                    torch.cuda.set_rng_state(rng[1], device)
+            yield
+    finally:
+        if inplace:
+            module.inplace = True
+        for b, value in saved:
+            b.copy_(value)

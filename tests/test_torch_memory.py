@@ -1,0 +1,293 @@
+"""Memory plans executed in PyTorch training steps on the CPU (engine.pytorch.memory).
+
+Each executable policy is planned by ``plan_memory`` for a model imported with engine.pytorch.importer
+and run by ``apply_memory_policy`` on a copy of that model: the loss, every parameter gradient and the
+batch-norm running statistics must equal a stock step's (same weights, same input, same dropout draws;
+CPU fp32), and what the runtime did must be what the plan says: bytes offloaded and prefetched equal the
+plan's copies, re-forwards equal its R ticks, each copy runs at its tick. On the CPU the copies are plain
+copies (no streams), which is enough for the logic and the gradients; tests/test_gpu_memory.py runs the
+CUDA path.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from engine.errors import MemoryRuntimeError
+from engine.memory import plan_memory
+from engine.pytorch import apply_memory_policy
+from engine.pytorch.importer import import_model
+
+torch = pytest.importorskip("torch")
+torchvision = pytest.importorskip("torchvision")
+nn = torch.nn
+
+EXECUTABLE = ("liveness", "vdnn-all-p", "vdnn-conv-m", "vdnn-dyn", "sn-offload", "sn-recompute", "superneurons",
+              "layrub-inter")
+OFFLOADING = ("vdnn-all-p", "vdnn-conv-m", "sn-offload", "sn-recompute", "layrub-inter")
+
+
+class Small(nn.Module):
+    """Conv, in-place ReLU, max-pool twice, then a linear layer (the shape of vDNN's feature extractor)."""
+
+    def __init__(self, channels=8):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, channels, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+                                      nn.Conv2d(channels, 16, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2))
+        self.fc = nn.Linear(16 * 4 * 4, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.features(x), 1))
+
+
+class Branchy(nn.Module):
+    """Functional in-place ReLUs (as GoogLeNet's), one named like a module's second call (``relu_1`` beside
+    the module ``relu``), and a concatenation of two branches."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv0, self.bn0 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.b1, self.b2, self.relu = nn.Conv2d(8, 4, 1), nn.Conv2d(8, 4, 3, padding=1), nn.ReLU()
+        self.pool, self.fc = nn.MaxPool2d(2), nn.Linear(8 * 8 * 8, 10)
+
+    def forward(self, x):
+        x = nn.functional.relu(self.bn0(self.conv0(x)), inplace=True)
+        y = torch.cat([nn.functional.relu(self.b1(x), inplace=True), self.relu(self.b2(x))], 1)
+        return self.fc(torch.flatten(self.pool(y), 1))
+
+
+MODELS = {
+    "small": (Small, (3, 16, 16), 4),
+    "resnet18": (lambda: torchvision.models.resnet18(num_classes=10), (3, 32, 32), 2),
+    "branchy": (Branchy, (3, 16, 16), 4),
+}
+
+
+def rel(a, b) -> float:
+    a, b = a.double(), b.double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def build(model_name):
+    make, shape, batch = MODELS[model_name]
+    torch.manual_seed(0)
+    stock = make()
+    net = import_model(stock, shape, batch, model_name)
+    x = torch.randn(batch, *shape)
+    target = torch.randint(0, 10, (batch,))
+    return stock, net, x, target
+
+
+def step(model, x, target):
+    torch.manual_seed(1)   # the same dropout draws in every model
+    loss = nn.functional.cross_entropy(model(x), target)
+    loss.backward()
+    return loss.detach()
+
+
+def plan(net, policy):
+    options = {}
+    if policy in ("superneurons", "vdnn-dyn"):   # a capacity below the plan's own peak: LRU evictions, offloads
+        free = plan_memory(net, policy="superneurons" if policy == "superneurons" else "vdnn-conv-p")
+        options["capacity"] = int(free.peak * (0.8 if policy == "superneurons" else 1.0))
+    return plan_memory(net, policy=policy, **options)
+
+
+def assert_same_step(stock, managed, loss_stock, loss_managed, label=""):
+    assert rel(loss_managed, loss_stock) <= 1e-6, f"{label}loss {float(loss_managed)} != {float(loss_stock)}"
+    for (name, p), q in zip(stock.named_parameters(), managed.parameters()):
+        assert q.grad is not None, f"{label}{name}: no gradient"
+        assert rel(q.grad, p.grad) <= 1e-6, f"{label}{name}: gradient error {rel(q.grad, p.grad):.2e}"
+    for (name, b), c in zip(stock.named_buffers(), managed.buffers()):
+        assert torch.equal(b, c), f"{label}{name}: running statistics differ (a re-forward updated them?)"
+
+
+@pytest.mark.parametrize("model_name", list(MODELS))
+@pytest.mark.parametrize("policy", EXECUTABLE)
+def test_policy_step_equals_stock_and_follows_the_plan(model_name, policy):
+    stock, net, x, target = build(model_name)
+    managed = copy.deepcopy(stock)
+    result = plan(net, policy)
+    if model_name == "branchy" and result.plan.recompute_count:
+        with pytest.raises(MemoryRuntimeError, match=r"cannot re-forward relu_\d, relu_\d: functional relu"):
+            apply_memory_policy(managed, result)
+        return
+    runtime = apply_memory_policy(managed, result, example_input=x)
+    for n in range(2):   # the second step accumulates into .grad and reuses the host buffers
+        loss_stock, loss_managed = step(stock, x, target), step(managed, x, target)
+        assert_same_step(stock, managed, loss_stock, loss_managed, f"step {n + 1}: ")
+    s, summary = runtime.stats, result.summary
+    assert s["steps"] == 2 and s["host_syncs_expected"] == 0
+    last = runtime._last     # the backward reached the plan's last tick: nothing of the step is still held
+    assert last.done and not last.held and not last.recompute.cache
+    assert s["recomputed_layers"] == summary["recompute_count"] == result.plan.recompute_count
+    assert s["recompute_extra"] == 0, runtime.deviations
+    assert s["prefetch_late"] == s["on_demand"] == 0     # on the CPU, late means fetched on demand
+    if policy == "layrub-inter" and model_name != "small":
+        # Caffe's batch norm keeps a normalised copy (xnorm) that PyTorch does not: named, never copied; and
+        # it runs in place, where PyTorch's writes a new tensor, copied under the same plan storage
+        assert runtime.deviations and all(":xnorm" in d for d in runtime.deviations)
+    else:
+        assert not runtime.deviations
+        assert s["offloaded_bytes"] == summary["offload_bytes"]
+        assert s["prefetched_bytes"] == summary["prefetch_bytes"]
+    if policy in OFFLOADING:
+        assert s["offloaded_bytes"] > 0 and s["offloads"] == s["prefetches"] > 0
+    if policy in ("sn-recompute", "superneurons"):
+        assert s["recomputed_layers"] > 0
+
+
+def test_copies_and_reforwards_run_at_the_plans_ticks():
+    stock, net, x, target = build("small")
+    for policy in ("vdnn-all-p", "sn-recompute", "superneurons"):
+        model = copy.deepcopy(stock)
+        result = plan(net, policy)
+        p = result.plan
+        with apply_memory_policy(model, result) as runtime:
+            step(model, x, target)
+            trace = runtime.trace
+        copies = [(c.direction, c.storage, c.issue) for c in p.copies]
+        done = [(kind, name, planned[0]) for kind, name, planned, _ in trace if kind in ("offload", "prefetch")]
+        assert sorted(done) == sorted(copies), policy
+        for kind, name, planned, seen in trace:
+            assert seen >= planned, f"{policy}: {kind} {name} ran at {seen}, before its tick {planned}"
+            if planned[0] < len(p.inventory.route) - 1:          # forward ticks of the model's own layers are seen
+                assert seen == planned, f"{policy}: {kind} {name} planned at {planned}, ran at {seen}"
+        deadline = {(c.storage, c.issue): c.deadline for c in p.copies if c.direction == "prefetch"}
+        for kind, name, planned, seen in trace:
+            if kind == "prefetch" and deadline[name, planned[0]] is not None:
+                assert seen[0] <= deadline[name, planned[0]], f"{policy}: prefetch of {name} after its deadline"
+        releases = [(name, planned) for kind, name, planned, _ in trace if kind == "release"]
+        for name, planned in releases:   # released exactly where the plan's residency of it stops
+            assert any(a - 1 == planned[0] for a, _ in _gaps(p.intervals[name])), (policy, name, planned)
+        recomputed = [name for kind, name, _, _ in trace if kind == "recompute"]
+        assert recomputed == [t.layer for t in p.ticks if t.phase == "R"], policy
+
+
+def _gaps(spans):
+    spans = sorted(spans)
+    return [(a[1] + 1, b[0] - 1) for a, b in zip(spans, spans[1:]) if b[0] > a[1] + 1]
+
+
+def test_dropout_is_replayed_in_reforwards():
+    """AlexNet's classifier dropouts are re-forwarded under sn-recompute: the masks must be the original ones."""
+    torch.manual_seed(0)
+    stock = torchvision.models.alexnet(num_classes=10)
+    net = import_model(stock, (3, 224, 224), 2, "alexnet")
+    x, target = torch.randn(2, 3, 224, 224), torch.randint(0, 10, (2,))
+    managed = copy.deepcopy(stock)
+    result = plan_memory(net, policy="sn-recompute")
+    assert any(t.phase == "R" and net.layer(t.layer).op == "dropout" for t in result.plan.ticks)
+    runtime = apply_memory_policy(managed, result)
+    assert_same_step(stock, managed, step(stock, x, target), step(managed, x, target))
+    assert runtime.stats["recomputed_layers"] == result.plan.recompute_count
+    assert runtime.stats["offloaded_bytes"] == result.summary["offload_bytes"] > 0
+
+
+def test_remove_restores_stock_pytorch():
+    stock, net, x, target = build("resnet18")
+    managed = copy.deepcopy(stock)
+    hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in managed.modules())
+    runtime = apply_memory_policy(managed, plan(net, "sn-recompute"))
+    assert managed.ucudnn_memory is runtime
+    assert sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in managed.modules()) > hooks
+    assert_same_step(stock, managed, step(stock, x, target), step(managed, x, target))
+    assert runtime.remove() is managed
+    assert not hasattr(managed, "ucudnn_memory")
+    assert sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in managed.modules()) == hooks
+    assert [m.inplace for m in managed.modules() if isinstance(m, nn.ReLU)] == \
+        [m.inplace for m in stock.modules() if isinstance(m, nn.ReLU)]
+    stock.zero_grad(), managed.zero_grad()
+    assert_same_step(stock, managed, step(stock, x, target), step(managed, x, target))
+    assert runtime.stats["steps"] == 1      # the step after remove() was not managed
+
+    with apply_memory_policy(managed, plan(net, "vdnn-all-p")) as scoped:
+        step(managed, x, target)
+        assert scoped.stats["offloads"] > 0
+    assert not hasattr(managed, "ucudnn_memory")
+
+
+def test_no_grad_forwards_are_left_alone():
+    stock, net, x, _ = build("small")
+    managed = copy.deepcopy(stock)
+    runtime = apply_memory_policy(managed, plan(net, "vdnn-all-p"))
+    with torch.no_grad():
+        assert torch.equal(managed(x), stock(x))
+    assert runtime.stats["steps"] == 0
+    assert runtime.notes and "workspace rule" in runtime.notes[0]
+
+
+def test_offload_counts_what_the_plan_copies():
+    """The count is the runtime's own: dropping one of the plan's offloads changes it."""
+    stock, net, x, target = build("small")
+    result = plan(net, "vdnn-all-p")
+    first = result.plan.copies[0]
+    result.plan.copies = [c for c in result.plan.copies if c.storage != first.storage]
+    runtime = apply_memory_policy(stock, result)
+    step(stock, x, target)
+    assert runtime.stats["offloaded_bytes"] == result.summary["offload_bytes"] - first.nbytes
+
+
+def test_a_plan_for_another_model_is_refused_naming_the_layer():
+    _, net, x, _ = build("small")
+    result = plan_memory(net, policy="vdnn-all-p")
+    with pytest.raises(MemoryRuntimeError, match=r"features\.0 has channels in, out, kernel, stride \(3, 8"):
+        apply_memory_policy(Small(channels=12), result)
+    extra = Small()
+    extra.head = nn.Linear(10, 10)
+    with pytest.raises(MemoryRuntimeError, match=r"the model's head \(Linear\) is not in the plan"):
+        apply_memory_policy(extra, result)
+    renamed = nn.Sequential()
+    renamed.add_module("body", Small())
+    with pytest.raises(MemoryRuntimeError, match=r"plan layer features\.0 \(conv\) is not a module of the model"):
+        apply_memory_policy(renamed, result)
+    with pytest.raises(MemoryRuntimeError, match="mini-batch 4, the example input has 2"):
+        apply_memory_policy(Small(), result, example_input=x[:2])
+    with pytest.raises(MemoryRuntimeError, match=r"layer features\.0: the model gives \(8, 8, 8\)"):
+        apply_memory_policy(Small(), result, example_input=torch.randn(4, 3, 8, 8))
+
+
+def test_parts_the_runtime_cannot_execute_are_refused_by_name():
+    stock, net, _, _ = build("small")
+    with pytest.raises(MemoryRuntimeError, match="baseline-vdnn-p cannot run in PyTorch: .*static allocation"):
+        apply_memory_policy(stock, plan_memory(net, policy="baseline-vdnn-p"))
+    with pytest.raises(MemoryRuntimeError, match=r"layrub-hybrid cannot run in PyTorch: its intra-layer reuse "
+                                                 r"\(dX written into X's buffer on 0 layers, ReLU kept as a 1-byte"):
+        apply_memory_policy(stock, plan_memory(net, policy="layrub-hybrid"))
+    resnet = torchvision.models.resnet18(num_classes=10)
+    hybrid = plan_memory(import_model(resnet, (3, 32, 32), 2, "r18"), policy="layrub-hybrid")
+    first = hybrid.plan.options["aliased"][0]
+    with pytest.raises(MemoryRuntimeError, match=rf"buffer on \d+ layers \({first}, "):
+        apply_memory_policy(resnet, hybrid)
+    with pytest.raises(MemoryRuntimeError, match="layrub-intra cannot run in PyTorch: .*static allocation"):
+        apply_memory_policy(stock, plan_memory(net, policy="layrub-intra"))
+    with pytest.raises(MemoryRuntimeError, match=r"re-forwards features\.\d .*pytorch convention.*superneurons "
+                                                 r"convention"):
+        apply_memory_policy(stock, plan_memory(net, policy="sn-recompute", convention="pytorch"))
+
+    class Functional(Small):
+        def forward(self, x):
+            f = self.features
+            x = f[2](nn.functional.relu(f[0](x)))
+            return self.fc(torch.flatten(f[5](f[4](f[3](x))), 1))
+
+    model = Functional()
+    fnet = import_model(model, (3, 16, 16), 4, "functional")
+    with pytest.raises(MemoryRuntimeError, match=r"cannot re-forward relu: functional relu"):
+        apply_memory_policy(model, plan_memory(fnet, policy="sn-recompute"))
+    apply_memory_policy(model, plan_memory(fnet, policy="vdnn-all-p")).remove()   # offloading needs no module
+
+
+def test_cpu_mover_counts_an_on_demand_fetch_as_late():
+    from engine.pytorch.offload import Mover, Stored, View
+    mover = Mover(torch.device("cpu"))
+    t = torch.randn(4, 5)
+    s = Stored("Y:x", "Y:x#0", t, mover)
+    mover.offload(s)
+    mover.release(s)
+    assert not s.resident
+    back = s.tensor(View.of(t))        # used before any prefetch: fetched now
+    assert torch.equal(back, t)
+    assert mover.on_demand == 1 and mover.late() == 1 and mover.prefetched_bytes == t.numel() * 4
