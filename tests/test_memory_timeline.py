@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.memory import plan_memory
 from engine.memory.policies import MEMORY_POLICIES, get_policy
 from engine.memory.tensors import CONVENTIONS, build_inventory, route_construct
 from engine.memory.timeline import memory_curve
@@ -158,3 +159,16 @@ def test_lru_cache_respects_capacity_when_it_can(net):
     plan = build_plan(net, "superneurons", capacity=cap)
     assert_uses_resident(plan)
     assert memory_curve(plan).live.max() <= max(cap, lo) + 1e-6
+
+
+@pytest.mark.parametrize("convention", ["superneurons", "torch", "caffe", "pytorch"])
+@pytest.mark.parametrize("policy", [p for p in MEMORY_POLICIES if not p.startswith("baseline-vdnn")])
+def test_every_tensor_is_resident_when_a_tick_uses_it(policy, convention):
+    """Under every policy and tensor convention, a tick's tensors are on the GPU at that tick. (baseline-vdnn
+    is left out: its gradients are one static pool, sized by class_override, not intervals.) This caught
+    recomputation under an in-place convention dropping the checkpoint that shares a re-forwarded storage."""
+    capacity = 1 << 30 if policy in ("superneurons", "vdnn-dyn") else None
+    plan = plan_memory("resnet18", policy, batch=8, convention=convention, capacity=capacity).plan
+    missing = [(i, u) for i, tick in enumerate(plan.ticks) for u in tick.uses
+               if not any(a <= i <= b for a, b in plan.intervals.get(plan.inventory.tensors[u].storage, []))]
+    assert not missing, missing[:5]

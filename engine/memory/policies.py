@@ -497,11 +497,19 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
 
 
 def _recompute_plan(name: str, inv: Inventory, strategy: str, rule: str, workspace: str) -> MemoryPlan:
-    """Liveness over the recomputation schedule: re-forwarded tensors live in their recompute spans."""
+    """Liveness over the recomputation schedule: re-forwarded tensors live in their recompute spans; a
+    storage they share with other tensors (an in-place convention) also holds those tensors' own uses."""
     ticks, spans = sn_recompute_ticks(inv, strategy, rule)
     intervals = liveness_intervals(inv, ticks)
+    shared: dict[str, list[tuple[int, int]]] = {}
     for u, sp in spans.items():
-        intervals[inv.tensors[u].storage] = merge(sp)
+        shared.setdefault(inv.tensors[u].storage, []).extend(sp)
+    for st, sp in shared.items():
+        for name, t in inv.tensors.items():
+            if t.storage == st and name not in spans:
+                used = [i for i, tick in enumerate(ticks) if name in tick.uses]
+                sp.extend([(used[0], used[-1])] if used else [])
+        intervals[st] = merge(sp)
     return MemoryPlan(name, inv, ticks, intervals, workspace_rule=workspace,
                 recompute_count=sum(t.phase == "R" for t in ticks))
 
