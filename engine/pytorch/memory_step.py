@@ -244,7 +244,7 @@ class Step:
             return t
         try:
             ptr = storage_ptr(t)
-        except (RuntimeError, NotImplementedError):
+        except (RuntimeError, NotImplementedError):   # no storage (meta, subclass wrappers): autograd keeps it
             return t
         cur = self.cur
         j = 0
