@@ -569,8 +569,9 @@ def verify_flags(rows) -> list[str]:
                            f"in side_by_side.md ({', '.join(failed)}). Triaged on the H100 (verify-triage/README.md): "
                            "run alone, each of those kernels equals both a float64 cuDNN and a native float64 "
                            "convolution within TF32 tolerance, and in PyTorch the planned first block of VGG-16 "
-                           "equals stock; the failure reproduces only inside `verify`'s harness and is not yet "
-                           "understood.")
+                           "equals stock. Cause, found after that run: `verify` filled its inputs on the default "
+                           "stream and read them on the context's non-blocking stream, so large kernels were compared "
+                           "with a reference computed from half-written inputs; fixed, not yet re-run on a GPU.")
     return out
 
 

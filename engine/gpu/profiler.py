@@ -56,6 +56,8 @@ class KernelBuffers:
         self.align = sample_alignment(sig)
         for buf in (self.x, self.y, self.w):  # random inputs: zeros can take fast paths
             fill_random(buf, sig.precision)
+        # the fills run on the current stream; the context's stream is non-blocking and would not wait for them
+        cp.cuda.get_current_stream().synchronize()
         self.ws = cp.empty(1, dtype=cp.uint8)
 
     def workspace(self, nbytes: int) -> int:

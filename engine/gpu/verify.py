@@ -87,19 +87,22 @@ def verify_kernel(run: KernelRun, ex: KernelExecutor, ws_ptr: int, ctx, *, repea
     sig = run.sig
     per = per_sample_bytes(sig)
     n = sig.n
-    x = cp.empty(per["x"] * n, dtype=cp.uint8)
-    y = cp.empty(per["y"] * n, dtype=cp.uint8)
-    w = cp.empty(per["w"], dtype=cp.uint8)
-    out_role = output_role(sig)
-    for role, buf in (("x", x), ("y", y), ("w", w)):
-        if role != out_role:
-            fill_random(buf, sig.precision)
-    out = {"x": x, "y": y, "w": w}[out_role]
-    ptrs = {"x": x.data.ptr, "y": y.data.ptr, "w": w.data.ptr}
     engines = {int(name[3:].split("_")[0]) for _, name in run.micro if name.startswith("eng")}
     ref_name, ref_fn, ref_ws, is64 = reference_plan(sig, ctx, engines)
-    ref_ws_buf = cp.empty(max(ref_ws, 1), dtype=cp.uint8)
+    # every array op on the context's stream: it is non-blocking, so inputs filled on the default stream could
+    # still be half-written when the reference reads them (this made large kernels fail against a reference
+    # computed from stale data: benchmarks/reports/verify-triage/)
     with ctx.stream:
+        x = cp.empty(per["x"] * n, dtype=cp.uint8)
+        y = cp.empty(per["y"] * n, dtype=cp.uint8)
+        w = cp.empty(per["w"], dtype=cp.uint8)
+        out_role = output_role(sig)
+        for role, buf in (("x", x), ("y", y), ("w", w)):
+            if role != out_role:
+                fill_random(buf, sig.precision)
+        out = {"x": x, "y": y, "w": w}[out_role]
+        ptrs = {"x": x.data.ptr, "y": y.data.ptr, "w": w.data.ptr}
+        ref_ws_buf = cp.empty(max(ref_ws, 1), dtype=cp.uint8)
         if is64:  # the same inputs, exactly widened to float64
             bufs64 = {r: to_float32(b, sig.precision).astype(cp.float64) for r, b in (("x", x), ("y", y), ("w", w))}
             bufs64[out_role].fill(cp.nan)
