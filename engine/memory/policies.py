@@ -424,7 +424,12 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
         raise EngineError(f"recomputation strategy must be speed, memory or cost-aware, got {strategy!r}")
     net = inv.net
     segs = sn_segments(inv, checkpoints)
-    droppable = {f"Y:{n}" for n in segs}
+    # an output that shares its storage (an in-place layer, or the layer an in-place one writes over) cannot be
+    # dropped and re-forwarded alone: the storage holds the in-place result, which autograd keeps
+    per_storage: dict[str, int] = {}
+    for tensor in inv.tensors.values():
+        per_storage[tensor.storage] = per_storage.get(tensor.storage, 0) + 1
+    droppable = {f"Y:{n}" for n in segs if per_storage[inv.tensors[f"Y:{n}"].storage] == 1}
     mem_mode = sn_segment_memory_centric(inv, rule, checkpoints) if strategy == "cost-aware" else \
         {n: strategy == "memory" for n in segs}
     base = base_ticks(inv)
@@ -481,7 +486,7 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
         if dropped_inputs or own:
             for a in closure(([name] if name in segs else []) + dropped_inputs):
                 out = f"Y:{a}"
-                if out in resident:
+                if out in resident or out not in droppable:   # kept by liveness: nothing to re-forward
                     continue
                 ticks.append(Tick(len(ticks), t.step, a, "R", tuple(inv.fwd_uses[a])))
                 resident[out] = ticks[-1].index
