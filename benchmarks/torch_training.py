@@ -401,11 +401,6 @@ def report(args) -> int:
               "estimated.",
               f"- WD at a total of X MiB divides X among all kernels ({kernel_counts(rows)}), so each gets a small "
               "fraction of what WR gives it at X per kernel.",
-              *([] if prov.get("filler_rule") == FILLER_RULE else [
-                  "- This run's filler left a planned case X MiB beyond its arena, while stock got X; planned "
-                  "convolutions use only their arena (and a dW-sized scratch), so the extra memory could not speed "
-                  "them up, but it was not the same headroom (the script counts the arena inside X since). Its "
-                  "profiler pass released the filler to PyTorch's cache, not to the device."]),
               *verify_flags(rows), ""]
     md = Path(args.output or Path(args.results).with_suffix(".md"))
     atomic_write(md, "\n".join(lines).encode())
