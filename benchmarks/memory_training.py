@@ -30,7 +30,6 @@ and ``--budget-s`` stops launching cases in time for a 10-minute GPU call). Part
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import subprocess
@@ -124,17 +123,19 @@ def _setup(net: str, batch: int, capacity: int | None):
 
 
 def _runtime(model, res, plan=None):
-    """Apply the per-step plan (first: apply_plan traces the stock convolutions) and the memory policy."""
+    """Install the memory policy, then apply the per-step plan: the runtime matches plan layers to modules by
+    tracing the model with torch.fx, which sees stock ``nn.Conv2d`` leaves only before ``apply_plan`` swaps their
+    class (its hooks stay on the same module objects after)."""
     rt = None
-    if plan is not None:
-        from engine.pytorch import apply_plan
-        apply_plan(model, plan)
     if res.policy != "liveness":
         try:
             from engine.pytorch import apply_memory_policy
         except ImportError as err:
             raise RuntimeError(f"the memory runtime is not available here ({err})") from None
         rt = apply_memory_policy(model, res)
+    if plan is not None:
+        from engine.pytorch import apply_plan
+        apply_plan(model, plan)
     return rt
 
 
@@ -148,9 +149,9 @@ def _steps(torch, model, x, target, rt, warmup: int, steps: int) -> dict:
     def step():
         for p in params:
             p.grad = None
-        with rt if rt is not None else contextlib.nullcontext():
-            loss = torch.nn.functional.cross_entropy(model(x), target)
-            loss.backward()
+        # the memory runtime stays installed on the model (its ``with`` form would remove it after one step)
+        loss = torch.nn.functional.cross_entropy(model(x), target)
+        loss.backward()
 
     for _ in range(warmup):
         step()
