@@ -6,6 +6,8 @@ controls change (a plan takes up to a second; the budget slider must stay fast).
 
 from __future__ import annotations
 
+import html
+
 import panel as pn
 
 from engine.errors import BudgetError, EngineError
@@ -78,7 +80,8 @@ class MemoryView(StateView):
         moved = (f"; offloaded {format_size(s['offload_bytes'])}, prefetched {format_size(s['prefetch_bytes'])}, "
                  f"{int(s['recompute_count'])} steps recomputed")
         notes = " ".join(frames["notes"].note) if "notes" in frames and len(frames["notes"]) else ""
+        times = s.get("time_note") or "no time modelled (no profile)"
         self.text.object = (f"Peak {format_size(s['peak'])} at {s['peak_layer']} ({s['peak_phase']}), {fits}"
                             f"{timing}{moved}. Convolution workspaces and times come from the selected profile. "
-                            f"{notes}")
+                            f"{notes}<br><b>Predicted times</b>: {html.escape(times)}")
         self._push(self.panel)
