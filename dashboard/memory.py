@@ -33,6 +33,9 @@ def memory_frames(profile: Profile | None, scope: Scope, policy: str, capacity: 
                          itemsize=itemsize, precision=scope.precision)
     out = engine_memory_frames(result)
     out["notes"] = pd.DataFrame({"note": list(result.notes)})
+    # which times are measured and which modelled, and the rules this prediction was made under
+    out["summary"] = out["summary"].assign(time_note=result.time_note, convention=result.convention,
+                                           workspace_rule=result.workspace_rule)
     with _LOCK:
         _CACHE[key] = (profile, out)  # keep the profile alive so its id stays unique
         while len(_CACHE) > 16:

@@ -1,5 +1,6 @@
-"""The memory tab's figures: a training step's memory per step, stacked by tensor class, and the
-host-device copies below it. Built once and updated by replacing their sources' data. Imports no Panel."""
+"""The memory tab's figures: a training step's memory per step, stacked by tensor class (with the measured peak
+of a GPU run as a line, where one exists), and the host-device copies below it. Built once and updated by
+replacing their sources' data. Imports no Panel."""
 
 from __future__ import annotations
 
@@ -41,14 +42,18 @@ class MemoryPlot:
         cap = fig.line("tick", "capacity", source=self.lines, color="black", line_dash="dotted", line_width=2)
         self.recompute = ColumnDataSource({"tick": [], "y": [], "layer": [], "ms": []})
         rec = fig.scatter("tick", "y", source=self.recompute, marker="inverted_triangle", size=8, color="#d62728")
+        self.measured = ColumnDataSource({"tick": [], "peak": [], "what": []})
+        meas = fig.line("tick", "peak", source=self.measured, color="#1f77b4", line_dash="dashdot", line_width=2.5)
         fig.add_tools(HoverTool(renderers=[total], mode="vline", tooltips=[
             ("step", "@tick (@phase) @layer"), ("total", "@total{0.00} GiB"), ("tensors", "@live{0.00} GiB"),
             ("workspace", "@workspace{0.00} GiB"), ("free for workspace", "@free{0.00} GiB")]))
         fig.add_tools(HoverTool(renderers=[rec], tooltips=[("recomputed", "@layer"), ("compute", "@ms{0.000} ms")]))
+        fig.add_tools(HoverTool(renderers=[meas], tooltips=[("measured peak", "@peak{0.00} GiB"), ("run", "@what")]))
         self.items = {c: LegendItem(label=c.replace("_", " "), renderers=[r]) for c, r in zip(classes, areas)}
         extra = [LegendItem(label="total", renderers=[total]), LegendItem(label="capacity", renderers=[cap]),
                  LegendItem(label="free for workspace", renderers=[free]),
-                 LegendItem(label="recomputed step", renderers=[rec])]
+                 LegendItem(label="recomputed step", renderers=[rec]),
+                 LegendItem(label="measured peak", renderers=[meas], visible=False)]
         self.extra = {i.label.value: i for i in extra}
         fig.add_layout(Legend(items=list(self.items.values()) + extra, label_text_font_size="8pt", spacing=0,
                               glyph_height=12, label_height=12, padding=4, click_policy="hide"), "right")
@@ -100,3 +105,12 @@ class MemoryPlot:
                             "bytes": [format_size(b) for b in cp.bytes], "reason": cp.reason.astype(str).tolist()}
         self.x_range.update(start=-0.5, end=float(ticks.max()) + 0.5 if len(ticks) else 1.0)
         self.fig.title.text = title
+
+    def mark_measured(self, peak: float | None, what: str = "") -> None:
+        """The measured peak (bytes) of a GPU run as a horizontal line across the step; None removes it."""
+        if peak is None:
+            self.measured.data = {"tick": [], "peak": [], "what": []}
+        else:
+            span = [self.x_range.start, self.x_range.end]
+            self.measured.data = {"tick": span, "peak": [peak / float(1 << 30)] * 2, "what": [what] * 2}
+        self.extra["measured peak"].visible = peak is not None

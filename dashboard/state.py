@@ -26,6 +26,7 @@ from .analysis import MODES, Analysis, analyse, budget_range, budget_steps, equi
 from .errors import describe_error
 from .gpu import measured_times
 from .memory import memory_frames
+from .memory_runs import RESULTS_ENV, Measured, measured, results_path
 from .plans import PlanCache, plan_choice
 from .profiles import PROFILE_ENV, discover_profiles, load_profile, requested_profiles
 from .result import Result, build_result
@@ -65,6 +66,9 @@ class PlannerState(param.Parameterized):
     capacity = param.Integer(default=12 * GiB, bounds=(1, None), allow_None=True,
                              doc="GPU memory capacity in bytes for the memory planner (None: unbounded); the "
                                  "default is the memory papers' 12 GB GPUs (K40, TITAN X)")
+    memory_results = param.String(default="", doc=f"The memory benchmark's results JSON (benchmarks/memory_training"
+                                  f".py), whose measured runs the memory tab sets beside its prediction; default "
+                                  f"${{{RESULTS_ENV}}}, else benchmarks/reports/memory_training.json")
     messages = param.List(default=[], constant=True, doc="(level, text) notes for the page")
     error = param.String(default="", constant=True, doc="Why there is no result, in one line")
 
@@ -73,6 +77,8 @@ class PlannerState(param.Parameterized):
         Other keywords set controls (profile, network, batch, precision, layout, policy, mode, budget, kernel)."""
         wanted = {k: params.pop(k) for k in ("profile", "network", "batch", "precision", "layout") if k in params}
         self._budget_given = "budget" in params
+        if not params.get("memory_results"):
+            params["memory_results"] = str(results_path(environ))
         self._policy_given = "policy" in params
         super().__init__(**params)
         warnings: list[str] = []
@@ -309,6 +315,15 @@ class PlannerState(param.Parameterized):
             raise EngineError(self.error or "choose a network first")
         profile = self.analysis.profile if self.analysis is not None else None
         return memory_frames(profile, self.scope, self.memory_policy, self.capacity)
+
+    def memory_measured(self) -> Measured:
+        """The memory benchmark's measured run for the memory tab's network, mini-batch, policy and capacity
+        (dashboard/memory_runs.py); a bad results file is a one-line ``error``, never an exception."""
+        scope = self.scope
+        if scope is None:
+            return measured(self.memory_results, None, None, self.memory_policy, self.capacity)
+        return measured(self.memory_results, scope.network, scope.batch, self.memory_policy, self.capacity,
+                        scope.precision, scope.layout)
 
     # --- plans ---------------------------------------------------------------------------------
     def budget_steps(self) -> list[int]:

@@ -279,6 +279,9 @@ def test_memory_tab_plans_on_demand(dash):
     assert np.allclose(stacked, lines["total"])  # the classes add up to the total line
     assert np.allclose(lines["capacity"], dash.state.capacity / 2**30)
     assert "Peak" in mem.text.object and dash.state.memory_policy in mem.plot.fig.title.text
+    # which iteration times are measured (the profile's convolutions) and which modelled (the assumed constants)
+    assert "Predicted times</b>: time model: convolutions from the profile (measured)" in mem.text.object
+    assert "(assumed)" in mem.text.object
     dash.state.memory_policy = "vdnn-all-p"  # vDNN offloads: copies appear on the lanes
     assert len(mem.plot.copies.data["left"]) > 0 and "offloaded" in mem.text.object
     mem.exact.value = "3 GiB"
