@@ -35,6 +35,12 @@ LOAD = {{"plan": load_plan, "profile": Profile.load, "spec": load_spec}}
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+def peak():  # this process's own peak: Linux's ru_maxrss keeps the parent's peak across fork and exec
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM")) * 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 for kind, path in json.loads(sys.argv[1]):
     t0, c0 = time.perf_counter(), cpu()
     try:
@@ -43,7 +49,7 @@ for kind, path in json.loads(sys.argv[1]):
     except EngineError as err:
         outcome = "error: " + str(err)[:200]
     print(json.dumps({{"outcome": outcome, "seconds": time.perf_counter() - t0, "cpu": cpu() - c0,
-                      "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}), flush=True)
+                      "peak": peak()}}), flush=True)
 """
 
 
