@@ -14,19 +14,9 @@ from hypothesis import strategies as st
 
 from engine.errors import InfeasibleBudgetError
 from engine.optimize import MicroConfig, canonical, micro_front, wr
+from engine.testing.reference import partitions
 
 MiB = 1024**2
-
-
-def partitions(total: int, sizes: list[int], largest: int | None = None):
-    """Every multiset of ``sizes`` summing to ``total``, parts in non-increasing order."""
-    if total == 0:
-        yield ()
-        return
-    for s in sorted(sizes, reverse=True):
-        if s <= total and (largest is None or s <= largest):
-            for rest in partitions(total - s, sizes, s):
-                yield (s,) + rest
 
 
 def brute_wr(candidates, batch, limit):

@@ -22,6 +22,7 @@ from engine.plan import Plan, check_network
 from engine.planner import make_plan
 from engine.profile import Profile, resolve_profile
 from engine.summary import plan_summary
+from engine.testing.reference import partitions
 from engine.testing.synthetic import GEMM, synthetic_profile, synthetic_rows
 
 MiB = 2**20
@@ -49,16 +50,6 @@ def profile_of(net, policy="powerOfTwo") -> Profile:
             "frontend_version": "-", "date": "-", "command": "tests/test_step_plan.py"}
     return Profile.from_records(rows, prov, [dict(name=net.name, batch=net.batch, precision="tf32", layout="NCHW",
                                                    policy=policy)])
-
-
-def partitions(total: int, sizes: list[int], largest: int | None = None):
-    if total == 0:
-        yield ()
-        return
-    for s in sorted(sizes, reverse=True):
-        if s <= total and (largest is None or s <= largest):
-            for rest in partitions(total - s, sizes, s):
-                yield (s,) + rest
 
 
 def brute(profile: Profile, key: str, batch: int, limit: int) -> float | None:
