@@ -211,6 +211,25 @@ class Profile:
         r = rows.sort_values("heuristic_rank").iloc[0]
         return MicroConfig(batch, r.plan, float(r.time_ms), int(r.workspace))
 
+    def framework_first(self, key: str, batch: int, limit: float | None) -> tuple[MicroConfig, bool] | None:
+        """What PyTorch without ``cudnn.benchmark`` runs: the first plan in cuDNN's heuristic order whose workspace
+        it can allocate (``limit``), plans the profiler skipped included (their workspace is known; PyTorch does
+        not skip them). Returns (plan, timed); an untimed plan carries the fastest time measured for the kernel
+        at that batch, an optimistic stand-in. None when no ranked plan of that batch fits."""
+        t = self.table
+        rows = t[(t.signature == key) & (t.micro_batch == batch) & (t.heuristic_rank >= 0) & (t.status != "failed")]
+        if limit is not None:
+            rows = rows[rows.workspace <= limit]
+        if rows.empty:
+            return None
+        r = rows.sort_values("heuristic_rank", kind="stable").iloc[0]
+        if r.status == "ok":
+            return MicroConfig(batch, r.plan, float(r.time_ms), int(r.workspace)), True
+        ok = t[(t.signature == key) & (t.micro_batch == batch) & (t.status == "ok")]
+        if ok.empty:
+            return None
+        return MicroConfig(batch, r.plan, float(ok.time_ms.min()), int(r.workspace)), False
+
     def describe(self) -> str:
         p = self.provenance
         nets = ", ".join(f"{n['name']} b{n['batch']} {n.get('precision', '')} {n.get('layout', '')}".strip()

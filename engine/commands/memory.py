@@ -28,7 +28,8 @@ from ..memory.iteration import format_table, plan_memory
 from ..memory.policies import MEMORY_POLICIES
 from ..memory.snapshot import snapshot_bytes, snapshot_path
 from ..memory.tensors import CONVENTIONS
-from ..memory.calibrate import load_time_params
+from ..memory.calibrate import framework_bytes, time_params
+from ..memory.calibrate import load as load_calibration
 from ..memory.timemodel import TimeParams, time_note
 from ..memory.workspace import RULES
 
@@ -50,7 +51,8 @@ def add_arguments(parser) -> None:
                         help="host-device copy bandwidth per second (default 54GB, or --time-params' measurement)")
     parser.add_argument("--time-params", default=None, metavar="FILE",
                         help="time-model measurements of a GPU host (python -m engine.pytorch.calibrate): copy "
-                             "rates, HBM and FC rates, per-layer times of the measured networks")
+                             "rates, HBM and FC rates, per-layer times of the measured networks, and the bytes "
+                             "PyTorch keeps allocated itself (counted as workspace)")
     parser.add_argument("--optimizer-copies", type=int, default=0,
                         help="optimizer state in units of the weights (SGD momentum: 1)")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
@@ -89,7 +91,9 @@ def run(args) -> int:
     names = _policies(args.policy)
     capacity = parse_size(args.capacity) if args.capacity is not None else None
     profile = Profile.load(resolve_profile(args.profile)) if args.profile else None
-    params = load_time_params(args.time_params) if args.time_params else TimeParams()
+    measured = load_calibration(args.time_params) if args.time_params else None
+    params = time_params(measured) if measured else TimeParams()
+    fw = framework_bytes(measured) if measured else 0
     if args.bandwidth is not None:   # a given bandwidth replaces both directions, measured or not
         bw = float(parse_size(args.bandwidth.removesuffix("/s")))
         params = dataclasses.replace(params, bandwidth=bw, h2d=None, d2h=None,
@@ -98,7 +102,8 @@ def run(args) -> int:
     if args.strategy:
         options["strategy"] = args.strategy
     common = dict(batch=args.batch, capacity=capacity, profile=profile, workspace=args.workspace,
-                  convention=args.convention, time_params=params, optimizer_copies=args.optimizer_copies)
+                  convention=args.convention, time_params=params, optimizer_copies=args.optimizer_copies,
+                  framework_bytes=fw)
 
     if args.max_batch or args.deepest:
         if args.snapshot:
@@ -110,12 +115,12 @@ def run(args) -> int:
             opts = {k: v for k, v in options.items() if name in ("sn-recompute", "superneurons")}
             if args.max_batch:
                 value = max_batch(args.network, name, capacity, profile=profile, convention=args.convention,
-                                  **opts)
+                                  framework_bytes=fw, **opts)
             else:
                 if args.batch is None:
                     raise EngineError("--deepest needs --batch")
                 value = deepest(args.deepest, name, capacity, args.batch, profile=profile,
-                                convention=args.convention, **opts)
+                                convention=args.convention, framework_bytes=fw, **opts)
             rows.append({"policy": name, "max_batch" if args.max_batch else "deepest": value})
         key = "max_batch" if args.max_batch else "deepest"
         what = "largest mini-batch" if args.max_batch else f"deepest {args.deepest}"

@@ -11,7 +11,8 @@ document into ``TimeParams``, with no GPU. The document (``FORMAT``, version 1):
      "copy": {"h2d": B/s, "d2h": B/s, "duplex_h2d": B/s, "duplex_d2h": B/s, "bytes": n},   # any subset
      "hbm": {"rate": B/s, "ops": {"relu": B/s, ...}},
      "fc": {"flops": flop/s, "shapes": [[m, k, n, flop/s], ...]},
-     "layers": {"torchvision:alexnet/b256": {"features.1": {"F": ms, "B": ms, "op": "ReLU"}, ...}}}
+     "layers": {"torchvision:alexnet/b256": {"features.1": {"F": ms, "B": ms, "op": "ReLU"}, ...}},
+     "framework": {"bytes": n}}   # what PyTorch keeps allocated itself (cuBLAS/cuBLASLt workspaces)
 
 Every section is optional: what is missing stays at the assumed default and is reported as assumed.
 Copies are duplex when both directions at once move at least 1.5x the bytes per second of one direction
@@ -71,7 +72,7 @@ def check(doc) -> dict:
     if type(doc.get("version")) is not int or doc["version"] != VERSION:
         _fail("version", f"is {_short(doc.get('version'))}; this engine reads version {VERSION}")
     check_depth(doc, "time params", TimeParamsFormatError)
-    known = {"format", "version", "provenance", "copy", "hbm", "fc", "layers"}
+    known = {"format", "version", "provenance", "copy", "hbm", "fc", "layers", "framework"}
     for key in doc:
         if key not in known:
             _fail(_short(key)[1:-1], "is not part of the time-params format")
@@ -88,6 +89,9 @@ def check(doc) -> dict:
     fc = _section(doc, "fc")
     if "flops" in fc:
         _rate(fc["flops"], "fc.flops")
+    fw = _section(doc, "framework")
+    if "bytes" in fw and (type(fw["bytes"]) is not int or not 0 <= fw["bytes"] < 1 << 40):
+        _fail("framework.bytes", f"is {_short(fw['bytes'])}; expected a byte count from 0 to 1 TiB")
     layers = _section(doc, "layers")
     count = 0
     for net, table in layers.items():
@@ -176,11 +180,18 @@ def load_time_params(path: str | Path, base: TimeParams | None = None) -> TimePa
     return time_params(load(path), base)
 
 
+def framework_bytes(doc: dict) -> int:
+    """Bytes the framework keeps allocated beside the network's tensors, as measured (0 when not measured):
+    ``plan_memory(framework_bytes=...)``."""
+    return int(doc.get("framework", {}).get("bytes", 0))
+
+
 def merge(*docs: dict) -> dict:
     """One document from several measurements of one host (later sections and layer tables win)."""
-    out = {"format": FORMAT, "version": VERSION, "provenance": {}, "copy": {}, "hbm": {}, "fc": {}, "layers": {}}
+    out = {"format": FORMAT, "version": VERSION, "provenance": {}, "copy": {}, "hbm": {}, "fc": {}, "layers": {},
+           "framework": {}}
     for d in docs:
         check(d)
-        for sec in ("provenance", "copy", "hbm", "fc", "layers"):
+        for sec in ("provenance", "copy", "hbm", "fc", "layers", "framework"):
             out[sec].update(_section(d, sec))
     return {k: v for k, v in out.items() if v or k in ("format", "version")}

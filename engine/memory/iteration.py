@@ -99,13 +99,16 @@ def _resolve_network(network: str | Network, batch: int | None) -> Network:
 def plan_memory(network: str | Network, policy: str = "liveness", batch: int | None = None,
                 capacity: int | None = None, profile: Profile | None = None, workspace: str | None = None,
                 convention: str | None = None, time_params: TimeParams | None = None, itemsize: int = 4,
-                precision: str = "tf32", optimizer_copies: int = 0, **policy_options) -> MemoryResult:
+                precision: str = "tf32", optimizer_copies: int = 0, framework_bytes: int = 0,
+                **policy_options) -> MemoryResult:
     """Memory timeline of one training iteration of ``network`` under ``policy``.
 
     ``capacity`` (bytes) bounds what the dynamic workspace rules may take, drives the LRU tensor
     cache and vDNN_dyn, and decides ``fits``. ``profile`` gives convolution times and workspaces
     (without one, workspace is 0 and no time is modelled). ``workspace`` overrides the policy's
-    rule; ``convention`` its framework's tensor rules; remaining keywords are policy switches.
+    rule; ``convention`` its framework's tensor rules; ``framework_bytes`` what the framework itself keeps
+    allocated (PyTorch's cuBLAS and cuBLASLt workspaces: ``engine.pytorch.calibrate`` measures them; counted
+    as workspace the whole iteration); remaining keywords are policy switches.
     """
     info = P.get_policy(policy)
     info.check_options(policy_options)
@@ -117,7 +120,9 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
     conv = get_convention(convention or info.convention)
     if optimizer_copies:
         conv = conv.with_options(optimizer_copies=optimizer_copies)
-    inv = build_inventory(net, conv, itemsize)
+    if framework_bytes < 0:
+        raise EngineError(f"framework_bytes must be 0 or more, got {framework_bytes}")
+    inv = build_inventory(net, conv, itemsize, int(framework_bytes))
     params = time_params or TimeParams()
     if policy == "vdnn-dyn":
         return _vdnn_dyn(inv, capacity, profile, workspace, params, precision)
@@ -153,8 +158,8 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
         "tick": np.arange(n), "step": [t.step for t in plan.ticks], "layer": [t.layer for t in plan.ticks],
         "op": [net.layer(t.layer).op for t in plan.ticks], "phase": [t.phase for t in plan.ticks],
     }
-    for c in CLASSES:
-        rows[c] = ws if c == "workspace" else curve.by_class.get(c, np.zeros(n))
+    for c in CLASSES:   # the workspace column: convolutions' plus the framework's own (a persistent tensor)
+        rows[c] = ws + curve.by_class.get(c, 0) if c == "workspace" else curve.by_class.get(c, np.zeros(n))
     rows["live"] = live
     rows["total"] = total
     rows["live_tensors"] = curve.live_count

@@ -66,6 +66,7 @@ class Convention:
     grad_of_input: bool = False      # the first layer computes dX of the input batch anyway
     weight_grads: str = "persistent"  # persistent | from_backward
     optimizer_copies: int = 0        # optimizer state in units of the weights (momentum = 1)
+    input_held: bool = False         # the caller holds the input batch for the whole step (a training loop's x)
     source: str = ""
 
     def rule(self, op: str) -> OpRule:
@@ -151,8 +152,9 @@ _PYTORCH = Convention(
      "dropout": {"mask": Extra("x", 1, "masks")},
      "bn": {"stats": Extra("channel", 8, "bn_stats"), "running": Extra("channel", 8, "bn_stats", "persistent")},
      "softmax": {"lossgrad": Extra("y", 4, "gradients", "backward")}},
-    fork="accumulate", grad_of_input=False, weight_grads="from_backward",
-    source="PyTorch autograd saved tensors (torchvision models, cuDNN conv/BN, CrossEntropyLoss)")
+    fork="accumulate", grad_of_input=False, weight_grads="from_backward", input_held=True,
+    source="PyTorch autograd saved tensors (torchvision models, cuDNN conv/BN, CrossEntropyLoss); the training "
+           "loop holds the input batch")
 
 CONVENTIONS = {c.name: c for c in (_SN, _TORCH, _CAFFE, _PYTORCH)}
 
@@ -245,7 +247,8 @@ def _elems(shape) -> int:
     return math.prod(shape)
 
 
-def build_inventory(net: Network, convention: Convention | str = "superneurons", itemsize: int = 4) -> Inventory:
+def build_inventory(net: Network, convention: Convention | str = "superneurons", itemsize: int = 4,
+                    framework_bytes: int = 0) -> Inventory:
     """All tensors of one training iteration of ``net`` under ``convention``."""
     conv = get_convention(convention) if isinstance(convention, str) else convention
     route = route_construct(net)
@@ -261,7 +264,9 @@ def build_inventory(net: Network, convention: Convention | str = "superneurons",
         return N * _elems(net.layer(layer_name).out_shape) * itemsize
 
     data = net.layers[0]
-    add(f"Y:{data.name}", "input", act_bytes(data.name), data.name)
+    add(f"Y:{data.name}", "input", act_bytes(data.name), data.name, persistent=conv.input_held)
+    if framework_bytes:   # library workspaces the framework keeps allocated (PyTorch: cuBLAS, cuBLASLt)
+        add("L:framework", "workspace", framework_bytes, data.name, persistent=True)
     fwd_uses: dict[str, list[str]] = {}
     bwd_uses: dict[str, list[str]] = {name: [] for name in route}
     extras_of: dict[str, dict[str, str]] = {}

@@ -130,7 +130,7 @@ def memory_curve(plan: MemoryPlan) -> MemoryCurve:
     n = len(plan.ticks)
     sizes = inv.storage_bytes()
     classes = inv.storage_class()
-    diff = {c: np.zeros(n + 1, dtype=np.float64) for c in CLASSES if c != "workspace"}
+    diff = {c: np.zeros(n + 1, dtype=np.float64) for c in CLASSES}   # workspace: the framework's own, if any
     count = np.zeros(n + 1, dtype=np.int64)
     for st, spans in plan.intervals.items():
         c = classes[st]

@@ -4,8 +4,10 @@ Workspace rules (the policy's default, or ``--workspace``):
 
 * ``m`` / ``p`` / ``heuristic``: one plan per kernel, undivided: memory-optimal (the fastest plan
   of least workspace, ideally implicit GEMM with none), performance-optimal (the fastest), or the
-  framework's default (cuDNN's heuristic first). Allocated per tick: a backward conv tick runs
-  BackwardData and BackwardFilter one after the other on one buffer, so it needs their max.
+  framework's default: PyTorch without ``cudnn.benchmark`` takes the first plan in cuDNN's heuristic
+  order whose workspace it can allocate in free(s), plans the profiler did not time included (their
+  time: the kernel's fastest measured, ``Profile.framework_first``). Allocated per tick: a backward
+  conv tick runs BackwardData and BackwardFilter one after the other on one buffer, so it needs their max.
 * ``shared-m`` / ``shared-p``: vDNN's baseline, one buffer of the largest workspace, static.
 * ``per-layer-heuristic``: Caffe, each conv layer owns a buffer of its largest kernel's
   workspace, all static. ``per-kernel-p``: SuperNeurons' baseline, one buffer per kernel, static.
@@ -130,10 +132,15 @@ def pick(profile: Profile, kernel: Kernel, batch: int, algo: str,
     if algo == "p":
         best = min(cands, key=lambda c: c.time_ms)
         return best, best.workspace <= limit
-    if algo == "heuristic":  # without a measurement at the mini-batch there is no heuristic order: the fastest
-        m = profile.heuristic_first(key, batch, None)
-        c = _single(m) if m is not None else min(cands, key=lambda c: c.time_ms)
-        return c, c.workspace <= limit
+    if algo == "heuristic":   # PyTorch without cudnn.benchmark: heuristic order, skipping what it cannot allocate
+        first = profile.framework_first(key, batch, None if math.isinf(limit) else limit)
+        if first is not None:
+            return _single(first[0]), True
+        if profile.framework_first(key, batch, None) is not None:   # ranked plans exist, none fits
+            return least, False
+        # a mini-batch the profile did not measure has no heuristic order: the fastest that fits
+        fitting = [c for c in cands if c.workspace <= limit]
+        return (min(fitting, key=lambda c: c.time_ms), True) if fitting else (least, False)
     if algo == "fit":
         fitting = [c for c in cands if c.workspace <= limit]
         if not fitting:
