@@ -8,6 +8,8 @@ What is measured (CUDA events on the device, median of ``repeats`` after warm-up
   and both at once on two streams (``duplex_*``: each direction's rate while the other runs);
 - ``hbm``: effective device-memory rate of elementwise ops (relu, add, scalar mul, copy) on ``hbm_bytes``
   tensors, bytes read + written per second; ``rate`` is their median;
+- ``framework``: bytes PyTorch keeps allocated itself after a GEMM's forward and backward (cuBLAS and cuBLASLt
+  workspaces), which the memory planner counts beside the network's tensors;
 - ``fc``: GEMM rate of FC-shaped products (``torch.mm``, TF32 as the training runs unless ``tf32=False``);
   ``flops`` is the median over the shapes;
 - ``layers``: forward and backward time of every non-conv layer of a torch model at a mini-batch, each layer
@@ -68,11 +70,25 @@ class _Timer:
         return [(b - a) * 1e3 for a, b in self.marks]
 
 
+GPU_CYCLES_PER_MS = 2.0e6   # an upper bound of the GPU clock (H100: 1.98 GHz): a longer sleep is harmless
+
+
 def timed_ms(fn, device: torch.device, repeats: int = 10, warmup: int = 3, setup=None) -> list[float]:
-    """Times of ``fn(setup())`` (``setup`` runs outside the timed window, on the same stream, before it)."""
-    for _ in range(warmup):
+    """Device times of ``fn(setup())`` (``setup`` runs outside the timed window, on the same stream, before it).
+
+    On CUDA the stream first sleeps for longer than the host takes to queue every repeat, so the events time
+    the kernels back to back, as in a training step where the GPU runs ahead of the host: without it a small
+    layer's time is its launch and autograd overhead (dropout's backward read 1.2 ms instead of microseconds)."""
+    host_ms = float("inf")
+    for _ in range(max(1, warmup)):
+        t0 = time.perf_counter()
         fn(setup() if setup else None)
+        host_ms = min(host_ms, (time.perf_counter() - t0) * 1e3)
     timer = _Timer(device)
+    if timer.cuda:
+        torch.cuda.synchronize(device)
+        sleep_ms = min(500.0, 3 * host_ms * repeats + 1.0)
+        torch.cuda._sleep(int(sleep_ms * GPU_CYCLES_PER_MS))
     for _ in range(repeats):
         arg = setup() if setup else None
         t0 = timer.start()
@@ -153,6 +169,20 @@ def measure_gemm(shapes=FC_SHAPES, repeats: int = 10) -> dict:
         rates.append([m, k, n, 2 * m * k * n / (ms / 1e3)])
     return {"flops": median([r[3] for r in rates]), "shapes": rates,
             "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}
+
+
+def measure_framework_bytes() -> dict:
+    """Bytes PyTorch keeps allocated after a Linear layer's forward and backward once every tensor is freed: the
+    cuBLAS and cuBLASLt workspaces of the current stream, which a training step holds beside its tensors. Run
+    before any other GEMM of the process, or it finds them already allocated."""
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    layer = nn.Linear(1024, 1024).cuda()
+    x = torch.randn(256, 1024, device="cuda", requires_grad=True)
+    layer(x).sum().backward()
+    del layer, x
+    torch.cuda.synchronize()
+    return {"bytes": int(torch.cuda.memory_allocated() - base)}
 
 
 # --- a model's non-conv layers -----------------------------------------------------------------------------
@@ -298,6 +328,7 @@ def measure(models: list[tuple[str, int]] = (), host: bool = True, repeats: int 
     doc = {"format": FORMAT, "version": VERSION, "provenance": provenance(command)}
     doc["provenance"]["tf32"] = tf32
     if host:
+        doc["framework"] = measure_framework_bytes()
         doc["copy"] = measure_copies(copy_bytes, repeats)
         doc["hbm"] = measure_hbm(repeats=repeats)
         doc["fc"] = measure_gemm(repeats=repeats)

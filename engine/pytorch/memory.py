@@ -130,6 +130,7 @@ class MemoryRuntime:
         self._context = None
         self._checking = False
         self._warned_batch = False
+        self.tracing_memory = False
         self._hooks = [model.register_forward_pre_hook(self._begin),
                        model.register_forward_hook(self._end, always_call=True)]
         for module in layers.names:
@@ -232,6 +233,20 @@ class MemoryRuntime:
         """Where the last step could not follow the plan (a tensor autograd does not save, a re-forward
         the plan did not schedule)."""
         return list(self._last.deviations) if self._last is not None else []
+
+    def trace_memory(self, enabled: bool = True) -> None:
+        """Measure the allocator at every point the hooks observe, from the next step on (CUDA only): a
+        diagnostic that resets ``torch.cuda.max_memory_allocated`` at each point, so leave it off in steps
+        whose peak is read that way."""
+        self.tracing_memory = enabled
+
+    @property
+    def memory_trace(self) -> list[dict]:
+        """The last traced step, one entry per observed point: the plan's tick, ``end`` (0 when the tick
+        started, 1 when it ended), bytes allocated there and the peak since the previous point (for an end
+        point: the tick's own peak, the measured twin of the plan's per-tick total)."""
+        rows = self._last.memory if self._last is not None else None
+        return [{"tick": t, "end": e, "allocated": a, "peak": p} for t, e, a, p in rows or ()]
 
     def predicted(self) -> dict:
         """The plan's own numbers, to set beside ``stats``."""

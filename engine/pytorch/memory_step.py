@@ -113,6 +113,8 @@ class Step:
         self.deviations: list[str] = []
         self.done = False
         self.params: set[int] = set()
+        # runtime.trace_memory(): (tick, 0 start / 1 end, allocated now, peak since the previous point)
+        self.memory: list | None = [] if runtime.tracing_memory and mover is not None and mover.cuda else None
 
     # ----------------------------------------------------------------------------------- logging
 
@@ -342,6 +344,8 @@ class Step:
         self.done = True
 
     def advance(self, point: tuple[int, int]) -> None:
+        if self.memory is not None and point > self.seen:
+            self._measure(point)
         self.seen = max(self.seen, point)
         actions = self.schedule.actions
         while self.next < len(actions) and actions[self.next].point <= point:
@@ -362,6 +366,12 @@ class Step:
                 if rec is not None:
                     self.held_ptrs.pop(rec.ptr, None)
         self.clock = max(self.clock, point)
+
+    def _measure(self, point: tuple[int, int]) -> None:
+        """Allocator counters at a new point (host-side, no sync); the peak is reset, so each covers its interval."""
+        dev = self.mover.device
+        self.memory.append((point[0], point[1], torch.cuda.memory_allocated(dev), torch.cuda.max_memory_allocated(dev)))
+        torch.cuda.reset_peak_memory_stats(dev)
 
     def _progress(self, rec: Stored) -> None:
         """Run the gaps' offload, release and prefetch that are due at the clock, in order."""

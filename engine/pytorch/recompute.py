@@ -15,6 +15,7 @@ cache until the plan's residency span of that output ends (the ``drop`` actions 
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 import torch
 from torch import nn
@@ -28,13 +29,17 @@ class Recomputer:
     j-th tensor the layer's call saved."""
 
     def __init__(self, step):
-        self.step = step
+        self._step = weakref.ref(step)   # the step owns this; a strong reference back would be a cycle for the GC
         self.cache: dict[tuple, torch.Tensor] = {}
         self.inputs: dict[str, list[tuple[View, bool]]] = {}   # layer -> its call's input views and grad flags
         self.wanted: dict[str, set[int]] = {}                   # layer -> indices of the extras it dropped
         self.rng: dict[str, tuple] = {}                         # dropout layer -> random state at its call
         self.count = 0          # re-forwards of the plan's R ticks
         self.extra = 0          # re-forwards the plan did not schedule (a tensor needed where it had none)
+
+    @property
+    def step(self):
+        return self._step()
 
     # ---------------------------------------------------------------------------- original forward
 
