@@ -1,12 +1,15 @@
 """Memory policies in real PyTorch training steps: the memory planner's predictions against measurements.
 
     python benchmarks/memory_training.py measure --resume      # GPU host; repeat until it prints "all done"
+    python benchmarks/memory_training.py predict benchmarks/reports/memory_training.json  # CPU: predictions again
     python benchmarks/memory_training.py report benchmarks/reports/memory_training.json   # anywhere
 
 For torchvision AlexNet b256, VGG-16 b64 and ResNet-50 b64 (TF32, NCHW, ``cudnn.benchmark`` off so cuDNN takes
 its heuristic order, as the planner's ``heuristic`` workspace rule assumes), ``measure`` runs every case in its
 own process and appends each result to the JSON file as it comes (atomically; ``--resume`` keeps what is there,
-and ``--budget-s`` stops launching cases in time for a 10-minute GPU call). Parts (``--parts``):
+and ``--budget-s`` stops launching cases in time for a 10-minute GPU call; a calibration measured on another GPU
+host runs again). Every case process runs with ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, so a cap fails
+where the tensors stop fitting rather than where fixed segments fragment. Parts (``--parts``):
 
 - ``calibrate``: the time model of this host (engine.pytorch.calibrate: pinned copies both ways and duplex,
   elementwise HBM rate, FC GEMM rate, and every non-conv layer's forward and backward time of each model),
@@ -15,12 +18,15 @@ and ``--budget-s`` stops launching cases in time for a 10-minute GPU call). Part
   memory runtime executes (``liveness`` is stock PyTorch; ``vdnn-conv-p``, ``vdnn-all-p``, ``sn-recompute``,
   ``superneurons`` through ``engine.pytorch.apply_memory_policy``). Predicted: ``plan_memory`` on the imported
   network, tensors as PyTorch allocates them (convention ``pytorch``), workspace rule ``heuristic``, the
-  calibrated TimeParams. Measured: peak ``torch.cuda.max_memory_allocated`` (reset after warm-up), step time
-  (CUDA events, median and 10-90 % range over the timed steps), the runtime's stats;
+  calibrated TimeParams and the calibration's framework bytes. Measured: peak ``torch.cuda.max_memory_allocated``
+  (reset after warm-up), step time (CUDA events, median and 10-90 % range over the timed steps), the runtime's
+  stats, and one more step traced per plan tick (``MemoryRuntime.trace_memory``) beside the predicted ticks;
 - ``capacity``: under ``torch.cuda.set_per_process_memory_fraction`` of 12 and 16 GiB, the largest mini-batch
   predicted to fit (``engine.memory.max_batch``) against the largest found by trying (a search over the batch,
-  each try in its own process, out-of-memory caught) for stock PyTorch and the paper policy predicted to fit the
-  largest batch, and the step time at the found batch; then that policy with per-step micro-batched workspace
+  each try in its own process, out-of-memory caught, ``--parallel`` tries at once as far as their caps fit the GPU
+  and their pinned buffers half the host) for stock PyTorch and the paper policy predicted to fit the largest batch
+  (``--capacities`` picks 12 and/or 16 GiB), and the step time at the found batch (at 97 % of it if the longer timed
+  run does not fit); then that policy with per-step micro-batched workspace
   (``engine.memory.step_plan`` applied with ``apply_plan``, each kernel limited to what the plan leaves free
   under the capacity less a ``RESERVE`` for prediction error) at the paper policy's found batch.
 
@@ -31,10 +37,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +60,9 @@ WORKSPACE = "heuristic"  # stock cuDNN in PyTorch with cudnn.benchmark off: its 
 CONVENTION = "pytorch"
 MAX_BATCH = 8192
 GiB = 1 << 30
+# every case process: the caching allocator maps pages as it grows instead of cutting fixed segments, so a cap
+# fails where the tensors stop fitting, not where fragmentation does (the planner models tensors, not segments)
+ALLOC_CONF = "expandable_segments:True"
 STEP = "+steps"          # variant suffix: the paper policy with the per-step micro-batched workspace plan
 
 
@@ -70,15 +81,30 @@ def _profile(net: str):
     return Profile.load(resolve_profile(profile_name(net)))
 
 
-def memory_result(net: str, batch: int, variant: str, capacity: int | None, time_params=None):
+def calibration(path) -> tuple:
+    """(TimeParams, framework bytes) of a calibration file, or (None, 0) without one."""
+    if not path or not Path(path).exists():
+        return None, 0
+    from engine.memory.calibrate import framework_bytes, load, time_params
+    doc = load(path)
+    return time_params(doc), framework_bytes(doc)
+
+
+def batch_limit(net: str) -> int:
+    """Largest mini-batch a prediction may consider: 16 micro-batches of the profile's largest measured size."""
+    return min(MAX_BATCH, 16 * int(_profile(net).table.micro_batch.max()))
+
+
+def memory_result(net: str, batch: int, variant: str, capacity: int | None, time_params=None, framework: int = 0):
     """The memory plan a case runs: ``variant`` is a policy, or a paper policy + STEP (workspace rule wr under
-    (1 - RESERVE) x capacity)."""
+    (1 - RESERVE) x capacity); ``framework``: bytes PyTorch holds itself (calibrated)."""
     from engine.memory import plan_memory
     from engine.pytorch.loader import load_network
     policy, steps = variant.removesuffix(STEP), variant.endswith(STEP)
     cap = int(capacity * (1 - RESERVE)) if steps else capacity
     return plan_memory(load_network(torch_name(net), batch), policy, capacity=cap, profile=_profile(net),
-                       workspace="wr" if steps else WORKSPACE, convention=CONVENTION, time_params=time_params)
+                       workspace="wr" if steps else WORKSPACE, convention=CONVENTION, time_params=time_params,
+                       framework_bytes=framework)
 
 
 def predicted(res) -> dict:
@@ -90,17 +116,23 @@ def predicted(res) -> dict:
                 convention=res.convention)
 
 
-def predict_capacity(net: str, capacity: int) -> dict:
+def predicted_ticks(res) -> list:
+    """Per tick of the plan: layer, phase, bytes resident in all (the planner's total) and workspace."""
+    t = res.ticks
+    return [[str(a), str(b), int(c), int(d)] for a, b, c, d in zip(t["layer"], t["phase"], t["total"], t["workspace"])]
+
+
+def predict_capacity(net: str, capacity: int, framework: int = 0) -> dict:
     """Largest mini-batch predicted to fit: stock, each paper policy, and the best paper policy + STEP."""
     from engine.memory import max_batch
-    prof = _profile(net)
+    prof, limit = _profile(net), batch_limit(net)
     out = {}
     for policy in POLICIES:
         out[policy] = max_batch(torch_name(net), policy, capacity, profile=prof, workspace=WORKSPACE,
-                                convention=CONVENTION, limit=MAX_BATCH)
+                                convention=CONVENTION, limit=limit, framework_bytes=framework)
     best = max(PAPER, key=lambda p: out[p])   # ties: the earlier (cheaper) policy
     out[best + STEP] = max_batch(torch_name(net), best, int(capacity * (1 - RESERVE)), profile=prof, workspace="wr",
-                                 convention=CONVENTION, limit=MAX_BATCH)
+                                 convention=CONVENTION, limit=limit, framework_bytes=framework)
     return {"predicted": out, "best": best}
 
 
@@ -143,7 +175,9 @@ def _snapshot(rt) -> dict:
     return json.loads(json.dumps(dict(rt.stats), default=str)) if rt is not None else {}
 
 
-def _steps(torch, model, x, target, rt, warmup: int, steps: int) -> dict:
+def _steps(torch, model, x, target, rt, warmup: int, steps: int, res=None) -> dict:
+    """Warm-up, timed steps (their peak), then with ``res`` one more step traced per plan tick by the memory
+    runtime (``trace_memory``; installed for that step alone when the case runs stock PyTorch)."""
     params = list(model.parameters())
 
     def step():
@@ -166,9 +200,27 @@ def _steps(torch, model, x, target, rt, warmup: int, steps: int) -> dict:
         stats.append(_snapshot(rt))
     torch.cuda.synchronize()
     times = sorted(ev[i].elapsed_time(ev[i + 1]) for i in range(steps))
-    return {"step_ms": statistics.median(times), "step_ms_p10": times[len(times) // 10],
-            "step_ms_p90": times[(9 * len(times)) // 10], "peak": torch.cuda.max_memory_allocated(),
-            "peak_reserved": torch.cuda.max_memory_reserved(), "steps": steps, "stats": stats}
+    out = {"step_ms": statistics.median(times), "step_ms_p10": times[len(times) // 10],
+           "step_ms_p90": times[(9 * len(times)) // 10], "peak": torch.cuda.max_memory_allocated(),
+           "peak_reserved": torch.cuda.max_memory_reserved(), "steps": steps, "stats": stats}
+    if res is not None:
+        from engine.pytorch import apply_memory_policy
+        tracer = rt if rt is not None else apply_memory_policy(model, res)
+        tracer.trace_memory()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        tracer.trace_memory(False)
+        out["memory_trace"] = [[r["tick"], r["end"], r["allocated"], r["peak"]] for r in tracer.memory_trace]
+        out["deviations"] = tracer.deviations
+        if rt is None:
+            tracer.remove()
+    return out
+
+
+def gpu_uuid() -> str:
+    import torch
+    return str(torch.cuda.get_device_properties(0).uuid)
 
 
 def run_case(kind: str, net: str, variant: str, batch: int, capacity: int | None, time_params: str | None,
@@ -178,21 +230,20 @@ def run_case(kind: str, net: str, variant: str, batch: int, capacity: int | None
     out = {"kind": kind, "model": net, "variant": variant, "batch": batch, "capacity": capacity}
     if kind == "calibrate-host":
         from engine.pytorch.calibrate import measure
-        return dict(out, doc=measure([], host=True))
+        return dict(out, doc=measure([], host=True), gpu_uuid=gpu_uuid())
     if kind == "calibrate-layers":
         from engine.pytorch.calibrate import measure
-        return dict(out, doc=measure([(torch_name(net), batch)], host=False))
+        return dict(out, doc=measure([(torch_name(net), batch)], host=False), gpu_uuid=gpu_uuid())
     import torch
 
     try:
-        tp = None
-        if time_params and kind == "step":
-            from engine.memory.calibrate import load_time_params
-            tp = load_time_params(time_params)
+        tp, framework = calibration(time_params)
         # a stock try needs no memory plan (nothing to apply); every other case runs one
-        res = None if (kind, variant) == ("try", "liveness") else memory_result(net, batch, variant, capacity, tp)
+        res = None if (kind, variant) == ("try", "liveness") else memory_result(net, batch, variant, capacity, tp,
+                                                                                framework)
         if res is not None and kind == "step":
             out["predicted"] = predicted(res)
+            out["predicted_ticks"] = predicted_ticks(res)
         plan = None
         if variant.endswith(STEP):
             from engine.memory import step_plan
@@ -201,7 +252,10 @@ def run_case(kind: str, net: str, variant: str, batch: int, capacity: int | None
                            "divided": sum(len(k.micro) > 1 for k in plan.kernels), "kernels": len(plan.kernels)}
         torch, model, x, target = _setup(net, batch, capacity)
         rt = _runtime(model, res, plan) if res is not None else None
-        got = _steps(torch, model, x, target, rt, 1 if kind == "try" else warmup, 1 if kind == "try" else steps)
+        got = _steps(torch, model, x, target, rt, 1 if kind == "try" else warmup, 1 if kind == "try" else steps,
+                     res if kind == "step" else None)
+        if rt is not None:
+            out["notes"] = rt.notes
         out.update(ok=True, **({} if kind == "try" else got))
         if plan is not None:
             out["fallbacks"] = dict(model.ucudnn.fallbacks)
@@ -231,7 +285,8 @@ def child(args, kind, net, variant="", batch=0, capacity=None, timeout=300) -> d
     base = {"kind": kind, "model": net, "variant": variant, "batch": batch, "capacity": capacity}
     t0 = time.time()
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           env=dict(os.environ, PYTORCH_CUDA_ALLOC_CONF=ALLOC_CONF))
     except subprocess.TimeoutExpired:
         return dict(base, ok=False, error=f"did not finish within {timeout} s")
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
@@ -262,33 +317,38 @@ def measure(args) -> int:
     doc.setdefault("capacity", {})
     doc["provenance"] = provenance("python benchmarks/memory_training.py " + " ".join(sys.argv[1:]))
     t_start = time.time()
-    # kept: successes and out-of-memory answers; other failures run again under --resume (once per call)
-    done = {case_key(r): r for r in doc["results"] if "error" not in r or r.get("oom")}
+    # kept: successes and out-of-memory answers; other failures run again under --resume (once per call); a
+    # calibration from another GPU host (each lent machine may be another) runs again: copy rates are the host's
+    here = gpu_uuid()
+    done = {case_key(r): r for r in doc["results"] if ("error" not in r or r.get("oom"))
+            and (not r["kind"].startswith("calibrate") or r.get("gpu_uuid") == here)}
 
     def budget():
         if time.time() - t_start > args.budget_s:
             raise Budget
 
     def run(kind, net, variant="", batch=0, capacity=None, timeout=args.timeout):
-        key = case_key({"kind": kind, "model": net, "variant": variant, "batch": batch, "capacity": capacity})
-        if key in done:
-            return done[key]
-        budget()
-        res = child(args, kind, net, variant, batch, capacity, timeout)
-        doc["results"] = [r for r in doc["results"] if case_key(r) != key] + [res]
-        done[key] = res
-        save(out, doc)
-        print(json.dumps({k: res.get(k) for k in ("kind", "model", "variant", "batch", "capacity", "ok", "step_ms",
-                                                  "peak", "error")}), flush=True)
-        return res
+        return run_many(kind, net, variant, [batch], capacity, timeout)[0]
 
-    # capacity predictions are CPU work: started now, in parallel with the GPU cases
+    def run_many(kind, net, variant, batches, capacity=None, timeout=args.timeout):
+        """Cases that differ only in the batch, at once (capacity tries: each process under its own memory cap,
+        together under the GPU's memory); results in the order of ``batches``."""
+        keys = [case_key({"kind": kind, "model": net, "variant": variant, "batch": b, "capacity": capacity})
+                for b in batches]
+        todo = [(k, b) for k, b in zip(keys, batches) if k not in done]
+        if todo:
+            budget()
+            with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+                got = list(pool.map(lambda kb: child(args, kind, net, variant, kb[1], capacity, timeout), todo))
+            for (key, _), res in zip(todo, got):
+                doc["results"] = [r for r in doc["results"] if case_key(r) != key] + [res]
+                done[key] = res
+                print(json.dumps({k: res.get(k) for k in ("kind", "model", "variant", "batch", "capacity", "ok",
+                                                          "step_ms", "peak", "error")}), flush=True)
+            save(out, doc)
+        return [done[k] for k in keys]
+
     pending = {}
-    if "capacity" in args.parts:
-        for net in args.configs:
-            for gib in CAPACITIES_GIB:
-                if f"{net}/{gib}" not in doc["capacity"]:
-                    pending[net, gib] = start_prediction(net, gib)
     try:
         if "calibrate" in args.parts:
             docs = [run("calibrate-host", "host")] + [run("calibrate-layers", net, batch=MODELS[net])
@@ -297,14 +357,20 @@ def measure(args) -> int:
             ok = [d["doc"] for d in docs if d and "doc" in d]
             if ok:
                 save_tp(time_params_path(out), merge(*ok))
+        # capacity predictions are CPU work (with the calibration's framework bytes): beside the GPU cases
+        if "capacity" in args.parts:
+            for net in args.configs:
+                for gib in args.capacities:
+                    if f"{net}/{gib}" not in doc["capacity"]:
+                        pending[net, gib] = start_prediction(net, gib, time_params_path(out))
         if "policies" in args.parts:
             for net in args.configs:
                 for policy in POLICIES:
                     run("step", net, policy, MODELS[net])
         if "capacity" in args.parts:
             for net in args.configs:
-                for gib in CAPACITIES_GIB:
-                    capacity(args, doc, out, run, budget, pending, net, gib)
+                for gib in args.capacities:
+                    capacity(args, doc, out, run, run_many, budget, pending, net, gib)
     except Budget:
         print(f"budget of {args.budget_s} s spent: run again with --resume to go on", flush=True)
         for p in pending.values():
@@ -314,14 +380,16 @@ def measure(args) -> int:
     return 0
 
 
-def start_prediction(net: str, gib: int) -> subprocess.Popen:
+def start_prediction(net: str, gib: int, time_params: Path) -> subprocess.Popen:
     """``predict-capacity`` in a process that sees no GPU (CPU work, beside the GPU cases)."""
-    import os
-    return subprocess.Popen([sys.executable, __file__, "predict-capacity", net, str(gib * GiB)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+    cmd = [sys.executable, __file__, "predict-capacity", net, str(gib * GiB)]
+    if time_params.exists():
+        cmd += ["--time-params", str(time_params)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
 
 
-def capacity(args, doc, out, run, budget, pending, net, gib) -> None:
+def capacity(args, doc, out, run, run_many, budget, pending, net, gib) -> None:
     """Predicted vs found largest batch under ``gib`` GiB for stock and the best paper policy; step times there;
     the best paper policy + STEP at the paper policy's found batch."""
     key, cap = f"{net}/{gib}", gib * GiB
@@ -341,62 +409,99 @@ def capacity(args, doc, out, run, budget, pending, net, gib) -> None:
         entry = doc["capacity"][key] = json.loads(so.strip().splitlines()[-1])
         save(out, doc)
     found, failed = entry.setdefault("found", {}), entry.setdefault("search_error", {})
+    stepped = entry.setdefault("stepped", {})
+    total = doc["provenance"].get("total_memory")
+    width = max(1, min(args.parallel, int(0.85 * total / cap))) if total else args.parallel
     for variant in ("liveness", entry["best"]):
+        guess = entry["predicted"][variant] or MODELS[net]
         if variant not in found:
-            def fits(b, v=variant):
-                r = run("try", net, v, b, cap, args.try_timeout)
-                if "error" in r and not r.get("oom"):
-                    raise SearchError(r["error"])
-                return bool(r.get("ok"))
+            pinned = pinned_per_sample(net, variant, min(guess, batch_limit(net)), cap)
+
+            def fits_many(batches, v=variant, pinned=pinned):
+                answers = {}
+                for group in host_groups(batches, pinned):
+                    for b, r in zip(group, run_many("try", net, v, group, cap, args.try_timeout)):
+                        if "error" in r and not r.get("oom"):
+                            raise SearchError(r["error"])
+                        answers[b] = bool(r.get("ok"))
+                return answers
             try:
-                found[variant] = search(fits, entry["predicted"][variant] or MODELS[net])
+                found[variant] = search(fits_many, guess, width)
                 failed.pop(variant, None)
             except SearchError as err:   # recorded, not kept as an answer: --resume searches again
                 failed[variant] = str(err)
             save(out, doc)
         if found.get(variant):
-            run("step", net, variant, found[variant], cap)
-    b = found.get(entry["best"])
+            stepped[variant] = timed_step(run, net, variant, found[variant], cap)
+            save(out, doc)
+    b = stepped.get(entry["best"])
     if b:
-        run("step", net, entry["best"] + STEP, b, cap)
+        stepped[entry["best"] + STEP] = timed_step(run, net, entry["best"] + STEP, b, cap)
+        save(out, doc)
 
 
-def search(fits, guess: int) -> int:
-    """The largest batch with fits(batch), starting from ``guess``: bracket by factors 1.25, 1.5, 2, 4, 8, ...
-    (a good prediction costs few tries, a bad one not many more), then bisect to 2 % (fits is assumed monotone;
-    each call is one try in its own process)."""
-    factors = (1.25, 1.5, 2.0)
+def timed_step(run, net: str, variant: str, batch: int, cap: int) -> int:
+    """The timed steps at a found batch, which sits at the edge of memory (a try runs 2 steps, the timed case 24 and
+    a traced one): where they run out of memory they run once more at 97 % of it. Returns the batch they ran at."""
+    r = run("step", net, variant, batch, cap)
+    if r.get("oom") and batch > 1:
+        lower = max(1, int(batch * 0.97))
+        run("step", net, variant, lower, cap)
+        return lower
+    return batch
+
+
+def pinned_per_sample(net: str, variant: str, batch: int, cap: int) -> float:
+    """Pinned host bytes per sample a try of ``variant`` takes (the plan's offloaded bytes at ``batch``)."""
+    if variant == "liveness":
+        return 0.0
+    return memory_result(net, batch, variant, cap).summary["offload_bytes"] / batch
+
+
+def host_groups(batches: list[int], pinned: float, share: float = 0.5) -> list[list[int]]:
+    """``batches`` in groups whose tries together pin at most ``share`` of the host's memory: five offloading
+    tries at once pinned more than a 128 GiB host had, and the kernel killed one."""
+    budget = share * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    groups, cur, used = [], [], 0.0
+    for b in batches:
+        if cur and used + pinned * b > budget:
+            groups.append(cur)
+            cur, used = [], 0.0
+        cur.append(b)
+        used += pinned * b
+    return groups + [cur] if cur else groups
+
+
+def search(fits_many, guess: int, width: int = 1) -> int:
+    """The largest batch b with fits(b), starting from ``guess``. Each round tries up to ``width`` batches at once
+    (``fits_many(batches) -> {batch: fits}``, each a try in its own process): first around the guess, then
+    bracketing by growing factors (a good prediction costs one or two rounds, a bad one not many more), then
+    narrowing to 2 %. ``fits`` is assumed monotone; where it is not, the largest batch seen fitting wins."""
     guess = max(1, min(guess, MAX_BATCH))
-    if fits(guess):
-        lo, hi, i = guess, None, 0
-        while hi is None and lo < MAX_BATCH:
-            f = factors[i] if i < len(factors) else 2.0 ** (i - 1)
-            nxt = min(MAX_BATCH, max(lo + 1, int(guess * f)))
-            if fits(nxt):
-                lo = nxt
+    lo, hi = 0, MAX_BATCH + 1          # lo fits (0: none known), hi does not (MAX_BATCH + 1: none known)
+
+    def ask(batches) -> None:
+        nonlocal lo, hi
+        todo = sorted({b for b in batches if lo < b < hi})[:width]
+        for b, ok in fits_many(todo).items():
+            if ok:
+                lo = max(lo, b)
             else:
-                hi = nxt
-            i += 1
-        if hi is None:
-            return lo
-    else:
-        lo, hi, i = 0, guess, 0
-        while lo == 0 and hi > 1:
-            f = factors[i] if i < len(factors) else 2.0 ** (i - 1)
-            nxt = min(hi - 1, max(1, int(guess / f)))
-            if fits(nxt):
-                lo = nxt
-            else:
-                hi = nxt
-            i += 1
-        if lo == 0:
-            return 0
-    while hi - lo > max(1, lo // 50):
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
+                hi = min(hi, b)
+        if hi <= lo:                   # not monotone: trust the fit, forget the failure below it
+            hi = MAX_BATCH + 1
+
+    near = (1.0, 1.05, 0.95, 1.15, 0.87, 1.3, 0.77, 1.5, 0.67)
+    ask([int(guess * f) for f in near[:width]])
+    grow = 1
+    while hi > MAX_BATCH and lo < MAX_BATCH:          # everything tried so far fits: grow
+        ask([min(MAX_BATCH, max(lo + i, int(lo * (1 + 0.25 * grow * i)))) for i in range(1, width + 1)])
+        grow *= 2
+    while lo == 0 and hi > 1:                         # nothing fits yet: shrink
+        ask([max(1, int(hi * f)) for f in (0.8, 0.6, 0.4, 0.25, 0.1, 0.05, 0.01)[:width]])
+    while hi <= MAX_BATCH and hi - lo > max(1, lo // 50):
+        n = min(width, hi - lo - 1)
+        ask([lo + (hi - lo) * i // (n + 1) for i in range(1, n + 1)])
     return lo
 
 
@@ -406,7 +511,47 @@ def provenance(command: str) -> dict:
     from engine.gpu import runtime
     return dict(runtime.provenance(command), torch=torch.__version__, torch_cudnn=torch.backends.cudnn.version(),
                 total_memory=torch.cuda.get_device_properties(0).total_memory, convention=CONVENTION,
-                workspace_rule=WORKSPACE, reserve=RESERVE)
+                workspace_rule=WORKSPACE, reserve=RESERVE, allocator=ALLOC_CONF)
+
+
+# --- predictions again (no GPU) ----------------------------------------------------------------------------
+
+def repredict(args) -> int:
+    """Recompute every prediction in a results file with this checkout's planner and the run's own calibrated
+    time parameters; the measurements are left as they are. Predictions are CPU work, so a model fixed after a
+    GPU run is checked against that run without measuring again; the file records when and at which commit."""
+    import subprocess as sp
+    from datetime import datetime, timezone
+
+    out = Path(args.results)
+    doc = json.loads(out.read_text())
+    tp, framework = calibration(time_params_path(out))
+    for r in doc["results"]:
+        if r["kind"] != "step" or "predicted" not in r:
+            continue
+        res = memory_result(r["model"], r["batch"], r["variant"], r["capacity"], tp, framework)
+        r["predicted"], r["predicted_ticks"] = predicted(res), predicted_ticks(res)
+    for key, entry in doc.get("capacity", {}).items():
+        if "predicted" in entry:
+            net, gib = key.split("/")
+            now = predict_capacity(net, int(gib) * GiB, framework)
+            entry["predicted"] = {k: now["predicted"].get(k, v) for k, v in entry["predicted"].items()}
+            best = entry["best"]
+            if best + STEP not in now["predicted"]:
+                from engine.memory import max_batch
+                entry["predicted"][best + STEP] = max_batch(torch_name(net), best, int(int(gib) * GiB * (1 - RESERVE)),
+                                                            profile=_profile(net), workspace="wr",
+                                                            convention=CONVENTION, limit=batch_limit(net),
+                                                            framework_bytes=framework)
+            if now["best"] != best:
+                entry["best_now"] = now["best"]
+    commit = sp.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    doc["predicted_at"] = {"commit": commit or "unknown",
+                           "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                           "command": f"python benchmarks/memory_training.py predict {args.results}"}
+    save(out, doc)
+    print(f"predictions in {out} recomputed at {doc['predicted_at']['commit']}")
+    return 0
 
 
 # --- report (no GPU) --------------------------------------------------------------------------------------
@@ -464,32 +609,86 @@ def policy_rows(doc, net) -> list[str]:
 
 
 def capacity_rows(doc, net) -> list[str]:
-    lines = ["| capacity | variant | largest batch predicted | found | step ms at found batch (10-90 %) | images/s | "
-             "peak GiB measured |", "|---|---|---|---|---|---|---|"]
+    lines = ["| capacity | variant | largest batch predicted | found | found/predicted | timed at batch | step ms "
+             "(10-90 %) | images/s | peak GiB predicted / measured |", "|---|---|---|---|---|---|---|---|---|"]
     for gib in CAPACITIES_GIB:
         e = doc.get("capacity", {}).get(f"{net}/{gib}")
         if e is None:
-            lines.append(f"| {gib} GiB | not run | | | | | |")
+            lines.append(f"| {gib} GiB | not run | | | | | | | |")
             continue
-        if "error" in e:
-            lines.append(f"| {gib} GiB | prediction failed: {e['error']} | | | | | |")
-            continue
-        found = e.get("found", {})
-        best = e["best"]
-        for variant, batch in (("liveness", found.get("liveness")), (best, found.get(best)),
-                               (best + STEP, found.get(best))):
-            label = {"liveness": "stock PyTorch"}.get(variant, variant.replace(STEP, " + per-step WR workspace"))
-            r = _r(doc, "step", net, variant, batch, gib * GiB) if batch else None
-            shown_found = "-" if batch is None else (f"{batch} (paper policy's)" if variant.endswith(STEP) else batch)
-            if r is None or "error" in r:
-                why = "not run" if r is None else r["error"]
-                lines.append(f"| {gib} GiB | {label} | {e['predicted'].get(variant, '-')} | {shown_found} | {why} "
-                             "| | |")
-                continue
-            lines.append(f"| {gib} GiB | {label} | {e['predicted'].get(variant, '-')} | {shown_found} | "
-                         f"{r['step_ms']:.1f} ({r['step_ms_p10']:.1f}-{r['step_ms_p90']:.1f}) | "
-                         f"{batch / r['step_ms'] * 1e3:,.0f} | {_gib(r['peak'])} |")
+        lines += capacity_entry_rows(doc, net, gib, e)
     return lines
+
+
+def capacity_entry_rows(doc, net, gib, e, results=None) -> list[str]:
+    found, best = e.get("found", {}), e["best"]
+    stepped = e.get("stepped", {})
+    rows = []
+    for variant in ("liveness", best, best + STEP):
+        label = {"liveness": "stock PyTorch"}.get(variant, variant.replace(STEP, " + per-step WR workspace"))
+        f = found.get(variant.removesuffix(STEP))
+        pred = e["predicted"].get(variant)
+        shown = "-" if f is None else (f"{f} (paper policy's)" if variant.endswith(STEP) else f)
+        ratio = f"{f / pred:.3f}" if f and pred and not variant.endswith(STEP) else ""
+        b = stepped.get(variant) or (stepped.get(best) if variant.endswith(STEP) else None) or f
+        r = _r(dict(doc, results=results) if results is not None else doc, "step", net, variant, b, gib * GiB) if b \
+            else None
+        head = f"| {gib} GiB | {label} | {pred if pred is not None else '-'} | {shown} | {ratio} | {b or '-'} |"
+        if r is None or "error" in r:
+            rows.append(f"{head} {'not run' if r is None else r['error'][:90]} | | |")
+            continue
+        rows.append(f"{head} {r['step_ms']:.1f} ({r['step_ms_p10']:.1f}-{r['step_ms_p90']:.1f}) | "
+                    f"{b / r['step_ms'] * 1e3:,.0f} | {_gib(r.get('predicted', {}).get('peak'))} / {_gib(r['peak'])} |")
+    return rows
+
+
+def accuracy_lines(doc) -> list[str]:
+    """The issue's targets, computed from the results: peaks within 10 % and step times within 15 % of the
+    prediction, largest batches within 5 %, and the per-step workspace against the same paper policy."""
+    peak_ok, time_ok, peak_miss, time_miss = 0, 0, [], []
+    cases = [r for r in doc["results"] if r["kind"] == "step" and r["capacity"] is None and "error" not in r
+             and "predicted" in r]
+    for r in cases:
+        p = r["predicted"]
+        e_peak = r["peak"] / p["peak"] - 1
+        e_time = r["step_ms"] / p["iteration_ms"] - 1
+        name = f"{r['model']} {r['variant']}"
+        peak_ok += abs(e_peak) <= 0.10
+        time_ok += abs(e_time) <= 0.15
+        if abs(e_peak) > 0.10:
+            peak_miss.append(f"{name} {e_peak:+.0%}")
+        if abs(e_time) > 0.15:
+            time_miss.append(f"{name} {e_time:+.0%}")
+    lines = [f"- measured peak within 10 % of predicted: {peak_ok} of {len(cases)} cases"
+             + (f" (not: {', '.join(peak_miss)})" if peak_miss else ""),
+             f"- measured step time within 15 % of predicted (calibrated): {time_ok} of {len(cases)} cases"
+             + (f" (not: {', '.join(time_miss)}; measured / predicted - 1)" if time_miss else "")]
+    for key, e in doc.get("capacity", {}).items():
+        for variant, f in e.get("found", {}).items():
+            pred = e["predicted"].get(variant)
+            if f and pred:
+                lines.append(f"- {key} GiB, {variant}: largest batch found {f}, predicted {pred} "
+                             f"({f / pred - 1:+.1%}; target within 5 %)")
+        for variant, why in e.get("search_error", {}).items():
+            lines.append(f"- {key} GiB, {variant}: the search did not finish ({why})")
+    return lines
+
+
+def earlier_lines(doc) -> list[str]:
+    """Runs kept from earlier calls of this script, with their own provenance (shown as measured then)."""
+    out = []
+    for run in doc.get("earlier_runs", []):
+        prov = run["provenance"]
+        out += [f"### Earlier run: {prov['date']}", "", run.get("why", ""), "",
+                f"- command: `{prov['command']}`; {prov.get('gpu')}; allocator: "
+                f"{prov.get('allocator', 'default (fixed segments)')}", ""]
+        for key, e in run.get("capacity", {}).items():
+            net, gib = key.split("/")
+            out += ["| capacity | variant | largest batch predicted then | found | found/predicted | timed at batch | "
+                    "step ms (10-90 %) | images/s | peak GiB predicted then / measured |",
+                    "|---|---|---|---|---|---|---|---|---|",
+                    *capacity_entry_rows(doc, net, int(gib), e, run["results"]), ""]
+    return out
 
 
 def calibration_lines(doc) -> list[str]:
@@ -504,7 +703,19 @@ def calibration_lines(doc) -> list[str]:
             f"{c.get('duplex_d2h', 0) / 1e9:.1f} GB/s both at once; elementwise HBM "
             f"{h.get('rate', 0) / 1e12:.2f} TB/s; "
             f"FC GEMM {f.get('flops', 0) / 1e12:.1f} TFLOP/s; {layers} non-conv layer times measured "
-            "(used at the models' own batches; other batches model them by roofline)"]
+            "(used at the models' own batches; other batches model them by roofline)"] + host_lines(doc)
+
+
+def host_lines(doc) -> list[str]:
+    """Which lent machine measured what: a calibration from another machine than the cases' is said so."""
+    here = doc["provenance"].get("gpu_uuid")
+    other = sorted({(r["kind"], r.get("gpu_uuid")) for r in doc["results"] if r["kind"].startswith("calibrate")
+                    and r.get("gpu_uuid") != here}, key=str)
+    if not other:
+        return []
+    return [f"- NOTE: the cases ran on GPU {here}, but " + "; ".join(
+        f"{k} on {u or 'an unrecorded GPU'}" for k, u in other) + ": another lent machine (its copy rates, not "
+        "this host's, are in the predictions)"]
 
 
 def report(args) -> int:
@@ -519,11 +730,18 @@ def report(args) -> int:
              f"`python benchmarks/memory_training.py report {args.results}`",
              "- step: zero grads (set to None), forward, cross-entropy, backward; torchvision models, TF32, NCHW, "
              "`cudnn.benchmark` off; each case in its own process; median step time over the timed steps after "
-             "warm-up, 10-90 % range in brackets; peak = `torch.cuda.max_memory_allocated` over the timed steps",
+             "warm-up, 10-90 % range in brackets; peak = `torch.cuda.max_memory_allocated` over the timed steps; "
+             "one more step traced per plan tick (`MemoryRuntime.trace_memory`) gives the per-tick figure",
+             f"- allocator: `PYTORCH_CUDA_ALLOC_CONF={prov.get('allocator', 'default')}` in every case process"
+             + ("" if prov.get("allocator") else " (fixed segments: fragmentation counts against a cap)"),
              f"- predicted: `plan_memory` on the imported network, tensors as PyTorch allocates them (convention "
              f"`{CONVENTION}`), workspace rule `{WORKSPACE}` (cuDNN's heuristic first, as PyTorch without "
              f"`cudnn.benchmark`), per-step plans with rule `wr` under {1 - RESERVE:.0%} of the capacity",
-             *calibration_lines(doc), ""]
+             *calibration_lines(doc)]
+    if "predicted_at" in doc:
+        pa = doc["predicted_at"]
+        lines.append(f"- predictions recomputed on a CPU at {pa['commit']} ({pa['date']}): `{pa['command']}`")
+    lines += ["", "## Targets", "", *accuracy_lines(doc), ""]
     for net in nets:
         lines += [f"## {net} b{MODELS[net]}", "", *policy_rows(doc, net), ""]
         r = _r(doc, "step", net, "liveness", MODELS[net])
@@ -538,9 +756,14 @@ def report(args) -> int:
                     f"{k} {v}" for k, v in e["predicted"].items()) + f"; tried: stock and {e['best']}" +
                     "".join(f"; search for {k} failed: {v}" for k, v in e.get("search_error", {}).items()))
         lines.append("")
+    if doc.get("earlier_runs"):
+        lines += ["## Earlier runs", "", *earlier_lines(doc)]
     lines += ["## Reading it", "",
-              "- pred/meas of the peak near 1 means the planner's tensor inventory is PyTorch's; the prediction has "
-              "no allocator rounding or fragmentation, and the measurement includes cuDNN and cuBLAS workspaces.",
+              "- pred/meas of the peak near 1 means the planner's tensor inventory is PyTorch's: the prediction counts "
+              "the input batch as held by the training loop, cuDNN's workspace as PyTorch picks it (the first plan "
+              "in cuDNN's heuristic order it can allocate, plans the profiler did not time included) and the "
+              "cuBLAS/cuBLASLt workspaces PyTorch keeps (measured by the calibration); it has no allocator rounding "
+              "or fragmentation.",
               "- Offloaded bytes and recomputations measured are the runtime's own counters (per step).",
               "- The per-step WR row runs at the paper policy's found batch, so its step time compares with the "
               "paper policy's at the same memory; its largest batch predicted is for the plan's (1 - reserve) "
@@ -548,9 +771,11 @@ def report(args) -> int:
     md = Path(args.output or Path(args.results).with_suffix(".md"))
     atomic_write(md, "\n".join(lines).encode())
     plot(doc, nets, md.with_suffix(".png"))
+    ticks_png = md.with_name(md.stem + "_ticks.png")
+    plot_ticks(doc, nets, ticks_png)
     readme = Path(args.readme) if args.readme else README
     write_block(readme, "memory_training", readme_block(doc))
-    print(f"wrote {md}, {md.with_suffix('.png')} and the block in {readme}")
+    print(f"wrote {md}, {md.with_suffix('.png')}, {ticks_png} and the block in {readme}")
     return 0
 
 
@@ -575,7 +800,8 @@ def readme_block(doc: dict) -> str:
                 cells.append(f"{_gib(p['peak'])} / {_gib(r['peak'])} GiB, {p['iteration_ms']:.0f} / "
                              f"{r['step_ms']:.0f} ms")
         lines.append(f"| {net} b{MODELS[net]} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines + ["", "Against the targets (computed from the same file):", "", *accuracy_lines(doc),
+                               *host_lines(doc)])
 
 
 def plot(doc, nets, path: Path) -> None:
@@ -608,6 +834,37 @@ def plot(doc, nets, path: Path) -> None:
     atomic_write(path, buf.getvalue())
 
 
+def plot_ticks(doc, nets, path: Path, variants=("liveness", "vdnn-all-p", "sn-recompute")) -> None:
+    """Per plan tick: the predicted total beside the measured peak of the traced step."""
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(len(variants), max(1, len(nets)), figsize=(5 * max(1, len(nets)), 2.6 * len(variants)),
+                             squeeze=False)
+    for j, net in enumerate(nets):
+        for i, variant in enumerate(variants):
+            ax = axes[i][j]
+            r = _r(doc, "step", net, variant, MODELS[net])
+            ax.set_title(f"{net} b{MODELS[net]} {variant}", fontsize=9)
+            if not r or "predicted_ticks" not in r or not r.get("memory_trace"):
+                ax.text(0.5, 0.5, "not run", ha="center", transform=ax.transAxes)
+                continue
+            pred = [t[2] / GiB for t in r["predicted_ticks"]]
+            meas = {t: pk / GiB for t, end, _a, pk in r["memory_trace"] if end == 1}
+            ax.plot(range(len(pred)), pred, color="#999", label="predicted")
+            ax.plot(sorted(meas), [meas[t] for t in sorted(meas)], ".", ms=3, color="#1f77b4", label="measured")
+            ax.set_xlabel("tick", fontsize=8)
+            ax.set_ylabel("GiB", fontsize=8)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80)
+    plt.close(fig)
+    atomic_write(path, buf.getvalue())
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -620,6 +877,10 @@ def main(argv=None) -> int:
     m.add_argument("--steps", type=int, default=20)
     m.add_argument("--timeout", type=int, default=150, help="seconds per case process")
     m.add_argument("--try-timeout", type=int, default=120, help="seconds per capacity try")
+    m.add_argument("--capacities", nargs="+", type=int, default=list(CAPACITIES_GIB), choices=list(CAPACITIES_GIB),
+                   metavar="GIB", help="capacity runs, GiB (default: 12 16)")
+    m.add_argument("--parallel", type=int, default=5,
+                   help="capacity tries at once (fewer where their memory caps would not fit the GPU together)")
     m.add_argument("--budget-s", type=float, default=420,
                    help="launch no new case after this many seconds (with --timeout, under a 10-minute call)")
     m.add_argument("--resume", action="store_true", help="keep results already in the output file")
@@ -634,6 +895,9 @@ def main(argv=None) -> int:
     p = sub.add_parser("predict-capacity")
     p.add_argument("net")
     p.add_argument("capacity", type=int)
+    p.add_argument("--time-params")
+    q = sub.add_parser("predict", help="recompute the predictions of a results file (CPU)")
+    q.add_argument("results")
     r = sub.add_parser("report")
     r.add_argument("results")
     r.add_argument("-o", "--output")
@@ -644,8 +908,10 @@ def main(argv=None) -> int:
                                   args.capacity or None, args.time_params, args.warmup, args.steps)))
         return 0
     if args.cmd == "predict-capacity":
-        print(json.dumps(predict_capacity(args.net, args.capacity)))
+        print(json.dumps(predict_capacity(args.net, args.capacity, calibration(args.time_params)[1])))
         return 0
+    if args.cmd == "predict":
+        return repredict(args)
     return measure(args) if args.cmd == "measure" else report(args)
 
 
