@@ -122,18 +122,23 @@ def predicted_ticks(res) -> list:
     return [[str(a), str(b), int(c), int(d)] for a, b, c, d in zip(t["layer"], t["phase"], t["total"], t["workspace"])]
 
 
-def predict_capacity(net: str, capacity: int, framework: int = 0) -> dict:
-    """Largest mini-batch predicted to fit: stock, each paper policy, and the best paper policy + STEP."""
+def predict_capacity(net: str, capacity: int, framework: int = 0, best: str | None = None) -> dict:
+    """Largest mini-batch predicted to fit: stock, each paper policy, and the best paper policy (or ``best``, the
+    one a run already searched) + STEP."""
     from engine.memory import max_batch
     prof, limit = _profile(net), batch_limit(net)
     out = {}
     for policy in POLICIES:
         out[policy] = max_batch(torch_name(net), policy, capacity, profile=prof, workspace=WORKSPACE,
                                 convention=CONVENTION, limit=limit, framework_bytes=framework)
-    best = max(PAPER, key=lambda p: out[p])   # ties: the earlier (cheaper) policy
+    best = best or best_policy(out)
     out[best + STEP] = max_batch(torch_name(net), best, int(capacity * (1 - RESERVE)), profile=prof, workspace="wr",
                                  convention=CONVENTION, limit=limit, framework_bytes=framework)
     return {"predicted": out, "best": best}
+
+
+def best_policy(predicted: dict) -> str:
+    return max(PAPER, key=lambda p: predicted[p])   # ties: the earlier (cheaper) policy
 
 
 # --- one case, in its own process (GPU) ------------------------------------------------------------------
@@ -520,7 +525,6 @@ def repredict(args) -> int:
     """Recompute every prediction in a results file with this checkout's planner and the run's own calibrated
     time parameters; the measurements are left as they are. Predictions are CPU work, so a model fixed after a
     GPU run is checked against that run without measuring again; the file records when and at which commit."""
-    import subprocess as sp
     from datetime import datetime, timezone
 
     out = Path(args.results)
@@ -534,18 +538,10 @@ def repredict(args) -> int:
     for key, entry in doc.get("capacity", {}).items():
         if "predicted" in entry:
             net, gib = key.split("/")
-            now = predict_capacity(net, int(gib) * GiB, framework)
-            entry["predicted"] = {k: now["predicted"].get(k, v) for k, v in entry["predicted"].items()}
-            best = entry["best"]
-            if best + STEP not in now["predicted"]:
-                from engine.memory import max_batch
-                entry["predicted"][best + STEP] = max_batch(torch_name(net), best, int(int(gib) * GiB * (1 - RESERVE)),
-                                                            profile=_profile(net), workspace="wr",
-                                                            convention=CONVENTION, limit=batch_limit(net),
-                                                            framework_bytes=framework)
-            if now["best"] != best:
-                entry["best_now"] = now["best"]
-    commit = sp.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+            entry["predicted"] = predict_capacity(net, int(gib) * GiB, framework, entry["best"])["predicted"]
+            if best_policy(entry["predicted"]) != entry["best"]:   # the run searched the policy best then
+                entry["best_now"] = best_policy(entry["predicted"])
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     doc["predicted_at"] = {"commit": commit or "unknown",
                            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                            "command": f"python benchmarks/memory_training.py predict {args.results}"}

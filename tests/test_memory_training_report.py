@@ -209,3 +209,21 @@ def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monk
     before = len(calls)
     assert mt.main(argv[:-2] + ["--budget-s", "1e9", "--resume"]) == 0
     assert {c[0] for c in calls[before:]} == {"calibrate-host", "calibrate-layers"}
+
+
+def test_predict_recomputes_the_predictions_and_keeps_the_measurements(tmp_path):
+    """``predict`` on a results file: SYNTHETIC measurements stay, the prediction becomes this checkout's (the
+    imported torchvision AlexNet b256 under liveness, no calibration file: assumed time constants)."""
+    pytest.importorskip("torchvision")
+    doc = synthetic_results()
+    doc["results"] = [step("liveness", 256, 1.0, 1.6 * GiB, 1.0, 14.0)]
+    doc["capacity"] = {}
+    path = tmp_path / "SYNTHETIC-memory_training.json"
+    path.write_text(json.dumps(doc))
+    assert mt.main(["predict", str(path)]) == 0
+    got = json.loads(path.read_text())
+    r = got["results"][0]
+    want = mt.memory_result("alexnet", 256, "liveness", None)
+    assert r["predicted"]["peak"] == want.peak and len(r["predicted_ticks"]) == len(want.ticks)
+    assert (r["peak"], r["step_ms"]) == (1.6 * GiB, 14.0)
+    assert got["predicted_at"]["command"].startswith("python benchmarks/memory_training.py predict")
