@@ -7,8 +7,9 @@
 For torchvision AlexNet b256, VGG-16 b64 and ResNet-50 b64 (TF32, NCHW, ``cudnn.benchmark`` off so cuDNN takes
 its heuristic order, as the planner's ``heuristic`` workspace rule assumes), ``measure`` runs every case in its
 own process and appends each result to the JSON file as it comes (atomically; ``--resume`` keeps what is there,
-and ``--budget-s`` stops launching cases in time for a 10-minute GPU call; a calibration measured on another GPU
-host runs again). Every case process runs with ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, so a cap fails
+and ``--budget-s`` stops launching cases in time for a 10-minute GPU call). Each lent call may land on another
+machine: a calibration measured on another GPU host runs again first (each host's is kept in the file, and every
+case records the GPU it ran on and the one its prediction was calibrated on). Every case process runs with ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, so a cap fails
 where the tensors stop fitting rather than where fixed segments fragment. Parts (``--parts``):
 
 - ``calibrate``: the time model of this host (engine.pytorch.calibrate: pinned copies both ways and duplex,
@@ -82,12 +83,16 @@ def _profile(net: str):
 
 
 def calibration(path) -> tuple:
-    """(TimeParams, framework bytes) of a calibration file, or (None, 0) without one."""
+    """(TimeParams, framework bytes, GPU uuid of the host measured) of a calibration file; (None, 0, "") without."""
     if not path or not Path(path).exists():
-        return None, 0
-    from engine.memory.calibrate import framework_bytes, load, time_params
-    doc = load(path)
-    return time_params(doc), framework_bytes(doc)
+        return None, 0, ""
+    from engine.memory.calibrate import load
+    return calibration_of(load(path))
+
+
+def calibration_of(doc: dict) -> tuple:
+    from engine.memory.calibrate import framework_bytes, time_params
+    return time_params(doc), framework_bytes(doc), doc.get("provenance", {}).get("gpu_uuid", "")
 
 
 def batch_limit(net: str) -> int:
@@ -242,7 +247,8 @@ def run_case(kind: str, net: str, variant: str, batch: int, capacity: int | None
     import torch
 
     try:
-        tp, framework = calibration(time_params)
+        tp, framework, calibrated_on = calibration(time_params)
+        out["gpu_uuid"], out["calibration_uuid"] = gpu_uuid(), calibrated_on
         # a stock try needs no memory plan (nothing to apply); every other case runs one
         res = None if (kind, variant) == ("try", "liveness") else memory_result(net, batch, variant, capacity, tp,
                                                                                 framework)
@@ -354,14 +360,22 @@ def measure(args) -> int:
         return [done[k] for k in keys]
 
     pending = {}
+    calibrated_on = calibration(time_params_path(out))[2]
+    if "calibrate" not in args.parts and calibrated_on != here:
+        print(f"the calibration beside {out} is not this host's ({calibrated_on or 'none'}): calibrating first",
+              flush=True)
     try:
-        if "calibrate" in args.parts:
+        if "calibrate" in args.parts or calibrated_on != here:
             docs = [run("calibrate-host", "host")] + [run("calibrate-layers", net, batch=MODELS[net])
                                                       for net in args.configs]
             from engine.memory.calibrate import merge, save as save_tp
             ok = [d["doc"] for d in docs if d and "doc" in d]
             if ok:
-                save_tp(time_params_path(out), merge(*ok))
+                merged = merge(*ok)
+                merged["provenance"]["gpu_uuid"] = here
+                save_tp(time_params_path(out), merged)
+                doc.setdefault("calibrations", {})[here] = merged   # each host's, for `predict` of its cases
+                save(out, doc)
         # capacity predictions are CPU work (with the calibration's framework bytes): beside the GPU cases
         if "capacity" in args.parts:
             for net in args.configs:
@@ -529,12 +543,15 @@ def repredict(args) -> int:
 
     out = Path(args.results)
     doc = json.loads(out.read_text())
-    tp, framework = calibration(time_params_path(out))
+    latest = calibration(time_params_path(out))
+    own = {uuid: calibration_of(c) for uuid, c in doc.get("calibrations", {}).items()}
     for r in doc["results"]:
         if r["kind"] != "step" or "predicted" not in r:
             continue
+        tp, framework, r["calibration_uuid"] = own.get(r.get("gpu_uuid"), latest)   # the case's own host if kept
         res = memory_result(r["model"], r["batch"], r["variant"], r["capacity"], tp, framework)
         r["predicted"], r["predicted_ticks"] = predicted(res), predicted_ticks(res)
+    tp, framework, _ = latest
     for key, entry in doc.get("capacity", {}).items():
         if "predicted" in entry:
             net, gib = key.split("/")
@@ -703,15 +720,17 @@ def calibration_lines(doc) -> list[str]:
 
 
 def host_lines(doc) -> list[str]:
-    """Which lent machine measured what: a calibration from another machine than the cases' is said so."""
-    here = doc["provenance"].get("gpu_uuid")
-    other = sorted({(r["kind"], r.get("gpu_uuid")) for r in doc["results"] if r["kind"].startswith("calibrate")
-                    and r.get("gpu_uuid") != here}, key=str)
+    """Which lent machine measured what: each lent call may land on another machine, and copy rates are a host's.
+    Says how many cases were predicted with a calibration measured on another machine than their own."""
+    cases = [r for r in doc["results"] if r["kind"] == "step" and "predicted" in r]
+    other = sorted({(r.get("gpu_uuid") or "?", r.get("calibration_uuid") or "?") for r in cases
+                    if r.get("gpu_uuid") != r.get("calibration_uuid")})
     if not other:
         return []
-    return [f"- NOTE: the cases ran on GPU {here}, but " + "; ".join(
-        f"{k} on {u or 'an unrecorded GPU'}" for k, u in other) + ": another lent machine (its copy rates, not "
-        "this host's, are in the predictions)"]
+    n = sum(r.get("gpu_uuid") != r.get("calibration_uuid") for r in cases)
+    return [f"- NOTE: {n} of {len(cases)} cases were predicted with a calibration from another lent machine than "
+            f"the one they ran on (" + "; ".join(f"ran on {g}, calibrated on {c}" for g, c in other) + "): their "
+            "predicted times carry that machine's copy rates"]
 
 
 def report(args) -> int:
@@ -904,7 +923,7 @@ def main(argv=None) -> int:
                                   args.capacity or None, args.time_params, args.warmup, args.steps)))
         return 0
     if args.cmd == "predict-capacity":
-        print(json.dumps(predict_capacity(args.net, args.capacity, calibration(args.time_params)[1])))
+        print(json.dumps(predict_capacity(args.net, args.capacity, calibration(args.time_params)[1])))  # no GPU here
         return 0
     if args.cmd == "predict":
         return repredict(args)

@@ -209,6 +209,9 @@ def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monk
     before = len(calls)
     assert mt.main(argv[:-2] + ["--budget-s", "1e9", "--resume"]) == 0
     assert {c[0] for c in calls[before:]} == {"calibrate-host", "calibrate-layers"}
+    kept = json.loads(out.read_text())["calibrations"]            # each host's, for `predict` of its own cases
+    assert set(kept) == {"SYNTHETIC-GPU", "SYNTHETIC-OTHER-GPU"}
+    assert json.loads(mt.time_params_path(out).read_text())["provenance"]["gpu_uuid"] == "SYNTHETIC-OTHER-GPU"
 
 
 def test_predict_recomputes_the_predictions_and_keeps_the_measurements(tmp_path):

@@ -311,8 +311,10 @@ def measure_layers(model: nn.Module, input_shape, batch: int, network=None,
 # --- the whole document ----------------------------------------------------------------------------------
 
 def provenance(command: str, synthetic: bool = False) -> dict:
-    dev = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
-    return {"gpu": dev, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+    cuda = torch.cuda.is_available()
+    dev = torch.cuda.get_device_name() if cuda else "cpu"
+    return {"gpu": dev, "gpu_uuid": str(torch.cuda.get_device_properties(0).uuid) if cuda else "",
+            "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": command,
             "synthetic": synthetic}
 
