@@ -49,6 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.figures import pyplot, write_png  # noqa: E402
 from benchmarks.readme import README, write_block  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
 
@@ -820,11 +821,7 @@ def readme_block(doc: dict) -> str:
 
 
 def plot(doc, nets, path: Path) -> None:
-    import io
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, axes = plt.subplots(2, max(1, len(nets)), figsize=(4.5 * max(1, len(nets)), 7), squeeze=False)
     for j, net in enumerate(nets):
         rows = [(p, _r(doc, "step", net, p, MODELS[net])) for p in POLICIES]
@@ -843,19 +840,12 @@ def plot(doc, nets, path: Path) -> None:
             ax.set_title(f"{net} b{MODELS[net]}: {what}")
     axes[0][0].legend()
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    atomic_write(path, buf.getvalue())
+    write_png(fig, path, dpi=90)
 
 
 def plot_ticks(doc, nets, path: Path, variants=("liveness", "vdnn-all-p", "sn-recompute")) -> None:
     """Per plan tick: the predicted total beside the measured peak of the traced step."""
-    import io
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, axes = plt.subplots(len(variants), max(1, len(nets)), figsize=(5 * max(1, len(nets)), 2.6 * len(variants)),
                              squeeze=False)
     for j, net in enumerate(nets):
@@ -874,10 +864,7 @@ def plot_ticks(doc, nets, path: Path, variants=("liveness", "vdnn-all-p", "sn-re
             ax.set_ylabel("GiB", fontsize=8)
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80)
-    plt.close(fig)
-    atomic_write(path, buf.getvalue())
+    write_png(fig, path, dpi=80)
 
 
 def main(argv=None) -> int:

@@ -46,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.figures import pyplot, write_png  # noqa: E402
 from benchmarks.readme import README, write_block  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
 
@@ -566,14 +567,24 @@ def verify_flags(rows) -> list[str]:
                            "convolution within TF32 tolerance, and in PyTorch the planned first block of VGG-16 "
                            "equals stock. Cause, found after that run: `verify` filled its inputs on the default "
                            "stream and read them on the context's non-blocking stream, so large kernels were compared "
-                           "with a reference computed from half-written inputs; fixed, not yet re-run on a GPU.")
+                           "with a reference computed from half-written inputs; fixed." + after_fix(name))
     return out
 
 
+def after_fix(name: str) -> str:
+    """What ``python -m engine verify`` said of that plan after the stream fix (its committed report), if run."""
+    path = ROOT / "benchmarks" / "reports" / "verify-triage" / f"verify-after-fix-{name}-wr64.json"
+    if not path.exists():
+        return " Not yet re-run on a GPU."
+    doc = json.loads(path.read_text())
+    worst = max(k["rel_l2"] for k in doc["kernels"])
+    verdict = "passed every kernel" if doc["totals"]["all_passed"] else f"failed {', '.join(doc['totals']['failed'])}"
+    return (f" Re-run after the fix ({doc['provenance']['date']}, verify-triage/{path.name}): `python -m engine "
+            f"verify` {verdict} of the plan, largest relative L2 error {worst:.1e}.")
+
+
 def plot(rows, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     keys = sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (list(MODELS).index(k[0]), k[1]))
     fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 4), squeeze=False)
     for ax, key in zip(axes[0], keys):
@@ -585,10 +596,7 @@ def plot(rows, path: Path) -> None:
         ax.invert_yaxis()
     axes[0][0].legend()
     fig.tight_layout()
-    import io
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    atomic_write(path, buf.getvalue())
+    write_png(fig, path)
 
 
 def main(argv=None) -> int:

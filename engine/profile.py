@@ -200,15 +200,21 @@ class Profile:
         prov = dict(self.provenance, engines=engines)
         return Profile(t[keep], prov, self.networks, self.source)
 
+    def _ranked(self, key: str, batch: int, limit: float | None, timed_only: bool):
+        """The kernel's plans in cuDNN's heuristic order at ``batch`` whose workspace fits ``limit``."""
+        t = self.table
+        keep = (t.signature == key) & (t.micro_batch == batch) & (t.heuristic_rank >= 0)
+        keep &= (t.status == "ok") if timed_only else (t.status != "failed")
+        if limit is not None:
+            keep &= t.workspace <= limit
+        return t[keep].sort_values("heuristic_rank", kind="stable")
+
     def heuristic_first(self, key: str, batch: int, limit: int | None) -> MicroConfig | None:
         """The plan a framework would run undivided: the first in cuDNN's heuristic order that fits ``limit``."""
-        t = self.table
-        rows = t[(t.signature == key) & (t.micro_batch == batch) & (t.status == "ok") & (t.heuristic_rank >= 0)]
-        if limit is not None:
-            rows = rows[rows.workspace <= limit]
+        rows = self._ranked(key, batch, limit, timed_only=True)
         if rows.empty:
             return None
-        r = rows.sort_values("heuristic_rank").iloc[0]
+        r = rows.iloc[0]
         return MicroConfig(batch, r.plan, float(r.time_ms), int(r.workspace))
 
     def framework_first(self, key: str, batch: int, limit: float | None) -> tuple[MicroConfig, bool] | None:
@@ -216,15 +222,13 @@ class Profile:
         it can allocate (``limit``), plans the profiler skipped included (their workspace is known; PyTorch does
         not skip them). Returns (plan, timed); an untimed plan carries the fastest time measured for the kernel
         at that batch, an optimistic stand-in. None when no ranked plan of that batch fits."""
-        t = self.table
-        rows = t[(t.signature == key) & (t.micro_batch == batch) & (t.heuristic_rank >= 0) & (t.status != "failed")]
-        if limit is not None:
-            rows = rows[rows.workspace <= limit]
+        rows = self._ranked(key, batch, limit, timed_only=False)
         if rows.empty:
             return None
-        r = rows.sort_values("heuristic_rank", kind="stable").iloc[0]
+        r = rows.iloc[0]
         if r.status == "ok":
             return MicroConfig(batch, r.plan, float(r.time_ms), int(r.workspace)), True
+        t = self.table
         ok = t[(t.signature == key) & (t.micro_batch == batch) & (t.status == "ok")]
         if ok.empty:
             return None

@@ -133,14 +133,13 @@ def pick(profile: Profile, kernel: Kernel, batch: int, algo: str,
         best = min(cands, key=lambda c: c.time_ms)
         return best, best.workspace <= limit
     if algo == "heuristic":   # PyTorch without cudnn.benchmark: heuristic order, skipping what it cannot allocate
-        first = profile.framework_first(key, batch, None if math.isinf(limit) else limit)
-        if first is not None:
-            return _single(first[0]), True
-        if profile.framework_first(key, batch, None) is not None:   # ranked plans exist, none fits
-            return least, False
-        # a mini-batch the profile did not measure has no heuristic order: the fastest that fits
-        fitting = [c for c in cands if c.workspace <= limit]
-        return (min(fitting, key=lambda c: c.time_ms), True) if fitting else (least, False)
+        first = profile.framework_first(key, batch, None)
+        if first is None:   # a mini-batch the profile did not measure has no heuristic order: the fastest that fits
+            fitting = [c for c in cands if c.workspace <= limit]
+            return (min(fitting, key=lambda c: c.time_ms), True) if fitting else (least, False)
+        if first[0].workspace > limit:
+            first = profile.framework_first(key, batch, limit)
+        return (_single(first[0]), True) if first is not None else (least, False)
     if algo == "fit":
         fitting = [c for c in cands if c.workspace <= limit]
         if not fitting:
