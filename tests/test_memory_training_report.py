@@ -45,8 +45,12 @@ def synthetic_results() -> dict:
                 step("liveness", 3000, 11 * GiB, 11.5 * GiB, 150.0, 160.0, capacity=12 * GiB),
                 step("vdnn-all-p", 3500, 11 * GiB, 11.2 * GiB, 400.0, 420.0, capacity=12 * GiB),
                 step("vdnn-all-p+steps", 3500, 11.3 * GiB, 11.6 * GiB, 300.0, 310.0, capacity=12 * GiB)],
-            "capacity": {"alexnet/12": {"predicted": {"liveness": 3232, "vdnn-all-p": 3600, "vdnn-all-p+steps": 3550},
-                                        "best": "vdnn-all-p", "found": {"liveness": 3000, "vdnn-all-p": 3500}}}}
+            "capacity": {"alexnet/12": {"predicted": {"liveness": 3232, "vdnn-all-p": 3600, "vdnn-conv-p": 3300,
+                                                      "sn-recompute": 3400, "vdnn-all-p+steps": 3550},
+                                        "best": "vdnn-all-p",
+                                        "found": {"liveness": 3000, "vdnn-all-p": 3500, "vdnn-conv-p": 3100},
+                                        "skipped": {"sn-recompute": "would pin SYNTHETIC GiB"},
+                                        "stepped": {"liveness": 3000, "vdnn-all-p": 3500, "vdnn-all-p+steps": 3500}}}}
 
 
 def test_report_writes_the_tables_from_the_data(tmp_path):
@@ -67,6 +71,11 @@ def test_report_writes_the_tables_from_the_data(tmp_path):
     assert "| 12 GiB | stock PyTorch | 3232 | 3000 | 0.928 | 3000 | 160.0 (144.0-192.0) | 18,750 | 11.00 / 11.50 |" in text
     assert "| 12 GiB | vdnn-all-p | 3600 | 3500 | 0.972 | 3500 | 420.0 (378.0-504.0) | 8,333 | 11.00 / 11.20 |" in text
     assert "| 12 GiB | vdnn-all-p + per-step WR workspace | 3550 | 3500 (paper policy's) |  | 3500 | 310.0" in text
+    assert "| 12 GiB | vdnn-conv-p | 3300 | 3100 | 0.939 | - | not timed | | |" in text
+    assert "| 12 GiB | sn-recompute | 3400 | not searched |  | - | not timed | | |" in text
+    assert "- alexnet/12 GiB, sn-recompute: not searched (would pin SYNTHETIC GiB)" in text
+    assert ("- alexnet/12 GiB, vdnn-all-p + per-step WR workspace at batch 3500: 310.0 ms against 420.0 ms with stock "
+            "convolutions (faster by 35.5%; target: faster)") in text
     assert "- measured peak within 10 % of predicted: 2 of 2 cases" in text
     assert "- measured step time within 15 % of predicted (calibrated): 2 of 2 cases" in text
     assert "- alexnet/12 GiB, liveness: largest batch found 3000, predicted 3232 (-7.2%; target within 5 %)" in text
@@ -118,14 +127,47 @@ def test_a_timed_step_that_runs_out_of_memory_at_the_found_batch_runs_again_belo
     assert mt.timed_step(run, "alexnet", "liveness", 50, GiB) == 50 and ran == [50]
 
 
-def test_offloading_tries_are_grouped_so_their_pinned_buffers_fit_half_the_host():
-    import os
-    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    per = host / 1000                      # SYNTHETIC: a 100-sample try pins a tenth of the host
-    groups = mt.host_groups([100, 200, 150, 50, 300], per)
-    assert [b for g in groups for b in g] == [100, 200, 150, 50, 300]
-    assert all(sum(g) * per <= 0.5 * host or len(g) == 1 for g in groups) and len(groups) > 1
-    assert mt.host_groups([100, 200], 0.0) == [[100, 200]]
+def test_tries_at_once_hold_the_gpu_and_host_memory_together_and_an_oversized_try_runs_alone():
+    """SYNTHETIC tries in threads: caps together under the GPU budget, pinned buffers under the host budget, and a
+    try that pins more than the whole host budget still runs, while no other pinning try does."""
+    import threading
+    slots = mt.Slots(gpu=30, host=100)
+    live, seen, lock = [], [], threading.Lock()
+
+    def one(gpu, host):
+        with slots.hold(gpu, host):
+            with lock:
+                live.append((gpu, host))
+                seen.append(list(live))
+            mt.time.sleep(0.01)
+            with lock:
+                live.remove((gpu, host))
+    tries = [(12, 0), (12, 60), (12, 60), (12, 150), (12, 0), (16, 40), (16, 0)]
+    threads = [threading.Thread(target=one, args=t) for t in tries]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in threads) and len(seen) == len(tries)
+    for now in seen:
+        assert sum(g for g, _ in now) <= 30
+        pinning = [h for _, h in now if h]
+        assert sum(pinning) <= 100 or len(pinning) == 1
+    assert any((12, 150) in now for now in seen)
+
+
+def test_the_per_step_plan_and_its_paper_policy_are_timed_at_one_batch():
+    """SYNTHETIC: where the per-step plan does not fit at the paper policy's batch, both run at 97 % of it."""
+    ran = []
+
+    def run(kind, net, variant, batch, cap):
+        ran.append((variant, batch))
+        oom = variant.endswith(mt.STEP) and batch >= 100
+        return {"ok": not oom, **({"oom": True, "error": "out of memory: SYNTHETIC"} if oom else {})}
+    assert mt.timed_pair(run, "vgg16", "superneurons", 100, GiB) == 97
+    assert ran == [("superneurons+steps", 100), ("superneurons+steps", 97), ("superneurons", 97)]
+    ran.clear()
+    assert mt.timed_pair(run, "vgg16", "superneurons", 90, GiB) == 90 and ran == [("superneurons+steps", 90)]
 
 
 def test_per_step_plan_is_made_for_the_imported_torchvision_network():
@@ -157,6 +199,9 @@ class _Prediction:
     def communicate(self, timeout=None):
         return json.dumps(self.out) + "\n", ""
 
+    def poll(self):
+        return self.returncode
+
     def kill(self):
         pass
 
@@ -165,7 +210,7 @@ def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monk
     """The GPU driver with every case process replaced by SYNTHETIC answers: a try fits up to a made-up largest
     batch; --budget-s stops it, --resume goes on without repeating a case, and the capacity search lands on the
     largest fitting batch."""
-    largest = {"liveness": 1111, "vdnn-all-p": 1999}
+    largest = {"liveness": 1111, "vdnn-all-p": 1999, "vdnn-conv-p": 1500, "sn-recompute": 1400, "superneurons": 1300}
     calls, clock = [], [0.0]
     monkeypatch.setattr(mt.time, "time", lambda: clock[0])
 
