@@ -24,7 +24,8 @@ where the tensors stop fitting rather than where fixed segments fragment. Parts 
   stats, and one more step traced per plan tick (``MemoryRuntime.trace_memory``) beside the predicted ticks;
 - ``capacity``: under ``torch.cuda.set_per_process_memory_fraction`` of 12 and 16 GiB (``--capacities``), the
   largest mini-batch predicted to fit (``engine.memory.max_batch``) against the largest found by trying, for stock
-  PyTorch and every paper policy (``--search best``: the one predicted to fit the largest batch alone). Each try
+  PyTorch and every paper policy (at the capacities ``--search-all`` names; at the others the one predicted to
+  fit the largest batch alone). Each try
   runs in its own process, out-of-memory caught; every search runs at once, their tries together under the GPU's
   memory and, for their pinned buffers, half the host's (a search whose tries alone would pin most of the host is
   skipped and says so). Then, one case at a time, the step time at the found batch of stock PyTorch and of the
@@ -100,8 +101,9 @@ def calibration_of(doc: dict) -> tuple:
 
 
 def batch_limit(net: str) -> int:
-    """Largest mini-batch a prediction may consider: 32 micro-batches of the profile's largest measured size."""
-    return min(MAX_BATCH, 32 * int(_profile(net).table.micro_batch.max()))
+    """Largest mini-batch a plan may have: 16 micro-batches of the profile's largest measured size (the planner's
+    own limit), so also the top of a capacity search."""
+    return min(MAX_BATCH, 16 * int(_profile(net).table.micro_batch.max()))
 
 
 def memory_result(net: str, batch: int, variant: str, capacity: int | None, time_params=None, framework: int = 0):
@@ -466,13 +468,13 @@ def capacity(args, doc, out, run, run_many, lock, pending) -> None:
     for (net, gib), e in entries.items():
         found, skipped = e.setdefault("found", {}), e.setdefault("skipped", {})
         e.setdefault("search_error", {})
-        order = ["liveness", e["best"]] + ([p for p in PAPER if p != e["best"]] if args.search == "all" else [])
+        order = ["liveness", e["best"]] + ([p for p in PAPER if p != e["best"]] if gib in args.search_all else [])
         for variant in order:
             guess = min(e["predicted"][variant] or MODELS[net], batch_limit(net))
             pinned = pinned_per_sample(net, variant, guess, gib * GiB)
-            if pinned * guess > HOST_LIMIT * host_memory():
+            if pinned * guess > HOST_SHARE * host_memory():
                 skipped[variant] = (f"would pin {pinned * guess / GiB:.0f} GiB of host memory at the predicted batch, "
-                                    f"more than {HOST_LIMIT:.0%} of this host's {host_memory() / GiB:.0f} GiB")
+                                    f"more than {HOST_SHARE:.0%} of this host's {host_memory() / GiB:.0f} GiB")
             elif variant not in found:
                 searches.append((net, gib, variant, guess, pinned))
     width = max(2, min(args.parallel, int(0.85 * total / (min(args.capacities) * GiB)) // max(1, len(searches))))
@@ -489,7 +491,7 @@ def capacity(args, doc, out, run, run_many, lock, pending) -> None:
                 answers[b] = bool(r.get("ok"))
             return answers
         try:
-            got = search(fits_many, guess, width)
+            got = search(fits_many, guess, width, batch_limit(net))
             with lock:
                 e["found"][variant] = got
                 e["search_error"].pop(variant, None)
@@ -505,7 +507,7 @@ def capacity(args, doc, out, run, run_many, lock, pending) -> None:
         for f in futures:
             if f.exception() is not None:
                 raise f.exception()
-    for (net, gib), e in entries.items():   # timed: one case at a time, nothing else on the GPU
+    for (net, gib), e in sorted(entries.items(), key=lambda kv: kv[0][1]):   # timed: one at a time, the GPU quiet
         cap, found, stepped = gib * GiB, e["found"], e.setdefault("stepped", {})
         for variant in ("liveness", e["best"]):
             if found.get(variant):
@@ -544,8 +546,8 @@ def pinned_per_sample(net: str, variant: str, batch: int, cap: int) -> float:
     return memory_result(net, batch, variant, cap).summary["offload_bytes"] / batch
 
 
-HOST_SHARE = 0.5   # pinned buffers of tries at once: five offloading tries pinned more than a 128 GiB host had
-HOST_LIMIT = 0.7   # a search whose tries alone would pin more is skipped (the host, not the GPU, would limit it)
+HOST_SHARE = 0.5   # pinned buffers of tries at once (five offloading tries pinned more than a 128 GiB host had);
+                   # a search whose tries alone would pin more is skipped: the host, not the GPU, would limit it
 
 
 def host_memory() -> int:
@@ -583,13 +585,14 @@ class Slots:
                 self.cond.notify_all()
 
 
-def search(fits_many, guess: int, width: int = 1) -> int:
+def search(fits_many, guess: int, width: int = 1, top: int = MAX_BATCH) -> int:
     """The largest batch b with fits(b), starting from ``guess``. Each round tries up to ``width`` batches at once
     (``fits_many(batches) -> {batch: fits}``, each a try in its own process): first around the guess, then
     bracketing by growing factors (a good prediction costs one or two rounds, a bad one not many more), then
-    narrowing to 2 %. ``fits`` is assumed monotone; where it is not, the largest batch seen fitting wins."""
-    guess = max(1, min(guess, MAX_BATCH))
-    lo, hi = 0, MAX_BATCH + 1          # lo fits (0: none known), hi does not (MAX_BATCH + 1: none known)
+    narrowing to 2 %, never above ``top``. ``fits`` is assumed monotone; where it is not, the largest batch seen
+    fitting wins."""
+    guess = max(1, min(guess, top))
+    lo, hi = 0, top + 1                # lo fits (0: none known), hi does not (top + 1: none known)
 
     def ask(batches) -> None:
         nonlocal lo, hi
@@ -600,17 +603,17 @@ def search(fits_many, guess: int, width: int = 1) -> int:
             else:
                 hi = min(hi, b)
         if hi <= lo:                   # not monotone: trust the fit, forget the failure below it
-            hi = MAX_BATCH + 1
+            hi = top + 1
 
     near = (1.0, 0.96, 1.04, 0.92, 1.1, 0.85, 1.2, 0.75, 1.4)
     ask([int(guess * f) for f in near[:width]])
     grow = 1
-    while hi > MAX_BATCH and lo < MAX_BATCH:          # everything tried so far fits: grow
-        ask([min(MAX_BATCH, max(lo + i, int(lo * (1 + 0.25 * grow * i)))) for i in range(1, width + 1)])
+    while hi > top and lo < top:                      # everything tried so far fits: grow
+        ask([min(top, max(lo + i, int(lo * (1 + 0.25 * grow * i)))) for i in range(1, width + 1)])
         grow *= 2
     while lo == 0 and hi > 1:                         # nothing fits yet: shrink
         ask([max(1, int(hi * f)) for f in (0.8, 0.6, 0.4, 0.25, 0.1, 0.05, 0.01)[:width]])
-    while hi <= MAX_BATCH and hi - lo > max(1, lo // 50):
+    while hi <= top and hi - lo > max(1, lo // 50):
         n = min(width, hi - lo - 1)
         ask([lo + (hi - lo) * i // (n + 1) for i in range(1, n + 1)])
     return lo
@@ -1008,8 +1011,9 @@ def main(argv=None) -> int:
     m.add_argument("--parallel", type=int, default=5,
                    help="tries at once per capacity search (all searches run at once, their tries together under "
                         "the GPU's memory and half the host's)")
-    m.add_argument("--search", choices=["all", "best"], default="all",
-                   help="capacity searches: stock and every paper policy, or stock and the best paper policy")
+    m.add_argument("--search-all", nargs="*", type=int, default=[12], metavar="GIB",
+                   help="capacities at which stock and every paper policy are searched (at the others: stock and "
+                        "the best paper policy; default: 12)")
     m.add_argument("--budget-s", type=float, default=420,
                    help="launch no new case after this many seconds (with --timeout, under a 10-minute call)")
     m.add_argument("--resume", action="store_true", help="keep results already in the output file")
