@@ -22,16 +22,17 @@ where the tensors stop fitting rather than where fixed segments fragment. Parts 
   calibrated TimeParams and the calibration's framework bytes. Measured: peak ``torch.cuda.max_memory_allocated``
   (reset after warm-up), step time (CUDA events, median and 10-90 % range over the timed steps), the runtime's
   stats, and one more step traced per plan tick (``MemoryRuntime.trace_memory``) beside the predicted ticks;
-- ``capacity``: under ``torch.cuda.set_per_process_memory_fraction`` of 12 and 16 GiB (``--capacities``), the
-  largest mini-batch predicted to fit (``engine.memory.max_batch``) against the largest found by trying, for stock
-  PyTorch and every paper policy (at the capacities ``--search-all`` names; at the others the one predicted to
-  fit the largest batch alone). Each try
-  runs in its own process, out-of-memory caught; every search runs at once, their tries together under the GPU's
-  memory and, for their pinned buffers, half the host's (a search whose tries alone would pin most of the host is
-  skipped and says so). Then, one case at a time, the step time at the found batch of stock PyTorch and of the
-  best paper policy (at 97 % of it if the longer timed run does not fit), and that policy with per-step
-  micro-batched workspace (``engine.memory.step_plan`` applied with ``apply_plan``, each kernel limited to what
-  the plan leaves free under the capacity less a ``RESERVE`` for prediction error) at the same batch.
+- ``search`` and ``timed`` (the capacity runs): under ``torch.cuda.set_per_process_memory_fraction`` of 12 and
+  16 GiB (``--capacities``), the largest mini-batch predicted to fit (``engine.memory.max_batch``) against the
+  largest found by trying, for stock PyTorch and every paper policy (at the capacities ``--search-all`` names; at
+  the others the one predicted to fit the largest batch alone). Each try runs in its own process, out-of-memory
+  caught; every search runs at once, their tries together under the GPU's memory and, for their pinned buffers,
+  half the host's (a search whose tries alone would pin more is skipped and says so); a search ends when its
+  fitting and failing batches are ``--precision`` apart. Then (``timed``), one case at a time, the step time at
+  the found batch of stock PyTorch and of the best paper policy (at 97 % of it if the longer timed run does not
+  fit), and that policy with per-step micro-batched workspace (``engine.memory.step_plan`` applied with
+  ``apply_plan``, each kernel limited to what the plan leaves free under the capacity less a ``RESERVE`` for
+  prediction error) at the same batch.
 
 ``report`` writes benchmarks/reports/memory_training.md, a PNG and the README block from the JSON alone.
 """
@@ -399,7 +400,7 @@ def measure(args) -> int:
                 doc.setdefault("calibrations", {})[here] = merged   # each host's, for `predict` of its cases
                 save(out, doc)
         # capacity predictions are CPU work (with the calibration's framework bytes): beside the GPU cases
-        if "capacity" in args.parts:
+        if {"search", "timed"} & set(args.parts):
             for net in args.configs:
                 for gib in args.capacities:
                     if f"{net}/{gib}" not in doc["capacity"]:
@@ -408,7 +409,7 @@ def measure(args) -> int:
             for net in args.configs:
                 for policy in POLICIES:
                     run("step", net, policy, MODELS[net])
-        if "capacity" in args.parts:
+        if {"search", "timed"} & set(args.parts):
             capacity(args, doc, out, run, run_many, lock, pending)
     except Budget:
         print(f"budget of {args.budget_s} s spent: run again with --resume to go on", flush=True)
@@ -475,7 +476,7 @@ def capacity(args, doc, out, run, run_many, lock, pending) -> None:
             if pinned * guess > HOST_SHARE * host_memory():
                 skipped[variant] = (f"would pin {pinned * guess / GiB:.0f} GiB of host memory at the predicted batch, "
                                     f"more than {HOST_SHARE:.0%} of this host's {host_memory() / GiB:.0f} GiB")
-            elif variant not in found:
+            elif variant not in found and "search" in args.parts:
                 searches.append((net, gib, variant, guess, pinned))
     width = max(2, min(args.parallel, int(0.85 * total / (min(args.capacities) * GiB)) // max(1, len(searches))))
 
@@ -491,9 +492,10 @@ def capacity(args, doc, out, run, run_many, lock, pending) -> None:
                 answers[b] = bool(r.get("ok"))
             return answers
         try:
-            got = search(fits_many, guess, width, batch_limit(net))
+            got, fails = search(fits_many, guess, width, batch_limit(net), args.precision)
             with lock:
                 e["found"][variant] = got
+                e.setdefault("fails_at", {})[variant] = fails
                 e["search_error"].pop(variant, None)
         except SearchError as err:   # recorded, not kept as an answer: --resume searches again
             with lock:
@@ -507,6 +509,8 @@ def capacity(args, doc, out, run, run_many, lock, pending) -> None:
         for f in futures:
             if f.exception() is not None:
                 raise f.exception()
+    if "timed" not in args.parts:
+        return
     for (net, gib), e in sorted(entries.items(), key=lambda kv: kv[0][1]):   # timed: one at a time, the GPU quiet
         cap, found, stepped = gib * GiB, e["found"], e.setdefault("stepped", {})
         for variant in ("liveness", e["best"]):
@@ -585,12 +589,12 @@ class Slots:
                 self.cond.notify_all()
 
 
-def search(fits_many, guess: int, width: int = 1, top: int = MAX_BATCH) -> int:
+def search(fits_many, guess: int, width: int = 1, top: int = MAX_BATCH, precision: float = 0.02) -> tuple:
     """The largest batch b with fits(b), starting from ``guess``. Each round tries up to ``width`` batches at once
     (``fits_many(batches) -> {batch: fits}``, each a try in its own process): first around the guess, then
     bracketing by growing factors (a good prediction costs one or two rounds, a bad one not many more), then
-    narrowing to 2 %, never above ``top``. ``fits`` is assumed monotone; where it is not, the largest batch seen
-    fitting wins."""
+    narrowing to ``precision``, never above ``top``. ``fits`` is assumed monotone; where it is not, the largest
+    batch seen fitting wins. Returns (that batch, the smallest batch above it seen failing, or None)."""
     guess = max(1, min(guess, top))
     lo, hi = 0, top + 1                # lo fits (0: none known), hi does not (top + 1: none known)
 
@@ -609,14 +613,14 @@ def search(fits_many, guess: int, width: int = 1, top: int = MAX_BATCH) -> int:
     ask([int(guess * f) for f in near[:width]])
     grow = 1
     while hi > top and lo < top:                      # everything tried so far fits: grow
-        ask([min(top, max(lo + i, int(lo * (1 + 0.25 * grow * i)))) for i in range(1, width + 1)])
+        ask([min(top, max(lo + i, int(lo * (1 + 0.04 * grow * i)))) for i in range(1, width + 1)])
         grow *= 2
     while lo == 0 and hi > 1:                         # nothing fits yet: shrink
         ask([max(1, int(hi * f)) for f in (0.8, 0.6, 0.4, 0.25, 0.1, 0.05, 0.01)[:width]])
-    while hi <= top and hi - lo > max(1, lo // 50):
+    while hi <= top and hi - lo > max(1, int(lo * precision)):
         n = min(width, hi - lo - 1)
         ask([lo + (hi - lo) * i // (n + 1) for i in range(1, n + 1)])
-    return lo
+    return lo, (hi if hi <= top else None)
 
 
 def provenance(command: str) -> dict:
@@ -740,7 +744,8 @@ def capacity_entry_rows(doc, net, gib, e, results=None) -> list[str]:
         pair = variant.endswith(STEP)
         f = found.get(variant.removesuffix(STEP))
         pred = e["predicted"].get(variant)
-        shown = "-" if f is None else (f"{f} (paper policy's)" if pair else f)
+        fails = e.get("fails_at", {}).get(variant)
+        shown = "-" if f is None else (f"{f} (paper policy's)" if pair else f"{f}" + (f" ({fails} fails)" if fails else ""))
         if variant in e.get("skipped", {}):
             shown = "not searched"
         ratio = f"{f / pred:.3f}" if f and pred and not pair and pred < e.get("limit", MAX_BATCH + 1) else ""
@@ -1000,8 +1005,10 @@ def main(argv=None) -> int:
     m = sub.add_parser("measure")
     m.add_argument("-o", "--output", default="benchmarks/reports/memory_training.json")
     m.add_argument("--configs", nargs="+", default=list(MODELS), choices=list(MODELS))
-    m.add_argument("--parts", nargs="+", default=["calibrate", "policies", "capacity"],
-                   choices=["calibrate", "policies", "capacity"])
+    m.add_argument("--parts", nargs="+", default=["calibrate", "policies", "search", "timed"],
+                   choices=["calibrate", "policies", "search", "timed"])
+    m.add_argument("--precision", type=float, default=0.02,
+                   help="a capacity search ends when the batches fitting and failing are this close (relative)")
     m.add_argument("--warmup", type=int, default=3)
     m.add_argument("--steps", type=int, default=20)
     m.add_argument("--timeout", type=int, default=150, help="seconds per case process")

@@ -99,7 +99,8 @@ def test_capacity_search_finds_the_largest_fitting_batch(largest, guess, width):
         rounds.append(batches)
         tries.extend(batches)
         return {b: b <= largest for b in batches}
-    got = mt.search(fits_many, guess, width)
+    got, fails = mt.search(fits_many, guess, width)
+    assert (fails is None) == (got == mt.MAX_BATCH) and (fails is None or fails > largest)   # a batch seen failing
     assert got <= largest and (largest == 0 or got >= largest - max(1, largest // 50))
     assert len(tries) == len(set(tries)) and len(rounds) <= 30 // width + 6
 
@@ -112,7 +113,7 @@ def test_capacity_search_survives_a_non_monotone_answer(width):
     def fits_many(batches):
         seen.update(batches)
         return {b: b <= 1000 and b != 900 for b in batches}
-    got = mt.search(fits_many, 1000, width)
+    got, _ = mt.search(fits_many, 1000, width)
     assert got in seen and got <= 1000 and got >= 880
 
 
