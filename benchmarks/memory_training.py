@@ -334,6 +334,7 @@ def measure(args) -> int:
     doc = json.loads(out.read_text()) if out.exists() and args.resume else {"results": [], "capacity": {}}
     doc.setdefault("capacity", {})
     doc["provenance"] = provenance("python benchmarks/memory_training.py " + " ".join(sys.argv[1:]))
+    doc.setdefault("calls", []).append({k: doc["provenance"].get(k) for k in ("date", "command", "gpu_uuid")})
     t_start = time.time()
     # kept: successes and out-of-memory answers; other failures run again under --resume (once per call); a
     # calibration from another GPU host (each lent machine may be another) runs again: copy rates are the host's
@@ -492,10 +493,9 @@ def capacity(args, doc, out, run, run_many, lock, pending) -> None:
                 answers[b] = bool(r.get("ok"))
             return answers
         try:
-            got, fails = search(fits_many, guess, width, batch_limit(net), args.precision)
+            got = search(fits_many, guess, width, batch_limit(net), args.precision)
             with lock:
                 e["found"][variant] = got
-                e.setdefault("fails_at", {})[variant] = fails
                 e["search_error"].pop(variant, None)
         except SearchError as err:   # recorded, not kept as an answer: --resume searches again
             with lock:
@@ -589,12 +589,12 @@ class Slots:
                 self.cond.notify_all()
 
 
-def search(fits_many, guess: int, width: int = 1, top: int = MAX_BATCH, precision: float = 0.02) -> tuple:
+def search(fits_many, guess: int, width: int = 1, top: int = MAX_BATCH, precision: float = 0.02) -> int:
     """The largest batch b with fits(b), starting from ``guess``. Each round tries up to ``width`` batches at once
     (``fits_many(batches) -> {batch: fits}``, each a try in its own process): first around the guess, then
     bracketing by growing factors (a good prediction costs one or two rounds, a bad one not many more), then
     narrowing to ``precision``, never above ``top``. ``fits`` is assumed monotone; where it is not, the largest
-    batch seen fitting wins. Returns (that batch, the smallest batch above it seen failing, or None)."""
+    batch seen fitting wins."""
     guess = max(1, min(guess, top))
     lo, hi = 0, top + 1                # lo fits (0: none known), hi does not (top + 1: none known)
 
@@ -620,7 +620,7 @@ def search(fits_many, guess: int, width: int = 1, top: int = MAX_BATCH, precisio
     while hi <= top and hi - lo > max(1, int(lo * precision)):
         n = min(width, hi - lo - 1)
         ask([lo + (hi - lo) * i // (n + 1) for i in range(1, n + 1)])
-    return lo, (hi if hi <= top else None)
+    return lo
 
 
 def provenance(command: str) -> dict:
@@ -721,8 +721,7 @@ def policy_rows(doc, net) -> list[str]:
 
 
 def capacity_rows(doc, net) -> list[str]:
-    lines = ["| capacity | variant | largest batch predicted | found | found/predicted | timed at batch | step ms "
-             "(10-90 %) | images/s | peak GiB predicted / measured |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = capacity_head()
     for gib in CAPACITIES_GIB:
         e = doc.get("capacity", {}).get(f"{net}/{gib}")
         if e is None:
@@ -730,6 +729,12 @@ def capacity_rows(doc, net) -> list[str]:
             continue
         lines += capacity_entry_rows(doc, net, gib, e)
     return lines
+
+
+def capacity_head(then: str = "") -> list[str]:
+    return [f"| capacity | variant | largest batch predicted{then} | found | found/predicted | timed at batch | step ms "
+            f"predicted{then} / measured (10-90 %) | images/s | peak GiB predicted{then} / measured |",
+            "|---|---|---|---|---|---|---|---|---|"]
 
 
 def capacity_entry_rows(doc, net, gib, e, results=None) -> list[str]:
@@ -744,8 +749,9 @@ def capacity_entry_rows(doc, net, gib, e, results=None) -> list[str]:
         pair = variant.endswith(STEP)
         f = found.get(variant.removesuffix(STEP))
         pred = e["predicted"].get(variant)
-        fails = e.get("fails_at", {}).get(variant)
-        shown = "-" if f is None else (f"{f} (paper policy's)" if pair else f"{f}" + (f" ({fails} fails)" if fails else ""))
+        fails = None if pair else fails_above(src, net, variant, gib * GiB, f)
+        shown = "-" if f is None else (f"{f} (paper policy's)" if pair else f"{f}" + (f" ({fails} fails)" if fails
+                                                                                        else ""))
         if variant in e.get("skipped", {}):
             shown = "not searched"
         ratio = f"{f / pred:.3f}" if f and pred and not pair and pred < e.get("limit", MAX_BATCH + 1) else ""
@@ -758,9 +764,18 @@ def capacity_entry_rows(doc, net, gib, e, results=None) -> list[str]:
             why = "not timed" if variant not in ("liveness", best) and not pair else "not run"
             rows.append(f"{head} {why if r is None else r['error'][:90]} | | |")
             continue
-        rows.append(f"{head} {r['step_ms']:.1f} ({r['step_ms_p10']:.1f}-{r['step_ms_p90']:.1f}) | "
-                    f"{b / r['step_ms'] * 1e3:,.0f} | {_gib(r.get('predicted', {}).get('peak'))} / {_gib(r['peak'])} |")
+        p = r.get("predicted", {})
+        pms = f"{p['iteration_ms']:.1f} / " if p.get("iteration_ms") else ""
+        rows.append(f"{head} {pms}{r['step_ms']:.1f} ({r['step_ms_p10']:.1f}-{r['step_ms_p90']:.1f}) | "
+                    f"{b / r['step_ms'] * 1e3:,.0f} | {_gib(p.get('peak'))} / {_gib(r['peak'])} |")
     return rows
+
+
+def fails_above(doc, net: str, variant: str, cap: int, found: int | None) -> int | None:
+    """The smallest batch above ``found`` whose try ran out of memory (how close the search came)."""
+    failed = [r["batch"] for r in doc["results"] if r["kind"] == "try" and r.get("oom") and
+              (r["model"], r["variant"], r["capacity"]) == (net, variant, cap) and r["batch"] > (found or 0)]
+    return min(failed, default=None)
 
 
 def per_step_comparison(doc, key: str, e: dict) -> str | None:
@@ -830,10 +845,7 @@ def earlier_lines(doc) -> list[str]:
                 f"{prov.get('allocator', 'default (fixed segments)')}", ""]
         for key, e in run.get("capacity", {}).items():
             net, gib = key.split("/")
-            out += ["| capacity | variant | largest batch predicted then | found | found/predicted | timed at batch | "
-                    "step ms (10-90 %) | images/s | peak GiB predicted then / measured |",
-                    "|---|---|---|---|---|---|---|---|---|",
-                    *capacity_entry_rows(doc, net, int(gib), e, run["results"]), ""]
+            out += [*capacity_head(" then"), *capacity_entry_rows(doc, net, int(gib), e, run["results"]), ""]
     return out
 
 
@@ -886,6 +898,9 @@ def report(args) -> int:
              f"`{CONVENTION}`), workspace rule `{WORKSPACE}` (cuDNN's heuristic first, as PyTorch without "
              f"`cudnn.benchmark`), per-step plans with rule `wr` under {1 - RESERVE:.0%} of the capacity",
              *calibration_lines(doc)]
+    for i, call in enumerate(doc.get("calls", []), 1):
+        lines.append(f"- call {i}: {call['date']} on {call['gpu_uuid']}: `{call['command']}`")
+    lines += [f"- note: {n}" for n in doc.get("notes", [])]
     if "predicted_at" in doc:
         pa = doc["predicted_at"]
         lines.append(f"- predictions recomputed on a CPU at {pa['commit']} ({pa['date']}): `{pa['command']}`")
@@ -913,6 +928,11 @@ def report(args) -> int:
               "cuBLAS/cuBLASLt workspaces PyTorch keeps (measured by the calibration); it has no allocator rounding "
               "or fragmentation.",
               "- Offloaded bytes and recomputations measured are the runtime's own counters (per step).",
+              "- Predicted step times under a cap: at a mini-batch the profile never measured (every capacity "
+              "case's), the `heuristic` rule has no cuDNN heuristic order to follow and takes the fastest "
+              "configuration that fits, micro-batched from measured sizes; stock PyTorch does not, so these "
+              "predictions are low wherever convolutions dominate. The targets compare step times at the models' "
+              "own batches only.",
               "- The per-step WR row runs at the batch the paper policy was timed at (both at 97 % of it where the "
               "per-step plan does not fit there), so the two step times compare at one batch and one cap; its "
               "largest batch predicted is for the plan's (1 - reserve) capacity.", ""]

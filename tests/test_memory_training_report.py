@@ -44,7 +44,9 @@ def synthetic_results() -> dict:
                  "predicted": {"peak": GiB, "iteration_ms": 15}},
                 step("liveness", 3000, 11 * GiB, 11.5 * GiB, 150.0, 160.0, capacity=12 * GiB),
                 step("vdnn-all-p", 3500, 11 * GiB, 11.2 * GiB, 400.0, 420.0, capacity=12 * GiB),
-                step("vdnn-all-p+steps", 3500, 11.3 * GiB, 11.6 * GiB, 300.0, 310.0, capacity=12 * GiB)],
+                step("vdnn-all-p+steps", 3500, 11.3 * GiB, 11.6 * GiB, 300.0, 310.0, capacity=12 * GiB),
+                {"kind": "try", "model": "alexnet", "variant": "vdnn-all-p", "batch": 3570, "capacity": 12 * GiB,
+                 "ok": False, "oom": True, "error": "out of memory: SYNTHETIC"}],
             "capacity": {"alexnet/12": {"predicted": {"liveness": 3232, "vdnn-all-p": 3600, "vdnn-conv-p": 3300,
                                                       "sn-recompute": 3400, "vdnn-all-p+steps": 3550},
                                         "best": "vdnn-all-p",
@@ -68,9 +70,11 @@ def test_report_writes_the_tables_from_the_data(tmp_path):
     assert "| liveness (stock PyTorch) | 1.50 | 1.60 | 0.94 | 13.0 | 14.0 (12.6-16.8) |" in text
     assert "| superneurons | 1.00 | RuntimeError: SYNTHETIC failure |" in text
     assert "| sn-recompute | not run |" in text
-    assert "| 12 GiB | stock PyTorch | 3232 | 3000 | 0.928 | 3000 | 160.0 (144.0-192.0) | 18,750 | 11.00 / 11.50 |" in text
-    assert "| 12 GiB | vdnn-all-p | 3600 | 3500 | 0.972 | 3500 | 420.0 (378.0-504.0) | 8,333 | 11.00 / 11.20 |" in text
-    assert "| 12 GiB | vdnn-all-p + per-step WR workspace | 3550 | 3500 (paper policy's) |  | 3500 | 310.0" in text
+    assert ("| 12 GiB | stock PyTorch | 3232 | 3000 | 0.928 | 3000 | 150.0 / 160.0 (144.0-192.0) | 18,750 | "
+            "11.00 / 11.50 |") in text
+    assert ("| 12 GiB | vdnn-all-p | 3600 | 3500 (3570 fails) | 0.972 | 3500 | 400.0 / 420.0 (378.0-504.0) | 8,333 | "
+            "11.00 / 11.20 |") in text
+    assert "| 12 GiB | vdnn-all-p + per-step WR workspace | 3550 | 3500 (paper policy's) |  | 3500 | 300.0 / 310.0" in text
     assert "| 12 GiB | vdnn-conv-p | 3300 | 3100 | 0.939 | - | not timed | | |" in text
     assert "| 12 GiB | sn-recompute | 3400 | not searched |  | - | not timed | | |" in text
     assert "- alexnet/12 GiB, sn-recompute: not searched (would pin SYNTHETIC GiB)" in text
@@ -99,8 +103,7 @@ def test_capacity_search_finds_the_largest_fitting_batch(largest, guess, width):
         rounds.append(batches)
         tries.extend(batches)
         return {b: b <= largest for b in batches}
-    got, fails = mt.search(fits_many, guess, width)
-    assert (fails is None) == (got == mt.MAX_BATCH) and (fails is None or fails > largest)   # a batch seen failing
+    got = mt.search(fits_many, guess, width)
     assert got <= largest and (largest == 0 or got >= largest - max(1, largest // 50))
     assert len(tries) == len(set(tries)) and len(rounds) <= 30 // width + 6
 
@@ -113,7 +116,7 @@ def test_capacity_search_survives_a_non_monotone_answer(width):
     def fits_many(batches):
         seen.update(batches)
         return {b: b <= 1000 and b != 900 for b in batches}
-    got, _ = mt.search(fits_many, 1000, width)
+    got = mt.search(fits_many, 1000, width)
     assert got in seen and got <= 1000 and got >= 880
 
 
