@@ -77,3 +77,17 @@ def test_calibration_carries_the_framework_bytes():
     for bad in (-1, 1.5, "65MiB", 1 << 41):
         with pytest.raises(TimeParamsFormatError, match="framework.bytes"):
             check({"format": FORMAT, "version": VERSION, "framework": {"bytes": bad}})
+
+
+@pytest.mark.parametrize("policy", ["sn-recompute", "superneurons"])
+def test_a_reforwarded_max_pool_keeps_its_indices_only_from_its_reforward_to_its_backward(policy):
+    """The PyTorch runtime drops what a re-forwarded layer saved and its re-forward makes it again: AlexNet's
+    pool1 indices (int64, twice pool1's fp32 output) are resident at pool1's forward and from its R tick to its
+    backward, not through the rest of the step (a GPU trace found them counted there: 0.09 GiB at b256)."""
+    res = plan_memory("alexnet", policy, convention="pytorch")
+    plan, st = res.plan, res.plan.inventory.tensors["M:pool1:indices"].storage
+    ticks = {(t.layer, t.phase): t.index for t in plan.ticks}
+    assert ("pool1", "R") in ticks
+    resident = {i for a, b in plan.intervals[st] for i in range(a, b + 1)}
+    assert resident == {ticks["pool1", "F"]} | set(range(ticks["pool1", "R"], ticks["pool1", "B"] + 1))
+    assert res.plan.inventory.tensors["M:pool1:indices"].nbytes == 2 * res.plan.inventory.tensors["Y:pool1"].nbytes
