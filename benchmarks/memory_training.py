@@ -519,25 +519,28 @@ def capacity(args, doc, out, run, run_many, lock, pending) -> None:
                 save(out, doc)
         b = stepped.get(e["best"])
         if b:
-            stepped[e["best"] + STEP] = timed_pair(run, net, e["best"], b, cap)
+            pair = e["best"] + STEP
+            stepped[pair] = timed_pair(run, net, e["best"], b, cap, e["predicted"].get(pair))
             save(out, doc)
 
 
-def timed_step(run, net: str, variant: str, batch: int, cap: int) -> int:
+def timed_step(run, net: str, variant: str, batch: int, cap: int, lower: int | None = None) -> int:
     """The timed steps at a found batch, which sits at the edge of memory (a try runs 2 steps, the timed case 24 and
-    a traced one): where they run out of memory they run once more at 97 % of it. Returns the batch they ran at."""
+    a traced one): where they run out of memory they run once more at ``lower`` (default 97 % of it). Returns the
+    batch they ran at."""
     r = run("step", net, variant, batch, cap)
     if r.get("oom") and batch > 1:
-        lower = max(1, int(batch * 0.97))
+        lower = max(1, min(lower or batch, int(batch * 0.97)))
         run("step", net, variant, lower, cap)
         return lower
     return batch
 
 
-def timed_pair(run, net: str, policy: str, batch: int, cap: int) -> int:
+def timed_pair(run, net: str, policy: str, batch: int, cap: int, predicted: int | None = None) -> int:
     """``policy`` + STEP timed at the batch ``policy`` was timed at; where it does not fit there, both run at the
-    lower batch, so the two step times always compare at one batch and one cap. Returns that batch."""
-    b = timed_step(run, net, policy + STEP, batch, cap)
+    largest batch its plan predicts to fit (``predicted``; at most 97 % of the first), so the two step times always
+    compare at one batch and one cap. Returns that batch."""
+    b = timed_step(run, net, policy + STEP, batch, cap, predicted)
     if b != batch:
         run("step", net, policy, b, cap)
     return b

@@ -161,7 +161,8 @@ def test_tries_at_once_hold_the_gpu_and_host_memory_together_and_an_oversized_tr
 
 
 def test_the_per_step_plan_and_its_paper_policy_are_timed_at_one_batch():
-    """SYNTHETIC: where the per-step plan does not fit at the paper policy's batch, both run at 97 % of it."""
+    """SYNTHETIC: where the per-step plan does not fit at the paper policy's batch, both run lower: at the largest
+    batch the per-step plan predicts, at most 97 % of the first."""
     ran = []
 
     def run(kind, net, variant, batch, cap):
@@ -172,6 +173,9 @@ def test_the_per_step_plan_and_its_paper_policy_are_timed_at_one_batch():
     assert ran == [("superneurons+steps", 100), ("superneurons+steps", 97), ("superneurons", 97)]
     ran.clear()
     assert mt.timed_pair(run, "vgg16", "superneurons", 90, GiB) == 90 and ran == [("superneurons+steps", 90)]
+    ran.clear()                                   # the per-step plan predicts 80 at most: both run there
+    assert mt.timed_pair(run, "vgg16", "superneurons", 100, GiB, predicted=80) == 80
+    assert ran == [("superneurons+steps", 100), ("superneurons+steps", 80), ("superneurons", 80)]
 
 
 def test_per_step_plan_is_made_for_the_imported_torchvision_network():
