@@ -454,10 +454,10 @@ def capacity_prediction(args, doc, out, pending, net, gib) -> dict | None:
 
 
 def capacity(args, doc, out, run, run_many, lock, pending) -> None:
-    """Under each capacity: the largest batch found by trying for stock PyTorch and each paper policy (``--search
-    best``: the best one alone), every search at once in threads sharing the GPU's and the host's memory; then,
-    one case at a time, the timed steps at the found batches of stock and the best paper policy, and that policy
-    + STEP at the same batch."""
+    """Under each capacity: the largest batch found by trying for stock PyTorch and each paper policy (at the
+    capacities ``--search-all`` names; elsewhere the best one alone), every search at once in threads sharing the
+    GPU's and the host's memory; then, one case at a time, the timed steps at the found batches of stock and the
+    best paper policy, and that policy + STEP at the same batch."""
     entries = {}
     for net in args.configs:
         for gib in args.capacities:
