@@ -760,7 +760,8 @@ def capacity_entry_rows(doc, net, gib, e, results=None) -> list[str]:
         ratio = f"{f / pred:.3f}" if f and pred and not pair and pred < e.get("limit", MAX_BATCH + 1) else ""
         if pred is not None and pred >= e.get("limit", MAX_BATCH + 1):
             pred = f">= {pred} (limit)"
-        b = stepped.get(variant)
+        # an entry without "stepped" (an earlier format) timed every variant at the found batch
+        b = stepped.get(variant) if "stepped" in e else (found.get(best) if pair else f)
         r = _r(src, "step", net, variant, b, gib * GiB) if b else None
         head = f"| {gib} GiB | {label} | {pred if pred is not None else '-'} | {shown} | {ratio} | {b or '-'} |"
         if r is None or "error" in r:
@@ -786,7 +787,9 @@ def per_step_comparison(doc, key: str, e: dict) -> str | None:
     b = e.get("stepped", {}).get(e["best"] + STEP)
     net, gib = key.split("/")
     if not b:
-        return None
+        timed = e.get("stepped", {}).get(e["best"])
+        return (f"- {key} GiB, {e['best']} + per-step WR workspace: not run (its paper policy was timed at batch "
+                f"{timed})") if timed else None
     mine = _r(doc, "step", net, e["best"] + STEP, b, int(gib) * GiB)
     paper = _r(doc, "step", net, e["best"], b, int(gib) * GiB)
     if not mine or not paper or "error" in mine or "error" in paper:
@@ -798,7 +801,7 @@ def per_step_comparison(doc, key: str, e: dict) -> str | None:
             f"{abs(gain):.1%}; target: faster)")
 
 
-def accuracy_lines(doc) -> list[str]:
+def accuracy_lines(doc, details: bool = True) -> list[str]:
     """The issue's targets, computed from the results: peaks within 10 % and step times within 15 % of the
     prediction, largest batches within 5 %, and the per-step workspace against the same paper policy."""
     peak_ok, time_ok, peak_miss, time_miss = 0, 0, [], []
@@ -819,15 +822,21 @@ def accuracy_lines(doc) -> list[str]:
              + (f" (not: {', '.join(peak_miss)})" if peak_miss else ""),
              f"- measured step time within 15 % of predicted (calibrated): {time_ok} of {len(cases)} cases"
              + (f" (not: {', '.join(time_miss)}; measured / predicted - 1)" if time_miss else "")]
+    per_gib: dict[int, list[int]] = {}       # capacity -> [within 5 %, compared, at the prediction's limit]
+    detail = []
     for key, e in doc.get("capacity", {}).items():
+        count = per_gib.setdefault(int(key.split("/")[1]), [0, 0, 0])
         for variant, f in e.get("found", {}).items():
             pred = e["predicted"].get(variant)
             if f and pred and pred >= e.get("limit", MAX_BATCH + 1):
-                lines.append(f"- {key} GiB, {variant}: largest batch found {f}{'+' if f >= MAX_BATCH else ''}, "
-                             f"predicted at least {pred} (the prediction's limit: no comparison)")
+                count[2] += 1
+                detail.append(f"- {key} GiB, {variant}: largest batch found {f}, predicted at least {pred} (the "
+                              "prediction's limit: no comparison)")
             elif f and pred:
-                lines.append(f"- {key} GiB, {variant}: largest batch found {f}, predicted {pred} "
-                             f"({f / pred - 1:+.1%}; target within 5 %)")
+                count[0] += abs(f / pred - 1) <= 0.05
+                count[1] += 1
+                detail.append(f"- {key} GiB, {variant}: largest batch found {f}, predicted {pred} "
+                              f"({f / pred - 1:+.1%}; target within 5 %)")
         for variant, why in e.get("search_error", {}).items():
             lines.append(f"- {key} GiB, {variant}: the search did not finish ({why})")
         for variant, why in e.get("skipped", {}).items():
@@ -835,7 +844,10 @@ def accuracy_lines(doc) -> list[str]:
         line = per_step_comparison(doc, key, e)
         if line:
             lines.append(line)
-    return lines
+    summary = [f"- under {gib} GiB, largest batch found within 5 % of predicted: {ok} of {n} searches"
+               + (f" ({lim} more reached the prediction's limit)" if lim else "")
+               for gib, (ok, n, lim) in sorted(per_gib.items())]
+    return lines[:2] + summary + lines[2:] + (detail if details else [])
 
 
 def earlier_lines(doc) -> list[str]:
@@ -853,18 +865,25 @@ def earlier_lines(doc) -> list[str]:
 
 
 def calibration_lines(doc) -> list[str]:
-    tp = next((r["doc"] for r in doc["results"] if r["kind"] == "calibrate-host" and "doc" in r), None)
-    if tp is None:
+    """The time model each lent machine calibrated (a run of several calls keeps every host's), and the cases each
+    predicted."""
+    cals = doc.get("calibrations") or {
+        r.get("gpu_uuid", "?"): r["doc"] for r in doc["results"] if r["kind"] == "calibrate-host" and "doc" in r}
+    if not cals:
         return ["- time model: not calibrated in this run (assumed constants)"]
-    c, h, f = tp.get("copy", {}), tp.get("hbm", {}), tp.get("fc", {})
-    layers = sum(len(r["doc"].get("layers", {}).get(k, {})) for r in doc["results"]
-                 if r["kind"] == "calibrate-layers" and "doc" in r for k in r["doc"].get("layers", {}))
-    return [f"- time model calibrated on this host: pinned copies {c.get('h2d', 0) / 1e9:.1f} GB/s host->device, "
-            f"{c.get('d2h', 0) / 1e9:.1f} GB/s device->host alone, {c.get('duplex_h2d', 0) / 1e9:.1f} / "
-            f"{c.get('duplex_d2h', 0) / 1e9:.1f} GB/s both at once; elementwise HBM "
-            f"{h.get('rate', 0) / 1e12:.2f} TB/s; "
-            f"FC GEMM {f.get('flops', 0) / 1e12:.1f} TFLOP/s; {layers} non-conv layer times measured "
-            "(used at the models' own batches; other batches model them by roofline)"] + host_lines(doc)
+    cases = [r for r in doc["results"] if r["kind"] == "step" and "predicted" in r]
+    lines = []
+    for uuid, tp in cals.items():
+        c, h, f = tp.get("copy", {}), tp.get("hbm", {}), tp.get("fc", {})
+        layers = sum(len(v) for v in tp.get("layers", {}).values())
+        used = sum(r.get("calibration_uuid") == uuid for r in cases)
+        lines.append(f"- time model calibrated on {uuid} (predicts {used} of the {len(cases)} timed cases): pinned "
+                     f"copies {c.get('h2d', 0) / 1e9:.1f} GB/s host->device, {c.get('d2h', 0) / 1e9:.1f} GB/s "
+                     f"device->host alone, {c.get('duplex_h2d', 0) / 1e9:.1f} / {c.get('duplex_d2h', 0) / 1e9:.1f} "
+                     f"GB/s both at once; elementwise HBM {h.get('rate', 0) / 1e12:.2f} TB/s; FC GEMM "
+                     f"{f.get('flops', 0) / 1e12:.1f} TFLOP/s; {layers} non-conv layer times measured (used at the "
+                     "models' own batches; other batches model them by roofline)")
+    return lines + host_lines(doc)
 
 
 def host_lines(doc) -> list[str]:
@@ -971,7 +990,8 @@ def readme_block(doc: dict) -> str:
                 cells.append(f"{_gib(p['peak'])} / {_gib(r['peak'])} GiB, {p['iteration_ms']:.0f} / "
                              f"{r['step_ms']:.0f} ms")
         lines.append(f"| {net} b{MODELS[net]} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + ["", "Against the targets (computed from the same file):", "", *accuracy_lines(doc),
+    return "\n".join(lines + ["", "Against the targets (computed from the same file):", "",
+                               *accuracy_lines(doc, details=False),
                                *host_lines(doc)])
 
 

@@ -285,3 +285,15 @@ def test_predict_recomputes_the_predictions_and_keeps_the_measurements(tmp_path)
     assert r["predicted"]["peak"] == want.peak and len(r["predicted_ticks"]) == len(want.ticks)
     assert (r["peak"], r["step_ms"]) == (1.6 * GiB, 14.0)
     assert got["predicted_at"]["command"].startswith("python benchmarks/memory_training.py predict")
+
+
+def test_an_earlier_run_without_timed_batches_shows_its_steps_at_the_found_batches():
+    """Runs kept from an earlier format (no ``stepped``: every variant timed at the found batch); SYNTHETIC."""
+    doc = synthetic_results()
+    e = dict(doc["capacity"]["alexnet/12"])
+    e.pop("stepped")
+    e["found"] = {"liveness": 3000, "vdnn-all-p": 3500}
+    rows = mt.capacity_entry_rows(doc, "alexnet", 12, e, doc["results"])
+    assert any(r.startswith("| 12 GiB | vdnn-all-p + per-step WR workspace | 3550 | 3500 (paper policy's) |  | 3500 | "
+                            "300.0 / 310.0") for r in rows)
+    assert any(r.startswith("| 12 GiB | stock PyTorch | 3232 | 3000 | 0.928 | 3000 | 150.0 / 160.0") for r in rows)
