@@ -14,6 +14,7 @@ one ``_reg`` line here.
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -426,9 +427,7 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
     segs = sn_segments(inv, checkpoints)
     # an output that shares its storage (an in-place layer, or the layer an in-place one writes over) cannot be
     # dropped and re-forwarded alone: the storage holds the in-place result, which autograd keeps
-    per_storage: dict[str, int] = {}
-    for tensor in inv.tensors.values():
-        per_storage[tensor.storage] = per_storage.get(tensor.storage, 0) + 1
+    per_storage = Counter(t.storage for t in inv.tensors.values())
     droppable = {f"Y:{n}" for n in segs if per_storage[inv.tensors[f"Y:{n}"].storage] == 1}
     mem_mode = sn_segment_memory_centric(inv, rule, checkpoints) if strategy == "cost-aware" else \
         {n: strategy == "memory" for n in segs}
@@ -528,20 +527,19 @@ def _reforwarded_extras(inv: Inventory, ticks: list[Tick], spans: dict[str, list
     Counted from the forward instead, AlexNet's max-pool indices stood 0.09 GiB per 256 samples above the
     measured step through conv2's backward."""
     fwd = {t.layer: t.index for t in ticks if t.phase == "F"}
-    per_storage: dict[str, int] = {}
-    for tensor in inv.tensors.values():
-        per_storage[tensor.storage] = per_storage.get(tensor.storage, 0) + 1
+    per_storage = Counter(t.storage for t in inv.tensors.values())
     for layer in {t.layer for t in ticks if t.phase == "R"}:
         again = [(a, b) for a, b in spans.get(f"Y:{layer}", []) if ticks[a].phase == "R" and ticks[a].layer == layer]
+        starts = [a for a, _ in again] + [len(ticks)]
         for u in inv.fwd_uses[layer]:
             t = inv.tensors[u]
             if (t.layer != layer or u == f"Y:{layer}" or t.cls in ("activations", "input") or t.persistent or
                     per_storage[t.storage] > 1 or not again):
                 continue
             used = [tick.index for tick in ticks if u in tick.uses]
+            # each re-forward's extras: up to the output's span end or their last use before the next re-forward
             intervals[t.storage] = merge([(fwd[layer], fwd[layer])] + [
-                (a, max([b] + [i for i in used if a <= i and not any(a < r <= i for r, _ in again)]))
-                for a, b in again])
+                (a, max([b] + [i for i in used if a <= i < nxt])) for (a, b), nxt in zip(again, starts[1:])])
 
 
 def sn_recompute(inv: Inventory, strategy: str = "cost-aware", rule: str = "code", offload: bool = True,
