@@ -760,8 +760,8 @@ def capacity_entry_rows(doc, net, gib, e, results=None) -> list[str]:
         ratio = f"{f / pred:.3f}" if f and pred and not pair and pred < e.get("limit", MAX_BATCH + 1) else ""
         if pred is not None and pred >= e.get("limit", MAX_BATCH + 1):
             pred = f">= {pred} (limit)"
-        # an entry without "stepped" (an earlier format) timed every variant at the found batch
-        b = stepped.get(variant) if "stepped" in e else (found.get(best) if pair else f)
+        # an earlier run's entry without "stepped" (an earlier format) timed every variant at the found batch
+        b = (found.get(best) if pair else f) if results is not None and "stepped" not in e else stepped.get(variant)
         r = _r(src, "step", net, variant, b, gib * GiB) if b else None
         head = f"| {gib} GiB | {label} | {pred if pred is not None else '-'} | {shown} | {ratio} | {b or '-'} |"
         if r is None or "error" in r:

@@ -288,7 +288,8 @@ def test_predict_recomputes_the_predictions_and_keeps_the_measurements(tmp_path)
 
 
 def test_an_earlier_run_without_timed_batches_shows_its_steps_at_the_found_batches():
-    """Runs kept from an earlier format (no ``stepped``: every variant timed at the found batch); SYNTHETIC."""
+    """Runs kept from an earlier format (no ``stepped``: every variant timed at the found batch), and this run's
+    entries the timed part did not reach (no ``stepped`` either: not timed); SYNTHETIC."""
     doc = synthetic_results()
     e = dict(doc["capacity"]["alexnet/12"])
     e.pop("stepped")
@@ -297,3 +298,6 @@ def test_an_earlier_run_without_timed_batches_shows_its_steps_at_the_found_batch
     assert any(r.startswith("| 12 GiB | vdnn-all-p + per-step WR workspace | 3550 | 3500 (paper policy's) |  | 3500 | "
                             "300.0 / 310.0") for r in rows)
     assert any(r.startswith("| 12 GiB | stock PyTorch | 3232 | 3000 | 0.928 | 3000 | 150.0 / 160.0") for r in rows)
+    # this run's entry that the timed part never reached: searched, not timed
+    rows = mt.capacity_entry_rows(doc, "alexnet", 12, e)
+    assert "| 12 GiB | stock PyTorch | 3232 | 3000 | 0.928 | - | not run | | |" in rows
