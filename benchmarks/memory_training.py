@@ -347,8 +347,8 @@ def measure(args) -> int:
         if time.time() - t_start > args.budget_s:
             raise Budget
 
-    def run(kind, net, variant="", batch=0, capacity=None, timeout=args.timeout, hold=None):
-        return run_many(kind, net, variant, [batch], capacity, timeout, hold)[0]
+    def run(kind, net, variant="", batch=0, capacity=None, timeout=args.timeout):
+        return run_many(kind, net, variant, [batch], capacity, timeout)[0]
 
     def run_many(kind, net, variant, batches, capacity=None, timeout=args.timeout, hold=None):
         """Cases that differ only in the batch, at once, each process inside ``hold(batch)`` when given (capacity
@@ -384,6 +384,7 @@ def measure(args) -> int:
             return [done[k] for k in keys]
 
     pending = {}
+    capacity_runs = bool({"search", "timed"} & set(args.parts))
     calibrated_on = calibration(time_params_path(out))[2]
     if "calibrate" not in args.parts and calibrated_on != here:
         print(f"the calibration beside {out} is not this host's ({calibrated_on or 'none'}): calibrating first",
@@ -401,7 +402,7 @@ def measure(args) -> int:
                 doc.setdefault("calibrations", {})[here] = merged   # each host's, for `predict` of its cases
                 save(out, doc)
         # capacity predictions are CPU work (with the calibration's framework bytes): beside the GPU cases
-        if {"search", "timed"} & set(args.parts):
+        if capacity_runs:
             for net in args.configs:
                 for gib in args.capacities:
                     if f"{net}/{gib}" not in doc["capacity"]:
@@ -410,7 +411,7 @@ def measure(args) -> int:
             for net in args.configs:
                 for policy in POLICIES:
                     run("step", net, policy, MODELS[net])
-        if {"search", "timed"} & set(args.parts):
+        if capacity_runs:
             capacity(args, doc, out, run, run_many, lock, pending)
     except Budget:
         print(f"budget of {args.budget_s} s spent: run again with --resume to go on", flush=True)
@@ -465,7 +466,7 @@ def capacity(args, doc, out, run, run_many, lock, pending) -> None:
             if e is not None:
                 entries[net, gib] = e
     total = doc["provenance"].get("total_memory") or 80 * GiB
-    slots = Slots(0.85 * total, HOST_SHARE * host_memory())
+    slots = Slots(GPU_SHARE * total, HOST_SHARE * host_memory())
     searches = []
     for (net, gib), e in entries.items():
         found, skipped = e.setdefault("found", {}), e.setdefault("skipped", {})
@@ -479,7 +480,7 @@ def capacity(args, doc, out, run, run_many, lock, pending) -> None:
                                     f"more than {HOST_SHARE:.0%} of this host's {host_memory() / GiB:.0f} GiB")
             elif variant not in found and "search" in args.parts:
                 searches.append((net, gib, variant, guess, pinned))
-    width = max(2, min(args.parallel, int(0.85 * total / (min(args.capacities) * GiB)) // max(1, len(searches))))
+    width = max(2, min(args.parallel, int(GPU_SHARE * total / (min(args.capacities) * GiB)) // max(1, len(searches))))
 
     def one_search(net, gib, variant, guess, pinned):
         cap, e = gib * GiB, entries[net, gib]
@@ -553,6 +554,7 @@ def pinned_per_sample(net: str, variant: str, batch: int, cap: int) -> float:
     return memory_result(net, batch, variant, cap).summary["offload_bytes"] / batch
 
 
+GPU_SHARE = 0.85   # the memory caps of tries at once (a cap is a limit, not a reservation: beyond, they would fail)
 HOST_SHARE = 0.5   # pinned buffers of tries at once (five offloading tries pinned more than a 128 GiB host had);
                    # a search whose tries alone would pin more is skipped: the host, not the GPU, would limit it
 
@@ -735,8 +737,8 @@ def capacity_rows(doc, net) -> list[str]:
 
 
 def capacity_head(then: str = "") -> list[str]:
-    return [f"| capacity | variant | largest batch predicted{then} | found | found/predicted | timed at batch | step ms "
-            f"predicted{then} / measured (10-90 %) | images/s | peak GiB predicted{then} / measured |",
+    return [f"| capacity | variant | largest batch predicted{then} | found | found/predicted | timed at batch | "
+            f"step ms predicted{then} / measured (10-90 %) | images/s | peak GiB predicted{then} / measured |",
             "|---|---|---|---|---|---|---|---|---|"]
 
 
@@ -757,8 +759,8 @@ def capacity_entry_rows(doc, net, gib, e, results=None) -> list[str]:
                                                                                         else ""))
         if variant in e.get("skipped", {}):
             shown = "not searched"
-        ratio = f"{f / pred:.3f}" if f and pred and not pair and pred < e.get("limit", MAX_BATCH + 1) else ""
-        if pred is not None and pred >= e.get("limit", MAX_BATCH + 1):
+        ratio = f"{f / pred:.3f}" if f and pred and not pair and not at_limit(e, pred) else ""
+        if pred is not None and at_limit(e, pred):
             pred = f">= {pred} (limit)"
         # an earlier run's entry without "stepped" (an earlier format) timed every variant at the found batch
         b = (found.get(best) if pair else f) if results is not None and "stepped" not in e else stepped.get(variant)
@@ -773,6 +775,11 @@ def capacity_entry_rows(doc, net, gib, e, results=None) -> list[str]:
         rows.append(f"{head} {pms}{r['step_ms']:.1f} ({r['step_ms_p10']:.1f}-{r['step_ms_p90']:.1f}) | "
                     f"{b / r['step_ms'] * 1e3:,.0f} | {_gib(p.get('peak'))} / {_gib(r['peak'])} |")
     return rows
+
+
+def at_limit(e: dict, predicted: int) -> bool:
+    """A predicted largest batch at the prediction's limit says only "at least this many"."""
+    return predicted >= e.get("limit", MAX_BATCH + 1)
 
 
 def fails_above(doc, net: str, variant: str, cap: int, found: int | None) -> int | None:
@@ -828,7 +835,7 @@ def accuracy_lines(doc, details: bool = True) -> list[str]:
         count = per_gib.setdefault(int(key.split("/")[1]), [0, 0, 0])
         for variant, f in e.get("found", {}).items():
             pred = e["predicted"].get(variant)
-            if f and pred and pred >= e.get("limit", MAX_BATCH + 1):
+            if f and pred and at_limit(e, pred):
                 count[2] += 1
                 detail.append(f"- {key} GiB, {variant}: largest batch found {f}, predicted at least {pred} (the "
                               "prediction's limit: no comparison)")
@@ -955,9 +962,10 @@ def report(args) -> int:
               "configuration that fits, micro-batched from measured sizes; stock PyTorch does not, so these "
               "predictions are low wherever convolutions dominate. The targets compare step times at the models' "
               "own batches only.",
-              "- The per-step WR row runs at the batch the paper policy was timed at (both at 97 % of it where the "
-              "per-step plan does not fit there), so the two step times compare at one batch and one cap; its "
-              "largest batch predicted is for the plan's (1 - reserve) capacity.", ""]
+              "- The per-step WR row runs at the batch the paper policy was timed at (where the per-step plan does "
+              "not fit there, both run lower: this run's script at 97 % of it, the script now at the per-step plan's "
+              "predicted largest batch), so the two step times compare at one batch and one cap; its largest batch "
+              "predicted is for the plan's (1 - reserve) capacity.", ""]
     md = Path(args.output or Path(args.results).with_suffix(".md"))
     atomic_write(md, "\n".join(lines).encode())
     plot(doc, nets, md.with_suffix(".png"))
