@@ -154,6 +154,53 @@ def test_per_step_plan_runs_with_per_call_workspace_and_equals_stock():
     assert not planned.ucudnn.fallbacks
 
 
+def test_planned_layer_is_one_node_and_a_memory_runtime_keeps_its_schedule():
+    """A planned Conv2d adds its bias inside the op: its forward holds one output-sized tensor, and the layer is
+    one autograd node, so a memory runtime's backward hooks on it end after its convolutions. Under SuperNeurons
+    with a per-step plan (unmodified AlexNet: max-pools re-forwarded before the convolutions that read them) every
+    re-forward then runs at its planned tick, and the step equals the planned model's without the runtime."""
+    from engine.memory import plan_memory, step_plan
+    from engine.pytorch import apply_memory_policy, apply_plan
+    from engine.pytorch import conv as ops
+    from engine.pytorch.importer import import_model
+    prof = profiled("alexnet", "tf32")
+    plain, managed = models("alexnet", smooth_model=False)
+    network = import_model(plain, (3, 224, 224), BATCH, "alexnet")
+    live = plan_memory(network, "superneurons", profile=prof).summary["peak_live"]
+    res = plan_memory(network, "superneurons", capacity=int(live + 96 * 2**20), profile=prof, workspace="wr")
+    assert res.plan.recompute_count > 0
+    plan = step_plan(res, prof)
+    runtime = apply_memory_policy(managed, res)
+    apply_plan(managed, plan)
+    apply_plan(plain, plan)
+    x = torch.randn(BATCH, 3, 224, 224, device="cuda")
+    t = torch.randint(0, 10, (BATCH,), device="cuda")
+
+    conv = plain.features[0]
+    L = ops.layer(conv._handle)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    y = conv(x)
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - before - y.untyped_storage().nbytes()
+    assert extra <= L.forward.workspace + (2 << 20), f"the forward held {extra} bytes beyond its output"
+    assert any(n is not None and getattr(n, "variable", None) is conv.bias for n, _ in y.grad_fn.next_functions), \
+        "the bias is not an input of the convolution's own autograd node"
+    del y
+
+    for _ in range(2):
+        plain.zero_grad(set_to_none=True)
+        managed.zero_grad(set_to_none=True)
+        yp, lp = step(plain, x, t)
+        ym, lm = step(managed, x, t)
+    s = runtime.stats
+    assert runtime.deviations == [], runtime.deviations
+    assert s["recompute_extra"] == 0 and s["recomputed_layers"] == res.plan.recompute_count
+    assert rel(ym, yp) <= 1e-6 and rel(lm, lp) <= 1e-6
+    compare(plain, managed, TOL["tf32"])
+
+
 def test_planned_fp16_channels_last_autocast():
     from engine.pytorch import apply_plan
     plan = plan_for("alexnet", "fp16")
@@ -210,7 +257,7 @@ def test_unmodified_models_every_planned_kernel_against_float64(net):
         L, w = ops.layer(mod._handle), mod.weight.detach()
         s = L.sig
         xs = torch.randn(BATCH, s.c, s.h, s.w, device="cuda")
-        y = ops.conv_forward(xs, w, mod._handle)
+        y = ops.conv_forward(xs, w, None, mod._handle)
         gy = torch.randn_like(y)
         args = (mod.stride, mod.padding, mod.dilation, mod.groups)
         assert rel(y, F.conv2d(xs.double(), w.double(), None, *args)) <= TOL["tf32"], f"{name}:F"

@@ -81,10 +81,8 @@ class PlannedConv2d(nn.Conv2d):
                               stacklevel=2)
             fb[self._name] = fb.get(self._name, 0) + 1
             return super().forward(x)
-        y = ops.conv_forward(x, w, self._handle)
-        if self.bias is not None:
-            y = y + self.bias.to(y.dtype).view(1, -1, 1, 1)
-        return y
+        bias = self.bias.to(self._dtype) if self.bias is not None else None
+        return ops.conv_forward(x, w, bias, self._handle)
 
 
 def _device_check(plan: Plan, device: torch.device) -> None:

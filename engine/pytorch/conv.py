@@ -168,7 +168,10 @@ def _dense(t: torch.Tensor, fmt) -> torch.Tensor:
 
 
 @torch.library.custom_op("ucudnn::conv_forward", mutates_args=())
-def conv_forward(x: torch.Tensor, weight: torch.Tensor, handle: int) -> torch.Tensor:
+def conv_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, handle: int) -> torch.Tensor:
+    """Y = conv(X, W) (+ bias, added in place: an ``nn.Conv2d`` layer is one autograd node holding one output
+    tensor, as stock cuDNN's is; an add after the op would hold a second output-sized tensor for a moment and
+    make the layer two nodes, whose backward hooks a memory runtime could not tell apart)."""
     L = _LAYERS[handle]
     fmt = L.memory_format
     x, weight = _dense(x, fmt), _dense(weight, fmt)
@@ -176,12 +179,14 @@ def conv_forward(x: torch.Tensor, weight: torch.Tensor, handle: int) -> torch.Te
     L.context.bind()
     ws, _keep = L.workspace(L.forward, x.device)
     L.forward.launch(x.data_ptr(), weight.data_ptr(), y.data_ptr(), ws)
+    if bias is not None:
+        y.add_(bias.view(1, -1, 1, 1))
     L.calls["forward"] += 1
     return y
 
 
 @conv_forward.register_fake
-def _(x, weight, handle):
+def _(x, weight, bias, handle):
     L = _LAYERS[handle]
     return torch.empty(L.out_shape(x.shape), dtype=x.dtype, device=x.device, memory_format=L.memory_format)
 
@@ -235,7 +240,7 @@ def _(x, grad_y, weight, handle):
 
 
 def _setup_context(ctx, inputs, output):
-    x, weight, handle = inputs
+    x, weight, _bias, handle = inputs
     ctx.save_for_backward(x, weight)
     ctx.handle = handle
 
@@ -243,7 +248,7 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, grad_y):
     x, weight = ctx.saved_tensors
     L = _LAYERS[ctx.handle]
-    grad_x = grad_w = None
+    grad_x = grad_w = grad_b = None
     if ctx.needs_input_grad[0]:
         if L.backward_data is not None:
             grad_x = conv_backward_data(grad_y, weight, ctx.handle)
@@ -251,7 +256,9 @@ def _backward(ctx, grad_y):
             grad_x = torch.nn.grad.conv2d_input(x.shape, weight, grad_y, L.stride, L.padding, L.dilation, L.groups)
     if ctx.needs_input_grad[1]:
         grad_w = conv_backward_filter(x, grad_y, weight, ctx.handle)
-    return grad_x, grad_w, None
+    if ctx.needs_input_grad[2]:   # summed in fp32 for fp16/bf16, as dW's pieces are
+        grad_b = grad_y.sum((0, 2, 3), dtype=torch.float32).to(grad_y.dtype)
+    return grad_x, grad_w, grad_b, None
 
 
 conv_forward.register_autograd(_backward, setup_context=_setup_context)
