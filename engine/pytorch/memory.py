@@ -244,7 +244,8 @@ class MemoryRuntime:
     def memory_trace(self) -> list[dict]:
         """The last traced step, one entry per observed point: the plan's tick, ``end`` (0 when the tick
         started, 1 when it ended), bytes allocated there and the peak since the previous point (for an end
-        point: the tick's own peak, the measured twin of the plan's per-tick total)."""
+        point: the tick's own peak, the measured twin of the plan's per-tick total). A start is measured
+        after the plan's releases and prefetches due before the layer runs, as the plan counts them."""
         rows = self._last.memory if self._last is not None else None
         return [{"tick": t, "end": e, "allocated": a, "peak": p} for t, e, a, p in rows or ()]
 

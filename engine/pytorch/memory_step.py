@@ -344,7 +344,10 @@ class Step:
         self.done = True
 
     def advance(self, point: tuple[int, int]) -> None:
-        if self.memory is not None and point > self.seen:
+        # a traced point brackets the layer's own work: a start is measured after the plan's actions due
+        # before the layer (releases, prefetches), an end before those due after it
+        measure = self.memory is not None and point > self.seen
+        if measure and point[1] == 1:
             self._measure(point)
         self.seen = max(self.seen, point)
         actions = self.schedule.actions
@@ -366,6 +369,8 @@ class Step:
                 if rec is not None:
                     self.held_ptrs.pop(rec.ptr, None)
         self.clock = max(self.clock, point)
+        if measure and point[1] == 0:
+            self._measure(point)
 
     def _measure(self, point: tuple[int, int]) -> None:
         """Allocator counters at a new point (host-side, no sync); the peak is reset, so each covers its interval."""
