@@ -208,6 +208,43 @@ def test_the_per_step_plan_and_its_paper_policy_are_timed_at_one_batch_on_one_ho
     assert ran == [(steps, 100), (sn, 100), (steps, 97), (steps, 97), (sn, 97)]
 
 
+def test_the_per_step_line_says_one_host_two_hosts_or_every_batch_the_pair_tried(tmp_path):
+    """SYNTHETIC: the comparison counts only at one batch on one host; where the two never both trained, each
+    batch tried is listed; replaced results stay in the report."""
+    doc = synthetic_results()
+    e = doc["capacity"]["alexnet/12"]
+    for r in doc["results"]:
+        if r["variant"] in ("vdnn-all-p", "vdnn-all-p+steps") and r["capacity"]:
+            r["gpu_uuid"] = "A" if r["variant"] == "vdnn-all-p" else "B"
+    assert mt.per_step_comparison(doc, "alexnet/12", e).endswith("on two hosts: not a comparison the target accepts")
+    oom = {"ok": False, "oom": True, "error": "out of memory: SYNTHETIC"}
+    doc["results"] = [r for r in doc["results"] if not (r["variant"] == "vdnn-all-p" and r["capacity"])] + [
+        dict(step("vdnn-all-p+steps", 3395, GiB, GiB, 1.0, 290.0, capacity=12 * GiB)),
+        {"kind": "step", "model": "alexnet", "variant": "vdnn-all-p", "batch": 3500, "capacity": 12 * GiB, **oom},
+        {"kind": "step", "model": "alexnet", "variant": "vdnn-all-p", "batch": 3395, "capacity": 12 * GiB, **oom}]
+    e["stepped"]["vdnn-all-p+steps"] = 3395
+    assert mt.per_step_comparison(doc, "alexnet/12", e) == (
+        "- alexnet/12 GiB, vdnn-all-p + per-step WR workspace: no batch where both trained (batch 3500: 310.0 ms "
+        "per-step, out of memory stock; batch 3395: 290.0 ms per-step, out of memory stock)")
+    doc["results"].append(step("vdnn-all-p", 3000, GiB, GiB, 1.0, 400.0, capacity=12 * GiB))
+    doc["results"].append(step("vdnn-all-p+steps", 3000, GiB, GiB, 1.0, 300.0, capacity=12 * GiB))
+    e["stepped"]["vdnn-all-p+steps"] = 3000    # the two at one batch (--pair-at), above it the per-step plan alone
+    assert mt.per_step_comparison(doc, "alexnet/12", e).endswith(
+        "(faster by 33.3%; target: faster), on one host; at batch 3500, 3395 only the per-step plan trained (stock "
+        "convolutions ran out of memory)")
+    doc["replaced"] = [dict(step("vdnn-all-p", 3500, GiB, 11.2 * GiB, 1.0, 420.0, capacity=12 * GiB), gpu_uuid="A",
+                            replaced_in_call=2, why="its pair ran again on one host")]
+    results = tmp_path / "SYNTHETIC-memory_training.json"
+    results.write_text(json.dumps(doc))
+    md = tmp_path / "out.md"
+    readme = tmp_path / "README.md"
+    begin, end = markers("memory_training")
+    readme.write_text(f"{begin}\n{end}\n")
+    assert mt.main(["report", str(results), "-o", str(md), "--readme", str(readme)]) == 0
+    assert ("| alexnet vdnn-all-p b3500, 12 GiB | A | 420.0 ms | 11.20 | 2 | its pair ran again on one host |"
+            in md.read_text())
+
+
 def test_per_step_plan_is_made_for_the_imported_torchvision_network():
     """What a capacity case applies: the per-step plan of the imported torchvision AlexNet at a batch the
     bundled profile did not measure (micro-batches of its sizes), under 12 GiB."""
@@ -297,6 +334,14 @@ def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monk
     kept = json.loads(out.read_text())["calibrations"]            # each host's, for `predict` of its own cases
     assert set(kept) == {"SYNTHETIC-GPU", "SYNTHETIC-OTHER-GPU"}
     assert json.loads(mt.time_params_path(out).read_text())["provenance"]["gpu_uuid"] == "SYNTHETIC-OTHER-GPU"
+    # --pair-at: the best policy and its per-step plan timed at the user's batch, nothing else
+    before = len(calls)
+    assert mt.main(argv[:-2] + ["--budget-s", "1e9", "--resume", "--parts", "timed", "--pair-at", "alexnet/12=1000"]) == 0
+    assert sorted(calls[before:]) == [("step", "alexnet", v, 1000, 12 * GiB) for v in ("vdnn-all-p", "vdnn-all-p+steps")]
+    assert json.loads(out.read_text())["capacity"]["alexnet/12"]["stepped"]["vdnn-all-p+steps"] == 1000
+    for bad in ("alexnet/13=5", "lenet/12=5", "alexnet/12=0", "alexnet12"):
+        with pytest.raises(SystemExit):
+            mt.main(argv + ["--pair-at", bad])
 
 
 def test_predict_recomputes_the_predictions_and_keeps_the_measurements(tmp_path):
