@@ -833,9 +833,12 @@ def per_step_comparison(doc, key: str, e: dict) -> str | None:
                  "on two hosts: not a comparison the target accepts")
         only = [t for t in tried if t != b and at(t)[0] and "error" not in at(t)[0] and at(t)[1] and
                 at(t)[1].get("oom")]
+        p = mine.get("predicted", {})
+        stalls = (f"; its plan predicts {p['stall_ms']:.0f} ms of the {p['iteration_ms']:.0f} ms step waiting on host "
+                  f"copies, which no convolution speed shortens" if p.get("stall_ms") and p.get("iteration_ms") else "")
         return (f"{label} at batch {b}: {mine['step_ms']:.1f} ms against {paper['step_ms']:.1f} ms with stock "
                 f"convolutions ({'faster' if gain > 0 else 'slower'} by {abs(gain):.1%}; target: faster), {hosts}"
-                + (f"; at batch {', '.join(map(str, only))} only the per-step plan trained (stock convolutions ran "
+                + stalls + (f"; at batch {', '.join(map(str, only))} only the per-step plan trained (stock convolutions ran "
                    "out of memory)" if only else ""))
     steps = "; ".join(f"batch {t}: {outcome(at(t)[0])} per-step, {outcome(at(t)[1])} stock" for t in tried)
     return f"{label}: no batch where both trained ({steps})"

@@ -217,6 +217,9 @@ def test_the_per_step_line_says_one_host_two_hosts_or_every_batch_the_pair_tried
         if r["variant"] in ("vdnn-all-p", "vdnn-all-p+steps") and r["capacity"]:
             r["gpu_uuid"] = "A" if r["variant"] == "vdnn-all-p" else "B"
     assert mt.per_step_comparison(doc, "alexnet/12", e).endswith("on two hosts: not a comparison the target accepts")
+    mt._r(doc, "step", "alexnet", "vdnn-all-p+steps", 3500, 12 * GiB)["predicted"]["stall_ms"] = 250.0
+    assert mt.per_step_comparison(doc, "alexnet/12", e).endswith(
+        "; its plan predicts 250 ms of the 300 ms step waiting on host copies, which no convolution speed shortens")
     oom = {"ok": False, "oom": True, "error": "out of memory: SYNTHETIC"}
     doc["results"] = [r for r in doc["results"] if not (r["variant"] == "vdnn-all-p" and r["capacity"])] + [
         dict(step("vdnn-all-p+steps", 3395, GiB, GiB, 1.0, 290.0, capacity=12 * GiB)),
