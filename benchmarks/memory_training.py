@@ -817,30 +817,29 @@ def per_step_comparison(doc, key: str, e: dict) -> str | None:
     if not b:
         timed = e.get("stepped", {}).get(best)
         return f"{label}: not run (its paper policy was timed at batch {timed})" if timed else None
+
     def outcome(r):
         if r is None:
             return "not run"
         return f"{r['step_ms']:.1f} ms" if "error" not in r else ("out of memory" if r.get("oom") else "failed")
-
-    def at(t):
-        return _r(doc, "step", net, best + STEP, t, cap), _r(doc, "step", net, best, t, cap)
-    tried = sorted({r["batch"] for r in doc["results"] if r["kind"] == "step" and r["model"] == net and
-                    r["capacity"] == cap and r["variant"] in (best, best + STEP)}, reverse=True)
-    mine, paper = at(b)
+    pairs = {t: (_r(doc, "step", net, best + STEP, t, cap), _r(doc, "step", net, best, t, cap)) for t in sorted(
+        {r["batch"] for r in doc["results"] if r["kind"] == "step" and r["model"] == net and r["capacity"] == cap
+         and r["variant"] in (best, best + STEP)}, reverse=True)}
+    mine, paper = pairs.get(b, (None, None))
     if mine and paper and "error" not in mine and "error" not in paper:
         gain = paper["step_ms"] / mine["step_ms"] - 1
         hosts = ("on one host" if mine.get("gpu_uuid") == paper.get("gpu_uuid") else
                  "on two hosts: not a comparison the target accepts")
-        only = [t for t in tried if t != b and at(t)[0] and "error" not in at(t)[0] and at(t)[1] and
-                at(t)[1].get("oom")]
         p = mine.get("predicted", {})
         stalls = (f"; its plan predicts {p['stall_ms']:.0f} ms of the {p['iteration_ms']:.0f} ms step waiting on host "
                   f"copies, which no convolution speed shortens" if p.get("stall_ms") and p.get("iteration_ms") else "")
+        only = [t for t, (m, s) in pairs.items() if m and "error" not in m and s and s.get("oom")]
+        alone = (f"; at batch {', '.join(map(str, only))} only the per-step plan trained (stock convolutions ran out "
+                 "of memory)") if only else ""
         return (f"{label} at batch {b}: {mine['step_ms']:.1f} ms against {paper['step_ms']:.1f} ms with stock "
                 f"convolutions ({'faster' if gain > 0 else 'slower'} by {abs(gain):.1%}; target: faster), {hosts}"
-                + stalls + (f"; at batch {', '.join(map(str, only))} only the per-step plan trained (stock convolutions ran "
-                   "out of memory)" if only else ""))
-    steps = "; ".join(f"batch {t}: {outcome(at(t)[0])} per-step, {outcome(at(t)[1])} stock" for t in tried)
+                f"{stalls}{alone}")
+    steps = "; ".join(f"batch {t}: {outcome(m)} per-step, {outcome(s)} stock" for t, (m, s) in pairs.items())
     return f"{label}: no batch where both trained ({steps})"
 
 

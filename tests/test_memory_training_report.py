@@ -339,8 +339,10 @@ def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monk
     assert json.loads(mt.time_params_path(out).read_text())["provenance"]["gpu_uuid"] == "SYNTHETIC-OTHER-GPU"
     # --pair-at: the best policy and its per-step plan timed at the user's batch, nothing else
     before = len(calls)
-    assert mt.main(argv[:-2] + ["--budget-s", "1e9", "--resume", "--parts", "timed", "--pair-at", "alexnet/12=1000"]) == 0
-    assert sorted(calls[before:]) == [("step", "alexnet", v, 1000, 12 * GiB) for v in ("vdnn-all-p", "vdnn-all-p+steps")]
+    timed = ["--budget-s", "1e9", "--resume", "--parts", "timed", "--pair-at", "alexnet/12=1000"]
+    assert mt.main(argv[:-2] + timed) == 0
+    assert sorted(calls[before:]) == [("step", "alexnet", v, 1000, 12 * GiB)
+                                      for v in ("vdnn-all-p", "vdnn-all-p+steps")]
     assert json.loads(out.read_text())["capacity"]["alexnet/12"]["stepped"]["vdnn-all-p+steps"] == 1000
     for bad in ("alexnet/13=5", "lenet/12=5", "alexnet/12=0", "alexnet12"):
         with pytest.raises(SystemExit):
