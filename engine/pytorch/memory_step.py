@@ -13,6 +13,9 @@ returns); any other is an extra of the layer (indices, statistics, masks). Outsi
 storage's last writer is used. A storage written in place by several layers (a convolution's output
 turned into ReLU's) is one storage in PyTorch: it follows the schedule of whichever of its writers'
 plan storages the plan offloads (the latest one's if several).
+
+The module is over 400 lines because the clock, the naming of saved tensors and the actions they trigger are
+one state machine over one step: each reads and moves the others' state at every hook.
 """
 
 from __future__ import annotations
