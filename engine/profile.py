@@ -234,6 +234,27 @@ class Profile:
             return None
         return MicroConfig(batch, r.plan, float(ok.time_ms.min()), int(r.workspace)), False
 
+    def framework_first_beyond(self, key: str, batch: int, limit: float) -> MicroConfig | None:
+        """``framework_first`` at a mini-batch the profile did not measure (a capacity run's): cuDNN's heuristic
+        order at the largest measured size below it, each plan's time scaled by the batch and its workspace grown
+        along its growth between the two largest measured sizes. A stand-in: at the batch itself cuDNN may rank
+        plans otherwise. None when the profile measured no size below ``batch`` or no plan fits ``limit``."""
+        t = self.table
+        sizes = sorted(b for b in t.micro_batch[(t.signature == key) & (t.heuristic_rank >= 0)].unique() if b < batch)
+        if not sizes:
+            return None
+        ref = int(sizes[-1])
+        below = t[(t.signature == key) & (t.micro_batch == sizes[-2])] if len(sizes) > 1 else t.iloc[:0]
+        grown = dict(zip(below.plan, below.workspace))
+        fastest = t[(t.signature == key) & (t.micro_batch == ref) & (t.status == "ok")].time_ms.min()
+        for r in self._ranked(key, ref, None, timed_only=False).itertuples():
+            slope = (r.workspace - grown[r.plan]) / (ref - sizes[-2]) if r.plan in grown else 0.0
+            workspace = int(r.workspace + max(0.0, slope) * (batch - ref))
+            time_ms = r.time_ms if r.status == "ok" else fastest   # an untimed plan: as framework_first
+            if workspace <= limit and time_ms == time_ms:
+                return MicroConfig(batch, r.plan, float(time_ms) * batch / ref, workspace)
+        return None
+
     def describe(self) -> str:
         p = self.provenance
         nets = ", ".join(f"{n['name']} b{n['batch']} {n.get('precision', '')} {n.get('layout', '')}".strip()

@@ -41,6 +41,32 @@ def test_framework_first_takes_the_heuristic_first_plan_even_when_the_profiler_d
     assert vgg.framework_first(key, 64, 0) is None or vgg.framework_first(key, 64, 0)[0].workspace == 0
 
 
+def test_beyond_the_measured_sizes_the_heuristic_order_below_is_extrapolated(vgg):
+    """At a mini-batch the profile never measured (a capacity run's), PyTorch still runs it undivided: cuDNN's order
+    at the largest measured size below, each plan's time scaled by the batch and its workspace grown as it grew
+    between the two largest sizes; under a limit, the first plan whose grown workspace fits."""
+    key = _key(get_network("vgg16", 64), "conv2_1:F")
+    t = vgg.table
+    at = {b: t[(t.signature == key) & (t.micro_batch == b)].set_index("plan") for b in (32, 64)}
+    ranked = at[64][at[64].heuristic_rank >= 0].sort_values("heuristic_rank")
+    fastest = at[64][at[64].status == "ok"].time_ms.min()
+
+    def grown(plan):
+        w64, w32 = at[64].workspace[plan], at[32].workspace.get(plan, at[64].workspace[plan])
+        return int(w64 + max(0, (w64 - w32) / 32) * (100 - 64))
+    for limit in (float("inf"), 64 * MiB, 0):
+        m = vgg.framework_first_beyond(key, 100, limit)
+        first = next(p for p in ranked.index if grown(p) <= limit)
+        r = ranked.loc[first]
+        assert (m.batch, m.plan, m.workspace) == (100, first, grown(first))
+        assert m.time_ms == pytest.approx((r.time_ms if r.status == "ok" else fastest) * 100 / 64)
+    assert vgg.framework_first_beyond(key, 1, float("inf")) is None      # nothing measured below batch 1
+    res = plan_memory(get_network("vgg16", 100), "liveness", profile=vgg, workspace="heuristic", convention="pytorch",
+                      capacity=12 << 30)
+    assert (res.kernels.division == "1x100").all()
+    assert any("undivided, as PyTorch runs them" in n for n in res.notes)
+
+
 def test_the_heuristic_rule_follows_the_free_memory(vgg):
     free = plan_memory("vgg16", "liveness", profile=vgg, workspace="heuristic", convention="pytorch")
     k = free.kernels.set_index("layer").loc["conv1_2"]

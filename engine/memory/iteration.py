@@ -225,9 +225,11 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
     if profile is None:
         notes.append("no profile: convolution workspace taken as 0 and no time modelled")
     elif missing := unmeasured(profile, choices, net.batch):
+        how = ("undivided, as PyTorch runs them: cuDNN's heuristic order at the largest measured size below it, "
+               "times and workspaces extrapolated" if plan.workspace_rule in ("heuristic", "per-layer-heuristic") else
+               "micro-batches of its measured sizes (mu-cuDNN's desirable set), as `python -m engine plan` does")
         notes.append(f"the profile has no measurement at mini-batch {net.batch} for {missing} of {len(choices)} "
-                     f"kernel runs: they run as micro-batches of its measured sizes (mu-cuDNN's desirable set), "
-                     f"as `python -m engine plan` does")
+                     f"kernel runs: they run {how}")
     paper = P.MEMORY_POLICIES[plan.policy].paper if plan.policy in P.MEMORY_POLICIES else ""
     return MemoryResult(net.name, net.batch, plan.policy, paper, inv.convention.name, capacity, plan.workspace_rule,
                         ticks, kernels, copies, summary, dict(plan.options), notes,

@@ -24,7 +24,9 @@ Workspace rules (the policy's default, or ``--workspace``):
 
 A profile that did not measure the mini-batch itself (``plan`` takes any mini-batch its sizes can
 make) offers every rule the kernel's desirable set over the measured sizes instead of undivided
-plans, and the result says so in a note.
+plans, and the result says so in a note; except ``heuristic``: PyTorch runs the mini-batch undivided,
+so it takes cuDNN's order at the largest measured size below it, extrapolated
+(``Profile.framework_first_beyond``).
 """
 
 from __future__ import annotations
@@ -134,7 +136,10 @@ def pick(profile: Profile, kernel: Kernel, batch: int, algo: str,
         return best, best.workspace <= limit
     if algo == "heuristic":   # PyTorch without cudnn.benchmark: heuristic order, skipping what it cannot allocate
         first = profile.framework_first(key, batch, None)
-        if first is None:   # a mini-batch the profile did not measure has no heuristic order: the fastest that fits
+        if first is None:   # a mini-batch the profile did not measure: the order measured below it, extrapolated
+            beyond = profile.framework_first_beyond(key, batch, limit)
+            if beyond is not None:
+                return _single(beyond), True
             fitting = [c for c in cands if c.workspace <= limit]
             return (min(fitting, key=lambda c: c.time_ms), True) if fitting else (least, False)
         if first[0].workspace > limit:
