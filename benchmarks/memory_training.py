@@ -1011,10 +1011,10 @@ def report(args) -> int:
               "or fragmentation.",
               "- Offloaded bytes and recomputations measured are the runtime's own counters (per step).",
               "- Predicted step times under a cap: at a mini-batch the profile never measured (every capacity "
-              "case's), the `heuristic` rule has no cuDNN heuristic order to follow and takes the fastest "
-              "configuration that fits, micro-batched from measured sizes; stock PyTorch does not, so these "
-              "predictions are low wherever convolutions dominate. The targets compare step times at the models' "
-              "own batches only.",
+              "case's), the `heuristic` rule takes cuDNN's order at the largest measured size below it, each plan's "
+              "time scaled by the batch and its workspace grown as it grew between the two largest sizes: cuDNN may "
+              "rank plans otherwise at the batch itself, and the scaled times are those of the measured size's "
+              "efficiency. The targets compare step times at the models' own batches only.",
               "- The per-step WR row runs at the batch the paper policy was timed at; where the per-step plan does "
               "not fit there, both run at its predicted largest batch (at most 97 % of the first), and where the "
               "paper policy alone does not fit at that batch, both run once more at 97 % of it, so the two step "
