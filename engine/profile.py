@@ -200,7 +200,7 @@ class Profile:
         prov = dict(self.provenance, engines=engines)
         return Profile(t[keep], prov, self.networks, self.source)
 
-    def _ranked(self, key: str, batch: int, limit: float | None, timed_only: bool):
+    def ranked(self, key: str, batch: int, limit: float | None, timed_only: bool):
         """The kernel's plans in cuDNN's heuristic order at ``batch`` whose workspace fits ``limit``."""
         t = self.table
         keep = (t.signature == key) & (t.micro_batch == batch) & (t.heuristic_rank >= 0)
@@ -211,7 +211,7 @@ class Profile:
 
     def heuristic_first(self, key: str, batch: int, limit: int | None) -> MicroConfig | None:
         """The plan a framework would run undivided: the first in cuDNN's heuristic order that fits ``limit``."""
-        rows = self._ranked(key, batch, limit, timed_only=True)
+        rows = self.ranked(key, batch, limit, timed_only=True)
         if rows.empty:
             return None
         r = rows.iloc[0]
@@ -222,7 +222,7 @@ class Profile:
         it can allocate (``limit``), plans the profiler skipped included (their workspace is known; PyTorch does
         not skip them). Returns (plan, timed); an untimed plan carries the fastest time measured for the kernel
         at that batch, an optimistic stand-in. None when no ranked plan of that batch fits."""
-        rows = self._ranked(key, batch, limit, timed_only=False)
+        rows = self.ranked(key, batch, limit, timed_only=False)
         if rows.empty:
             return None
         r = rows.iloc[0]
@@ -233,27 +233,6 @@ class Profile:
         if ok.empty:
             return None
         return MicroConfig(batch, r.plan, float(ok.time_ms.min()), int(r.workspace)), False
-
-    def framework_first_beyond(self, key: str, batch: int, limit: float) -> MicroConfig | None:
-        """``framework_first`` at a mini-batch the profile did not measure (a capacity run's): cuDNN's heuristic
-        order at the largest measured size below it, each plan's time scaled by the batch and its workspace grown
-        along its growth between the two largest measured sizes. A stand-in: at the batch itself cuDNN may rank
-        plans otherwise. None when the profile measured no size below ``batch`` or no plan fits ``limit``."""
-        t = self.table
-        sizes = sorted(b for b in t.micro_batch[(t.signature == key) & (t.heuristic_rank >= 0)].unique() if b < batch)
-        if not sizes:
-            return None
-        ref = int(sizes[-1])
-        below = t[(t.signature == key) & (t.micro_batch == sizes[-2])] if len(sizes) > 1 else t.iloc[:0]
-        grown = dict(zip(below.plan, below.workspace))
-        fastest = t[(t.signature == key) & (t.micro_batch == ref) & (t.status == "ok")].time_ms.min()
-        for r in self._ranked(key, ref, None, timed_only=False).itertuples():
-            slope = (r.workspace - grown[r.plan]) / (ref - sizes[-2]) if r.plan in grown else 0.0
-            workspace = int(r.workspace + max(0.0, slope) * (batch - ref))
-            time_ms = r.time_ms if r.status == "ok" else fastest   # an untimed plan: as framework_first
-            if workspace <= limit and time_ms == time_ms:
-                return MicroConfig(batch, r.plan, float(time_ms) * batch / ref, workspace)
-        return None
 
     def describe(self) -> str:
         p = self.provenance

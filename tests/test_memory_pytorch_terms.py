@@ -9,6 +9,7 @@ import pytest
 
 from engine.errors import EngineError
 from engine.memory import plan_memory
+from engine.memory.workspace import framework_first_beyond
 from engine.memory.calibrate import FORMAT, VERSION, TimeParamsFormatError, check, framework_bytes, merge
 from engine.profile import Profile, resolve_profile
 from engine.zoo import get_network
@@ -55,12 +56,12 @@ def test_beyond_the_measured_sizes_the_heuristic_order_below_is_extrapolated(vgg
         w64, w32 = at[64].workspace[plan], at[32].workspace.get(plan, at[64].workspace[plan])
         return int(w64 + max(0, (w64 - w32) / 32) * (100 - 64))
     for limit in (float("inf"), 64 * MiB, 0):
-        m = vgg.framework_first_beyond(key, 100, limit)
+        m = framework_first_beyond(vgg, key, 100, limit)
         first = next(p for p in ranked.index if grown(p) <= limit)
         r = ranked.loc[first]
         assert (m.batch, m.plan, m.workspace) == (100, first, grown(first))
         assert m.time_ms == pytest.approx((r.time_ms if r.status == "ok" else fastest) * 100 / 64)
-    assert vgg.framework_first_beyond(key, 1, float("inf")) is None      # nothing measured below batch 1
+    assert framework_first_beyond(vgg, key, 1, float("inf")) is None      # nothing measured below batch 1
     res = plan_memory(get_network("vgg16", 100), "liveness", profile=vgg, workspace="heuristic", convention="pytorch",
                       capacity=12 << 30)
     assert (res.kernels.division == "1x100").all()

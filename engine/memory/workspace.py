@@ -26,7 +26,7 @@ A profile that did not measure the mini-batch itself (``plan`` takes any mini-ba
 make) offers every rule the kernel's desirable set over the measured sizes instead of undivided
 plans, and the result says so in a note; except ``heuristic``: PyTorch runs the mini-batch undivided,
 so it takes cuDNN's order at the largest measured size below it, extrapolated
-(``Profile.framework_first_beyond``).
+(``framework_first_beyond``).
 """
 
 from __future__ import annotations
@@ -120,6 +120,28 @@ def _options(profile: Profile, key: str, batch: int) -> list[Configuration]:
     return cache[key, batch]
 
 
+def framework_first_beyond(profile: Profile, key: str, batch: int, limit: float) -> MicroConfig | None:
+    """``Profile.framework_first`` at a mini-batch the profile did not measure (a capacity run's): cuDNN's heuristic
+    order at the largest measured size below it, each plan's time scaled by the batch and its workspace grown
+    along its growth between the two largest measured sizes. A stand-in: at the batch itself cuDNN may rank
+    plans otherwise. None when the profile measured no size below ``batch`` or no plan fits ``limit``."""
+    t = profile.table
+    sizes = sorted(b for b in t.micro_batch[(t.signature == key) & (t.heuristic_rank >= 0)].unique() if b < batch)
+    if not sizes:
+        return None
+    ref = int(sizes[-1])
+    below = t[(t.signature == key) & (t.micro_batch == sizes[-2])] if len(sizes) > 1 else t.iloc[:0]
+    grown = dict(zip(below.plan, below.workspace))
+    fastest = t[(t.signature == key) & (t.micro_batch == ref) & (t.status == "ok")].time_ms.min()
+    for r in profile.ranked(key, ref, None, timed_only=False).itertuples():
+        slope = (r.workspace - grown[r.plan]) / (ref - sizes[-2]) if r.plan in grown else 0.0
+        workspace = int(r.workspace + max(0.0, slope) * (batch - ref))
+        time_ms = r.time_ms if r.status == "ok" else fastest   # an untimed plan: as framework_first
+        if workspace <= limit and time_ms == time_ms:
+            return MicroConfig(batch, r.plan, float(time_ms) * batch / ref, workspace)
+    return None
+
+
 def pick(profile: Profile, kernel: Kernel, batch: int, algo: str,
          limit: float = math.inf) -> tuple[Configuration, bool]:
     """One kernel's configuration under ``algo`` (m, p, heuristic, fit, wr) and a workspace limit.
@@ -137,7 +159,7 @@ def pick(profile: Profile, kernel: Kernel, batch: int, algo: str,
     if algo == "heuristic":   # PyTorch without cudnn.benchmark: heuristic order, skipping what it cannot allocate
         first = profile.framework_first(key, batch, None)
         if first is None:   # a mini-batch the profile did not measure: the order measured below it, extrapolated
-            beyond = profile.framework_first_beyond(key, batch, limit)
+            beyond = framework_first_beyond(profile, key, batch, limit)
             if beyond is not None:
                 return _single(beyond), True
             fitting = [c for c in cands if c.workspace <= limit]
