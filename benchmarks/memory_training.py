@@ -475,11 +475,23 @@ def capacity(args, doc, out, run, run_many, lock, pending) -> None:
     for (net, gib), e in entries.items():
         found, skipped = e.setdefault("found", {}), e.setdefault("skipped", {})
         e.setdefault("search_error", {})
-        order = ["liveness", e["best"]] + ([p for p in PAPER if p != e["best"]] if gib in args.search_all else [])
-        for variant in order:
+
+        def pinning(variant):
             guess = min(e["predicted"][variant] or MODELS[net], batch_limit(net))
-            pinned = pinned_per_sample(net, variant, guess, gib * GiB)
-            if pinned * guess > HOST_SHARE * host_memory():
+            return guess, pinned_per_sample(net, variant, guess, gib * GiB)
+
+        def too_much(guess, pinned):
+            return pinned * guess > HOST_SHARE * host_memory()
+        if "host_limited" not in e and too_much(*pinning(e["best"])):
+            # the host cannot hold what the predicted best pins: time the best paper policy it can run instead
+            runnable = [p for p in PAPER if not too_much(*pinning(p))]
+            if runnable:
+                e["host_limited"], e["best"] = e["best"], max(runnable, key=lambda p: e["predicted"][p] or 0)
+        order = ["liveness", e["best"]] + [p for p in PAPER if p != e["best"] and (
+            gib in args.search_all or p == e.get("host_limited"))]
+        for variant in order:
+            guess, pinned = pinning(variant)
+            if too_much(guess, pinned):
                 skipped[variant] = (f"would pin {pinned * guess / GiB:.0f} GiB of host memory at the predicted batch, "
                                     f"more than {HOST_SHARE:.0%} of this host's {host_memory() / GiB:.0f} GiB")
             elif variant not in found and "search" in args.parts:
@@ -677,7 +689,7 @@ def repredict(args) -> int:
         if "predicted" in entry:
             net, gib = key.split("/")
             entry["predicted"] = predict_capacity(net, int(gib) * GiB, framework, entry["best"])["predicted"]
-            if best_policy(entry["predicted"]) != entry["best"]:   # the run searched the policy best then
+            if best_policy(entry["predicted"]) not in (entry["best"], entry.get("host_limited")):   # best then
                 entry["best_now"] = best_policy(entry["predicted"])
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     doc["predicted_at"] = {"commit": commit or "unknown",
@@ -898,6 +910,9 @@ def accuracy_lines(doc, details: bool = True) -> list[str]:
             lines.append(f"- {key} GiB, {variant}: the search did not finish ({why})")
         for variant, why in e.get("skipped", {}).items():
             lines.append(f"- {key} GiB, {variant}: not searched ({why})")
+        if e.get("host_limited"):
+            lines.append(f"- {key} GiB: {e['best']} is timed, the best paper policy this host can run "
+                         f"({e['host_limited']} is predicted best)")
         line = per_step_comparison(doc, key, e)
         if line:
             lines.append(line)

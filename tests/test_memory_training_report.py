@@ -349,6 +349,41 @@ def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monk
             mt.main(argv + ["--pair-at", bad])
 
 
+def test_a_best_policy_the_host_cannot_pin_gives_way_to_the_best_it_can(tmp_path, monkeypatch):
+    """SYNTHETIC: where the predicted best paper policy would pin more host memory than the host may give, the
+    capacity run searches, times and pairs the best policy it can run, and says so."""
+    calls = []
+
+    def fake_child(args, kind, net, variant="", batch=0, capacity=None, timeout=300):
+        calls.append((kind, variant, batch))
+        base = {"kind": kind, "model": net, "variant": variant, "batch": batch, "capacity": capacity}
+        if kind.startswith("calibrate"):
+            return dict(base, gpu_uuid="SYNTHETIC-GPU", doc={"format": "ucudnn-explorer-time-params", "version": 1,
+                                                             "provenance": {"synthetic": True}, "hbm": {"rate": 1e12}})
+        if kind == "try":
+            ok = batch <= 1000
+            return dict(base, ok=ok, **({} if ok else {"oom": True, "error": "out of memory: SYNTHETIC"}))
+        return step(variant, batch, GiB, GiB, 10.0, 11.0, capacity=capacity)
+
+    monkeypatch.setattr(mt, "child", fake_child)
+    monkeypatch.setattr(mt, "gpu_uuid", lambda: "SYNTHETIC-GPU")
+    monkeypatch.setattr(mt, "provenance", lambda command: {"gpu": "SYNTHETIC", "date": "2000-01-01",
+                                                           "command": command, "synthetic": True})
+    monkeypatch.setattr(mt, "start_prediction", _Prediction)
+    monkeypatch.setattr(mt, "host_memory", lambda: 100 * GiB)
+    monkeypatch.setattr(mt, "pinned_per_sample",   # SYNTHETIC: vdnn-all-p (the predicted best) pins 1 GiB a sample
+                        lambda net, variant, batch, cap: GiB if variant == "vdnn-all-p" else 0.0)
+    out = tmp_path / "SYNTHETIC-memory_training.json"
+    assert mt.main(["measure", "-o", str(out), "--configs", "alexnet", "--capacities", "16", "--parts", "calibrate",
+                    "search", "timed", "--search-all"]) == 0
+    e = json.loads(out.read_text())["capacity"]["alexnet/16"]
+    assert (e["host_limited"], e["best"]) == ("vdnn-all-p", "vdnn-conv-p")   # 120 x 16 predicted, the next best
+    assert "vdnn-all-p" in e["skipped"] and "vdnn-all-p" not in e["found"]
+    assert {v for k, v, _ in calls if k == "step"} == {"liveness", "vdnn-conv-p", "vdnn-conv-p+steps"}
+    assert ("- alexnet/16 GiB: vdnn-conv-p is timed, the best paper policy this host can run (vdnn-all-p is "
+            "predicted best)") in mt.accuracy_lines(json.loads(out.read_text()))
+
+
 def test_predict_recomputes_the_predictions_and_keeps_the_measurements(tmp_path):
     """``predict`` on a results file: SYNTHETIC measurements stay, the prediction becomes this checkout's (the
     imported torchvision AlexNet b256 under liveness, no calibration file: assumed time constants)."""
