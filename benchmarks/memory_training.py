@@ -25,14 +25,16 @@ where the tensors stop fitting rather than where fixed segments fragment. Parts 
 - ``search`` and ``timed`` (the capacity runs): under ``torch.cuda.set_per_process_memory_fraction`` of 12 and
   16 GiB (``--capacities``), the largest mini-batch predicted to fit (``engine.memory.max_batch``) against the
   largest found by trying, for stock PyTorch and every paper policy (at the capacities ``--search-all`` names; at
-  the others the one predicted to fit the largest batch alone). Each try runs in its own process, out-of-memory
+  the others the one predicted to fit the largest batch alone, or, where that one would pin more than the host may
+  give, the best one the host can run). Each try runs in its own process, out-of-memory
   caught; every search runs at once, their tries together under the GPU's memory and, for their pinned buffers,
   half the host's (a search whose tries alone would pin more is skipped and says so); a search ends when its
   fitting and failing batches are ``--precision`` apart. Then (``timed``), one case at a time, the step time at
   the found batch of stock PyTorch and of the best paper policy (at 97 % of it if the longer timed run does not
   fit), and that policy with per-step micro-batched workspace (``engine.memory.step_plan`` applied with
   ``apply_plan``, each kernel limited to what the plan leaves free under the capacity less a ``RESERVE`` for
-  prediction error) at the same batch.
+  prediction error) at the same batch (lower where either does not fit there; ``--pair-at NET/GIB=BATCH`` names
+  the batch), the two on one host: kept results from two hosts run again, and the replaced ones stay listed.
 
 ``report`` writes benchmarks/reports/memory_training.md, a PNG and the README block from the JSON alone.
 """
