@@ -284,17 +284,15 @@ class _Prediction:
         pass
 
 
-def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monkeypatch):
-    """The GPU driver with every case process replaced by SYNTHETIC answers: a try fits up to a made-up largest
-    batch; --budget-s stops it, --resume goes on without repeating a case, and the capacity search lands on the
-    largest fitting batch."""
-    largest = {"liveness": 1111, "vdnn-all-p": 1999, "vdnn-conv-p": 1500, "sn-recompute": 1400, "superneurons": 1300}
-    calls, clock = [], [0.0]
-    monkeypatch.setattr(mt.time, "time", lambda: clock[0])
+def _synthetic_cases(monkeypatch, largest: dict, tick=lambda: None) -> list:
+    """SYNTHETIC: the GPU driver with every case process replaced: a try fits up to ``largest[policy]``, a step
+    gives made-up numbers, a calibration a made-up host. Returns the list of cases run, (kind, net, variant,
+    batch, capacity), as they run."""
+    calls = []
 
     def fake_child(args, kind, net, variant="", batch=0, capacity=None, timeout=300):
         calls.append((kind, net, variant, batch, capacity))
-        clock[0] += 1.0                                 # every case takes a SYNTHETIC second
+        tick()
         base = {"kind": kind, "model": net, "variant": variant, "batch": batch, "capacity": capacity}
         if kind.startswith("calibrate"):
             return dict(base, gpu_uuid="SYNTHETIC-GPU", doc={"format": "ucudnn-explorer-time-params", "version": 1,
@@ -309,6 +307,20 @@ def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monk
     monkeypatch.setattr(mt, "provenance", lambda command: {"gpu": "SYNTHETIC", "date": "2000-01-01",
                                                            "command": command, "synthetic": True})
     monkeypatch.setattr(mt, "start_prediction", _Prediction)
+    return calls
+
+
+def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monkeypatch):
+    """The GPU driver with every case process replaced by SYNTHETIC answers: a try fits up to a made-up largest
+    batch; --budget-s stops it, --resume goes on without repeating a case, and the capacity search lands on the
+    largest fitting batch."""
+    largest = {"liveness": 1111, "vdnn-all-p": 1999, "vdnn-conv-p": 1500, "sn-recompute": 1400, "superneurons": 1300}
+    clock = [0.0]
+    monkeypatch.setattr(mt.time, "time", lambda: clock[0])
+
+    def tick():
+        clock[0] += 1.0                                 # every case takes a SYNTHETIC second
+    calls = _synthetic_cases(monkeypatch, largest, tick)
     out = tmp_path / "SYNTHETIC-memory_training.json"
     argv = ["measure", "-o", str(out), "--configs", "alexnet", "--budget-s", "4.5"]
     assert mt.main(argv) == 0                       # budget spent after five cases
@@ -352,24 +364,7 @@ def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monk
 def test_a_best_policy_the_host_cannot_pin_gives_way_to_the_best_it_can(tmp_path, monkeypatch):
     """SYNTHETIC: where the predicted best paper policy would pin more host memory than the host may give, the
     capacity run searches, times and pairs the best policy it can run, and says so."""
-    calls = []
-
-    def fake_child(args, kind, net, variant="", batch=0, capacity=None, timeout=300):
-        calls.append((kind, variant, batch))
-        base = {"kind": kind, "model": net, "variant": variant, "batch": batch, "capacity": capacity}
-        if kind.startswith("calibrate"):
-            return dict(base, gpu_uuid="SYNTHETIC-GPU", doc={"format": "ucudnn-explorer-time-params", "version": 1,
-                                                             "provenance": {"synthetic": True}, "hbm": {"rate": 1e12}})
-        if kind == "try":
-            ok = batch <= 1000
-            return dict(base, ok=ok, **({} if ok else {"oom": True, "error": "out of memory: SYNTHETIC"}))
-        return step(variant, batch, GiB, GiB, 10.0, 11.0, capacity=capacity)
-
-    monkeypatch.setattr(mt, "child", fake_child)
-    monkeypatch.setattr(mt, "gpu_uuid", lambda: "SYNTHETIC-GPU")
-    monkeypatch.setattr(mt, "provenance", lambda command: {"gpu": "SYNTHETIC", "date": "2000-01-01",
-                                                           "command": command, "synthetic": True})
-    monkeypatch.setattr(mt, "start_prediction", _Prediction)
+    ran = _synthetic_cases(monkeypatch, {p: 1000 for p in mt.POLICIES})
     monkeypatch.setattr(mt, "host_memory", lambda: 100 * GiB)
     monkeypatch.setattr(mt, "pinned_per_sample",   # SYNTHETIC: vdnn-all-p (the predicted best) pins 1 GiB a sample
                         lambda net, variant, batch, cap: GiB if variant == "vdnn-all-p" else 0.0)
@@ -379,6 +374,7 @@ def test_a_best_policy_the_host_cannot_pin_gives_way_to_the_best_it_can(tmp_path
     e = json.loads(out.read_text())["capacity"]["alexnet/16"]
     assert (e["host_limited"], e["best"]) == ("vdnn-all-p", "vdnn-conv-p")   # 120 x 16 predicted, the next best
     assert "vdnn-all-p" in e["skipped"] and "vdnn-all-p" not in e["found"]
+    calls = [(kind, variant, batch) for kind, _net, variant, batch, _cap in ran]
     assert {v for k, v, _ in calls if k == "step"} == {"liveness", "vdnn-conv-p", "vdnn-conv-p+steps"}
     assert ("- alexnet/16 GiB: vdnn-conv-p is timed, the best paper policy this host can run (vdnn-all-p is "
             "predicted best)") in mt.accuracy_lines(json.loads(out.read_text()))
