@@ -45,7 +45,7 @@ def sample_alignment(sig: KernelSignature) -> int:
 class KernelBuffers:
     """Device buffers for one signature: x and y hold 2x the mini-batch for rotation, w the filter."""
 
-    def __init__(self, sig: KernelSignature, batch: int):
+    def __init__(self, sig: KernelSignature, batch: int, workspace: cp.ndarray | None = None):
         self.sig, self.batch = sig, batch
         per = per_sample_bytes(sig)
         self.per = per
@@ -58,7 +58,7 @@ class KernelBuffers:
             fill_random(buf, sig.precision)
         # the fills run on the current stream; the context's stream is non-blocking and would not wait for them
         cp.cuda.get_current_stream().synchronize()
-        self.ws = cp.empty(1, dtype=cp.uint8)
+        self.ws = workspace if workspace is not None else cp.empty(1, dtype=cp.uint8)
 
     def workspace(self, nbytes: int) -> int:
         if nbytes > self.ws.nbytes:
@@ -163,8 +163,11 @@ def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max
 
 
 class GraphMeasurer:
-    """Measures graphs one after another, keeping the last signature's buffers: a serial run asks for
-    one signature's sizes in a row, so buffers are allocated and filled once per signature."""
+    """Measures graphs one after another, keeping the last signature's buffers (a serial run asks for
+    one signature's sizes in a row, so they are filled once per signature) and the workspace across
+    signatures. A Dask worker gets another signature for nearly every graph: freeing CuPy's pool there
+    made each graph cudaMalloc its operands and grow its workspace again, so a switch hands the operands
+    back to the pool and keeps the workspace."""
 
     def __init__(self):
         self.bufs: KernelBuffers | None = None
@@ -174,8 +177,9 @@ class GraphMeasurer:
         labelled elsewhere (another GPU's worker), so they are not labelled again here."""
         _NOTES.update({(graph.key, name): v.split("|") if v else [] for name, v in (notes or {}).items()})
         if self.bufs is None or self.bufs.sig != graph.sig:
-            self.release()
-            self.bufs = KernelBuffers(graph.sig, graph.sig.n)
+            ws = self.bufs.ws if self.bufs is not None else None
+            self.bufs = None  # its operands go back to the pool, for the next signature's
+            self.bufs = KernelBuffers(graph.sig, graph.sig.n, workspace=ws)
         try:
             return profile_graph(graph.sig, graph.b, self.bufs, runtime.context(),
                                  max_workspace=settings.max_workspace, repeats=settings.repeats,
