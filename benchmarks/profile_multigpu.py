@@ -197,6 +197,8 @@ def markdown(r: dict) -> str:
 | A: single-GPU profiler (`CUDA_VISIBLE_DEVICES={a['visible']}`) | 1 | {a['wall_s']} s | {a['profiling_s']} s | {a['graphs']} | {a['plan_rows']} |
 | B: `--gpus {r['gpus']}` (Dask) | {len(p['gpus'])} | {b['wall_s']} s | {b['profiling_s']} s | {b['graphs']} | {b['plan_rows']} |
 
+- B's profiling began with starting its Dask workers: joined after {p.get('worker_start_seconds', {}).get('joined', '?')} s, GPUs
+  checked after {p.get('worker_start_seconds', {}).get('checked', '?')} s
 - speed-up of B over A: **{r['speedup_wall']}x** wall ({r['speedup_profiling']}x profiling); target >= {SPEEDUP}x:
   {ok(r['checks']['speedup'])}
 - same set of measured (signature, micro-batch, plan): {ok(r['checks']['same_plans'])} ({r['plans']['A']} in A,

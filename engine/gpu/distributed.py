@@ -127,22 +127,26 @@ def choose_profiler(gpus: str | None, scheduler: str | None) -> Callable[..., Pr
             raise EngineError("--gpus and --scheduler exclude each other: the cluster's workers bring their GPUs")
         return partial(profile_network, scheduler=scheduler)
     from . import available
-    ok, why = available()
-    if not ok:
-        raise GPUUnavailableError(f"cannot profile: {why}")
-    import cupy
-    devices = local_devices(gpus, cupy.cuda.runtime.getDeviceCount(), os.environ.get("CUDA_VISIBLE_DEVICES"))
-    if gpus is None and len(devices) == 1:
+    try:  # only the count here: the Dask workers load cuDNN themselves, so this process need not first
+        import cupy
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        count = 0
+    if not count or (gpus is None and count == 1):
+        ok, why = available()
+        if not ok:
+            raise GPUUnavailableError(f"cannot profile: {why}")
         from .profiler import profile_network as on_this_gpu
         return on_this_gpu
-    return partial(profile_network, gpus=devices)
+    return partial(profile_network, gpus=local_devices(gpus, count, os.environ.get("CUDA_VISIBLE_DEVICES")))
 
 
 def start_cluster(devices: list[str]):
     """A local Dask cluster of one single-threaded worker per device, each seeing only its GPU.
 
-    Tasks are not retried by the scheduler (our client retries once and knows why) and each worker holds
-    one task at a time, so the biggest graphs really start first and a dying worker takes one graph down.
+    Tasks are not retried by the scheduler (our client retries once and knows why). Each worker holds
+    two graphs, the one it runs and the next (worker-saturation 2), so it never waits for the scheduler
+    between graphs, the biggest graphs still start first, and a dying worker takes at most two graphs down.
     """
     import logging
 
@@ -153,7 +157,7 @@ def start_cluster(devices: list[str]):
                                                       "silence_logs": logging.ERROR}}
                for d in devices}
     with dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                          "distributed.scheduler.worker-saturation": 1.0}):
+                          "distributed.scheduler.worker-saturation": 2.0}):
         return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
                                "host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"}},
                            silence_logs=logging.ERROR, name="ucudnn-profile")
@@ -249,7 +253,8 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
     ``measure`` and ``probe`` run on the workers; the CPU tests pass fakes returning SYNTHETIC rows.
     The provenance is the workers' common one plus ``gpus`` (every GPU used and the graphs it measured),
     ``graphs`` (counts) and ``failed_graphs`` (each failure's reason) when any failed; its
-    ``profiling_seconds`` include starting the workers.
+    ``profiling_seconds`` include starting the workers (``worker_start_seconds``: until they joined, and
+    until their GPUs were checked).
     """
     if not gpus and not scheduler:
         raise EngineError("profiling with Dask needs local GPUs or the address of a Dask scheduler")
@@ -258,7 +263,9 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
     work = graphs(network, policy, precision, layout)
     t0 = time.perf_counter()
     with connect(gpus, scheduler) as client:
+        joined = time.perf_counter() - t0
         workers = check_workers(client, probe)
+        started = dict(joined=round(joined, 2), checked=round(time.perf_counter() - t0, 2))
         ref = next(iter(workers.values()))[1]
         cache = ProfileCache(os.path.expanduser(cache_path or DEFAULT_CACHE), device_key(ref))
         try:
@@ -266,6 +273,7 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
             run.profile(work, progress, should_stop)
             prov = run.provenance(ref, command, scheduler or "local", len(work))
             prov["profiling_seconds"] = round(time.perf_counter() - t0, 2)
+            prov["worker_start_seconds"] = started
             return assemble(cache, work, prov, network, policy, precision, layout)
         finally:
             cache.close()
