@@ -86,6 +86,23 @@ def test_local_devices_map_gpu_numbers_through_this_process_visible_list():
             local_devices(bad, 2, None)
 
 
+def worker_setup() -> dict:
+    import dask
+    names = ("CUDA_VISIBLE_DEVICES", "MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS")
+    return dict({k: os.environ.get(k) for k in names}, profiler=dask.config.get("distributed.worker.profile.enabled"))
+
+
+def test_local_workers_see_their_own_gpu_and_run_as_a_serial_profile_does(cluster):
+    """Each worker sees only its GPU, without Dask's pre-spawn variables or its statistical profiler."""
+    from distributed import Client
+    with Client(full(cluster), timeout=30) as client:
+        setup = client.run(worker_setup)
+    assert sorted(e["CUDA_VISIBLE_DEVICES"] for e in setup.values()) == ["0", "1"]
+    assert all(e["MALLOC_TRIM_THRESHOLD_"] is None and e["OMP_NUM_THREADS"] is None for e in setup.values())
+    assert not any(e["profiler"] for e in setup.values())
+    assert "MALLOC_TRIM_THRESHOLD_" not in os.environ
+
+
 def test_work_is_one_graph_per_kernel_and_size_and_options_key_the_cache_as_before():
     assert len(WORK) == 14 * 4 == len(set(COST))
     assert [g.b for g in WORK[:4]] == [8, 4, 2, 1]  # a serial run allocates a signature's buffers once

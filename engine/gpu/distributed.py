@@ -144,9 +144,12 @@ def choose_profiler(gpus: str | None, scheduler: str | None) -> Callable[..., Pr
 def start_cluster(devices: list[str]):
     """A local Dask cluster of one single-threaded worker per device, each seeing only its GPU.
 
-    Tasks are not retried by the scheduler (our client retries once and knows why). Each worker holds
-    two graphs, the one it runs and the next (worker-saturation 2), so it never waits for the scheduler
-    between graphs, the biggest graphs still start first, and a dying worker takes at most two graphs down.
+    Tasks are not retried by the scheduler (our client retries once and knows why) and each worker holds
+    one task at a time, so the biggest graphs really start first and a dying worker takes one graph down.
+    A graph's host side (building ~60 plans) is Python and C++ that a serial profile runs undisturbed, so
+    the workers do too: without Dask's pre-spawn variables (MALLOC_TRIM_THRESHOLD_, set for dataframe
+    workers' memory, turns every large host allocation into an mmap) and without its statistical profiler,
+    which takes the GIL every 10 ms to sample the running task's stack.
     """
     import logging
 
@@ -157,7 +160,8 @@ def start_cluster(devices: list[str]):
                                                       "silence_logs": logging.ERROR}}
                for d in devices}
     with dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                          "distributed.scheduler.worker-saturation": 2.0}):
+                          "distributed.scheduler.worker-saturation": 1.0,
+                          "distributed.nanny.pre-spawn-environ": {}, "distributed.worker.profile.enabled": False}):
         return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
                                "host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"}},
                            silence_logs=logging.ERROR, name="ucudnn-profile")
