@@ -2,7 +2,8 @@
 
 One command runs the whole acceptance check of issue 11 (about 4 minutes for ResNet-50 b64 on H100/H200):
 
-    python benchmarks/profile_multigpu.py [--gpus 0,1] [--out DIR]
+    python benchmarks/profile_multigpu.py [--gpus 0,1] [--out DIR]   # GPU host with two GPUs
+    python benchmarks/profile_multigpu.py report                     # anywhere: the committed runs
 
 1. A: ``python -m engine profile`` with one GPU visible (the single-GPU profiler), cold cache A;
 2. B: the same with ``--gpus 0,1`` (one Dask worker per GPU), cold cache B: wall times, speed-up, and
@@ -16,6 +17,11 @@ and ``profile-multigpu.md`` with provenance (GPUs, driver, cuDNN, frontend, Dask
 runs' logs, and B's profile as a bundle candidate named like assets/profiles
 (``h200-resnet50-b64-tf32-nchw-powerOfTwo.profile.json.gz`` on H200s) into ``--out`` (default $OUT, else
 benchmarks/reports/profile-multigpu). Exit status 0 when every check passes, 1 when one fails, 2 on error.
+
+``report`` reads the runs listed in benchmarks/reports/profile-multigpu/runs.json (each run's JSON and
+logs, committed in its folder) and writes benchmarks/reports/profile-multigpu.md and README's block: per
+run the speed-ups, and where B's time beyond half of A's goes, from the progress logs (each graph's
+stored time): before the first graph is stored, and per graph on each GPU against the same graph in A.
 """
 
 from __future__ import annotations
@@ -44,9 +50,12 @@ from engine.gpu.distributed import local_devices  # noqa: E402
 from engine.gpu.work import graphs  # noqa: E402
 from engine.profile import Profile  # noqa: E402
 from engine.zoo import get_network  # noqa: E402
+from benchmarks.readme import README, write_block  # noqa: E402
 
 SPEEDUP = 1.8      # acceptance: two GPUs at least this much faster than one
 RUN_TIMEOUT = 420  # s per profile command
+RUNS = ROOT / "benchmarks" / "reports" / "profile-multigpu"
+REPORT = ROOT / "benchmarks" / "reports" / "profile-multigpu.md"
 
 
 class BenchError(Exception):
@@ -220,7 +229,129 @@ Bundle candidate: `{r['bundle']}` (run B's profile).
 """
 
 
+# ---------------------------------------------------------------- report (committed runs only)
+
+STORED = re.compile(r"\]\s+\d+/\d+\s+([\d.]+)s (\S+) \(\d+x\) b=(\d+)(?: on (gpu\d+))?")
+
+
+def stored_times(log: Path) -> list[tuple[float, str, int, str | None]]:
+    """(seconds since the first graph was stored, kernel, micro-batch, worker or None) per stored graph, from
+    a progress log; the worker is None where the progress line cut its name short."""
+    text = log.read_text().replace("\r", "\n")
+    out = []
+    for line in text.splitlines():
+        m = STORED.search(line)
+        if m:
+            out.append((float(m.group(1)), m.group(2), int(m.group(3)), m.group(4)))
+    return out
+
+
+def overheads(run: Path, doc: dict) -> dict:
+    """Where B's time beyond half of A's goes: the time before the first graph is stored (A and B), the
+    span from the first graph stored to the last, and B's extra time per graph on a GPU: the interval
+    between two graphs stored from one worker, less the same graph's interval in A (graphs whose previous
+    one on that worker is unknown are left out)."""
+    a, b = stored_times(run / "run-A.log"), stored_times(run / "run-B.log")
+    in_a, prev = {}, 0.0
+    for t, k, mb, _ in a:
+        in_a[k, mb], prev = t - prev, t
+    last: dict[str, float] = {}
+    extra = []
+    for t, k, mb, w in b:
+        if w is None:
+            last = {}
+            continue
+        if w in last:
+            extra.append(t - last[w] - in_a[k, mb])
+        last[w] = t
+    span_a, span_b = a[-1][0], b[-1][0]
+    runs = doc["runs"]
+    return {"span_a": span_a, "span_b": span_b,
+            "before_a": round(runs["A"]["profiling_s"] - span_a, 2), "before_b": round(runs["B"]["profiling_s"] - span_b, 2),
+            "speedup_span": round(span_a / span_b, 2), "extra_ms": round(1000 * sum(extra) / len(extra), 1),
+            "extra_graphs": len(extra)}
+
+
+def load_runs() -> list[tuple[dict, dict, dict]]:
+    """(listing entry, the run's JSON, its overheads) per committed run, in the order they ran."""
+    listing = json.loads((RUNS / "runs.json").read_text())
+    out = []
+    for r in listing["runs"]:
+        doc = json.loads((RUNS / r["dir"] / "profile-multigpu.json").read_text())
+        out.append((r, doc, overheads(RUNS / r["dir"], doc)))
+    return out
+
+
+def render(rows) -> str:
+    ok = lambda v: "yes" if v else "**no**"  # noqa: E731
+    table = ["| run | code | A wall | B wall | speed-up (wall) | profiling | first to last graph stored | "
+             "before the first graph, A / B | B's extra per graph and GPU | same plans | kill + resume |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r, d, o in rows:
+        c = d["checks"]
+        resume = all(c[k] for k in ("resume_reprofiles_nothing", "resume_measured_only_missing", "resume_complete",
+                                    "resume_same_plans"))
+        table.append(f"| [{r['dir']}](profile-multigpu/{r['dir']}/profile-multigpu.md) | {r['code']} | "
+                     f"{d['runs']['A']['wall_s']} s | {d['runs']['B']['wall_s']} s | **{d['speedup_wall']}x** | "
+                     f"{d['speedup_profiling']}x | {o['speedup_span']}x ({o['span_a']} / {o['span_b']} s) | "
+                     f"{o['before_a']} / {o['before_b']} s | {o['extra_ms']} ms ({o['extra_graphs']} graphs) | "
+                     f"{ok(c['same_plans'])} | {ok(resume)} |")
+    changes = "\n".join(f"- {r['dir']} ({r['code']}): {r['change']}" for r, _, _ in rows)
+    last = rows[-1][1]
+    p = last["provenance"]
+    timed = [(r["dir"], d["provenance"]["worker_start_seconds"]) for r, d, _ in rows
+             if "worker_start_seconds" in d["provenance"]]
+    starts = "".join(f" In {name} B's Dask workers had joined {w['joined']} s after its profiling began and their GPUs "
+                     f"were checked at {w['checked']} s." for name, w in timed)
+    return f"""# Profiling on two GPUs with Dask: {last['workload']}
+
+Written by `python benchmarks/profile_multigpu.py report` from the runs in
+[profile-multigpu/runs.json](profile-multigpu/runs.json); each run's own report, JSON and logs are in its folder.
+Every run: `{last['command']}` on a lent host with two {p['gpu']} (driver {p['driver']}, cuDNN
+{p['cudnn_version']}, frontend {p['frontend_version']}, dask {last['versions']['dask']}), each run on another
+host. A is the single-GPU profiler with one GPU visible, B `--gpus 0,1` (one Dask worker per GPU), both from a
+cold cache, timed by wall clock as the user's command; target: B at least {SPEEDUP}x faster than A.
+
+{chr(10).join(table)}
+
+What changed between the runs:
+
+{changes}
+
+How to read it: "first to last graph stored" is the span of each run's progress log, so its ratio is the speed-up
+of the measuring itself; "before the first graph" is the profile's own `profiling_seconds` less that span (B:
+starting the Dask workers, checking their GPUs and the first graph; A: the first graph); "B's extra per graph"
+is how much longer a graph took on a Dask worker than the same graph in A: the interval between two graphs one
+worker stored, less that graph's interval in A (mean over the graphs whose predecessor on the worker is known).{starts}
+"""
+
+
+def readme_block(rows) -> str:
+    o, gpu = rows[-1][2], rows[-1][1]["provenance"]["gpu"]
+    walls = ", ".join(f"{d['speedup_wall']}x" for _, d, _ in rows)
+    spans = ", ".join(f"{oo['speedup_span']}x" for _, _, oo in rows)
+    met = "met" if max(d["speedup_wall"] for _, d, _ in rows) >= SPEEDUP else "not met"
+    return (f"- Profiling on two GPUs with Dask (`python -m engine profile --gpus 0,1`), ResNet-50 b64 TF32 "
+            f"`powerOfTwo` with the engine sweep from a cold cache, on {len(rows)} lent hosts with two {gpu}: "
+            f"{walls} faster than one GPU by wall clock (target {SPEEDUP}x: {met}); the measuring alone {spans}. "
+            f"Every run measured the same plans on one and on two GPUs, and its run killed half-way resumed "
+            f"measuring only the missing graphs. In the last run the two-GPU command spent {o['before_b']} s before "
+            f"storing its first graph (one GPU: {o['before_a']} s) and a graph took {o['extra_ms']} ms longer on a "
+            f"Dask worker than alone ([benchmarks/reports/profile-multigpu.md](benchmarks/reports/profile-multigpu.md)).")
+
+
+def write_report() -> int:
+    rows = load_runs()
+    atomic_write(REPORT, render(rows))
+    write_block(README, "profile_multigpu", readme_block(rows))
+    print(render(rows))
+    return 0
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"]:
+        return write_report()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", default="0,1", help="the two (or more) GPUs, as for python -m engine profile")
     ap.add_argument("--network", default="resnet50")
@@ -260,7 +391,7 @@ def main(argv=None) -> int:
     report = {
         "workload": f"{args.network} b{args.batch} {args.dtype} {args.layout} {args.policy}, engine sweep",
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": "python benchmarks/profile_multigpu.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python benchmarks/profile_multigpu.py " + " ".join(argv),
         "gpus": args.gpus, "graphs": total,
         "versions": {p: importlib.metadata.version(p) for p in ("dask", "distributed")},
         "provenance": prof_b.provenance, "provenance_single_gpu": prof_a.provenance, "runs": runs,

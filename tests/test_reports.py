@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import memory_training, optimizer, profiling, reproduction, side_by_side  # noqa: E402
-from benchmarks import torch_training  # noqa: E402
+from benchmarks import profile_multigpu, torch_training  # noqa: E402
 from benchmarks.readme import README, markers, read_block, write_block  # noqa: E402
 from engine.units import MiB  # noqa: E402
 
@@ -64,6 +64,12 @@ def test_profiling_report_and_readme_block_match_the_committed_results():
     data = profiling.load_results(profiling.DEFAULT_RESULTS)
     assert read_block(README.read_text(), "profiling") == profiling.readme_block(data)
     assert profiling.DEFAULT_REPORT.read_text() == profiling.render(data, "benchmarks/reports/profiling.json")
+
+
+def test_profile_multigpu_report_and_readme_block_match_the_committed_runs():
+    rows = profile_multigpu.load_runs()
+    assert read_block(README.read_text(), "profile_multigpu") == profile_multigpu.readme_block(rows)
+    assert profile_multigpu.REPORT.read_text() == profile_multigpu.render(rows)
 
 
 @pytest.mark.slow
