@@ -104,7 +104,8 @@ def bundled_rows() -> list[str]:
         above = int(skipped.reason.str.startswith("workspace").sum())
         rows.append(f"| {name} | {p.get('date', '?')} | {t.signature.nunique()} | {t.micro_batch.nunique()} | "
                     f"{len(t):,} | {int((t.heuristic_rank < 0).sum()):,} | {int((t.status == 'failed').sum())} | "
-                    f"{above:,} | {len(skipped) - above:,} | {p.get('profiling_seconds', '?')} |")
+                    f"{above:,} | {len(skipped) - above:,} | {len(p.get('gpus', [])) or 1} | "
+                    f"{p.get('profiling_seconds', '?')} |")
     return rows
 
 
@@ -163,10 +164,11 @@ def _bundled_section() -> list[str]:
     return ["## Bundled profiles", "",
             "Counted from each file in `assets/profiles`. Profiling time is the `profiling_seconds` of the call that "
             "wrote the file; a call that resumed a cache read the graphs measured before from it, so the time of "
-            "the call alone does not measure the whole profile.", "",
+            "the call alone does not measure the whole profile. GPUs: how many measured it at once (one Dask "
+            "worker each, `--gpus`).", "",
             "| profile | date | unique kernels | sizes | plan measurements | from the sweep | failed | not timed "
-            "(above the cap) | runtime-compiled (skipped) | profiling s |",
-            "|---|---|---|---|---|---|---|---|---|---|", *bundled_rows(), ""]
+            "(above the cap) | runtime-compiled (skipped) | GPUs | profiling s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|", *bundled_rows(), ""]
 
 
 def load_results(path) -> dict | None:
