@@ -88,6 +88,13 @@ class ParetoPlot:
             items.append(LegendItem(label=f"WD front, {policy}", renderers=[line, dots]))
             self.items[policy] = items[-1]
             hover_renderers.append(dots)
+        self.other = ColumnDataSource(self._empty_line())  # the same policy's front on another GPU (compare)
+        other = fig.step("x", "time_ms", source=self.other, mode="after", line_width=2, line_dash="dashdot",
+                         color="#333333")
+        other_dots = fig.scatter("x", "time_ms", source=self.other, size=3, color="#333333", alpha=0.6)
+        self.other_item = LegendItem(label="another GPU", renderers=[other, other_dots], visible=False)
+        items.append(self.other_item)
+        hover_renderers.append(other_dots)
         sweep = fig.line("x", "time_ms", source=self.sweep, line_dash="dashed", line_width=1.5, color="#2ca02c")
         sweep_dots = fig.scatter("x", "time_ms", source=self.sweep, size=3, color="#2ca02c", alpha=0.6)
         items.append(LegendItem(label="WR, limit swept (current policy)", renderers=[sweep, sweep_dots]))
@@ -129,6 +136,11 @@ class ParetoPlot:
         xs = np.maximum(np.concatenate([fronts.workspace_mib.to_numpy(), sweep.workspace_mib.to_numpy()]), WS_FLOOR_MIB)
         if len(xs):
             self.ticker.ticks = log2_ticks(xs.min(), xs.max())
+
+    def update_other(self, front: pd.DataFrame | None, label: str) -> None:
+        """Another GPU's front for the current policy (None: no comparison), labelled with its GPU."""
+        self.other.data = self._line(front, label) if front is not None and len(front) else self._empty_line()
+        self.other_item.update(label=label or "another GPU", visible=front is not None)
 
     def update_marks(self, marks: list[dict], budget_total: int | None) -> None:
         """``marks``: dicts with what (the legend label: keep it stable), detail, workspace (bytes), time_ms,

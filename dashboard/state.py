@@ -23,6 +23,7 @@ from engine.units import GiB, MiB, format_size
 from engine.zoo import DEFAULT_BATCH
 
 from .analysis import MODES, Analysis, analyse, budget_range, budget_steps, equivalent_budget
+from .compare import Comparison, compare, other_gpus
 from .errors import describe_error
 from .gpu import measured_times
 from .memory import memory_frames
@@ -54,9 +55,13 @@ class PlannerState(param.Parameterized):
     budget = param.Integer(default=DEFAULT_LIMIT, bounds=(0, None),
                            doc="Bytes: the per-kernel limit in WR, the network total in WD")
     kernel = param.String(default="", doc="Kernel id (layer:F|BD|BF) whose desirable set is shown")
+    compare = param.Selector(default="", objects=[""], label="Compare with",
+                             doc="A profile of the same network on another GPU, whose front is drawn beside this one")
 
     analysis = param.ClassSelector(class_=Analysis, default=None, allow_None=True, constant=True)
     result = param.ClassSelector(class_=Result, default=None, allow_None=True, constant=True)
+    comparison = param.ClassSelector(class_=Comparison, default=None, allow_None=True, constant=True)
+    compare_error = param.String(default="", constant=True, doc="Why the chosen comparison cannot be shown")
     measured = param.Dict(default=None, allow_None=True,
                           doc="Per-kernel measured times (ms) from verifying the current plan on a GPU")
     verified = param.Dict(default=None, allow_None=True,
@@ -97,7 +102,7 @@ class PlannerState(param.Parameterized):
         self.param.watch(self._on_profile, ["profile", "engines"])
         self.param.watch(self._on_scope, ["network", "batch", "precision", "layout"])
         self.param.watch(self._on_mode, ["mode"])
-        self.param.watch(self._on_result, ["policy", "mode", "budget", "kernel", "measured"])
+        self.param.watch(self._on_result, ["policy", "mode", "budget", "kernel", "measured", "compare"])
         self.param.memory_policy.objects = list(MEMORY_POLICIES)
         self.param.profile.objects = list(self._profiles)
         if not self._profiles:
@@ -174,6 +179,10 @@ class PlannerState(param.Parameterized):
             notes.append(("warning", "SYNTHETIC profile: made-up numbers from the unit-test model, not measurements."))
         with param.edit_constant(self):
             self.messages = notes
+        self.param.compare.objects = others = [""] + other_gpus(self.profile, list(self._profiles))
+        if self.compare not in others:
+            with param.parameterized.discard_events(self):
+                self.compare = ""
         pick = {k: wanted.get(k, getattr(self, k)) for k in ("network", "batch", "precision", "layout")}
         self._update_scope_options(pick)
 
@@ -289,8 +298,21 @@ class PlannerState(param.Parameterized):
         except (EngineError, ValueError, KeyError) as err:
             self._set_error(describe_error(err))
             return
+        comparison, why = self._comparison()
         with self.hold_updates(), param.edit_constant(self):
-            self.param.update(result=result, error="" if result.choice.feasible else result.choice.reason)
+            self.param.update(result=result, error="" if result.choice.feasible else result.choice.reason,
+                              comparison=comparison, compare_error=why)
+
+    def _comparison(self) -> tuple[Comparison | None, str]:
+        """The chosen other GPU's front beside this one's, at this policy and the plan's total budget."""
+        if not self.compare:
+            return None, ""
+        try:
+            there = analyse(self._get_profile(self.compare, self.engines), self.scope)
+            total = self.budget * (len(self.analysis.kernels) if self.mode == "WR" else 1)
+            return compare(self.analysis, there, self.policy, total), ""
+        except (EngineError, ValueError, KeyError) as err:
+            return None, f"cannot compare with {self.compare}: {describe_error(err)}"
 
     def _set_error(self, text: str) -> None:
         with param.edit_constant(self):

@@ -288,3 +288,48 @@ def test_memory_tab_plans_on_demand(dash):
     assert dash.state.capacity == 3 * 2**30 and "capacity 3 GiB" in mem.plot.fig.title.text
     mem.exact.value = "three"
     assert mem.error.visible and "invalid size" in mem.error.object
+
+
+@pytest.fixture(scope="module")
+def two_gpus(tmp_path_factory):
+    """SYNTHETIC AlexNet b32 on two made-up GPUs, named as bundles are; the second GPU is twice as fast."""
+    from engine.profile import Profile
+    folder = tmp_path_factory.mktemp("gpus")
+    a = synthetic_profile("alexnet", 32, "powerOfTwo")
+    t = a.table.copy()
+    t[["time_ms", "time_min_ms", "time_max_ms"]] = t[["time_ms", "time_min_ms", "time_max_ms"]] / 2
+    b = Profile(t, dict(a.provenance, gpu="SYNTHETIC fast GPU"), a.networks)
+    return {"gpua-alexnet-b32": a.save(folder / "a.profile.json.gz"),
+            "gpub-alexnet-b32": b.save(folder / "b.profile.json.gz"),
+            "gpua-vgg16-b32": profile_path_of(folder, "vgg16")}
+
+
+def profile_path_of(folder, network):
+    return synthetic_profile(network, 8, "powerOfTwo").save(folder / f"{network}.profile.json.gz")
+
+
+def test_compare_draws_the_same_scope_on_another_gpu_beside_this_one(two_gpus):
+    state = PlannerState(profiles=two_gpus, profile="gpua-alexnet-b32")
+    dash = Dashboard(state, gpu=(False, "no GPU in tests"), runner=JobRunner())
+    assert state.param.compare.objects == ["", "gpub-alexnet-b32"] and dash.controls.compare.visible
+    assert not len(dash.pareto.plot.other.data["x"])
+    dash.controls.compare.value = "gpub-alexnet-b32"
+    cmp = state.comparison
+    assert cmp.gpu == "SYNTHETIC fast GPU" and math.isclose(cmp.here_optimum_ms, 2 * cmp.optimum_ms)
+    total = state.budget * (len(state.analysis.kernels) if state.mode == "WR" else 1)
+    assert cmp.budget == total and math.isclose(cmp.here_at_budget_ms, 2 * cmp.at_budget_ms)
+    np.testing.assert_allclose(dash.pareto.plot.other.data["time_ms"], cmp.front.time_ms)
+    assert "SYNTHETIC fast GPU's WD front" in dash.pareto.text.object and "2.00x as fast" in dash.pareto.text.object
+    state.budget = state.budget * 4  # the comparison follows the budget
+    assert state.comparison.budget == state.budget
+    state.profile = "gpua-vgg16-b32"  # no profile of VGG-16 on another GPU: nothing to compare
+    assert state.param.compare.objects == [""] and state.compare == "" and state.comparison is None
+    assert not dash.controls.compare.visible and not len(dash.pareto.plot.other.data["x"])
+
+
+def test_compare_with_the_same_gpu_says_why_in_one_line(two_gpus):
+    same = dict(two_gpus, **{"gpuc-alexnet-b32": two_gpus["gpua-alexnet-b32"]})
+    state = PlannerState(profiles=same, profile="gpua-alexnet-b32")
+    state.compare = "gpuc-alexnet-b32"
+    assert state.comparison is None and state.result is not None
+    assert state.compare_error.startswith("cannot compare with gpuc-alexnet-b32: both profiles were measured on")

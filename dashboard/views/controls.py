@@ -46,6 +46,8 @@ class Controls(StateView):
     def _build(self) -> None:
         s = self.state.param
         self.profile = pn.widgets.Select.from_param(s.profile, label="Profile", sizing_mode="stretch_width")
+        self.compare = pn.widgets.Select.from_param(s.compare, label="Compare with (the same network on another GPU)",
+                                                    sizing_mode="stretch_width")
         self.network = pn.widgets.Select.from_param(s.network, label="Network", sizing_mode="stretch_width")
         self.batch = pn.widgets.Select.from_param(s.batch, label="Mini-batch size", sizing_mode="stretch_width")
         self.precision = pn.widgets.Select.from_param(s.precision, label="Data type", sizing_mode="stretch_width")
@@ -68,7 +70,7 @@ class Controls(StateView):
         self.slider.param.watch(self._from_slider, "value")
         self.exact.param.watch(self._from_text, "value")
         self.panel = pn.Column(
-            self.notes, self.profile, self.network,
+            self.notes, self.profile, self.compare, self.network,
             pn.Row(self.batch, self.precision, self.layout, sizing_mode="stretch_width"),
             pn.pane.Markdown("**Batch-size policy**", margin=(5, 10, 0, 10)), self.policy,
             pn.pane.Markdown("**Engines** (all measured / cuDNN's heuristic list / deterministic only)",
@@ -89,6 +91,7 @@ class Controls(StateView):
                 notes.append(pn.pane.Alert(state.error, alert_type="danger", margin=(0, 10)))
             self.notes[:] = notes
         self.mode_help.object = MODE_HELP[state.mode]
+        self.compare.visible = len(state.param.compare.objects) > 1
         disabled = state.analysis is None
         for w in (self.slider, self.exact, self.policy, self.mode):
             w.disabled = disabled

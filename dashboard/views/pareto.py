@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import panel as pn
 
 from engine.units import format_size
@@ -9,6 +11,16 @@ from engine.units import format_size
 from ..palette import POLICY_COLORS
 from ..plots import ParetoPlot
 from .base import StateView
+
+
+def comparison_text(cmp) -> str:
+    """The other GPU beside this one: unlimited optima and WD times at the plan's total budget."""
+    def ms(v: float) -> str:
+        return "nothing fits" if math.isnan(v) else f"{v:.2f} ms"
+    ratio = f", {cmp.here_optimum_ms / cmp.optimum_ms:.2f}x as fast" if cmp.optimum_ms > 0 else ""
+    return (f" Dash-dotted: {cmp.gpu}'s WD front from its own profile. Unlimited optimum {cmp.optimum_ms:.2f} ms "
+            f"there against {cmp.here_optimum_ms:.2f} ms on {cmp.here_gpu}{ratio}; WD at {format_size(cmp.budget)} "
+            f"in total: {ms(cmp.at_budget_ms)} there, {ms(cmp.here_at_budget_ms)} here.")
 
 
 class ParetoView(StateView):
@@ -26,6 +38,7 @@ class ParetoView(StateView):
         state, analysis, result = self.state, self.state.analysis, self.state.result
         if analysis is None or result is None:
             self.plot.update_marks([], None)
+            self.plot.update_other(None, "")
             self.text.object = ""
             self._push(self.pane)
             return
@@ -48,9 +61,12 @@ class ParetoView(StateView):
         n = len(analysis.kernels)
         total = c.budget * n if c.mode == "WR" else c.budget
         self.plot.update_marks(marks, total)
+        cmp = state.comparison
+        self.plot.update_other(cmp.front if cmp else None, f"WD front, {state.policy}, {cmp.gpu}" if cmp else "")
         fronts = ", ".join(f"{name} {len(ps.front.workspace)} points" for name, ps in analysis.policies.items())
         budget = (f"WR limit {format_size(c.budget)} x {n} kernels = {format_size(total)}" if c.mode == "WR"
                   else f"WD total {format_size(total)}")
         self.text.object = (f"Sum over {n} kernels of time and workspace. Dotted line: {budget}. "
-                            f"WD fronts: {fronts}.")
+                            f"WD fronts: {fronts}." + (comparison_text(cmp) if cmp else "")
+                            + (f" {state.compare_error}." if state.compare_error else ""))
         self._push(self.pane)
