@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from bokeh.core.properties import field
+from bokeh.core.properties import field, value
 from bokeh.models import (ColumnDataSource, CustomJSHover, CustomJSTickFormatter, FactorRange, FixedTicker,
                           HoverTool, Legend, LegendItem, LinearColorMapper, Range1d, Span)
 from bokeh.plotting import figure
@@ -140,7 +140,8 @@ class ParetoPlot:
     def update_other(self, front: pd.DataFrame | None, label: str) -> None:
         """Another GPU's front for the current policy (None: no comparison), labelled with its GPU."""
         self.other.data = self._line(front, label) if front is not None and len(front) else self._empty_line()
-        self.other_item.update(label=label or "another GPU", visible=front is not None)
+        # a str set after construction would name a column (LegendItem converts only its constructor's)
+        self.other_item.update(label=value(label or "another GPU"), visible=front is not None)
 
     def update_marks(self, marks: list[dict], budget_total: int | None) -> None:
         """``marks``: dicts with what (the legend label: keep it stable), detail, workspace (bytes), time_ms,

@@ -319,6 +319,7 @@ def test_compare_draws_the_same_scope_on_another_gpu_beside_this_one(two_gpus):
     total = state.budget * (len(state.analysis.kernels) if state.mode == "WR" else 1)
     assert cmp.budget == total and math.isclose(cmp.here_at_budget_ms, 2 * cmp.at_budget_ms)
     np.testing.assert_allclose(dash.pareto.plot.other.data["time_ms"], cmp.front.time_ms)
+    assert dash.pareto.plot.other_item.label.value == "WD front, powerOfTwo, SYNTHETIC fast GPU"
     assert "SYNTHETIC fast GPU's WD front" in dash.pareto.text.object and "2.00x as fast" in dash.pareto.text.object
     state.budget = state.budget * 4  # the comparison follows the budget
     assert state.comparison.budget == state.budget

@@ -117,3 +117,15 @@ def test_memory_tab(app_page):
     plot.wait_for(timeout=20_000)
     assert plot.bounding_box()["height"] > 200
     app_page.get_by_text("Peak ").first.wait_for(timeout=20_000)
+
+
+def test_compare_with_another_gpu(app_page):
+    """The bundled H100 AlexNet profile beside its H200 one: the caption names both GPUs, no console error."""
+    app_page.get_by_label("Profile").select_option("h100-alexnet-b256-tf32-nchw-powerOfTwo")
+    caption = app_page.get_by_text("Sum over 14 kernels of time and workspace").first
+    compare = app_page.get_by_label("Compare with (the same network on another GPU)")
+    compare.wait_for(state="visible", timeout=30_000)
+    compare.select_option("h200-alexnet-b256-tf32-nchw-powerOfTwo")
+    mark = "NVIDIA H200's WD front from its own profile"
+    app_page.get_by_text(mark).first.wait_for(timeout=30_000)
+    assert "NVIDIA H100 80GB HBM3" in caption.inner_text()
