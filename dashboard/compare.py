@@ -24,6 +24,11 @@ def other_gpus(name: str, names: list[str]) -> list[str]:
     return [n for n in names if rest and n != name and n.partition("-")[2] == rest and n.partition("-")[0] != gpu]
 
 
+def compare_options(name: str, names: list[str]) -> dict[str, str]:
+    """The "Compare with" choices for profile ``name``: none, or a profile of the same setting on another GPU."""
+    return {"(none)": "", **{n: n for n in other_gpus(name, names)}}
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Both GPUs' WD fronts for one policy, their unlimited optima and their WD times at one total budget."""

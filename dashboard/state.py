@@ -23,7 +23,7 @@ from engine.units import GiB, MiB, format_size
 from engine.zoo import DEFAULT_BATCH
 
 from .analysis import MODES, Analysis, analyse, budget_range, budget_steps, equivalent_budget
-from .compare import Comparison, compare, other_gpus
+from .compare import Comparison, compare, compare_options
 from .errors import describe_error
 from .gpu import measured_times
 from .memory import memory_frames
@@ -55,7 +55,7 @@ class PlannerState(param.Parameterized):
     budget = param.Integer(default=DEFAULT_LIMIT, bounds=(0, None),
                            doc="Bytes: the per-kernel limit in WR, the network total in WD")
     kernel = param.String(default="", doc="Kernel id (layer:F|BD|BF) whose desirable set is shown")
-    compare = param.Selector(default="", objects=[""], label="Compare with",
+    compare = param.Selector(default="", objects={"(none)": ""}, label="Compare with",
                              doc="A profile of the same network on another GPU, whose front is drawn beside this one")
 
     analysis = param.ClassSelector(class_=Analysis, default=None, allow_None=True, constant=True)
@@ -179,8 +179,8 @@ class PlannerState(param.Parameterized):
             notes.append(("warning", "SYNTHETIC profile: made-up numbers from the unit-test model, not measurements."))
         with param.edit_constant(self):
             self.messages = notes
-        self.param.compare.objects = others = [""] + other_gpus(self.profile, list(self._profiles))
-        if self.compare not in others:
+        self.param.compare.objects = options = compare_options(self.profile, list(self._profiles))
+        if self.compare not in options.values():
             with param.parameterized.discard_events(self):
                 self.compare = ""
         pick = {k: wanted.get(k, getattr(self, k)) for k in ("network", "batch", "precision", "layout")}

@@ -312,6 +312,7 @@ def test_compare_draws_the_same_scope_on_another_gpu_beside_this_one(two_gpus):
     state = PlannerState(profiles=two_gpus, profile="gpua-alexnet-b32")
     dash = Dashboard(state, gpu=(False, "no GPU in tests"), runner=JobRunner())
     assert state.param.compare.objects == ["", "gpub-alexnet-b32"] and dash.controls.compare.visible
+    assert list(dash.controls.compare.options) == ["(none)", "gpub-alexnet-b32"]
     assert not len(dash.pareto.plot.other.data["x"])
     dash.controls.compare.value = "gpub-alexnet-b32"
     cmp = state.comparison
