@@ -28,8 +28,10 @@ The module is over 400 lines because it holds both the measurement and the repor
 from __future__ import annotations
 
 import argparse
+import compileall
 import datetime as dt
 import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -73,6 +75,27 @@ def visible_gpus() -> int:
     except (OSError, subprocess.TimeoutExpired) as err:
         raise BenchError(f"nvidia-smi failed ({err}); run this on the GPU host") from None
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+PACKAGES = ("engine", "cupy", "cudnn", "numpy", "pandas", "dask", "distributed", "tornado", "cloudpickle", "msgpack",
+            "toolz", "tblib", "zict", "psutil", "yaml", "jinja2", "sortedcontainers", "fsspec", "partd", "click")
+
+
+def prepare(env: dict) -> dict:
+    """What an installed package and a used host already have, so that neither A nor B pays it: the packages'
+    bytecode (pip compiles it at install; the GPU host's wheels are installed with --no-compile, so the first
+    run importing a package compiled it: A compiled cuDNN's frontend, B distributed) and the cuDNN and CUDA
+    libraries in the page cache (one probe process loads them, as profiling.py does)."""
+    t0 = time.perf_counter()
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            compileall.compile_dir(folder, quiet=2, workers=0)
+    probe = subprocess.run([sys.executable, "-c", "from engine.gpu import runtime; runtime.provenance()"], cwd=ROOT,
+                           env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    if probe.returncode != 0:
+        raise BenchError(f"the GPU probe failed: {(probe.stderr.strip().splitlines() or ['?'])[-1][-300:]}")
+    return {"seconds": round(time.perf_counter() - t0, 2), "compiled": list(PACKAGES)}
 
 
 def profile_cmd(args, cache: Path, out: Path, gpus: str | None) -> list[str]:
@@ -207,6 +230,7 @@ def markdown(r: dict) -> str:
 | A: single-GPU profiler (`CUDA_VISIBLE_DEVICES={a['visible']}`) | 1 | {a['wall_s']} s | {a['profiling_s']} s | {a['graphs']} | {a['plan_rows']} |
 | B: `--gpus {r['gpus']}` (Dask) | {len(p['gpus'])} | {b['wall_s']} s | {b['profiling_s']} s | {b['graphs']} | {b['plan_rows']} |
 
+- before A: {f"the packages' bytecode compiled and the GPU libraries loaded once ({r['prepared']['seconds']} s)" if r.get('prepared') else "nothing prepared (the first run importing a package compiled its bytecode)"}
 - B's profiling began with starting its Dask workers: joined after {p.get('worker_start_seconds', {}).get('joined', '?')} s, GPUs
   checked after {p.get('worker_start_seconds', {}).get('checked', '?')} s
 - speed-up of B over A: **{r['speedup_wall']}x** wall ({r['speedup_profiling']}x profiling); target >= {SPEEDUP}x:
@@ -286,8 +310,8 @@ def load_runs() -> list[tuple[dict, dict, dict]]:
 def render(rows) -> str:
     ok = lambda v: "yes" if v else "**no**"  # noqa: E731
     table = ["| run | code | A wall | B wall | speed-up (wall) | profiling | first to last graph stored | "
-             "before the first graph, A / B | B's extra per graph and GPU | same plans | kill + resume |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "before the first graph, A / B | B's extra per graph and GPU | same plans | kill + resume | prepared |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r, d, o in rows:
         c = d["checks"]
         resume = all(c[k] for k in ("resume_reprofiles_nothing", "resume_measured_only_missing", "resume_complete",
@@ -296,7 +320,7 @@ def render(rows) -> str:
                      f"{d['runs']['A']['wall_s']} s | {d['runs']['B']['wall_s']} s | **{d['speedup_wall']}x** | "
                      f"{d['speedup_profiling']}x | {o['speedup_span']}x ({o['span_a']} / {o['span_b']} s) | "
                      f"{o['before_a']} / {o['before_b']} s | {o['extra_ms']} ms ({o['extra_graphs']} graphs) | "
-                     f"{ok(c['same_plans'])} | {ok(resume)} |")
+                     f"{ok(c['same_plans'])} | {ok(resume)} | {'yes' if d.get('prepared') else 'no'} |")
     changes = "\n".join(f"- {r['dir']} ({r['code']}): {r['change']}" for r, _, _ in rows)
     last = rows[-1][1]
     p = last["provenance"]
@@ -323,7 +347,10 @@ How to read it: "first to last graph stored" is the span of each run's progress 
 of the measuring itself; "before the first graph" is the profile's own `profiling_seconds` less that span (B:
 starting the Dask workers, checking their GPUs and the first graph; A: the first graph); "B's extra per graph"
 is how much longer a graph took on a Dask worker than the same graph in A: the interval between two graphs one
-worker stored, less that graph's interval in A (mean over the graphs whose predecessor on the worker is known).{starts}
+worker stored, less that graph's interval in A (mean over the graphs whose predecessor on the worker is known);
+"prepared": the packages' bytecode compiled and the GPU libraries loaded once before A, as an installed package
+on a used host has them (the GPU host's wheels come without bytecode, so otherwise the first run to import a
+package compiles it).{starts}
 """
 
 
@@ -369,6 +396,7 @@ def main(argv=None) -> int:
         raise BenchError(f"--gpus {args.gpus}: name at least two GPUs")
     total = len(graphs(get_network(args.network, args.batch), args.policy, args.dtype, args.layout))
     env = dict(os.environ)
+    prepared = prepare(dict(env, CUDA_VISIBLE_DEVICES=devices[0]))
     tmp = Path(tempfile.mkdtemp(prefix="profile-multigpu-"))
     try:
         cmd_a = profile_cmd(args, tmp / "A.sqlite", tmp / "A.profile.json.gz", None)
@@ -393,7 +421,7 @@ def main(argv=None) -> int:
         "workload": f"{args.network} b{args.batch} {args.dtype} {args.layout} {args.policy}, engine sweep",
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": "python benchmarks/profile_multigpu.py " + " ".join(argv),
-        "gpus": args.gpus, "graphs": total,
+        "gpus": args.gpus, "graphs": total, "prepared": prepared,
         "versions": {p: importlib.metadata.version(p) for p in ("dask", "distributed")},
         "provenance": prof_b.provenance, "provenance_single_gpu": prof_a.provenance, "runs": runs,
         "speedup_wall": speedup,
