@@ -309,7 +309,7 @@ class PlannerState(param.Parameterized):
             return None, ""
         try:
             there = analyse(self._get_profile(self.compare, self.engines), self.scope)
-            total = self.budget * (len(self.analysis.kernels) if self.mode == "WR" else 1)
+            total = equivalent_budget(self.mode, self.budget, len(self.analysis.kernels))[1]
             return compare(self.analysis, there, self.policy, total), ""
         except (EngineError, ValueError, KeyError) as err:
             return None, f"cannot compare with {self.compare}: {describe_error(err)}"
