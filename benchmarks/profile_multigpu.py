@@ -38,6 +38,7 @@ import re
 import shutil
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -149,6 +150,29 @@ def snapshot(cache: Path) -> dict[tuple[str, int], str]:
     return {(s, b): json.dumps([prov, by_graph.get((s, b), [])]) for s, b, prov in done}
 
 
+def graph_timing(cache_a: Path, cache_b: Path) -> dict:
+    """Where B's time per graph goes, from the timing each cache stores with every graph (ms resolution, unlike
+    the progress log): how much longer the same graph took inside the profiler on a Dask worker than in A, and
+    how long a worker sat between two graphs (the task's dispatch)."""
+    def load(cache: Path) -> dict:
+        with sqlite3.connect(cache, timeout=5) as db:
+            return {(s, b): json.loads(p) for s, b, p in db.execute("SELECT signature, micro_batch, provenance FROM done")}
+    a, b = load(cache_a), load(cache_b)
+    both = [k for k in a if "timing" in a[k] and "timing" in b.get(k, {})]
+    if not both:
+        return {}
+    inside = [b[k]["timing"]["seconds"] - a[k]["timing"]["seconds"] for k in both]
+    gaps = []
+    for worker in {g.get("worker") for g in b.values()}:
+        mine = sorted((g["timing"]["start"], g["timing"]["seconds"]) for g in b.values() if g.get("worker") == worker)
+        gaps += [s2 - s1 - d1 for (s1, d1), (s2, _) in zip(mine, mine[1:])]
+    ms = lambda v, f=statistics.mean: round(1000 * f(v), 1)  # noqa: E731
+    return {"graphs": len(both), "a_graph_ms": ms([a[k]["timing"]["seconds"] for k in both]),
+            "b_graph_ms": ms([b[k]["timing"]["seconds"] for k in both]),
+            "in_graph_extra_ms": ms(inside), "in_graph_extra_median_ms": ms(inside, statistics.median),
+            "between_graphs_ms": ms(gaps), "between_graphs_median_ms": ms(gaps, statistics.median)}
+
+
 def plans(profile: Profile) -> set[tuple[str, int, str]]:
     t = profile.table
     return set(zip(t.signature, t.micro_batch.astype(int), t.plan))
@@ -209,6 +233,16 @@ def bundle_name(gpu: str, args) -> str:
     return f"{model}-{args.network}-b{args.batch}-{args.dtype}-{args.layout.lower()}-{args.policy}.profile.json.gz"
 
 
+def per_graph(g: dict | None) -> str:
+    """The line of a run's report on graph timing (runs before 2026-11-23-run4 stored none)."""
+    if not g:
+        return "- per-graph timing: not stored by this run's code"
+    return (f"- per graph, from the timing stored with each graph ({g['graphs']} graphs): {g['a_graph_ms']} ms in A, "
+            f"{g['b_graph_ms']} ms on a Dask worker in B (extra: mean {g['in_graph_extra_ms']} ms, median "
+            f"{g['in_graph_extra_median_ms']} ms); a worker's idle time between two graphs: mean "
+            f"{g['between_graphs_ms']} ms, median {g['between_graphs_median_ms']} ms")
+
+
 def markdown(r: dict) -> str:
     p, a, b, c = r["provenance"], r["runs"]["A"], r["runs"]["B"], r["kill_resume"]
     gpus = ", ".join(f"{g['worker']}: {g['gpu']} {g['gpu_uuid']} ({g['graphs']} graphs)" for g in p["gpus"])
@@ -238,6 +272,7 @@ def markdown(r: dict) -> str:
 - same set of measured (signature, micro-batch, plan): {ok(r['checks']['same_plans'])} ({r['plans']['A']} in A,
   {r['plans']['B']} in B, {r['plans']['only_A']} only in A, {r['plans']['only_B']} only in B)
 - plan times, B/A over the {t['plans']} plans both timed with repeats: median {t['median']}, quartiles {t['q1']} to {t['q3']}
+{per_graph(r.get('graph_timing'))}
 
 ## Kill and resume (run C, `--gpus {r['gpus']}`, cold cache)
 
@@ -313,18 +348,24 @@ def resume_ok(checks: dict) -> bool:
                                    "resume_same_plans"))
 
 
+def split(g: dict | None) -> str:
+    """B's extra per graph, measured per graph: inside the profiler / a worker's wait between two graphs."""
+    return f"{g['in_graph_extra_ms']} / {g['between_graphs_ms']} ms" if g else "not stored"
+
+
 def render(rows) -> str:
     ok = lambda v: "yes" if v else "**no**"  # noqa: E731
     table = ["| run | code | A wall | B wall | speed-up (wall) | profiling | first to last graph stored | "
-             "before the first graph, A / B | B's extra per graph and GPU | same plans | kill + resume | prepared |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "before the first graph, A / B | B's extra per graph and GPU | of which: in the graph / between graphs | "
+             "same plans | kill + resume | prepared |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r, d, o in rows:
         c = d["checks"]
         table.append(f"| [{r['dir']}](profile-multigpu/{r['dir']}/profile-multigpu.md) | {r['code']} | "
                      f"{d['runs']['A']['wall_s']} s | {d['runs']['B']['wall_s']} s | **{d['speedup_wall']}x** | "
                      f"{d['speedup_profiling']}x | {o['speedup_span']}x ({o['span_a']} / {o['span_b']} s) | "
                      f"{o['before_a']} / {o['before_b']} s | {o['extra_ms']} ms ({o['extra_graphs']} graphs) | "
-                     f"{ok(c['same_plans'])} | {ok(resume_ok(c))} | {'yes' if d.get('prepared') else 'no'} |")
+                     f"{split(d.get('graph_timing'))} | {ok(c['same_plans'])} | {ok(resume_ok(c))} | {'yes' if d.get('prepared') else 'no'} |")
     changes = "\n".join(f"- {r['dir']} ({r['code']}): {r['change']}" for r, _, _ in rows)
     last = rows[-1][1]
     p = last["provenance"]
@@ -351,7 +392,10 @@ How to read it: "first to last graph stored" is the span of each run's progress 
 of the measuring itself; "before the first graph" is the profile's own `profiling_seconds` less that span (B:
 starting the Dask workers, checking their GPUs and the first graph; A: the first graph); "B's extra per graph"
 is how much longer a graph took on a Dask worker than the same graph in A: the interval between two graphs one
-worker stored, less that graph's interval in A (mean over the graphs whose predecessor on the worker is known);
+worker stored, less that graph's interval in A (mean over the graphs whose predecessor on the worker is known;
+the log has 0.1 s resolution); "of which" splits it with the timing each cache stores with every graph (runs from
+2026-11-23-run4 on): how much longer the profiler took on the same graph, and how long a worker waited between two
+graphs;
 "prepared": the packages' bytecode compiled and the GPU libraries loaded once before A, as an installed package
 on a used host has them (the GPU host's wheels come without bytecode, so otherwise the first run to import a
 package compiles it).{starts}
@@ -413,6 +457,7 @@ def main(argv=None) -> int:
         prof_a, prof_b = Profile.load(tmp / "A.profile.json.gz"), Profile.load(tmp / "B.profile.json.gz")
         c = kill_and_resume(args, tmp, out, env, total)
         prof_c = c.pop("profile")
+        timing = graph_timing(tmp / "A.sqlite", tmp / "B.sqlite")
         bundle = out / bundle_name(prof_b.provenance["gpu"], args)
         shutil.copyfile(tmp / "B.profile.json.gz", bundle)
     finally:
@@ -435,7 +480,7 @@ def main(argv=None) -> int:
         "speedup_profiling": round(prof_a.provenance["profiling_seconds"] / prof_b.provenance["profiling_seconds"], 2),
         "plans": {"A": len(pa), "B": len(pb), "only_A": len(pa - pb), "only_B": len(pb - pa),
                   "examples_only_A": sorted(map(list, pa - pb))[:5], "examples_only_B": sorted(map(list, pb - pa))[:5]},
-        "time_agreement": time_agreement(prof_a, prof_b),
+        "time_agreement": time_agreement(prof_a, prof_b), "graph_timing": timing,
         "kill_resume": c, "bundle": bundle.name,
         "checks": {"speedup": speedup >= SPEEDUP, "same_plans": pa == pb,
                    "resume_reprofiles_nothing": not c["stored_rows_changed"],

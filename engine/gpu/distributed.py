@@ -10,11 +10,12 @@ uses an existing cluster: start one single-threaded worker per GPU (``dask cuda 
 
 The client checks that every worker has the same GPU model, driver, cuDNN and frontend (plans are per
 GPU model) and its own GPU, submits the graphs the cache lacks, biggest expected cost first (Dask
-priorities; a few at a time, each with the numerical notes its signature already has), and stores each graph's rows in the SQLite cache as it finishes: a run killed at any
-moment keeps every finished graph and resumes on any number of GPUs. A graph whose worker died
-(KilledWorker, CommClosedError) or that raised is submitted once more, then recorded as failed with
-its reason (not cached, so the next run tries it again) while the run goes on. A CUDA error leaves a
-worker's context unusable, so that worker is restarted.
+priorities; a few at a time, each with the numerical notes its signature already has), and stores each
+graph's rows in the SQLite cache as it finishes: a run killed at any moment keeps every finished graph and
+resumes on any number of GPUs. A graph whose worker died (KilledWorker, CommClosedError) or that raised is
+submitted once more, alone after the other graphs (a dying worker also takes down the graph queued behind
+the culprit), then recorded as failed with its reason (not cached, so the next run tries it again) while
+the run goes on. A CUDA error leaves a worker's context unusable, so that worker is restarted.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from ..network import Network
 from ..profile import Profile
 from . import KNOB_SAMPLES
 from .cache import ProfileCache
-from .work import DEFAULT_CACHE, Graph, ProfilingCancelled, Settings, assemble, device_key, graphs, measure_settings
+from .work import (DEFAULT_CACHE, Graph, ProfilingCancelled, Settings, assemble, device_key, graphs, measure_settings,
+                   timed_measure)
 
 START_TIMEOUT = 120  # s for local workers to start (each imports CuPy and the cuDNN frontend)
 WORKER_WAIT = 60     # s for a worker to join an existing scheduler
@@ -94,10 +96,10 @@ def run_graph(measure: Callable, probe: Callable, graph: Graph, settings: Settin
     worker = get_worker()
     prov = worker_provenance(probe)
     try:
-        rows = measure(graph, settings, notes)
+        rows, timing = timed_measure(measure, graph, settings, notes)
     except GPUContextLost as err:
         raise GPUContextLost(err.args[0], worker.address) from None
-    return {"rows": rows, "provenance": prov, "worker": str(worker.name)}
+    return {"rows": rows, "provenance": prov, "worker": str(worker.name), "timing": timing}
 
 
 # ---------------------------------------------------------------- client side
@@ -144,8 +146,9 @@ def choose_profiler(gpus: str | None, scheduler: str | None) -> Callable[..., Pr
 def start_cluster(devices: list[str]):
     """A local Dask cluster of one single-threaded worker per device, each seeing only its GPU.
 
-    Tasks are not retried by the scheduler (our client retries once and knows why) and each worker holds
-    one task at a time, so the biggest graphs really start first and a dying worker takes one graph down.
+    Tasks are not retried by the scheduler (our client retries once and knows why). Each worker holds the
+    graph it measures and the next one, so it starts the next without a round trip through the scheduler
+    (about 6 ms a graph); a dying worker takes both down, so the client retries a failed graph alone.
     A graph's host side (building ~60 plans) is Python and C++ that a serial profile runs undisturbed, so
     the workers do too: without Dask's pre-spawn variables (MALLOC_TRIM_THRESHOLD_, set for dataframe
     workers' memory, turns every large host allocation into an mmap) and without its statistical profiler,
@@ -160,7 +163,7 @@ def start_cluster(devices: list[str]):
                                                       "silence_logs": logging.ERROR}}
                for d in devices}
     with dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                          "distributed.scheduler.worker-saturation": 1.0,
+                          "distributed.scheduler.worker-saturation": 2.0,
                           "distributed.nanny.pre-spawn-environ": {}, "distributed.worker.profile.enabled": False}):
         return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
                                "host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"}},
@@ -310,31 +313,32 @@ class Run:
     def profile(self, work: list[Graph], progress, should_stop) -> None:
         """Submit the graphs the cache lacks, biggest first, and handle each as it finishes.
 
-        Graphs are submitted a few at a time (four per worker: one running, the others waiting at the
-        scheduler, so a worker never waits for this client), so that each carries the numerical notes already
-        known for its signature from graphs measured earlier on any worker: a signature's plans are labelled
-        once, as in a single-GPU run, rather than once per GPU."""
+        Graphs are submitted four per worker at a time (one running, one queued on it, two at the scheduler),
+        so that each carries the numerical notes its signature got on any worker so far: a signature's plans
+        are labelled once, as in a single-GPU run. A failed graph is submitted again after the others, one
+        at a time, so that only its own fault can fail it again."""
         from distributed import as_completed
         todo = [g for g in work if not self.cache.is_done(g.key, g.b, self.options)]
         self.cached = done = len(work) - len(todo)
-        pending = set(todo)
-        for g in work:
-            if g not in pending:
-                self.learn(self.cache.rows(g.key, g.b))
+        for g in set(work) - set(todo):
+            self.learn(self.cache.rows(g.key, g.b))
         if progress and done:
             progress(done, len(work), f"{done} graphs from the cache")
         waiting = sorted(todo, key=lambda g: -g.cost)[::-1]  # biggest last, popped first
         window = 4 * max(1, len(self.client.scheduler_info(n_workers=-1)["workers"]))
         queue = as_completed(with_results=True, raise_errors=False)  # results fetched in the background
+        again: list[tuple[Graph, int]] = []  # failed graphs, to be submitted alone
         try:
-            while waiting or self.pending:
+            while waiting or again or self.pending:
                 while waiting and len(self.pending) < window:
                     queue.add(self.submit(waiting.pop(), 0))
+                if not waiting and not self.pending:
+                    queue.add(self.submit(*again.pop(0)))
                 fut, result = next(queue)
                 graph, attempt = self.pending.pop(fut)
                 note = self.finish(fut, result, graph, attempt)
                 if note is None:
-                    queue.add(self.submit(graph, attempt + 1))
+                    again.append((graph, attempt + 1))
                     continue
                 done += 1
                 if progress:
@@ -370,7 +374,8 @@ class Run:
         if device_key(prov) != self.cache.device_key:
             raise EngineError(f"worker {res['worker']} has another GPU or software ({device_key(prov)}, not "
                               f"{self.cache.device_key}); every finished graph is in {self.cache.path}")
-        self.cache.commit(graph.key, graph.b, self.options, res["rows"], prov)
+        self.cache.commit(graph.key, graph.b, self.options, res["rows"], dict(prov, worker=res["worker"],
+                                                                             timing=res["timing"]))
         self.learn(res["rows"])
         self.used(res["worker"], prov)["graphs"] += 1
         return f"on {res['worker']}"

@@ -28,7 +28,7 @@ from . import KNOB_SAMPLES, runtime
 from .cache import ProfileCache
 from .graphs import ALIGN, make_graph, numerical_notes, parse_plan_name, per_sample_bytes, sweep
 from .work import (DEFAULT_CACHE, DOMINATED, Graph, ProfilingCancelled, Settings, assemble, device_key, graphs,
-                   measure_settings)
+                   measure_settings, timed_measure)
 
 HOPELESS = 10.0
 
@@ -220,7 +220,8 @@ def profile_network(network: Network, *, policy="powerOfTwo", precision: str = "
                 raise ProfilingCancelled(f"profiling cancelled after {done} of {len(work)} graphs; "
                                          f"results so far are kept in {cache.path}")
             if not cache.is_done(graph.key, graph.b, options):
-                cache.commit(graph.key, graph.b, options, measurer.measure(graph, settings), prov)
+                rows, timing = timed_measure(measurer.measure, graph, settings)
+                cache.commit(graph.key, graph.b, options, rows, dict(prov, timing=timing))
             if progress:
                 progress(done + 1, len(work), graph.label)
         prov["profiling_seconds"] = round(time.perf_counter() - t0, 2)

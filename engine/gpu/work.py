@@ -7,6 +7,7 @@ GPU, against a remote cluster) split, key and assemble the work the same way.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from ..errors import EngineError
@@ -75,6 +76,14 @@ class Graph:
     def cost(self) -> int:
         """Expected cost, for balancing: the FLOPs of one run at micro-batch b."""
         return self.sig.with_batch(self.b).flops
+
+
+def timed_measure(measure, *args) -> tuple[list[dict], dict]:
+    """``measure(*args)``'s rows and when it started (Unix time) and how long it took: stored with each graph,
+    so a run's graphs can be compared one by one with another run's (one GPU against a Dask worker)."""
+    start, t0 = time.time(), time.perf_counter()
+    rows = measure(*args)
+    return rows, {"start": round(start, 4), "seconds": round(time.perf_counter() - t0, 4)}
 
 
 def device_key(prov: dict) -> str:
