@@ -406,7 +406,10 @@ def readme_block(rows) -> str:
     o, gpu = rows[-1][2], rows[-1][1]["provenance"]["gpu"]
     walls = ", ".join(f"{d['speedup_wall']}x" for _, d, _ in rows)
     spans = ", ".join(f"{oo['speedup_span']}x" for _, _, oo in rows)
-    met = "met" if max(d["speedup_wall"] for _, d, _ in rows) >= SPEEDUP else "not met"
+    last, code = rows[-1][1]["speedup_wall"], rows[-1][0]["code"]
+    met = (f"met by the last run, of code {code}" if last >= SPEEDUP else f"not met by the last run, of code {code}")
+    if len(rows) > 1:
+        met += "; the runs before it ran earlier code"
     same = sum(d["checks"]["same_plans"] for _, d, _ in rows)
     resumed = sum(resume_ok(d["checks"]) for _, d, _ in rows)
     every = lambda n: "Every run" if n == len(rows) else f"{n} of {len(rows)} runs"  # noqa: E731
