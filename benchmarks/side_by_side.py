@@ -387,6 +387,7 @@ def readme_block(data: dict) -> str:
 def render(data: dict, source: str) -> str:
     p = data["provenance"]
     runs = runs_made(data)
+    unswept = [network_name(e) for e in data["networks"] if not e["swept"]]
     lines = ["# Side-by-side: framework fallback, engine sweep, WR, WD and PyTorch (measured)", "",
              f"- GPU: {p['gpu']} (driver {p['driver']}, CUDA runtime {p['cuda_runtime']}), cuDNN "
              f"{p['cudnn_version']}, cudnn-frontend {p['frontend_version']}, CuPy {p['cupy_version']}",
@@ -406,8 +407,9 @@ def render(data: dict, source: str) -> str:
              "- PyTorch: per conv layer, `F.conv2d` then autograd backward, timed with CUDA events around "
              "back-to-back steps after warm-up; these include host overhead a small layer cannot hide, and "
              "`cudnn.benchmark` may pick other algorithms from run to run",
-             f"- `{HEURISTIC.strip()}`: the same measurements restricted to cuDNN's heuristic list; DenseNet-40 and "
-             "GoogLeNet were profiled before the engine sweep existed, so all their rows are heuristic-list only",
+             f"- `{HEURISTIC.strip()}`: the same measurements restricted to cuDNN's heuristic list"
+             + (f"; {', '.join(unswept)} were profiled without the engine sweep, so all their rows "
+                "are heuristic-list only" if unswept else ""),
              ""]
     for e in data["networks"]:
         measured = [c for c in e["configs"] if c.get("measured_ms")]
