@@ -148,7 +148,8 @@ def start_cluster(devices: list[str]):
 
     Tasks are not retried by the scheduler (our client retries once and knows why). Each worker holds the
     graph it measures and the next one, so it starts the next without a round trip through the scheduler
-    (about 6 ms a graph); a dying worker takes both down, so the client retries a failed graph alone.
+    (1.4 ms between graphs on two H200s, profile-multigpu.md); a dying worker takes both down, so the client
+    retries a failed graph alone.
     A graph's host side (building ~60 plans) is Python and C++ that a serial profile runs undisturbed, so
     the workers do too: without Dask's pre-spawn variables (MALLOC_TRIM_THRESHOLD_, set for dataframe
     workers' memory, turns every large host allocation into an mmap) and without its statistical profiler,
