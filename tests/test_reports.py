@@ -72,6 +72,25 @@ def test_profile_multigpu_report_and_readme_block_match_the_committed_runs():
     assert profile_multigpu.REPORT.read_text() == profile_multigpu.render(rows)
 
 
+def test_profile_multigpu_splits_the_extra_per_graph_from_each_graph_s_stored_timing(tmp_path):
+    """SYNTHETIC timings: graph g takes 0.10 s in A and 0.11 s on a worker in B; each worker starts its next
+    graph 2 ms after the last ended."""
+    from engine.gpu.cache import ProfileCache
+    caches = {name: ProfileCache(tmp_path / f"{name}.sqlite", "SYNTHETIC-GPU|-|-|-") for name in "AB"}
+    for i in range(6):
+        caches["A"].commit(f"sig{i}", 1, {}, [], {"timing": {"start": 1e9 + 0.1 * i, "seconds": 0.1}})
+        worker, k = f"gpu{i % 2}", i // 2
+        caches["B"].commit(f"sig{i}", 1, {}, [], {"worker": worker, "timing": {"start": 1e9 + 0.112 * k,
+                                                                                 "seconds": 0.11}})
+    for c in caches.values():
+        c.close()
+    t = profile_multigpu.graph_timing(tmp_path / "A.sqlite", tmp_path / "B.sqlite")
+    assert t["graphs"] == 6 and (t["a_graph_ms"], t["b_graph_ms"]) == (100.0, 110.0)
+    assert t["in_graph_extra_ms"] == t["in_graph_extra_median_ms"] == 10.0
+    assert t["between_graphs_ms"] == t["between_graphs_median_ms"] == 2.0
+    assert profile_multigpu.split(t) == "10.0 / 2.0 ms" and profile_multigpu.split({}) == "not stored"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(reproduction.BLOCKS))
 def test_reproduction_tables_match_what_the_engine_computes(name):
