@@ -211,6 +211,19 @@ def _torch_convs(name: str, batch: int, prec: str, layout: str, repeats: int) ->
             "cudnn": torch.backends.cudnn.version(), "allow_tf32": torch.backends.cudnn.allow_tf32}
 
 
+def release_gpu_memory() -> None:
+    """Hand CuPy's and PyTorch's cached blocks back to the GPU between the engine's configurations and the PyTorch
+    column: neither allocator frees the other's cache when it runs out, so PyTorch's column would not have the
+    GPU free, and in a second run DenseNet-40's WD at 58 GiB ran out of memory beside PyTorch's cache."""
+    import gc
+
+    import cupy as cp
+    gc.collect()
+    cp.get_default_memory_pool().free_all_blocks()
+    if "torch" in sys.modules:
+        sys.modules["torch"].cuda.empty_cache()
+
+
 def write_json(data: dict, path: Path) -> None:
     """Atomic: a half-written results file never replaces a whole one."""
     atomic_write(path, json.dumps(data, indent=1), gzip_suffix=True)
@@ -266,6 +279,8 @@ def measure(args) -> None:
                         "max_rel_l2": max(k["rel_l2"] for k in rep["kernels"]),
                         "kernel_ratio_min": min(k["ratio"] for k in rep["kernels"]),
                         "kernel_ratio_max": max(k["ratio"] for k in rep["kernels"])})
+            plans = bufs = cache = None  # this network's buffers and plans go back before PyTorch runs
+            release_gpu_memory()
             if args.torch:
                 try:
                     t = _torch_convs(entry["network"], entry["batch"], entry["precision"], entry["layout"],
@@ -273,6 +288,7 @@ def measure(args) -> None:
                 except Exception as err:  # PyTorch is an optional extra
                     t = {"error": f"{type(err).__name__}: {err}"}
                 entry.setdefault("torch", []).append(t)
+                release_gpu_memory()
             entry.setdefault("measure_seconds", []).append(round(time.time() - t1, 1))
             print(f"run {run + 1}: {tag(entry)} in {time.time() - t1:.1f} s", file=sys.stderr, flush=True)
             write_json(data, out)
