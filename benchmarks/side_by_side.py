@@ -214,7 +214,8 @@ def _torch_convs(name: str, batch: int, prec: str, layout: str, repeats: int) ->
 def release_gpu_memory() -> None:
     """Hand CuPy's and PyTorch's cached blocks back to the GPU between the engine's configurations and the PyTorch
     column: neither allocator frees the other's cache when it runs out, so PyTorch's column would not have the
-    GPU free, and in a second run DenseNet-40's WD at 58 GiB ran out of memory beside PyTorch's cache."""
+    GPU free, and DenseNet-40's WD at 58 GiB ran out of memory in a second run while PyTorch still held the
+    first run's cache."""
     import gc
 
     import cupy as cp
