@@ -18,8 +18,8 @@ from pathlib import Path
 from .errors import EngineError
 
 MiB = 1024**2
-MAX_FILE_BYTES = 64 * MiB     # plans, profiles and specs on disk (the largest bundled profile is 3.4 MB)
-MAX_JSON_BYTES = 32 * MiB     # after gzip decompression: the largest bundled profile is 26 MB and loads in 1 s
+MAX_FILE_BYTES = 64 * MiB     # plans, profiles and specs on disk (the largest bundled profile is 6.4 MB)
+MAX_JSON_BYTES = 64 * MiB     # after gzip decompression: the largest bundled profile is 55 MB and loads in about 2 s
 MAX_DEPTH = 32                # JSON/YAML nesting; the formats need 6
 
 # read once at import: os.umask can only be read by setting it, which would race with other threads

@@ -75,12 +75,12 @@ class Profile:
         self.provenance = _validate_provenance(provenance)
         self.networks = _validate_networks([] if networks is None else networks)
         self.source = source
-        ok = self.table[self.table.status == "ok"].sort_values("time_ms", kind="stable")
-        # per signature: {b: [MicroConfig, ...]} fastest first; built once, the hot path of every query
+        ok = self.table[self.table.status == "ok"]
+        # by signature, fastest first (ties in file order); candidates are built per signature on first use,
+        # so loading a large profile does not pay for kernels nobody queries
+        ok = ok.iloc[np.lexsort((ok.time_ms.to_numpy(), pd.factorize(ok.signature)[0]))]
+        self._ok, self._rows = ok[["micro_batch", "plan", "time_ms", "workspace"]], ok.groupby("signature").indices
         self._cands: dict[str, dict[int, list[MicroConfig]]] = {}
-        for sig, b, p, t, w in zip(ok.signature.tolist(), ok.micro_batch.tolist(), ok.plan.tolist(),
-                                   ok.time_ms.tolist(), ok.workspace.tolist()):
-            self._cands.setdefault(sig, {}).setdefault(b, []).append(MicroConfig(b, p, t, w))
 
     # --- construction and I/O -------------------------------------------------------------
     @classmethod
@@ -140,14 +140,23 @@ class Profile:
         return sorted(self.table.signature.unique())
 
     def sizes(self, key: str) -> list[int]:
-        return sorted(self._cands.get(key, {}))
+        return sorted(self._by_size(key))
 
     def has(self, key: str) -> bool:
-        return key in self._cands
+        return key in self._rows
+
+    def _by_size(self, key: str) -> dict[int, list[MicroConfig]]:
+        """{b: [MicroConfig, ...]} fastest first for one signature ({} if unmeasured), built once."""
+        if key not in self._cands and key in self._rows:
+            part, by_b = self._ok.take(self._rows[key]), {}
+            for b, p, t, w in zip(*(part[c].tolist() for c in part.columns)):
+                by_b.setdefault(b, []).append(MicroConfig(b, p, t, w))
+            self._cands[key] = by_b
+        return self._cands.get(key, {})
 
     def candidates(self, key: str, sizes: Iterable[int] | None = None) -> dict[int, list[MicroConfig]]:
         """Micro-configurations measured ``ok`` for a signature: {b: [MicroConfig, ...]}, fastest first."""
-        by_b = self._cands.get(key, {})
+        by_b = self._by_size(key)
         if sizes is None:
             return dict(by_b)
         return {b: by_b[b] for b in sizes if b in by_b}
@@ -157,7 +166,7 @@ class Profile:
         from which its mini-batch is within MAX_PIECES micro-batches, saying what is missing and the command
         that measures it (a mini-batch far beyond the measured sizes would take the optimizers minutes)."""
         kernels = network.kernels(precision, layout)
-        missing = [k for k in kernels if k.signature.key not in self._cands]
+        missing = [k for k in kernels if not self.has(k.signature.key)]
         command = (f"python -m engine profile --network {network.name} --batch {network.batch} --dtype {precision} "
                    f"--layout {layout} --policy {policy}")
         where = repr(Path(self.source).name) if self.source else "(in memory)"
@@ -165,7 +174,7 @@ class Profile:
             raise EngineError(f"profile {where} lacks {len(missing)} of the {len(kernels)} convolution kernels of "
                               f"{network.name} b{network.batch} {precision}/{layout} (first: {missing[0].id}); "
                               f"measure them on a GPU with: {command}")
-        largest = min(max(self._cands[k.signature.key]) for k in kernels) if kernels else network.batch
+        largest = min(max(self._by_size(k.signature.key)) for k in kernels) if kernels else network.batch
         if network.batch > MAX_PIECES * largest:
             raise EngineError(f"mini-batch {network.batch} would take more than {MAX_PIECES} micro-batches per kernel "
                               f"from profile {where}, whose largest measured micro-batch is {largest}; measure "

@@ -195,7 +195,7 @@ def test_the_scan_sees_raw_writes():
 
 
 def test_the_largest_bundled_profile_loads_within_the_limits():
-    """The limits leave room for real data: the largest bundled profile (105,000 rows, 26 MB of JSON) loads."""
+    """The limits leave room for real data: the largest bundled profile (231,523 rows, 55 MB of JSON) loads."""
     from engine.profile import Profile, bundled_profiles
     largest = max(bundled_profiles().values(), key=lambda p: p.stat().st_size, default=None)
     if largest is None:
