@@ -32,8 +32,8 @@ where the tensors stop fitting rather than where fixed segments fragment. Parts 
   fitting and failing batches are ``--precision`` apart. Then (``timed``), one case at a time, the step time at
   the found batch of stock PyTorch and of the best paper policy (at 97 % of it if the longer timed run does not
   fit), and that policy with per-step micro-batched workspace (``engine.memory.step_plan`` applied with
-  ``apply_plan``, each kernel limited to what the plan leaves free under the capacity less a ``RESERVE`` for
-  prediction error) at the same batch (lower where either does not fit there; ``--pair-at NET/GIB=BATCH`` names
+  ``apply_plan``, each kernel limited to what the plan leaves free under the capacity less a ``RESERVE``, as
+  for every plan that fills the capacity: ``planning_capacity``) at the same batch (lower where either does not fit there; ``--pair-at NET/GIB=BATCH`` names
   the batch), the two on one host: kept results from two hosts run again, and the replaced ones stay listed.
 
 ``report`` writes benchmarks/reports/memory_training.md, a PNG and the README block from the JSON alone.
@@ -64,7 +64,8 @@ MODELS = {"alexnet": 256, "vgg16": 64, "resnet50": 64}
 POLICIES = ("liveness", "vdnn-conv-p", "vdnn-all-p", "sn-recompute", "superneurons")
 PAPER = POLICIES[1:]
 CAPACITIES_GIB = (12, 16)
-RESERVE = 0.05          # the per-step plan is made for (1 - RESERVE) x capacity: room for prediction error
+RESERVE = 0.05          # plans that fill the capacity are made for (1 - RESERVE) x capacity: room for the
+FILLS = ("superneurons",)  # allocator's reserved-but-unallocated blocks and prediction error (+ STEP fills too)
 WORKSPACE = "heuristic"  # stock cuDNN in PyTorch with cudnn.benchmark off: its heuristic order
 CONVENTION = "pytorch"
 MAX_BATCH = 8192
@@ -110,15 +111,24 @@ def batch_limit(net: str) -> int:
 
 
 def memory_result(net: str, batch: int, variant: str, capacity: int | None, time_params=None, framework: int = 0):
-    """The memory plan a case runs: ``variant`` is a policy, or a paper policy + STEP (workspace rule wr under
-    (1 - RESERVE) x capacity); ``framework``: bytes PyTorch holds itself (calibrated)."""
+    """The memory plan a case runs: ``variant`` is a policy, or a paper policy + STEP (workspace rule wr);
+    ``framework``: bytes PyTorch holds itself (calibrated)."""
     from engine.memory import plan_memory
     from engine.pytorch.loader import load_network
     policy, steps = variant.removesuffix(STEP), variant.endswith(STEP)
-    cap = int(capacity * (1 - RESERVE)) if steps else capacity
+    cap = planning_capacity(variant, capacity)
     return plan_memory(load_network(torch_name(net), batch), policy, capacity=cap, profile=_profile(net),
                        workspace="wr" if steps else WORKSPACE, convention=CONVENTION, time_params=time_params,
                        framework_bytes=framework)
+
+
+def planning_capacity(variant: str, capacity: int | None) -> int | None:
+    """The capacity a plan is made for: (1 - RESERVE) x ``capacity`` where the plan fills what it is given
+    (SuperNeurons keeps tensors resident up to it, + STEP gives it to workspace), else ``capacity``. A plan filled
+    to the cap leaves nothing for the caching allocator, whose reserved-but-unallocated blocks count against
+    the cap: filled, ResNet-50 under 16 GiB trained only up to batch 211 of the 426 predicted."""
+    fills = variant.endswith(STEP) or variant in FILLS
+    return int(capacity * (1 - RESERVE)) if fills and capacity is not None else capacity
 
 
 def predicted(res) -> dict:
@@ -143,11 +153,11 @@ def predict_capacity(net: str, capacity: int, framework: int = 0, best: str | No
     prof, limit = _profile(net), batch_limit(net)
     out = {}
     for policy in POLICIES:
-        out[policy] = max_batch(torch_name(net), policy, capacity, profile=prof, workspace=WORKSPACE,
-                                convention=CONVENTION, limit=limit, framework_bytes=framework)
+        out[policy] = max_batch(torch_name(net), policy, planning_capacity(policy, capacity), profile=prof,
+                                workspace=WORKSPACE, convention=CONVENTION, limit=limit, framework_bytes=framework)
     best = best or best_policy(out)
-    out[best + STEP] = max_batch(torch_name(net), best, int(capacity * (1 - RESERVE)), profile=prof, workspace="wr",
-                                 convention=CONVENTION, limit=limit, framework_bytes=framework)
+    out[best + STEP] = max_batch(torch_name(net), best, planning_capacity(best + STEP, capacity), profile=prof,
+                                 workspace="wr", convention=CONVENTION, limit=limit, framework_bytes=framework)
     return {"predicted": out, "best": best, "limit": limit}
 
 
@@ -391,15 +401,18 @@ def measure(args) -> int:
 
     pending = {}
     capacity_runs = bool({"search", "timed"} & set(args.parts))
+    from engine.memory.calibrate import load as load_tp, measured_layers, merge, save as save_tp
     calibrated_on = calibration(time_params_path(out))[2]
+    mine = load_tp(time_params_path(out)) if calibrated_on == here and "calibrate" not in args.parts else None
     if "calibrate" not in args.parts and calibrated_on != here:
         print(f"the calibration beside {out} is not this host's ({calibrated_on or 'none'}): calibrating first",
               flush=True)
+    # this host's calibration lacks the layer times of a network it has not run yet: measured before its cases
+    lacking = [net for net in args.configs if mine is None or not measured_layers(mine, torch_name(net), MODELS[net])]
     try:
-        if "calibrate" in args.parts or calibrated_on != here:
-            docs = [run("calibrate-host", "host")] + [run("calibrate-layers", net, batch=MODELS[net])
-                                                      for net in args.configs]
-            from engine.memory.calibrate import merge, save as save_tp
+        if lacking:
+            docs = ([run("calibrate-host", "host")] if mine is None else [{"doc": mine}]) + [
+                run("calibrate-layers", net, batch=MODELS[net]) for net in lacking]
             ok = [d["doc"] for d in docs if d and "doc" in d]
             if ok:
                 merged = merge(*ok)
@@ -858,17 +871,29 @@ def per_step_comparison(doc, key: str, e: dict) -> str | None:
 
 
 def replaced_lines(doc) -> list[str]:
-    """Results a later run replaced (kept: nothing measured is dropped from the file)."""
-    rows = doc.get("replaced", [])
-    if not rows:
-        return []
-    out = ["| case | GPU | measured | peak GiB | replaced in call | why |", "|---|---|---|---|---|---|"]
+    """Results a later run replaced (kept: nothing measured is dropped from the file): steps one by one, a
+    search's tries as what they found."""
+    rows = [r for r in doc.get("replaced", []) if r["kind"] == "step"]
+    tries = {}
+    for r in doc.get("replaced", []):
+        if r["kind"] == "try":
+            tries.setdefault((r["model"], r["variant"], r["capacity"], r.get("why", "")), []).append(r)
+    out = []
+    if rows:
+        out += ["| case | GPU | measured | peak GiB | replaced in call | why |", "|---|---|---|---|---|---|"]
     for r in rows:
         cap = f", {r['capacity'] // GiB} GiB" if r.get("capacity") else ""
         got = f"{r['step_ms']:.1f} ms" if "error" not in r else ("out of memory" if r.get("oom") else "failed")
         out.append(f"| {r['model']} {r['variant']} b{r['batch']}{cap} | {(r.get('gpu_uuid') or '?')[:12]} | {got} | "
                    f"{_gib(r.get('peak')) if 'error' not in r else '-'} | {r.get('replaced_in_call', '?')} | "
                    f"{r.get('why', '')} |")
+    if rows and tries:
+        out.append("")
+    for (net, variant, cap, why), rs in tries.items():
+        fit = max((r["batch"] for r in rs if r.get("ok")), default="-")
+        oom = min((r["batch"] for r in rs if r.get("oom")), default="-")
+        out.append(f"- {net} {variant} under {cap // GiB} GiB, its search ({len(rs)} tries): trained up to batch "
+                   f"{fit}, out of memory from {oom}; {why}")
     return out
 
 
@@ -992,7 +1017,8 @@ def report(args) -> int:
              + ("" if prov.get("allocator") else " (fixed segments: fragmentation counts against a cap)"),
              f"- predicted: `plan_memory` on the imported network, tensors as PyTorch allocates them (convention "
              f"`{CONVENTION}`), workspace rule `{WORKSPACE}` (cuDNN's heuristic first, as PyTorch without "
-             f"`cudnn.benchmark`), per-step plans with rule `wr` under {1 - RESERVE:.0%} of the capacity",
+             f"`cudnn.benchmark`); plans that fill the capacity (per-step plans, rule `wr`, and "
+             f"{', '.join(FILLS)}) are made for {1 - RESERVE:.0%} of it, the rest left to the caching allocator",
              *calibration_lines(doc)]
     for i, call in enumerate(doc.get("calls", []), 1):
         lines.append(f"- call {i}: {call['date']} on {call['gpu_uuid']}: `{call['command']}`")
@@ -1018,7 +1044,7 @@ def report(args) -> int:
     if doc.get("earlier_runs"):
         lines += ["## Earlier runs", "", *earlier_lines(doc)]
     if doc.get("replaced"):
-        lines += ["## Replaced results", "", "Step cases run again later (same case key); their measurements as "
+        lines += ["## Replaced results", "", "Cases run again later; their measurements as "
                   "they were:", "", *replaced_lines(doc), ""]
     lines += ["## Reading it", "",
               "- pred/meas of the peak near 1 means the planner's tensor inventory is PyTorch's: the prediction counts "
