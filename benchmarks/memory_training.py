@@ -1063,9 +1063,11 @@ def report(args) -> int:
               "paper policy alone does not fit at that batch, both run once more at 97 % of it, so the two step "
               "times compare at one batch, one cap and one host (kept results from two hosts run again; the "
               "replaced ones are listed). Its largest batch predicted is for the plan's (1 - reserve) capacity.",
-              "- A capacity-aware SuperNeurons plan fills the capacity: its LRU offloads only what must go, so its "
-              "predicted peak sits within a few hundredths of a GiB of the cap at every batch, and whether the step "
-              "fits rests on that last percent of the prediction; a lower batch does not add room.", ""]
+              "- A capacity-aware SuperNeurons plan fills the capacity it is made for: its LRU offloads only what "
+              "must go, so its predicted peak sits within a few hundredths of a GiB of that capacity at every batch. "
+              f"Made for the whole cap, the caching allocator's unallocated blocks did not fit beside it (the "
+              f"replaced results); made for {1 - RESERVE:.0%} of it, its largest batch is predicted for that and "
+              "found a little above, where the allocator's blocks take less than the reserve.", ""]
     md = Path(args.output or Path(args.results).with_suffix(".md"))
     atomic_write(md, "\n".join(lines).encode())
     plot(doc, nets, md.with_suffix(".png"))
