@@ -33,8 +33,9 @@ where the tensors stop fitting rather than where fixed segments fragment. Parts 
   the found batch of stock PyTorch and of the best paper policy (at 97 % of it if the longer timed run does not
   fit), and that policy with per-step micro-batched workspace (``engine.memory.step_plan`` applied with
   ``apply_plan``, each kernel limited to what the plan leaves free under the capacity less a ``RESERVE``, as
-  for every plan that fills the capacity: ``planning_capacity``) at the same batch (lower where either does not fit there; ``--pair-at NET/GIB=BATCH`` names
-  the batch), the two on one host: kept results from two hosts run again, and the replaced ones stay listed.
+  for every plan that fills the capacity: ``planning_capacity``) at the same batch (lower where either does not
+  fit there; ``--pair-at NET/GIB=BATCH`` names the batch), the two on one host: kept results from two hosts run
+  again, and the replaced ones stay listed.
 
 ``report`` writes benchmarks/reports/memory_training.md, a PNG and the README block from the JSON alone.
 """
@@ -64,8 +65,10 @@ MODELS = {"alexnet": 256, "vgg16": 64, "resnet50": 64}
 POLICIES = ("liveness", "vdnn-conv-p", "vdnn-all-p", "sn-recompute", "superneurons")
 PAPER = POLICIES[1:]
 CAPACITIES_GIB = (12, 16)
-RESERVE = 0.05          # plans that fill the capacity are made for (1 - RESERVE) x capacity: room for the
-FILLS = ("superneurons",)  # allocator's reserved-but-unallocated blocks and prediction error (+ STEP fills too)
+# plans that fill the capacity (these policies, and every + STEP plan) are made for (1 - RESERVE) x capacity:
+# room for the caching allocator's reserved-but-unallocated blocks and for prediction error
+RESERVE = 0.05
+FILLS = ("superneurons",)
 WORKSPACE = "heuristic"  # stock cuDNN in PyTorch with cudnn.benchmark off: its heuristic order
 CONVENTION = "pytorch"
 MAX_BATCH = 8192
