@@ -11,6 +11,8 @@ first call, so cases must not share a process) and appends each result to the JS
 - ``stock-X``: the same with only X MiB free beside the step's own memory at its peak: a filler tensor holds
   the rest, set before the first step. Convolutions that run away from the peak still see the memory the step
   has not allocated yet (or has freed), and the case records how much that was at each convolution;
+- ``legacy-X``: stock PyTorch on its legacy cuDNN path with its workspace cap, the one knob a PyTorch user has
+  (``TORCH_CUDNN_V8_API_DISABLED=1 CUDNN_CONV_WSCAP_DBG=X``; the default v8/v9 path ignores the cap), GPU free;
 - ``stock-X-each``: X MiB free at every convolution while ``cudnn.benchmark`` chooses its algorithms, as in
   ../shared/reference/pytorch-integration.md §1 for isolated convolutions: during the first step, hooks around
   each convolution's forward and backward cap PyTorch's allocator (``set_per_process_memory_fraction``) at what
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -83,6 +86,8 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
     kind, level, *flags = case.split("-")
+    if kind == "legacy":  # the cap is in the environment (child); otherwise a stock step with the GPU free
+        kind, level = "stock", "free"
     limit_mib = int(level) if level.isdigit() else None
     graph, each = "graph" in flags, "each" in flags
     out = {"model": net, "batch": batch, "precision": precision, "case": case, "steps": steps}
@@ -168,10 +173,14 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
                 run()
             torch.cuda.synchronize()
             wall = (time.perf_counter() - t0) / 3 * 1e3
-        conv = kernels = 0.0
+        conv = kernels = host_us = 0.0
+        calls = 0
         for e in prof.key_averages():
             if e.key in CONV_OPS:
                 conv += e.device_time_total / 1e3
+                host_us += e.cpu_time_total
+                calls += e.count
+        out["host_us_per_op"] = host_us / calls if calls else None
         for e in prof.events():
             if e.device_type.name == "CUDA":
                 kernels += e.device_time / 1e3
@@ -281,13 +290,20 @@ def save(path: Path, doc: dict) -> None:
     atomic_write(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
+def legacy_env(case: str) -> dict | None:
+    """The environment of a ``legacy-X`` case: PyTorch's legacy cuDNN path with its X MiB workspace cap."""
+    if not case.startswith("legacy-"):
+        return None
+    return dict(os.environ, TORCH_CUDNN_V8_API_DISABLED="1", CUDNN_CONV_WSCAP_DBG=case.split("-")[1])
+
+
 def child(net, precision, case, steps, own) -> dict:
     cmd = [sys.executable, __file__, "case", net, precision, case, "--steps", str(steps)]
     if own is not None:
         cmd += ["--own", str(own)]
     t0 = time.time()
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=legacy_env(case))
     except subprocess.TimeoutExpired:
         return {"model": net, "precision": precision, "case": case, "error": "did not finish within 300 s"}
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
@@ -312,9 +328,11 @@ def default_cases(pressure: list[int], precision: str) -> list[str]:
     cases and the CUDA graphs."""
     low = min(pressure)
     if precision != "tf32":
-        return ["stock-free"] + [c for x in pressure for c in (f"stock-{x}", f"stock-{x}-each", f"wr-{x}", f"wd-{x}")
+        return ["stock-free"] + [c for x in pressure for c in (f"legacy-{x}", f"stock-{x}", f"stock-{x}-each",
+                                                                f"wr-{x}", f"wd-{x}")
                                  if x == low or not c.endswith(("-each", f"wd-{x}"))]
-    return (["stock-free", "stock-free-graph"] + [c for x in pressure for c in (f"stock-{x}", f"stock-{x}-each", f"wr-{x}", f"wd-{x}")]
+    return (["stock-free", "stock-free-graph"] + [c for x in pressure for c in (f"legacy-{x}", f"stock-{x}",
+                                                                                 f"stock-{x}-each", f"wr-{x}", f"wd-{x}")]
             + [f"wr-{low}-graph"])
 
 
@@ -373,16 +391,17 @@ def report(args) -> int:
         sub = ordered([r for r in rows if (r["model"], r["precision"]) == key])
         free = next((r for r in sub if r["case"] == "stock-free" and "step_ms" in r), None)
         lines += [f"## {key[0]} b{MODELS[key[0]]} {key[1]}{' channels_last AMP' if key[1] == 'fp16' else ' NCHW'}", "",
-                  "| case | step ms (10-90 %) | conv ms | stock-free conv / conv | GPU busy | peak | workspace arena |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| case | step ms (10-90 %) | conv ms | stock-free conv / conv | GPU busy | host us / conv op | peak "
+                  "| workspace arena |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in sub:
             if "error" in r:
-                lines.append(f"| {r['case']} | {r['error']} | | | | | |")
+                lines.append(f"| {r['case']} | {r['error']} | | | | | | |")
                 continue
             vs = f"{free['conv_ms'] / r['conv_ms']:.2f}" if free and r.get("conv_ms") else "-"
             conv = f"{r['conv_ms']:.2f}" if r["conv_ms"] else "- (graph)"
             lines.append(f"| {r['case']} | {r['step_ms']:.2f} ({r['step_ms_p10']:.2f}-{r['step_ms_p90']:.2f}) | "
-                         f"{conv} | {vs} | {r['gpu_busy']:.0%} | {format_size(r['peak'])} | "
+                         f"{conv} | {vs} | {r['gpu_busy']:.0%} | {host_us(r)} | {format_size(r['peak'])} | "
                          f"{format_size(r['arena']) if r['arena'] else '-'} |")
         lines.append("")
         lines += comparisons(sub, free) + [""]
@@ -412,6 +431,14 @@ def report(args) -> int:
 
 
 TARGETS = {"alexnet": 3.0, "vgg16": 3.0, "resnet50": 1.8}   # issue 12: planned vs stock at 64 MiB free
+LEGACY_TARGETS = {"alexnet": 3.5, "vgg16": 4.0, "resnet50": 3.0}   # issue 22: wr-64 vs legacy-64 convolutions
+EAGER_TARGET = 1.03   # issue 22: an eager planned step (wr-256) at most this times stock-free's
+
+
+def host_us(r: dict) -> str:
+    """Host microseconds per convolution op call (torch.profiler CPU time of the ops; runs before -graph)."""
+    v = r.get("host_us_per_op")
+    return f"{v:.0f}" if v else "-"
 
 
 def comparisons(sub: list[dict], free: dict | None) -> list[str]:
@@ -442,6 +469,20 @@ def comparisons(sub: list[dict], free: dict | None) -> list[str]:
             if pl and free:
                 out.append(f"- {k}-{x} vs stock-free: stock/planned convolution time {free['conv_ms'] / pl['conv_ms']:.2f}"
                            f", step time {free['step_ms'] / pl['step_ms']:.2f}")
+        legacy, wr = get.get(f"legacy-{x}"), get.get(f"wr-{x}")
+        if legacy and wr:
+            ratio = legacy["conv_ms"] / wr["conv_ms"]
+            target = LEGACY_TARGETS.get(sub[0]["model"]) if x == 64 else None
+            out.append(f"- wr-{x} vs legacy-{x} (PyTorch's own workspace cap at X MiB): convolutions {ratio:.2f}x faster, "
+                       f"step {legacy['step_ms'] / wr['step_ms']:.2f}x"
+                       + (f" (issue 22 target >= {target:g}: {'met' if ratio >= target else 'NOT met'})" if target else ""))
+    eager = get.get("wr-256")
+    if eager and free:
+        r = eager["step_ms"] / free["step_ms"]
+        busy = (free["gpu_busy"] - eager["gpu_busy"]) * 100
+        out.append(f"- eager wr-256 step {r:.3f}x stock-free's (issue 22 target <= {EAGER_TARGET}: "
+                   f"{'met' if r <= EAGER_TARGET else 'NOT met'}); GPU busy {eager['gpu_busy']:.0%} vs "
+                   f"{free['gpu_busy']:.0%} ({'within' if busy <= 5 else 'NOT within'} 5 points)")
     gs, gp = get.get("stock-free-graph"), next((r for c, r in get.items() if c.startswith("wr-") and
                                                 c.endswith("-graph")), None)
     if gp:
