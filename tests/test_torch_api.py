@@ -232,15 +232,15 @@ def test_a_user_plan_is_checked_against_the_model_without_importing_its_name(use
 
 
 def test_a_user_plan_needs_no_trust_in_a_fresh_process(plan_file):
-    """The README's lines in a new interpreter: the plan is read and checked against the model (here on
-    the CPU, so it ends at the device check, not at a PlanFormatError about the plan's network)."""
+    """The README's lines in a new interpreter: the plan is read and checked against the model (here a
+    CPU model, so it ends at the device check, not at a PlanFormatError about the plan's network)."""
     code = ("import torch, sys; sys.path.insert(0, '.'); from examples.user_model import build;"
             "from engine.pytorch import apply_plan;"
             f"apply_plan(build(), {str(plan_file)!r})")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     last = proc.stderr.strip().splitlines()[-1]
-    assert proc.returncode != 0 and last.startswith("engine.errors.EngineError")
-    assert ("this host has none" in last or "cuDNN frontend" in last or "profiled on" in last), last
+    assert proc.returncode != 0 and last.startswith("engine.errors.EngineError: apply_plan"), last
+    assert "the GPU first" in last or "this host has none" in last, last
 
 
 def test_the_input_shape_defaults_from_the_plans_network():
@@ -542,3 +542,12 @@ def test_profile_and_plan_counts_what_it_measures_and_estimates_the_rest(monkeyp
     assert seen[0] == (1, 4, "g0: 0 of 3 measured")
     assert seen[1][2].startswith("g1: 1 of 3 measured, about ") and seen[1][2].endswith(" s left")
     assert seen[-1] == (4, 4, "g3: 3 of 3 measured")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is present")
+def test_the_training_example_says_it_needs_a_gpu():
+    proc = subprocess.run([sys.executable, "examples/train_with_plan.py", "--plan", "plan.json"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: this example trains on a CUDA GPU and this host has none (torch.cuda.is_available() is False); "
+        "run it on a GPU host"]
