@@ -11,7 +11,7 @@ rm -f "$CACHE"
   date -u +"date %Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch, cudnn; v = cudnn.backend_version(); print(f'torch {torch.__version__} (CUDA {torch.version.cuda}), cuDNN {v // 10000}.{v % 10000 // 100}.{v % 100}, frontend {cudnn.__version__}, {torch.cuda.get_device_name()}')"
-  git rev-parse --short HEAD 2>/dev/null
+  echo "code: ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
   echo "== 1: optimize(model, budget='64MiB') in a fresh process, empty cache"
   python3 examples/optimize_user_model.py --engines heuristics --cache "$CACHE" --steps 3; echo "exit $?"
   echo "== 2: the same in a second fresh process, same cache"
