@@ -10,7 +10,7 @@ from engine.kernels import LAYOUTS, PRECISIONS
 from engine.network import Network
 from engine.policies import POLICIES, batch_sizes
 from engine.profile import Profile
-from engine.pytorch.loader import is_torch_name
+from engine.netnames import is_torch_name
 from engine.errors import EngineError
 from engine.zoo import DEFAULT_BATCH, NETWORKS, get_network
 

@@ -2,7 +2,7 @@
 
 ``get_network(name, batch)`` accepts a zoo name (``NETWORKS``), a generator name such as
 ``resnet-152`` or ``vgg-116`` (``GENERATORS``), a path to a JSON/YAML spec
-(docs/network-spec.md), or a PyTorch model such as ``torchvision:resnet50`` (engine.pytorch.loader).
+(docs/network-spec.md), or a PyTorch model such as ``torchvision:resnet50`` (engine.netnames, engine.pytorch.loader).
 Every graph ends in a softmax (the loss layer of a training step), and layer
 names follow the defining framework (Caffe names for Caffe/VGG nets, torchvision module paths for
 torchvision nets), so kernel ids can be matched against the papers and against real models.
@@ -22,9 +22,9 @@ from pathlib import Path
 from .errors import SpecError, UnknownNetworkError
 from .fileio import short
 from .network import NetBuilder, Network
-from .pytorch.loader import SYNTAX as TORCH_SYNTAX
-from .pytorch.loader import default_batch as torch_default_batch
-from .pytorch.loader import is_torch_name
+from .netnames import SYNTAX as TORCH_SYNTAX
+from .netnames import default_batch as torch_default_batch
+from .netnames import is_torch_name
 from .policies import MAX_BATCH
 
 Builder = Callable[..., Network]
@@ -374,7 +374,7 @@ def is_spec_path(name: str) -> bool:
 def default_batch(name: str) -> int:
     """The mini-batch size a network is built with when none is given."""
     if is_torch_name(name):
-        return torch_default_batch(name)
+        return torch_default_batch(name, DEFAULT_BATCH)
     key = name.lower()
     if key in DEFAULT_BATCH:
         return DEFAULT_BATCH[key]
@@ -404,7 +404,7 @@ def get_network(name: str, batch: int | None = None, **options) -> Network:
             raise SpecError(f"a PyTorch network takes no build options, got {', '.join(options)}; "
                             f"give the input shape in the name, e.g. {name.split('@')[0]}@3x299x299")
         from .pytorch.loader import load_network
-        return load_network(name, batch)
+        return load_network(name, batch or default_batch(name))
     key = str(name).lower()
     if key in NETWORKS:
         fn = NETWORKS[key]

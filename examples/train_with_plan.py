@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 
 import torch
 import torchvision
 
+from engine.errors import EngineError
 from engine.pytorch import apply_plan
 
 
@@ -44,6 +46,12 @@ def train(model, x, target, steps: int, amp: bool) -> tuple[float, int]:
     return statistics.median(times), torch.cuda.max_memory_allocated()
 
 
+def fail(problem: str) -> None:
+    """One line and exit status 2, as the engine's commands end."""
+    print(f"error: {problem}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="resnet50", help="a torchvision.models builder name")
@@ -52,6 +60,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--amp", action="store_true", help="fp16 autocast and channels_last (an fp16 NHWC plan)")
     args = ap.parse_args()
+    if not torch.cuda.is_available():
+        fail("this example trains on a CUDA GPU and this host has none (torch.cuda.is_available() is False); "
+             "run it on a GPU host")
     torch.backends.cudnn.benchmark = True
     fmt = torch.channels_last if args.amp else torch.contiguous_format
     x = torch.randn(args.batch, 3, 224, 224, device="cuda").to(memory_format=fmt)
@@ -60,7 +71,10 @@ def main() -> None:
         torch.manual_seed(0)
         model = getattr(torchvision.models, args.model)(weights=None).cuda().to(memory_format=fmt)
         if label == "planned":
-            apply_plan(model, args.plan)
+            try:
+                apply_plan(model, args.plan)
+            except EngineError as err:
+                fail(str(err))
             print(model.ucudnn.summary())
         ms, peak = train(model, x, target, args.steps, args.amp)
         print(f"{label:>14}: {ms:7.2f} ms per step (median of {args.steps}), peak {peak / 2**20:,.0f} MiB")

@@ -131,3 +131,50 @@ def test_reading_data_does_not_load_the_optimizers(modules, absent):
     GPU code; a command's heavy imports wait for its run()."""
     loaded = loaded_after_importing(modules)
     assert not {m for m in loaded if m.split(".")[0] in absent or m in absent}
+
+
+def import_cycles() -> list[list[str]]:
+    """Strongly connected components (more than one module) of the engine's import graph, lazy imports
+    included: a cycle a function-level import closes is still a cycle."""
+    mods = {module_name(p): p for p in sources("engine")}
+    graph = {m: sorted({i for i in imports(p) if i in mods and i != m}) for m, p in mods.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm; the graph is small enough for recursion
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while component[-1:] != [v]:
+                component.append(stack.pop())
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_import_cycle_crosses_a_package():
+    """A package's modules may import each other through its __init__; across packages the arrows of
+    docs/architecture.md point one way (the zoo once imported the PyTorch loader, which imported the zoo:
+    the name grammar now lives below both, in engine.netnames)."""
+    def package(m: str) -> str:
+        return m if (ROOT / m.replace(".", "/") / "__init__.py").exists() else m.rpartition(".")[0]
+    crossing = [c for c in import_cycles() if len({package(m) for m in c}) > 1]
+    assert not crossing
+
+
+def test_the_network_name_grammar_needs_nothing_above_it():
+    assert {m for m in imports(ROOT / "engine/netnames.py") if m.startswith("engine")} <= {
+        "engine.errors", "engine.errors.ModelImportError"}

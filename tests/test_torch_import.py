@@ -15,7 +15,8 @@ from engine.errors import ModelImportError, SpecError
 from engine.kernels import KernelKind
 from engine.memory import plan_memory
 from engine.pytorch.importer import import_model
-from engine.pytorch.loader import canonical_name, is_torch_name, load_model, split_name, trust, with_input
+from engine.netnames import canonical_name, is_torch_name, split_name, with_input
+from engine.pytorch.loader import load_model, trust
 from engine.zoo import default_batch, get_network
 
 torch = pytest.importorskip("torch")

@@ -1,14 +1,15 @@
 """The network option every command with ``--network`` shares: ``--input CxHxW`` for PyTorch models.
 
 The input shape is folded into the network name (``torchvision:inception_v3@3x299x299``, see
-engine.pytorch.loader), so each command keeps passing one name to ``get_network`` and the name it
+engine.netnames), so each command keeps passing one name to ``get_network`` and the name it
 records rebuilds the same network.
 """
 
 from __future__ import annotations
 
 from ..errors import EngineError
-from ..pytorch.loader import SYNTAX, is_torch_name, trust, with_input
+from ..netnames import SYNTAX, is_torch_name, with_input
+from ..pytorch.loader import trust
 
 
 def add_input_argument(parser) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from ..network import Network
-from ..pytorch.loader import SYNTAX
+from ..netnames import SYNTAX
 from .network_args import add_input_argument
 from ..zoo import GENERATORS, NETWORKS, get_network
 

@@ -1,8 +1,9 @@
 """``python -m engine torch-plan``: profile what is missing on this GPU, plan, and write the plan for a model.
 
-One command from a PyTorch model (or zoo network) to a plan that ``engine.pytorch.apply_plan`` applies:
-the network's kernels are profiled into the resumable SQLite cache (graphs already measured are read
-back, not measured again), then ``engine.planner.make_plan`` makes the WR or WD plan. ``--mode free``
+One command from a PyTorch model (or zoo network) to a plan that ``engine.pytorch.apply_plan`` applies,
+through engine.gpu.planning (the path ``engine.pytorch.optimize`` takes too): the network's kernels are
+profiled into the resumable SQLite cache (graphs already measured are read back, not measured again),
+then ``engine.planner.make_plan`` makes the WR or WD plan. ``--mode free``
 is WR with the per-kernel limit set to the device memory free on this GPU when planning (capped in effect
 by --max-workspace, above which nothing is timed); the command prints the limit it used.
 """
@@ -17,7 +18,7 @@ from .network_args import add_input_argument
 from .profile import add_profiling_arguments
 from .progress import progress_bar
 
-MODES = ("wr", "wd", "free")
+MODES = ("wr", "wd", "free")  # engine.gpu.planning.MODES; not imported from there, which loads CuPy
 
 
 def add_arguments(p) -> None:
@@ -49,38 +50,31 @@ def checked_budget(mode: str, budget: str | None) -> str | None:
     return budget
 
 
-def free_memory() -> int:
-    """Bytes of device memory free now (cudaMemGetInfo), the most workspace a kernel could get."""
-    import cupy
-    return int(cupy.cuda.runtime.memGetInfo()[0])
-
-
 def run(args) -> int:
-    from ..gpu.distributed import choose_profiler
-    from ..planner import make_plan
+    from ..errors import GPUUnavailableError
+    from ..gpu import available
     from ..summary import plan_summary
-    from ..zoo import get_network
     from ..units import format_size, parse_size
-    budget = checked_budget(args.mode, args.budget)
+    from ..zoo import get_network
+    checked_budget(args.mode, args.budget)
     cap = parse_size(args.max_workspace)
     layout = args.layout or ("NHWC" if args.precision in ("fp16", "bf16") else "NCHW")
     net = get_network(args.network, args.batch)
-    profile_network = choose_profiler(args.gpus, None)
+    ok, why = available()
+    if not ok:
+        raise GPUUnavailableError(f"cannot profile: {why}")
+    from ..gpu.planning import profile_and_plan
     command = "python -m engine " + shlex.join(sys.argv[1:])
-    profile = profile_network(net, policy=args.policy, precision=args.precision, layout=layout,
-                              cache_path=args.cache, max_workspace=cap, engines=args.engines, command=command,
-                              progress=progress_bar)
+    done = profile_and_plan(net, mode=args.mode, budget=args.budget, policy=args.policy, precision=args.precision,
+                            layout=layout, cache=args.cache, max_workspace=cap, engines=args.engines, gpus=args.gpus,
+                            command=command, progress=progress_bar)
     if args.profile_output:
-        print(f"wrote {profile.save(args.profile_output)}")
-    if budget is None:
-        budget = free_memory()
-        print(f"--mode free: WR at {format_size(budget)} per kernel, the device memory free now "
+        print(f"wrote {done.profile.save(args.profile_output)}")
+    if args.mode == "free":
+        print(f"--mode free: WR at {format_size(done.budget)} per kernel, the device memory free now "
               f"(no plan above --max-workspace {format_size(cap)} was timed)")
-    plan = make_plan(profile, net, mode="wr" if args.mode == "free" else args.mode,
-                     budget=budget, policy=args.policy, precision=args.precision,
-                     layout=layout, command=command)
-    print(plan_summary(plan))
+    print(plan_summary(done.plan))
     safe = net.name.replace(":", "-").replace("/", "-").replace("@", "-")
     out = args.output or f"{safe}-b{net.batch}-{args.precision}-{args.mode}.plan.json"
-    print(f"wrote {plan.save(out)}; apply it with engine.pytorch.apply_plan(model, {out!r})")
+    print(f"wrote {done.plan.save(out)}; apply it with engine.pytorch.apply_plan(model, {out!r})")
     return 0

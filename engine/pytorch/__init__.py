@@ -1,23 +1,43 @@
 """PyTorch side: import an ``nn.Module`` as a Network, run its convolutions with a plan, run a memory plan.
 
 Importing this package does not import ``torch``; the functions below do, when called, so the CPU
-paths and CI work without it.
+paths and CI work without it. Each is its implementation's signature over a lazy import, and
+tests/test_torch_api.py checks the two signatures are equal, so no argument can go missing here.
 """
 
+from __future__ import annotations
 
-def apply_plan(model, plan, input_shape=None):
-    """See engine.pytorch.apply.apply_plan."""
-    from .apply import apply_plan as impl
-    return impl(model, plan, input_shape)
+import functools
+import importlib
 
 
+def _lazy(module: str):
+    """Forward every argument, as given, to the function of the same name in ``engine.pytorch.<module>``."""
+    def wrap(stub):
+        @functools.wraps(stub)
+        def call(*args, **kwargs):
+            return getattr(importlib.import_module(f"{__name__}.{module}"), stub.__name__)(*args, **kwargs)
+        call.implementation = f"{__name__}.{module}.{stub.__name__}"
+        return call
+    return wrap
+
+
+@_lazy("autoplan")
+def optimize(model, budget=None, mode="wr", *, policy="powerOfTwo", engines="sweep", max_workspace="1GiB",
+             cache=None, workspace="per-call", max_shapes=8, progress=True):
+    """Plan the model's convolutions at its first forward, per input shape (engine.pytorch.autoplan.optimize)."""
+
+
+@_lazy("apply")
+def apply_plan(model, plan, input_shape=None, workspace=None):
+    """Swap the convolutions a plan covers for its planned kernels (engine.pytorch.apply.apply_plan)."""
+
+
+@_lazy("apply")
 def remove_plan(model):
-    """See engine.pytorch.apply.remove_plan."""
-    from .apply import remove_plan as impl
-    return impl(model)
+    """Turn planned convolutions back into stock ``nn.Conv2d`` (engine.pytorch.apply.remove_plan)."""
 
 
+@_lazy("memory")
 def apply_memory_policy(model, result, example_input=None):
-    """See engine.pytorch.memory.apply_memory_policy."""
-    from .memory import apply_memory_policy as impl
-    return impl(model, result, example_input)
+    """Run a memory planner's plan in training steps (engine.pytorch.memory.apply_memory_policy)."""

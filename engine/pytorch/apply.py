@@ -23,10 +23,15 @@ import torch
 from torch import nn
 
 from ..errors import EngineError
-from ..kernels import KernelKind, KernelSignature
-from ..plan import Plan, load_plan
+from ..kernels import KernelSignature
+from ..plan import Plan
 from ..units import format_size
-from . import conv as ops
+from . import checks
+
+try:  # the cuDNN frontend: without it apply_plan still checks every argument, then says what is missing
+    from . import conv as ops
+except ImportError as _err:
+    ops, _NO_FRONTEND = None, f"{type(_err).__name__}: {_err}"
 
 
 @dataclass
@@ -39,6 +44,7 @@ class AppliedPlan:
     unplanned: list[str] = field(default_factory=list)        # module names left to stock PyTorch
     fallbacks: dict[str, int] = field(default_factory=dict)   # module name -> calls run stock (shape changed)
     per_call: bool = False                                     # workspace per call, not from the arena
+    handles: dict[str, int] = field(default_factory=dict)     # module name -> op handle, while detached
 
     @property
     def workspace(self) -> int:
@@ -86,116 +92,55 @@ class PlannedConv2d(nn.Conv2d):
 
 
 def _device_check(plan: Plan, device: torch.device) -> None:
-    try:
-        import cudnn
-    except ImportError as err:
-        raise EngineError(f"planned convolutions need the cuDNN frontend (the 'gpu' extra): {err}") from None
+    if ops is None:
+        raise EngineError(f"planned convolutions need the cuDNN frontend, which does not load here ({_NO_FRONTEND}); "
+                          f"install the 'gpu' extra on a GPU host: python3 -m pip install -e \".[gpu]\"")
+    import cudnn
     prof = plan.provenance.get("profile") or {}
     gpu, here_gpu = prof.get("gpu"), torch.cuda.get_device_name(device)
     v = cudnn.backend_version()
     here_cudnn = f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
-    if prof.get("synthetic"):
-        raise EngineError("the plan was made from a SYNTHETIC profile; its engines do not exist on a GPU")
     if gpu != here_gpu or prof.get("cudnn_version") != here_cudnn:
         raise EngineError(f"the plan was profiled on {gpu} with cuDNN {prof.get('cudnn_version')}, but this is "
                           f"{here_gpu} with cuDNN {here_cudnn}: engine ids are not portable; profile this GPU "
                           f"(python -m engine torch-plan ...)")
 
 
-def conv_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.Conv2d, tuple[int, int, int]]]:
-    """(module name, module, per-sample input shape) of every Conv2d call of one forward, in call order."""
-    names = {m: n for n, m in model.named_modules()}
-    calls, hooks = [], []
-    for m in names:
-        if type(m) is nn.Conv2d:  # apply_plan removed any earlier plan first
-            hooks.append(m.register_forward_pre_hook(lambda mod, args: calls.append(
-                (names[mod], mod, tuple(args[0].shape[1:])))))
-    was_training = model.training
-    try:
-        model.eval()
-        with torch.no_grad():
-            model(example)
-    finally:
-        model.train(was_training)
-        for h in hooks:
-            h.remove()
-    return calls
-
-
-def _signature(mod: nn.Conv2d, chw, kind: KernelKind, batch: int, precision: str,
-               layout: str) -> KernelSignature | None:
-    """The module's kernel signature, or None if it has no cuDNN-plannable form here (padding modes, 'same')."""
-    if mod.padding_mode != "zeros" or isinstance(mod.padding, str) or len(mod.kernel_size) != 2:
-        return None
-    c, h, w = chw
-    return KernelSignature(kind, batch, c, h, w, mod.out_channels, *mod.kernel_size, *mod.padding, *mod.stride,
-                           *mod.dilation, mod.groups, precision, layout)
-
-
 def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None = None,
                workspace: str | None = None) -> nn.Module:
     """Swap every convolution the plan covers for its planned kernels; returns ``model`` (changed in place).
 
-    ``plan`` is an engine.plan.Plan or a plan file; ``input_shape`` the per-sample input (C, H, W),
-    by default the plan's network's. The model must already be on the GPU, in the plan's dtype/layout
-    for parameters (``model.cuda()``, ``.to(memory_format=torch.channels_last)`` for NHWC plans).
+    ``plan`` is an engine.plan.Plan or a plan file, checked against ``model`` itself (engine.pytorch.checks);
+    ``input_shape`` the per-sample input (C, H, W), by default the one the plan's network name records
+    (``pkg.mod:build@3x64x64``) or the zoo network's. The model must already be on the GPU, in the plan's
+    dtype/layout for parameters (``model.cuda()``, ``.to(memory_format=torch.channels_last)`` for NHWC plans).
     ``workspace``: ``"arena"`` (one tensor, allocated here) or ``"per-call"`` (each kernel's from the
     caching allocator while it runs); default per-call for a plan with per-kernel limits, else arena.
+    Every argument is checked before the cuDNN frontend is loaded; a mistake is one ``EngineError``.
     """
-    if not isinstance(plan, Plan):
-        plan = load_plan(plan)
+    checks.checked_model(model)
+    checks.checked_workspace(workspace)
+    input_shape = checks.checked_input_shape(input_shape)
+    plan = checks.loaded_plan(plan)
+    if plan.provenance.get("profile", {}).get("synthetic"):
+        raise EngineError("the plan was made from a SYNTHETIC profile; its engines do not exist on a GPU")
     if workspace is None:
         workspace = "per-call" if plan.limits else "arena"
-    if workspace not in ("arena", "per-call"):
-        raise EngineError(f"workspace must be 'arena' or 'per-call', got {workspace!r}")
     per_call = workspace == "per-call"
+    device = checks.model_device(model)
+    if input_shape is None:
+        input_shape = checks.default_input_shape(plan)
+    _device_check(plan, device)
     if hasattr(model, "ucudnn"):
         remove_plan(model)
-    params = list(model.parameters())
-    if not params or not params[0].is_cuda:
-        raise EngineError("apply_plan needs the model on the GPU first (model.cuda())")
-    device = params[0].device
-    _device_check(plan, device)
-    if input_shape is None:
-        from ..zoo import get_network
-        input_shape = get_network(plan.network, 1).layers[0].out_shape
-    example = torch.zeros((1, *input_shape), device=device, dtype=params[0].dtype)
-    calls = conv_calls(model, example)
-
-    # plan layers by their Forward signature (identical layers share one key; WD may still give them
-    # different configurations, so each plan layer is used once, in order)
-    layers: dict[str, dict[str, object]] = {}
-    for k in plan.kernels:
-        layers.setdefault(k.layer, {})[k.kind.short] = k
-    free: dict[str, list[str]] = {}
-    for name, kernels in layers.items():
-        if "F" not in kernels or "BF" not in kernels:
-            raise EngineError(f"plan layer {name} lacks its Forward or BackwardFilter kernel")
-        free.setdefault(kernels["F"].signature, []).append(name)
+    dtype = next(model.parameters()).dtype
+    calls = checks.conv_calls(model, torch.zeros((1, *input_shape), device=device, dtype=dtype))
+    layers, matched, unplanned = checks.match_plan(plan, calls)
 
     from ..gpu.graphs import PlanCache
     context = ops.TorchContext.get(device.index or 0)
     cache = PlanCache(context, include_rtc=True)
     arena_size = plan.arena_size if plan.mode == "wd" else 0
-    unplanned: list[str] = []
-    matched, seen = [], set()
-    for name, mod, chw in calls:
-        if mod in seen:
-            raise EngineError(f"{name} is called more than once per forward; apply_plan plans each convolution "
-                              f"call separately and cannot share one module between them")
-        seen.add(mod)
-        sig = _signature(mod, chw, KernelKind.FORWARD, plan.batch, plan.precision, plan.layout)
-        queue = free.get(sig.key) if sig else None
-        if not queue:
-            unplanned.append(name)
-            continue
-        matched.append((name, mod, queue.pop(0)))
-    left = [n for q in free.values() for n in q]
-    if left:
-        raise EngineError(f"the plan does not match this model: {len(left)} planned layer(s) have no convolution "
-                          f"of that signature in the model ({', '.join(left[:5])}{', ...' if len(left) > 5 else ''});"
-                          f" was the plan made for {plan.network} b{plan.batch} with another input shape?")
-
     built = []
     for name, mod, plan_layer in matched:
         ks = layers[plan_layer]
@@ -233,11 +178,32 @@ def _release(handles: list[int]) -> None:
 
 def remove_plan(model: nn.Module) -> nn.Module:
     """Turn planned convolutions back into stock ``nn.Conv2d`` (the arena is freed with the last reference)."""
-    for mod in model.modules():
+    checks.checked_model(model, "remove_plan")
+    if not isinstance(model.__dict__.get("ucudnn"), AppliedPlan):
+        raise EngineError("remove_plan: this model has no plan applied (engine.pytorch.apply_plan applies one)")
+    _release(list(detach_plan(model).handles.values()))
+    return model
+
+
+def detach_plan(model: nn.Module) -> AppliedPlan:
+    """Stock ``nn.Conv2d`` again, but the built kernels stay registered for as long as the returned
+    ``AppliedPlan`` lives: ``attach_plan`` puts them back without building anything (engine.pytorch.autoplan
+    keeps one applied plan per input shape)."""
+    applied = model.__dict__.pop("ucudnn")
+    applied.handles = {}
+    for name, mod in model.named_modules():
         if isinstance(mod, PlannedConv2d):
-            ops.release(mod._handle)
+            applied.handles[name] = mod._handle
             mod.__class__ = nn.Conv2d
             for attr in ("_handle", "_name", "_applied", "_shape", "_dtype"):
                 mod.__dict__.pop(attr, None)
-    model.__dict__.pop("ucudnn", None)
-    return model
+    return applied
+
+
+def attach_plan(model: nn.Module, applied: AppliedPlan) -> None:
+    """Put back the planned convolutions ``detach_plan`` took off ``model``."""
+    for name, handle in applied.handles.items():
+        mod = model.get_submodule(name)
+        mod.__class__ = PlannedConv2d
+        mod._setup(handle, name, applied)
+    model.ucudnn = applied

@@ -1,16 +1,11 @@
 """PyTorch models by network name, so every place that takes a network name takes a model too.
 
-A torch network name is ``SOURCE[@CxHxW]``:
-
-- ``torchvision:NAME``: ``torchvision.models.get_model(NAME, weights=None)``;
-- ``package.module:callable``: the module is imported (from ``sys.path`` or the current directory)
-  and the callable is called with no arguments; it must return an ``nn.Module``;
-- ``@CxHxW``: the per-sample input shape, default ``3x224x224`` (then left out of the name).
-
-``canonical_name`` is what ``Network.name`` records, so profiles, plans and the dashboard rebuild the
-same network with ``get_network(name, batch)``. Models are built on the meta device: the import needs
-shapes only, so no weights are allocated or initialised. Parsing names needs no torch; ``torch`` is
-imported only when a model is built.
+The names (``torchvision:NAME``, ``package.module:callable``, each optionally ``@CxHxW``) are parsed by
+engine.netnames; here they are built. A ``package.module:callable`` is imported (from ``sys.path`` or
+the current directory) and called with no arguments, and must return an ``nn.Module``, but only once the
+user has named it (``trust``): a name read from a file is data. Models are built on the meta device: the
+import needs shapes only, so no weights are allocated or initialised. ``torch`` is imported only when a
+model is built.
 """
 
 from __future__ import annotations
@@ -20,60 +15,11 @@ import copy
 import functools
 import importlib
 import os
-import re
 import sys
 import warnings
 
 from ..errors import ModelImportError
-
-DEFAULT_INPUT = (3, 224, 224)
-DEFAULT_BATCH = 32  # like a spec file; a torchvision model with a zoo twin takes the twin's default
-_NAME_RE = re.compile(r"^(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_][\w.]*)(?:@(?P<input>[^@]*))?$")
-SYNTAX = "torchvision:NAME or package.module:callable, optionally with @CxHxW (default 3x224x224)"
-
-
-def is_torch_name(name) -> bool:
-    """Whether ``name`` is a torch network name (no torch needed to tell)."""
-    return isinstance(name, str) and _NAME_RE.match(name) is not None
-
-
-def parse_input(text: str) -> tuple[int, int, int]:
-    """``3x224x224`` -> (3, 224, 224)."""
-    parts = str(text).lower().split("x")
-    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise ModelImportError(f"input shape {text!r} is not CxHxW with positive integers, e.g. 3x224x224")
-    return tuple(int(p) for p in parts)
-
-
-def split_name(name: str) -> tuple[str, tuple[int, int, int]]:
-    """(source, input shape) of a torch network name."""
-    m = _NAME_RE.match(name) if isinstance(name, str) else None
-    if m is None:
-        raise ModelImportError(f"{name!r} is not a torch network name; use {SYNTAX}")
-    source = f"{m.group('module')}:{m.group('attr')}"
-    return source, DEFAULT_INPUT if m.group("input") is None else parse_input(m.group("input"))
-
-
-def canonical_name(source: str, input_shape) -> str:
-    """The name ``get_network`` rebuilds this network from: the input shape only when not the default."""
-    shape = tuple(input_shape)
-    return source if shape == DEFAULT_INPUT else f"{source}@{'x'.join(map(str, shape))}"
-
-
-def with_input(name: str, input_text: str) -> str:
-    """``name`` with the input shape replaced by ``input_text`` (the CLI's ``--input``)."""
-    source, _ = split_name(name)
-    return canonical_name(source, parse_input(input_text))
-
-
-def default_batch(name: str) -> int:
-    """The zoo twin's default batch for ``torchvision:NAME`` (resnet50: 64), else ``DEFAULT_BATCH``."""
-    from ..zoo import DEFAULT_BATCH as ZOO_BATCH
-
-    source, _ = split_name(name)
-    module, attr = source.split(":")
-    return ZOO_BATCH.get(attr, DEFAULT_BATCH) if module == "torchvision" else DEFAULT_BATCH
-
+from ..netnames import canonical_name, is_torch_name, split_name
 
 # ``package.module:callable`` sources the user named, on the command line or by calling trust(): only
 # these are imported and called. A name read from a plan, profile or upload is data, and data must not
@@ -104,12 +50,13 @@ def load_model(name: str, device=None):
     return model, shape
 
 
-def load_network(name: str, batch: int | None = None):
-    """The ``Network`` of a torch network name (see the module docstring)."""
+def load_network(name: str, batch: int):
+    """The ``Network`` of a torch network name at mini-batch ``batch`` (``engine.zoo.get_network`` picks
+    the default batch)."""
     from ..network import Network
 
     net = _imported(canonical_name(*split_name(name)))
-    return Network(net.name, batch or default_batch(name), copy.deepcopy(net.layers), net.description)
+    return Network(net.name, batch, copy.deepcopy(net.layers), net.description)
 
 
 @functools.lru_cache(maxsize=16)

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from ..errors import MemoryRuntimeError
+from ..memory.timeline import MemoryPlan
 from .layermap import LayerMap
 from .memory_step import Step, unpack
 from .offload import Mover
@@ -42,10 +43,17 @@ def apply_memory_policy(model: nn.Module, result, example_input: torch.Tensor | 
     runs, once each, with the plan's shapes. A plan whose layers are not the model's modules, or that
     has parts the runtime cannot execute, raises ``MemoryRuntimeError``.
     """
+    if not isinstance(model, nn.Module):
+        raise MemoryRuntimeError(f"apply_memory_policy needs a torch.nn.Module, got {type(model).__name__}: build "
+                                 f"the model first and pass it")
     plan = getattr(result, "plan", None)
-    if plan is None:
-        raise MemoryRuntimeError("apply_memory_policy needs the MemoryResult of engine.memory.plan_memory "
-                                 "(it carries the MemoryPlan to execute)")
+    if not isinstance(plan, MemoryPlan):
+        got = type(result).__name__ if plan is None else f"a result whose plan is a {type(plan).__name__}"
+        raise MemoryRuntimeError(f"apply_memory_policy needs the MemoryResult of engine.memory.plan_memory (it "
+                                 f"carries the MemoryPlan to execute), got {got}")
+    if example_input is not None and not isinstance(example_input, torch.Tensor):
+        raise MemoryRuntimeError(f"example_input must be a torch.Tensor batch of the plan's shape or None, got "
+                                 f"{type(example_input).__name__}")
     notes = executable(plan)
     old = model.__dict__.get("ucudnn_memory")
     if old is not None:
