@@ -22,9 +22,9 @@ from pathlib import Path
 from .errors import SpecError, UnknownNetworkError
 from .fileio import short
 from .network import NetBuilder, Network
+from .pytorch.loader import DEFAULT_BATCH as TORCH_BATCH
 from .pytorch.loader import SYNTAX as TORCH_SYNTAX
-from .pytorch.loader import default_batch as torch_default_batch
-from .pytorch.loader import is_torch_name
+from .pytorch.loader import is_torch_name, split_name
 from .policies import MAX_BATCH
 
 Builder = Callable[..., Network]
@@ -373,8 +373,9 @@ def is_spec_path(name: str) -> bool:
 
 def default_batch(name: str) -> int:
     """The mini-batch size a network is built with when none is given."""
-    if is_torch_name(name):
-        return torch_default_batch(name)
+    if is_torch_name(name):  # a torchvision model with a zoo twin takes the twin's (resnet50: 64)
+        module, attr = split_name(name)[0].split(":")
+        return DEFAULT_BATCH.get(attr, TORCH_BATCH) if module == "torchvision" else TORCH_BATCH
     key = name.lower()
     if key in DEFAULT_BATCH:
         return DEFAULT_BATCH[key]

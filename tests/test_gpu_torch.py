@@ -53,7 +53,7 @@ def profiled(net: str, precision: str):
         cache = f"{tempfile.gettempdir()}/ucudnn-test-torch.sqlite"
         _PROFILES[net, precision] = profile_network(
             get_network(net, BATCH), policy=SIZES, precision=precision,
-            layout="NHWC" if precision in ("fp16", "bf16") else "NCHW", engines="heuristics", cache_path=cache,
+            layout=PRECISIONS[precision].layout, engines="heuristics", cache_path=cache,
             repeats=1)
     return _PROFILES[net, precision]
 

@@ -66,15 +66,6 @@ def with_input(name: str, input_text: str) -> str:
     return canonical_name(source, parse_input(input_text))
 
 
-def default_batch(name: str) -> int:
-    """The zoo twin's default batch for ``torchvision:NAME`` (resnet50: 64), else ``DEFAULT_BATCH``."""
-    from ..zoo import DEFAULT_BATCH as ZOO_BATCH
-
-    source, _ = split_name(name)
-    module, attr = source.split(":")
-    return ZOO_BATCH.get(attr, DEFAULT_BATCH) if module == "torchvision" else DEFAULT_BATCH
-
-
 # ``package.module:callable`` sources the user named, on the command line or by calling trust(): only
 # these are imported and called. A name read from a plan, profile or upload is data, and data must not
 # run code (an uploaded plan naming ``os:abort`` would otherwise stop the dashboard).
