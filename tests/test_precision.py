@@ -8,17 +8,19 @@ all-ones bytes must hold for every storage type. Profiles here are SYNTHETIC.
 from __future__ import annotations
 
 import argparse
+import json
 
 import numpy as np
 import pytest
 
+from engine.cli import main
 from engine.commands import profile as profile_command
 from engine.commands import torch_plan
 from engine.errors import EngineError
 from engine.kernels import KernelKind, KernelSignature
 from engine.memory.iteration import plan_memory
 from engine.precision import DEFAULT_PRECISION, LAYOUTS, PRECISIONS, Precision, get_precision
-from engine.profile import Profile
+from engine.profile import Profile, resolve_profile
 from engine.testing.synthetic import synthetic_profile
 from engine.zoo import get_network
 
@@ -115,3 +117,15 @@ def test_memory_planner_takes_itemsize_and_layout_from_the_precision():
         plan_memory(net, "liveness", profile=prof, precision="fp16", layout="NCHW")
     with pytest.raises(EngineError, match="unknown layout"):
         plan_memory(net, "liveness", precision="fp16", layout="CHWN")
+
+
+def test_memory_command_plans_at_the_profiles_precision(capsys):
+    """An fp16 NHWC profile is read at fp16/NHWC (it holds no tf32 kernels), with 2-byte tensors: the same
+    peak as plan_memory at that precision."""
+    name = "h100-alexnet-b256-fp16-nhwc-powerOfTwo"
+    assert main(["memory", "--network", "alexnet", "--batch", "256", "--policy", "liveness", "--profile", name,
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["summary"]["peak"]
+    want = plan_memory("alexnet", "liveness", batch=256, profile=Profile.load(resolve_profile(name)),
+                       precision="fp16").summary["peak"]
+    assert got == want < plan_memory("alexnet", "liveness", batch=256, precision="tf32").summary["peak"]
