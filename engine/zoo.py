@@ -405,7 +405,7 @@ def get_network(name: str, batch: int | None = None, **options) -> Network:
             raise SpecError(f"a PyTorch network takes no build options, got {', '.join(options)}; "
                             f"give the input shape in the name, e.g. {name.split('@')[0]}@3x299x299")
         from .pytorch.loader import load_network
-        return load_network(name, batch)
+        return load_network(name, batch or default_batch(name))
     key = str(name).lower()
     if key in NETWORKS:
         fn = NETWORKS[key]

@@ -95,12 +95,13 @@ def load_model(name: str, device=None):
     return model, shape
 
 
-def load_network(name: str, batch: int | None = None):
-    """The ``Network`` of a torch network name (see the module docstring)."""
+def load_network(name: str, batch: int):
+    """The ``Network`` of a torch network name at mini-batch ``batch`` (see the module docstring;
+    ``engine.zoo.get_network`` gives a torchvision model with a zoo twin the twin's batch by default)."""
     from ..network import Network
 
     net = _imported(canonical_name(*split_name(name)))
-    return Network(net.name, batch or default_batch(name), copy.deepcopy(net.layers), net.description)
+    return Network(net.name, batch, copy.deepcopy(net.layers), net.description)
 
 
 @functools.lru_cache(maxsize=16)
