@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
-
 _PLAN_NAME = re.compile(r"^eng(\d+)((?:_k\d+=-?\d+)*)$")  # cuDNN plan names, as engine.gpu.graphs writes them
 
 

@@ -85,7 +85,7 @@ class KernelSignature:
         )
 
     @classmethod
-    def from_key(cls, key: str, n: int = 1) -> "KernelSignature":
+    def from_key(cls, key: str, n: int = 1) -> KernelSignature:
         try:
             kind, precision, layout, chw, krs, pad, stride, dil, g = key.split("/")
             c, hw = chw[1:].split("h")
@@ -100,7 +100,7 @@ class KernelSignature:
         except (ValueError, TypeError) as err:
             raise ProfileFormatError(f"malformed kernel signature {key!r}: {err}") from None
 
-    def with_batch(self, n: int) -> "KernelSignature":
+    def with_batch(self, n: int) -> KernelSignature:
         return replace(self, n=n)
 
     def as_dict(self) -> dict:
