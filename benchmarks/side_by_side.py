@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.errors import InfeasibleBudgetError  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
+from engine.precision import PRECISIONS  # noqa: E402
 from benchmarks.readme import README, write_block  # noqa: E402
 from engine.units import MiB, format_size  # noqa: E402
 
@@ -172,8 +173,8 @@ def _torch_convs(name: str, batch: int, prec: str, layout: str, repeats: int) ->
 
     from engine.zoo import get_network
     torch.backends.cudnn.benchmark = True
-    torch.backends.cudnn.allow_tf32 = prec == "tf32"
-    dtype = torch.float16 if prec == "fp16" else torch.float32
+    torch.backends.cudnn.allow_tf32 = PRECISIONS[prec].allow_tf32
+    dtype = getattr(torch, PRECISIONS[prec].torch_dtype)
     fmt = torch.channels_last if layout == "NHWC" else torch.contiguous_format
     net = get_network(name, batch)
     total, extra_max = 0.0, 0

@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.figures import pyplot, write_png  # noqa: E402
 from benchmarks.readme import README, write_block  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
+from engine.precision import PRECISIONS  # noqa: E402
 
 MODELS = {"alexnet": 256, "resnet50": 64, "vgg16": 64}
 PRESSURE_MIB = (64, 256)
@@ -62,7 +63,7 @@ FILLER_RULE = "a planned case's arena counts inside its X; the filler goes back 
 
 
 def profile_name(net: str, batch: int, precision: str) -> str:
-    layout = "nhwc" if precision == "fp16" else "nchw"
+    layout = PRECISIONS[precision].layout.lower()
     return f"h100-{net}-b{batch}-{precision}-{layout}-powerOfTwo"
 
 

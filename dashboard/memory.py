@@ -28,9 +28,8 @@ def memory_frames(profile: Profile | None, scope: Scope, policy: str, capacity: 
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key][1]
-    itemsize = 2 if scope.precision in ("fp16", "bf16") else 4
     result = plan_memory(network(scope.network, scope.batch), policy, capacity=capacity, profile=profile,
-                         itemsize=itemsize, precision=scope.precision)
+                         precision=scope.precision, layout=scope.layout)
     out = engine_memory_frames(result)
     out["notes"] = pd.DataFrame({"note": list(result.notes)})
     # which times are measured and which modelled, and the rules this prediction was made under

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from engine.kernels import LAYOUTS, PRECISIONS
+from engine.precision import LAYOUTS, PRECISIONS
 from engine.network import Network
 from engine.policies import POLICIES, batch_sizes
 from engine.profile import Profile

@@ -5,13 +5,28 @@ profile or a plan never imports the optimizers (and their ILP solver).
 * micro-configuration: one cuDNN execution plan run on a micro-batch of ``batch`` samples;
 * configuration: micro-configurations whose sizes sum to the mini-batch B. They run one after
   another and share one workspace, so time = sum of times and workspace = max of workspaces.
+
+A micro-configuration names its cuDNN execution plan (``parse_plan_name`` reads the name), which is
+what profiles, plans and the GPU runtime rebuild it from.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
+
+_PLAN_NAME = re.compile(r"^eng(\d+)((?:_k\d+=-?\d+)*)$")  # cuDNN plan names, as engine.gpu.graphs writes them
+
+
+def parse_plan_name(name: str) -> tuple[int, dict[str, int]] | None:
+    """``eng38_k2=0_k13=2`` -> (38, {"2": 0, "13": 2}): the engine id and knobs a cuDNN plan name spells;
+    None for a name not of that form."""
+    m = _PLAN_NAME.match(name)
+    if not m:
+        return None
+    return int(m.group(1)), {k: int(v) for k, v in (p.split("=") for p in m.group(2).split("_k")[1:])}
 
 
 class MicroConfig(NamedTuple):

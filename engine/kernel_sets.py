@@ -14,10 +14,10 @@ from pathlib import Path
 
 from .configuration import Configuration
 from .errors import EngineError, InfeasibleBudgetError
-from .kernels import LAYOUTS, PRECISIONS
 from .network import Kernel, Network
 from .optimize.desirable import desirable_set
 from .policies import batch_sizes, policy_name
+from .precision import check_layout, get_precision
 from .profile import Profile
 
 KernelSets = list[tuple[Kernel, list[Configuration]]]
@@ -34,10 +34,10 @@ def profile_label(profile: Profile) -> str:
 def network_variant(profile: Profile, network: str, precision: str | None = None,
                     layout: str | None = None) -> tuple[str, str]:
     """The (precision, layout) to plan ``network`` at: the given ones, else the profile's record of it."""
-    if precision is not None and precision not in PRECISIONS:
-        raise EngineError(f"unknown precision {precision!r}; expected one of {', '.join(sorted(PRECISIONS))}")
-    if layout is not None and layout not in LAYOUTS:
-        raise EngineError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
+    if precision is not None:
+        get_precision(precision)
+    if layout is not None:
+        check_layout(layout)
     recorded = {(n.get("precision"), n.get("layout")) for n in profile.networks if n.get("name") == network}
     if not recorded:  # no record of this network: whatever variants the profile's signatures hold
         recorded = {tuple(key.split("/")[1:3]) for key in profile.signatures()}

@@ -14,6 +14,7 @@ from enum import Enum
 from functools import cached_property
 
 from .errors import ProfileFormatError
+from .precision import DEFAULT_PRECISION, LAYOUTS, PRECISIONS
 
 
 class KernelKind(str, Enum):
@@ -27,11 +28,6 @@ class KernelKind(str, Enum):
 
 
 KINDS = (KernelKind.FORWARD, KernelKind.BACKWARD_DATA, KernelKind.BACKWARD_FILTER)
-
-# precision -> (io dtype name, bytes per element). "tf32": fp32 io with TF32 tensor cores allowed
-# (cuDNN's and PyTorch's default); "fp32": strict fp32, tensor-core and down-converting engines excluded.
-PRECISIONS = {"tf32": ("float32", 4), "fp32": ("float32", 4), "fp16": ("float16", 2), "bf16": ("bfloat16", 2)}
-LAYOUTS = ("NCHW", "NHWC")
 
 
 @dataclass(frozen=True, order=True)
@@ -51,7 +47,7 @@ class KernelSignature:
     dil_h: int = 1
     dil_w: int = 1
     groups: int = 1
-    precision: str = "tf32"
+    precision: str = DEFAULT_PRECISION   # a name in engine.precision.PRECISIONS
     layout: str = "NCHW"
 
     def __post_init__(self):
@@ -66,12 +62,8 @@ class KernelSignature:
             raise ValueError(f"convolution output would be empty for {self}")
 
     @property
-    def dtype(self) -> str:
-        return PRECISIONS[self.precision][0]
-
-    @property
     def itemsize(self) -> int:
-        return PRECISIONS[self.precision][1]
+        return PRECISIONS[self.precision].itemsize
 
     @property
     def out_h(self) -> int:
@@ -93,7 +85,7 @@ class KernelSignature:
         )
 
     @classmethod
-    def from_key(cls, key: str, n: int = 1) -> "KernelSignature":
+    def from_key(cls, key: str, n: int = 1) -> KernelSignature:
         try:
             kind, precision, layout, chw, krs, pad, stride, dil, g = key.split("/")
             c, hw = chw[1:].split("h")
@@ -108,7 +100,7 @@ class KernelSignature:
         except (ValueError, TypeError) as err:
             raise ProfileFormatError(f"malformed kernel signature {key!r}: {err}") from None
 
-    def with_batch(self, n: int) -> "KernelSignature":
+    def with_batch(self, n: int) -> KernelSignature:
         return replace(self, n=n)
 
     def as_dict(self) -> dict:

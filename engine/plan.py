@@ -21,8 +21,9 @@ from pathlib import Path
 from .errors import EngineError, PlanFormatError
 from .fileio import MAX_FILE_BYTES, atomic_write, check_depth, gunzip_bounded, load_json_file, parse_json
 from .fileio import short as _short
-from .kernels import LAYOUTS, PRECISIONS, KernelKind, KernelSignature
-from .configuration import Configuration, MicroConfig
+from .kernels import KernelKind, KernelSignature
+from .configuration import Configuration, MicroConfig, parse_plan_name
+from .precision import LAYOUTS, PRECISIONS
 from .policies import POLICIES, batch_sizes, offers
 
 FORMAT = "ucudnn-explorer-plan"
@@ -31,18 +32,6 @@ MODES = ("wr", "wd")
 ALIGNMENT = 256  # WD segment offsets: cudaMalloc alignment, and what cuDNN expects of a workspace pointer
 _REL_TOL = 1e-6  # predicted totals are sums of floats; JSON round trips keep them to ~1e-15
 MAX_INT = (1 << 63) - 1  # bytes, ids and offsets are int64 on the GPU side
-_PLAN_NAME = re.compile(r"^eng(\d+)((?:_k\d+=-?\d+)*)$")  # cuDNN plan names, as engine.gpu.graphs writes them
-
-
-def parse_plan_name(name: str) -> tuple[int, dict[str, int]] | None:
-    """``eng38_k2=0_k13=2`` -> (38, {"2": 0, "13": 2}): the engine id and knobs a cuDNN plan name spells;
-    None for a name not of that form."""
-    m = _PLAN_NAME.match(name)
-    if not m:
-        return None
-    return int(m.group(1)), {k: int(v) for k, v in (p.split("=") for p in m.group(2).split("_k")[1:])}
-
-
 def align(n: int) -> int:
     """``n`` rounded up to the arena alignment."""
     return -(-n // ALIGNMENT) * ALIGNMENT

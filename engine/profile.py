@@ -26,11 +26,11 @@ import numpy as np
 import pandas as pd
 
 from .errors import EngineError, ProfileFormatError
-from .configuration import MicroConfig
+from .configuration import MicroConfig, parse_plan_name
 from .fileio import atomic_write, parse_json, read_bounded
 from .fileio import short as _short
-from .kernels import LAYOUTS, PRECISIONS, KernelSignature
-from .plan import parse_plan_name
+from .kernels import KernelSignature
+from .precision import DEFAULT_PRECISION, LAYOUTS, PRECISIONS
 from .policies import MAX_BATCH
 
 FORMAT = "ucudnn-explorer-profile"
@@ -63,15 +63,10 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets" / "profiles"
 class Profile:
     """A tidy table of measurements plus provenance; the optimizers read ``candidates``."""
 
-    def __init__(self, table: pd.DataFrame, provenance: dict, networks: list[dict] | None = None,
-                 source: str = ""):
+    def __init__(self, table: pd.DataFrame, provenance: dict, networks: list[dict] | None = None, source: str = ""):
         table = _validate_table(table)
-        # TF32 means fp32 data on TF32 tensor cores; plans that convert inputs to fp16 are another precision
-        # (they flush small gradients to zero) and are never planned (engine.gpu.graphs deselects them too)
-        down = table.signature.str.contains("/tf32/", regex=False) & \
-            table.numerical_notes.str.contains("DOWN_CONVERT_INPUTS", regex=False)
-        self.down_converting = int(down.sum())
-        self.table = table[~down] if self.down_converting else table
+        other = _other_precision(table)
+        self.table = table[~other] if other.any() else table
         self.provenance = _validate_provenance(provenance)
         self.networks = _validate_networks([] if networks is None else networks)
         self.source = source
@@ -278,10 +273,18 @@ def _validate_networks(networks) -> list[dict]:
             if type(value) is not typ or (typ is int and not 1 <= value <= MAX_INT):
                 raise ProfileFormatError(f"field 'networks[{i}].{key}' must be a{' positive' if typ is int else ''} "
                                          f"{typ.__name__}, got {_short(value)}")
-        if n.get("precision", "tf32") not in PRECISIONS or n.get("layout", "NCHW") not in LAYOUTS:
+        if n.get("precision", DEFAULT_PRECISION) not in PRECISIONS or n.get("layout", "NCHW") not in LAYOUTS:
             raise ProfileFormatError(f"field 'networks[{i}]' has precision/layout {_short(n.get('precision'))}/"
                                      f"{_short(n.get('layout'))}; expected {sorted(PRECISIONS)} / {list(LAYOUTS)}")
     return [dict(n) for n in networks]
+
+
+def _other_precision(table: pd.DataFrame) -> pd.Series:
+    """Plans with a numerical note their precision deselects: another precision, never planned (as in graphs)."""
+    notes, out = "|" + table.numerical_notes + "|", pd.Series(False, index=table.index)
+    for p, note in ((p, n) for p in PRECISIONS.values() for n in p.deselect_notes):
+        out |= table.signature.str.contains(f"/{p.name}/", regex=False) & notes.str.contains(f"|{note}|", regex=False)
+    return out
 
 
 def _first(frame: pd.DataFrame, mask) -> str:

@@ -36,12 +36,13 @@ torchvision = pytest.importorskip("torchvision")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")]
 
 from engine.memory import plan_memory  # noqa: E402
+from engine.precision import PRECISIONS  # noqa: E402
 from engine.pytorch import apply_memory_policy  # noqa: E402
 from engine.pytorch.importer import import_model  # noqa: E402
 from engine.units import format_size  # noqa: E402
 
 BATCH = 32
-TOL = 5e-3
+TOL = PRECISIONS["tf32"].tolerance
 POLICIES = ("vdnn-all-p", "vdnn-conv-p", "sn-offload", "sn-recompute", "superneurons", "layrub-inter")
 OFFLOADING = ("vdnn-all-p", "vdnn-conv-p", "sn-offload", "sn-recompute", "layrub-inter")
 

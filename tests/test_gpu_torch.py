@@ -30,9 +30,10 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not (ok and torch.cuda.is_avai
 
 from engine.errors import EngineError  # noqa: E402
 from engine.planner import make_plan  # noqa: E402
+from engine.precision import PRECISIONS  # noqa: E402
 from engine.zoo import get_network  # noqa: E402
 
-TOL = {"tf32": 5e-3, "fp32": 1e-5, "fp16": 2e-2}
+TOL = {name: p.tolerance for name, p in PRECISIONS.items()}   # verification's tolerances
 BATCH = 200
 SIZES = [8, 64, 128]
 _PROFILES: dict = {}
@@ -52,7 +53,7 @@ def profiled(net: str, precision: str):
         cache = f"{tempfile.gettempdir()}/ucudnn-test-torch.sqlite"
         _PROFILES[net, precision] = profile_network(
             get_network(net, BATCH), policy=SIZES, precision=precision,
-            layout="NHWC" if precision in ("fp16", "bf16") else "NCHW", engines="heuristics", cache_path=cache,
+            layout=PRECISIONS[precision].layout, engines="heuristics", cache_path=cache,
             repeats=1)
     return _PROFILES[net, precision]
 

@@ -1,14 +1,17 @@
 """The layering rules of docs/architecture.md, checked on the source (ast) and by importing it.
 
-profile data -> optimizers -> plan -> runtime, the memory planner beside them, the dashboard on top:
-the engine never imports the dashboard; GPU and optional libraries load only when used; reading a
-profile or a plan never loads the optimizers; tests and benchmarks share builders through
+The pipeline's layers in order (network and kernels -> profile -> WR and desirable sets -> WD -> plan),
+the memory planner beside them, then the runtimes, the commands and the dashboard on top: no module
+imports a later layer and there are no import cycles; the engine never imports the dashboard; GPU and
+optional libraries load only when used; reading a profile or a plan never loads the optimizers; every
+fact about a precision lives in engine/precision.py; tests and benchmarks share builders through
 engine/testing, never through each other.
 """
 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import json
 import subprocess
 import sys
@@ -33,20 +36,25 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path, top_level_only: bool = False) -> list[str]:
-    """Absolute names of the modules ``path`` imports (relative imports resolved)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+def from_module(node: ast.ImportFrom, path: Path) -> str:
+    """The absolute name of the module a ``from ... import`` in ``path`` reads (relative imports resolved)."""
     package = module_name(path).split(".")
     if path.name != "__init__.py":
         package = package[:-1]
+    base = package[:len(package) - node.level + 1] if node.level else []
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports(path: Path, top_level_only: bool = False) -> list[str]:
+    """Absolute names of the modules ``path`` imports (relative imports resolved)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
     nodes = tree.body if top_level_only else list(ast.walk(tree))
     out = []
     for node in nodes:
         if isinstance(node, ast.Import):
             out += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
-            mod = ".".join(base + ([node.module] if node.module else []))
+            mod = from_module(node, path)
             out += [mod] + [f"{mod}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
                 "import_module", "importorskip") and node.args and isinstance(node.args[0], ast.Constant):
@@ -56,6 +64,96 @@ def imports(path: Path, top_level_only: bool = False) -> list[str]:
 
 def rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
+
+
+# The layers, lowest first: a module may import its own layer and lower ones, never a higher one. Every
+# module of engine/ and dashboard/ is in exactly one (a new module is placed here and in docs/architecture.md).
+LAYERS = [
+    ("foundation", ["engine", "engine.errors", "engine.fileio", "engine.units", "engine.precision",
+                    "engine.policies", "engine.configuration"]),
+    ("kernels", ["engine.kernels"]),
+    ("networks", ["engine.network", "engine.spec", "engine.zoo", "engine.pytorch.importer", "engine.pytorch.loader"]),
+    ("profile", ["engine.profile"]),
+    ("WR and desirable sets", ["engine.optimize.wr", "engine.optimize.desirable", "engine.kernel_sets"]),
+    ("WD and fronts", ["engine.optimize", "engine.optimize.wd", "engine.optimize.front"]),
+    ("plan", ["engine.plan", "engine.planner", "engine.summary"]),
+    ("memory planner", ["engine.memory", "engine.memory.*"]),
+    ("runtime", ["engine.gpu", "engine.gpu.*", "engine.pytorch", "engine.pytorch.*"]),
+    ("commands", ["engine.cli", "engine.__main__", "engine.commands", "engine.commands.*"]),
+    ("test builders", ["engine.testing", "engine.testing.*"]),
+    ("dashboard", ["dashboard", "dashboard.*", "app"]),
+]
+
+
+def layer_of(module: str) -> int | None:
+    """Index in LAYERS; an exact name wins over a pattern (engine.pytorch.loader is a network module)."""
+    exact = [i for i, (_, names) in enumerate(LAYERS) if module in names]
+    if exact:
+        return exact[0]
+    return next((i for i, (_, names) in enumerate(LAYERS) if any(fnmatch.fnmatchcase(module, n) for n in names)),
+                None)
+
+
+def layered_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sources("engine", "dashboard") + [ROOT / "app.py"]}
+
+
+def module_imports(path: Path, modules, top_level_only: bool = False) -> set[str]:
+    """The in-repo modules ``path`` imports, each import resolved to the module it loads: in
+    engine/gpu/profiler.py ``from . import runtime`` is engine.gpu.runtime, ``from . import KNOB_SAMPLES``
+    is engine.gpu, ``from .graphs import ALIGN`` is engine.gpu.graphs."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out = set()
+    for node in (tree.body if top_level_only else ast.walk(tree)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mod = from_module(node, path)
+            names = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module_name(path):
+                out.add(name)
+    return out
+
+
+def test_every_module_has_a_layer():
+    assert not [m for m in layered_modules() if layer_of(m) is None], "place new modules in LAYERS"
+
+
+def test_no_module_imports_a_later_layer():
+    """The pipeline's order: a profile never needs the optimizers, an optimizer never the plan, the plan never
+    the runtime; the memory planner reads the layers below it and is read only by the runtime and above."""
+    modules = layered_modules()
+    bad = [(m, LAYERS[layer_of(m)][0], d, LAYERS[layer_of(d)][0])
+           for m, p in modules.items() for d in module_imports(p, modules) if layer_of(d) > layer_of(m)]
+    assert not bad
+
+
+def test_no_import_cycles_among_engine_modules():
+    """Including imports inside functions, except a package's forwarding to its own submodules (engine.gpu's
+    profile_network and verify_plan): a lazy import hides a cycle from Python, not from the reader."""
+    modules = {m: p for m, p in layered_modules().items() if m.split(".")[0] == "engine"}
+    graph = {m: {d for d in module_imports(p, modules) if d in modules
+                 and not (p.name == "__init__.py" and d.startswith(m + "."))} for m, p in modules.items()}
+    cycles, done = [], set()
+
+    def visit(m, path):
+        if m in path:
+            cycles.append(path[path.index(m):] + [m])
+            return
+        if m in done:
+            return
+        for d in sorted(graph[m]):
+            visit(d, path + [m])
+        done.add(m)
+
+    for m in sorted(graph):
+        visit(m, [])
+    assert not cycles
 
 
 def test_the_engine_never_imports_the_dashboard():
@@ -107,7 +205,7 @@ def test_long_modules_say_why_in_their_docstring():
 def loaded_after_importing(modules: list[str]) -> set[str]:
     code = (f"import importlib, json, sys\nfor m in {modules!r}:\n    importlib.import_module(m)\n"
             "print(json.dumps(sorted(sys.modules)))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
     assert proc.returncode == 0, proc.stderr
     return set(json.loads(proc.stdout))
 
@@ -178,3 +276,40 @@ def test_no_import_cycle_crosses_a_package():
 def test_the_network_name_grammar_needs_nothing_above_it():
     assert {m for m in imports(ROOT / "engine/netnames.py") if m.startswith("engine")} <= {
         "engine.errors", "engine.errors.ModelImportError"}
+
+
+def precision_tables(path: Path, names: set[str]) -> list[tuple[int, str]]:
+    """Tables keyed by precision names outside the record: a dict literal with two or more of them as keys
+    (``{"tf32": ..., "fp16": ...}``), or a membership test in a literal collection of two or more
+    (``precision in ("fp16", "bf16")``). A branch on one precision, or a lookup in the record, is no table."""
+    def named(elts) -> int:
+        return sum(isinstance(e, ast.Constant) and e.value in names for e in elts)
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Dict) and named(node.keys) >= 2:
+            found.append((node.lineno, "dict keyed by precisions"))
+        elif isinstance(node, ast.Compare):
+            for op, right in zip(node.ops, node.comparators):
+                if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) \
+                        and named(right.elts) >= 2:
+                    found.append((node.lineno, "membership in a list of precisions"))
+    return found
+
+
+def test_precision_facts_live_only_in_the_precision_record():
+    """dtype, itemsize, default layout, cuDNN/torch/array types, deselected notes and tolerances of a precision
+    are read from engine.precision.PRECISIONS, so a new precision touches that file (docs/architecture.md)."""
+    from engine.precision import PRECISIONS
+    files = sources("engine", "dashboard", "benchmarks", "tools", "tests") + [ROOT / "app.py"]
+    bad = [(rel(p), line, what) for p in files if rel(p) != "engine/precision.py"
+           for line, what in precision_tables(p, set(PRECISIONS))]
+    assert not bad
+
+
+def test_the_precision_table_check_finds_tables(tmp_path):
+    """The check above must see the forms it forbids (and pass over a lookup in the record)."""
+    src = tmp_path / "m.py"
+    src.write_text('TORCH = {"tf32": 4, "fp32": 4}\nhalf = p in ("fp16", "bf16")\nok = p == "fp16"\n'
+                   'fine = {n: r.itemsize for n, r in PRECISIONS.items()}\n')
+    assert [line for line, _ in precision_tables(src, {"tf32", "fp32", "fp16", "bf16"})] == [1, 2]

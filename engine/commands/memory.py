@@ -21,6 +21,7 @@ import sys
 from .network_args import add_input_argument
 from ..errors import EngineError
 from ..fileio import atomic_write
+from ..kernel_sets import network_variant
 from ..profile import Profile, resolve_profile
 from ..units import format_size, parse_size
 from ..memory.capacity import deepest, max_batch, smallest_capacity
@@ -91,6 +92,8 @@ def run(args) -> int:
     names = _policies(args.policy)
     capacity = parse_size(args.capacity) if args.capacity is not None else None
     profile = Profile.load(resolve_profile(args.profile)) if args.profile else None
+    # the precision and layout the profile measured (the default precision's without a profile)
+    variant = dict(zip(("precision", "layout"), network_variant(profile, args.network))) if profile else {}
     measured = load_calibration(args.time_params) if args.time_params else None
     params = time_params(measured) if measured else TimeParams()
     fw = framework_bytes(measured) if measured else 0
@@ -103,7 +106,7 @@ def run(args) -> int:
         options["strategy"] = args.strategy
     common = dict(batch=args.batch, capacity=capacity, profile=profile, workspace=args.workspace,
                   convention=args.convention, time_params=params, optimizer_copies=args.optimizer_copies,
-                  framework_bytes=fw)
+                  framework_bytes=fw, **variant)
 
     if args.max_batch or args.deepest:
         if args.snapshot:
@@ -115,12 +118,12 @@ def run(args) -> int:
             opts = {k: v for k, v in options.items() if name in ("sn-recompute", "superneurons")}
             if args.max_batch:
                 value = max_batch(args.network, name, capacity, profile=profile, convention=args.convention,
-                                  framework_bytes=fw, **opts)
+                                  framework_bytes=fw, **variant, **opts)
             else:
                 if args.batch is None:
                     raise EngineError("--deepest needs --batch")
                 value = deepest(args.deepest, name, capacity, args.batch, profile=profile,
-                                convention=args.convention, framework_bytes=fw, **opts)
+                                convention=args.convention, framework_bytes=fw, **variant, **opts)
             rows.append({"policy": name, "max_batch" if args.max_batch else "deepest": value})
         key = "max_batch" if args.max_batch else "deepest"
         what = "largest mini-batch" if args.max_batch else f"deepest {args.deepest}"

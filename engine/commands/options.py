@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 from ..errors import EngineError
-from ..kernels import LAYOUTS, PRECISIONS
-from ..network import Network
 from ..kernel_sets import default_batch
+from ..network import Network
+from ..precision import LAYOUTS, PRECISIONS
 from ..profile import ENGINE_SETS, Profile, resolve_profile
 from ..zoo import get_network
 from .network_args import add_input_argument

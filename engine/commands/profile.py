@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from ..gpu import ENGINES, KNOB_SAMPLES
+from ..precision import DEFAULT_PRECISION, LAYOUTS, PRECISIONS
 from ..units import format_size, parse_size
 from .network_args import add_input_argument
 from .progress import progress_bar
@@ -26,13 +27,25 @@ def add_profiling_arguments(p) -> None:
     p.add_argument("--cache", help="SQLite cache (default ~/.cache/ucudnn-explorer/profiles.sqlite)")
 
 
+def add_precision_arguments(p) -> None:
+    """--dtype and --layout of what is measured: shared by ``profile`` and ``torch-plan``."""
+    p.add_argument("--dtype", "--precision", dest="precision", default=DEFAULT_PRECISION, choices=list(PRECISIONS),
+                   help="; ".join(f"{name}: {r.label}" for name, r in PRECISIONS.items())
+                   + f" (default {DEFAULT_PRECISION})")
+    p.add_argument("--layout", choices=LAYOUTS, help="default: the dtype's (" + ", ".join(
+        f"{name} {r.layout}" for name, r in PRECISIONS.items()) + ")")
+
+
+def layout_of(args) -> str:
+    """--layout, else the default layout of --dtype."""
+    return args.layout or PRECISIONS[args.precision].layout
+
+
 def add_arguments(p) -> None:
     p.add_argument("--network", required=True, help="zoo name, generator (resnet-N, vgg-N) or spec file")
     add_input_argument(p)
     p.add_argument("--batch", type=int, help="mini-batch size (default: the network's)")
-    p.add_argument("--dtype", "--precision", dest="precision", default="tf32", choices=["tf32", "fp32", "fp16", "bf16"],
-                   help="tf32: fp32 data, TF32 tensor cores allowed (cuDNN/PyTorch default); fp32: strict")
-    p.add_argument("--layout", default="NCHW", choices=["NCHW", "NHWC"])
+    add_precision_arguments(p)
     add_profiling_arguments(p)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--knob-samples", type=int, default=KNOB_SAMPLES,
@@ -51,11 +64,12 @@ def run(args) -> int:
     net = get_network(args.network, args.batch)
     cap = parse_size(args.max_workspace)
     command = "python -m engine " + " ".join(sys.argv[1:])
-    prof = profile_network(net, policy=args.policy, precision=args.precision, layout=args.layout,
+    layout = layout_of(args)
+    prof = profile_network(net, policy=args.policy, precision=args.precision, layout=layout,
                            cache_path=args.cache, max_workspace=cap, repeats=args.repeats,
                            include_rtc=args.include_rtc, engines=args.engines, knob_samples=args.knob_samples,
                            command=command, progress=progress_bar)
-    out = args.output or f"{net.name}-b{net.batch}-{args.precision}-{args.layout.lower()}-{args.policy}.profile.json.gz"
+    out = args.output or f"{net.name}-b{net.batch}-{args.precision}-{layout.lower()}-{args.policy}.profile.json.gz"
     prof.save(out)
     t = prof.table
     skipped = t[t.status == "skipped"]

@@ -15,7 +15,7 @@ import sys
 
 from ..errors import EngineError
 from .network_args import add_input_argument
-from .profile import add_profiling_arguments
+from .profile import add_precision_arguments, add_profiling_arguments, layout_of
 from .progress import progress_bar
 
 MODES = ("wr", "wd", "free")  # engine.gpu.planning.MODES; not imported from there, which loads CuPy
@@ -25,10 +25,7 @@ def add_arguments(p) -> None:
     p.add_argument("--network", required=True, help="torchvision:NAME, package.module:callable, or a zoo network")
     add_input_argument(p)
     p.add_argument("--batch", type=int, help="mini-batch size (default: the network's)")
-    p.add_argument("--dtype", "--precision", dest="precision", default="tf32", choices=["tf32", "fp32", "fp16", "bf16"],
-                   help="tf32 (default): fp32 data on TF32 tensor cores; fp32: strict; fp16/bf16 for AMP")
-    p.add_argument("--layout", choices=["NCHW", "NHWC"],
-                   help="default NCHW for tf32/fp32, NHWC (channels_last) for fp16/bf16")
+    add_precision_arguments(p)
     p.add_argument("--mode", default="wr", choices=MODES,
                    help="wr: --budget per kernel; wd: --budget in total; free: WR at the memory free now")
     p.add_argument("--budget", help="workspace budget, e.g. 64MiB (not with --mode free)")
@@ -58,7 +55,7 @@ def run(args) -> int:
     from ..zoo import get_network
     checked_budget(args.mode, args.budget)
     cap = parse_size(args.max_workspace)
-    layout = args.layout or ("NHWC" if args.precision in ("fp16", "bf16") else "NCHW")
+    layout = layout_of(args)
     net = get_network(args.network, args.batch)
     ok, why = available()
     if not ok:

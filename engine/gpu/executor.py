@@ -16,6 +16,7 @@ import cupy as cp
 
 from ..errors import EngineError
 from ..kernels import KernelKind, KernelSignature
+from ..precision import PRECISIONS
 from .graphs import PlanCache, per_sample_bytes
 from .profiler import ALIGN
 
@@ -34,7 +35,7 @@ _FROM_BF16 = cp.ElementwiseKernel("uint16 x", "float32 y", "y = __uint_as_float(
 
 def typed(buf: cp.ndarray, precision: str) -> cp.ndarray:
     """A typed 1-D view of a byte buffer (bf16 as uint16)."""
-    return buf.view({"tf32": cp.float32, "fp32": cp.float32, "fp16": cp.float16, "bf16": cp.uint16}[precision])
+    return buf.view(PRECISIONS[precision].array_dtype)
 
 
 def to_float32(buf: cp.ndarray, precision: str) -> cp.ndarray:
@@ -82,7 +83,7 @@ class KernelExecutor:
         if self.is_wgrad and (len(self.pieces) > 1):
             nbytes = per["w"]
             self._scratch = cp.empty(nbytes, dtype=cp.uint8)
-            if self.sig.precision in ("fp16", "bf16"):
+            if PRECISIONS[self.sig.precision].reduced:
                 self._acc = cp.empty(nbytes // self.sig.itemsize, dtype=cp.float32)
 
     @property
@@ -112,10 +113,10 @@ class KernelExecutor:
             raise EngineError(f"{self.run.id}: accumulating dW needs the dW array")
         if self._scratch is None:
             self._scratch = cp.empty(self.per["w"], dtype=cp.uint8)
-            if self.sig.precision in ("fp16", "bf16"):
+            if PRECISIONS[self.sig.precision].reduced:
                 self._acc = cp.empty(self.per["w"] // self.sig.itemsize, dtype=cp.float32)
         prec = self.sig.precision
-        half = prec in ("fp16", "bf16")
+        half = PRECISIONS[prec].reduced
         dw = typed(w_array, prec)
         with ctx.stream:
             if half:  # fp32 accumulator: start from 0 (overwrite) or from the existing dW (accumulate)

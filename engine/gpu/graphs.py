@@ -29,8 +29,8 @@ import cudnn
 from ..errors import EngineError
 from ..kernels import KernelKind, KernelSignature
 from ..plan import parse_plan_name as _parse_plan_name
+from ..precision import PRECISIONS
 
-_DT = {"tf32": "FLOAT", "fp32": "FLOAT", "fp16": "HALF", "bf16": "BFLOAT16"}
 HEURISTICS = ("A", "FALLBACK")
 ALIGN = 16  # bytes: the frontend's default operand alignment (cudnn-frontend.md §3, gotcha 5): a micro-batch
 #             must start at a multiple of it
@@ -158,7 +158,7 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, f
     ``select_note`` keeps only plans carrying that numerical note (see numerical_notes), and no others.
     """
     F = cudnn.data_type.DOUBLE if float64 else cudnn.data_type.FLOAT
-    io = F if float64 else getattr(cudnn.data_type, _DT[sig.precision])
+    io = F if float64 else getattr(cudnn.data_type, PRECISIONS[sig.precision].cudnn_type)
     g = cudnn.pygraph(io_data_type=io, intermediate_data_type=F, compute_data_type=F, handle=ctx.handle)
     shp = operand_shapes(sig, b)
     st = {k: strides(sig.layout, *v) for k, v in shp.items()}
@@ -186,12 +186,9 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, f
     except Exception as err:
         raise EngineError(f"cuDNN rejects the graph of {sig.key} at b={b}: {err}") from err
     if not float64 and not select_note:  # a labelling graph keeps every plan: notes belong to the plan, not a precision
-        if sig.precision == "fp32":  # strict fp32: no TF32 tensor cores, no down-conversion (cudnn-frontend.md §3)
-            g.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE, cudnn.numerical_note.DOWN_CONVERT_INPUTS])
-        elif sig.precision == "tf32":
-            # TF32 tensor cores yes, fp32 inputs converted to fp16 no: such engines flush gradients below fp16's
-            # range to zero (measured: a whole dW of zeros in an AlexNet training step), and PyTorch never runs them
-            g.deselect_numeric_notes([cudnn.numerical_note.DOWN_CONVERT_INPUTS])
+        # plans that are another precision (strict fp32: no tensor cores; TF32: no fp16 down-conversion)
+        if notes := PRECISIONS[sig.precision].deselect_notes:
+            g.deselect_numeric_notes([getattr(cudnn.numerical_note, n) for n in notes])
     if not include_rtc:
         g.deselect_behavior_notes([cudnn.behavior_note.RUNTIME_COMPILATION])
     if select_note:

@@ -23,6 +23,7 @@ import cupy as cp
 
 from ..kernels import KernelSignature
 from ..network import Network
+from ..precision import PRECISIONS
 from ..profile import Profile
 from . import KNOB_SAMPLES, runtime
 from .cache import ProfileCache
@@ -76,16 +77,10 @@ class KernelBuffers:
 
 def fill_random(buf: cp.ndarray, precision: str) -> None:
     """Standard-normal values in the operand's dtype, written through a typed view of a byte buffer."""
-    if precision in ("tf32", "fp32"):
-        v = buf.view(cp.float32)
-        v[...] = cp.random.standard_normal(v.size, dtype=cp.float32)
-    elif precision == "fp16":
-        v = buf.view(cp.float16)
-        v[...] = cp.random.standard_normal(v.size, dtype=cp.float32).astype(cp.float16)
-    else:  # bf16 stored as uint16: the top half of float32
-        v = buf.view(cp.uint16)
-        f = cp.random.standard_normal(v.size, dtype=cp.float32)
-        v[...] = (f.view(cp.uint32) >> 16).astype(cp.uint16)
+    v = buf.view(PRECISIONS[precision].array_dtype)
+    f = cp.random.standard_normal(v.size, dtype=cp.float32)
+    # bf16 is stored as uint16 (NumPy has no bfloat16): the top half of a float32
+    v[...] = (f.view(cp.uint32) >> 16).astype(cp.uint16) if v.dtype == cp.uint16 else f.astype(v.dtype, copy=False)
 
 
 # (signature key, plan name) -> numerical notes. Engine ids are per operation (eng25 of a Forward graph is

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..errors import EngineError
 from ..network import Network
+from ..precision import DEFAULT_PRECISION, check_layout, get_precision
 from ..profile import Profile
 from ..units import format_size
 from ..zoo import get_network
@@ -98,9 +99,9 @@ def _resolve_network(network: str | Network, batch: int | None) -> Network:
 
 def plan_memory(network: str | Network, policy: str = "liveness", batch: int | None = None,
                 capacity: int | None = None, profile: Profile | None = None, workspace: str | None = None,
-                convention: str | None = None, time_params: TimeParams | None = None, itemsize: int = 4,
-                precision: str = "tf32", optimizer_copies: int = 0, framework_bytes: int = 0,
-                **policy_options) -> MemoryResult:
+                convention: str | None = None, time_params: TimeParams | None = None, itemsize: int | None = None,
+                precision: str = DEFAULT_PRECISION, layout: str | None = None, optimizer_copies: int = 0,
+                framework_bytes: int = 0, **policy_options) -> MemoryResult:
     """Memory timeline of one training iteration of ``network`` under ``policy``.
 
     ``capacity`` (bytes) bounds what the dynamic workspace rules may take, drives the LRU tensor
@@ -108,10 +109,13 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
     (without one, workspace is 0 and no time is modelled). ``workspace`` overrides the policy's
     rule; ``convention`` its framework's tensor rules; ``framework_bytes`` what the framework itself keeps
     allocated (PyTorch's cuBLAS and cuBLASLt workspaces: ``engine.pytorch.calibrate`` measures them; counted
-    as workspace the whole iteration); remaining keywords are policy switches.
+    as workspace the whole iteration); remaining keywords are policy switches. ``precision`` and ``layout``
+    (default: the precision's) pick the profile's kernels; ``itemsize`` (default: the precision's) sizes tensors.
     """
     info = P.get_policy(policy)
     info.check_options(policy_options)
+    record = get_precision(precision)
+    variant = (precision, check_layout(layout or record.layout))
     if workspace is not None and workspace not in RULES:
         raise EngineError(f"unknown workspace rule {workspace!r}; expected one of {', '.join(RULES)}")
     if capacity is not None and capacity <= 0:
@@ -122,10 +126,10 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
         conv = conv.with_options(optimizer_copies=optimizer_copies)
     if framework_bytes < 0:
         raise EngineError(f"framework_bytes must be 0 or more, got {framework_bytes}")
-    inv = build_inventory(net, conv, itemsize, int(framework_bytes))
+    inv = build_inventory(net, conv, itemsize or record.itemsize, int(framework_bytes))
     params = time_params or TimeParams()
     if policy == "vdnn-dyn":
-        return _vdnn_dyn(inv, capacity, profile, workspace, params, precision)
+        return _vdnn_dyn(inv, capacity, profile, workspace, params, variant)
     kwargs = dict(policy_options)
     if policy == "superneurons":
         kwargs["capacity"] = capacity
@@ -133,23 +137,24 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
     plan.policy = policy
     if workspace:
         plan.workspace_rule = workspace
-    result = _evaluate(plan, capacity, profile, params, precision)
+    result = _evaluate(plan, capacity, profile, params, variant)
     if policy == "superneurons" and capacity is not None:
         floor = info.make(inv, **{**kwargs, "capacity": 0})
         floor_curve = memory_curve(floor)
-        least = least_workspace(floor, profile, floor.workspace_rule, precision)
+        least = least_workspace(floor, profile, floor.workspace_rule, *variant)
         result.summary["min_capacity"] = float(np.max(floor_curve.live + np.asarray(least)))
         result.summary["fits"] = bool(result.summary["peak"] <= capacity)
     return result
 
 
 def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, params: TimeParams,
-             precision: str = "tf32") -> MemoryResult:
+             variant: tuple[str, str]) -> MemoryResult:
+    """The result of ``plan`` with its workspace chosen from the profile's (precision, layout) ``variant``."""
     inv = plan.inventory
     net = inv.net
     curve = memory_curve(plan)
     live = curve.live
-    choices, ws = choose_workspace(plan, live, capacity, profile, plan.workspace_rule, precision)
+    choices, ws = choose_workspace(plan, live, capacity, profile, plan.workspace_rule, *variant)
     ws = np.asarray(ws, dtype=float)
     total = live + ws
     timing = simulate(plan, choices, params) if profile is not None else None
@@ -195,7 +200,7 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
         avg = math.nan
     step_max = ticks.groupby("step")["total"].max()
     if plan.workspace_rule in DYNAMIC:
-        least = np.asarray(least_workspace(plan, profile, plan.workspace_rule, precision))
+        least = np.asarray(least_workspace(plan, profile, plan.workspace_rule, *variant))
         min_cap = float(np.max(live + least))
     else:
         min_cap = peak
@@ -236,7 +241,7 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
                         profile.describe() if profile is not None else "", plan, params)
 
 
-def _vdnn_dyn(inv, capacity, profile, workspace, params, precision) -> MemoryResult:
+def _vdnn_dyn(inv, capacity, profile, workspace, params, variant) -> MemoryResult:
     """vDNN_dyn (vdnn.txt §III-C): profiling passes under the capacity. (1) vDNN_all with
     memory-optimal convolutions must fit, else the network is untrainable; (2) no offload, then
     vDNN_conv, then vDNN_all, all with the fastest algorithms; (3) greedy per-layer downgrade of
@@ -248,7 +253,7 @@ def _vdnn_dyn(inv, capacity, profile, workspace, params, precision) -> MemoryRes
             plan = P.vdnn(inv, offload=offload, algo="p")
         plan.policy = "vdnn-dyn"
         plan.workspace_rule = rule
-        res = _evaluate(plan, capacity, profile, params, precision)
+        res = _evaluate(plan, capacity, profile, params, variant)
         res.notes.append(f"vDNN_dyn pass: {label}")
         res.options.update(offload=offload or "none", algo=rule)
         return res

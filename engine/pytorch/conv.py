@@ -23,9 +23,10 @@ import torch
 
 from ..errors import EngineError
 from ..kernels import KernelSignature
+from ..precision import PRECISIONS
 from ..gpu.graphs import ALIGN, PlanCache, per_sample_bytes
 
-TORCH_DTYPE = {"tf32": torch.float32, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+TORCH_DTYPE = {name: getattr(torch, p.torch_dtype) for name, p in PRECISIONS.items()}
 MEMORY_FORMAT = {"NCHW": torch.contiguous_format, "NHWC": torch.channels_last}
 
 

@@ -3,7 +3,7 @@ convolutions small enough to profile on a GPU in seconds."""
 
 from __future__ import annotations
 
-from ..network import Network, NetBuilder
+from ..network import NetBuilder, Network
 from ..zoo import get_network
 
 
@@ -38,5 +38,8 @@ def fork_join(batch: int = 8) -> Network:
 def tiny_network(batch: int = 8) -> Network:
     """Two 3x3 convolutions on 8x16x16 inputs: the GPU and distributed profiling tests profile it in seconds."""
     b = NetBuilder("tiny", batch, (8, 16, 16))
-    b.conv(16, 3, pad=1, name="conv1"); b.relu(); b.conv(16, 3, pad=1, name="conv2"); b.relu()
+    b.conv(16, 3, pad=1, name="conv1")
+    b.relu()
+    b.conv(16, 3, pad=1, name="conv2")
+    b.relu()
     return b.build()

@@ -12,6 +12,7 @@ import json
 
 from ..kernels import KernelSignature
 from ..policies import batch_sizes
+from ..precision import DEFAULT_PRECISION, PRECISIONS
 from ..profile import Profile
 from ..units import MiB
 from ..zoo import get_network
@@ -47,7 +48,9 @@ def _knobs(name: str) -> str:
 
 
 def synthetic_profile(network: str = "alexnet", batch: int = 256, policy: str = "powerOfTwo",
-                      precision: str = "tf32", layout: str = "NCHW") -> Profile:
+                      precision: str = DEFAULT_PRECISION, layout: str | None = None) -> Profile:
+    """Every kernel of ``network`` at the policy's sizes; ``layout`` defaults to the precision's."""
+    layout = layout or PRECISIONS[precision].layout
     net = get_network(network, batch)
     rows = []
     for key in net.unique_kernels(precision, layout):

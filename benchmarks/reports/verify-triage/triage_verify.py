@@ -41,7 +41,7 @@ for pname, net, b, ids in CASES:
             f32 = {r: to_float32(bb, sig.precision) for r, bb in bufs.items()}
             outs = []
             for rep_i in range(2):
-                poison(bufs[orole], sig.precision)
+                poison(bufs[orole])
                 ex.enqueue(ptrs, ws.data.ptr, ctx, accumulate=False, w_array=bufs["w"])
                 ctx.stream.synchronize()
                 outs.append(to_float32(bufs[orole], sig.precision).astype(cp.float64))
