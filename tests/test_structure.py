@@ -69,7 +69,7 @@ def rel(path: Path) -> str:
 # The layers, lowest first: a module may import its own layer and lower ones, never a higher one. Every
 # module of engine/ and dashboard/ is in exactly one (a new module is placed here and in docs/architecture.md).
 LAYERS = [
-    ("foundation", ["engine", "engine.errors", "engine.fileio", "engine.units", "engine.precision",
+    ("foundation", ["engine", "engine.errors", "engine.fileio", "engine.units", "engine.precision", "engine.netnames",
                     "engine.policies", "engine.configuration"]),
     ("kernels", ["engine.kernels"]),
     ("networks", ["engine.network", "engine.spec", "engine.zoo", "engine.pytorch.importer", "engine.pytorch.loader"]),
