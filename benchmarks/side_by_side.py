@@ -233,7 +233,7 @@ def write_json(data: dict, path: Path) -> None:
 
 def measure(args) -> None:
     from engine.gpu import runtime
-    from engine.gpu.graphs import PlanCache
+    from engine.gpu.graphs import ExecutionPlans
     from engine.gpu.verify import verify_plan
 
     t0 = time.time()
@@ -258,7 +258,7 @@ def measure(args) -> None:
                 print(f"skip {tag(entry)} run {run + 1}: out of time (--budget-s)", file=sys.stderr, flush=True)
                 continue
             t1 = time.time()
-            plans, bufs, cache = PlanCache(ctx), {}, {}
+            plans, bufs, cache = ExecutionPlans(ctx), {}, {}
             for cfg in entry["configs"]:
                 try:  # a configuration that fails is recorded; the others are still measured
                     kernel_ms = _time_config(cfg, entry["batch"], ctx, plans, bufs, args.repeats, cache)

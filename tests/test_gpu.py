@@ -23,7 +23,7 @@ if ok:
 
     from engine.gpu import runtime
     from engine.gpu.executor import KernelExecutor, KernelRun
-    from engine.gpu.graphs import PlanCache, label_graph, make_graph, sweep
+    from engine.gpu.graphs import ExecutionPlans, label_graph, make_graph, sweep
     from engine.gpu.profiler import KernelBuffers, profile_graph, profile_network
     from engine.gpu.verify import verify_kernel
 from engine.errors import EngineError
@@ -118,7 +118,7 @@ def _uneven_run_verified(kind, precision, layout, swept=False):
     ctx = runtime.context()
     s = sig(kind, 256, precision, layout)
     run = KernelRun(f"t:{kind.short}", s, _pieces(s, [96, 96, 64], ctx, swept=swept))
-    ex = KernelExecutor(run, PlanCache(ctx))
+    ex = KernelExecutor(run, ExecutionPlans(ctx))
     ws = cp.empty(max(ex.workspace_needed, 1), dtype=cp.uint8)
     res = verify_kernel(run, ex, ws.data.ptr, ctx, repeats=2)
     assert res["unwritten"] == 0
@@ -156,7 +156,7 @@ def test_engine_sweep_rows_and_unknown_plans():
     assert any(r["status"] == "ok" for r in swept)
     assert all(r["reason"] for r in rows if r["status"] != "ok")
     with pytest.raises(EngineError, match="neither in this cuDNN's heuristic list"):
-        PlanCache(ctx).plan(s.with_batch(64), 64, "eng99999")
+        ExecutionPlans(ctx).build(s.with_batch(64), 64, "eng99999")
 
 
 def test_wrong_results_fail_verification():
@@ -165,8 +165,9 @@ def test_wrong_results_fail_verification():
     s = sig(KernelKind.BACKWARD_FILTER, 64)
     micro = _pieces(s, [32, 32], ctx)
     run = KernelRun("t:BF", s, micro)
-    ex = KernelExecutor(run, PlanCache(ctx))
-    ex.pieces = ex.pieces[:1] + [(32, 32, n, (lambda p, w: None), ws) for (_, _, n, _, ws) in ex.pieces[1:]]
+    ex = KernelExecutor(run, ExecutionPlans(ctx))
+    launches = ex.pieces._launches  # the second piece's execute does nothing: its contribution is lost
+    launches[1] = (lambda *args: None, *launches[1][1:])
     ws = cp.empty(max(ex.workspace_needed, 1), dtype=cp.uint8)
     res = verify_kernel(run, ex, ws.data.ptr, ctx, repeats=1)
     assert not res["passed"] and res["rel_l2"] > 0.1

@@ -345,3 +345,92 @@ def test_unplanned_convolutions_stay_stock_and_are_named():
     with pytest.warns(UserWarning, match="stay stock PyTorch: 0"):
         apply_plan(extra, plan_for("alexnet", "tf32"))
     assert extra.ucudnn.unplanned == ["0"]
+
+
+def _one_layer(precision: str, layout: str, sizes=(128, 64, 8), per_call=False):
+    """One planned layer (200 = 128 + 64 + 8, each piece cuDNN's first heuristic plan that builds) registered
+    with the ops directly, without a model: (handle, dtype, memory format, stride/padding/dilation/groups, the
+    workspace arena, which must outlive the handle)."""
+    from engine.gpu.graphs import ExecutionPlans
+    from engine.gpu.pieces import Pieces
+    from engine.kernels import KernelKind, KernelSignature
+    from engine.pytorch import conv as ops
+    ctx = ops.TorchContext.get(0)
+    plans = ExecutionPlans(ctx)
+    built = []
+    for kind in (KernelKind.FORWARD, KernelKind.BACKWARD_DATA, KernelKind.BACKWARD_FILTER):
+        sig = KernelSignature(kind, sum(sizes), 32, 14, 14, 64, 3, 3, 1, 1, 2, 2, precision=precision, layout=layout)
+        micro = []
+        for b in sizes:
+            cg = plans.graph(sig.with_batch(b), b)
+            for i, name in enumerate(cg.names):
+                try:
+                    if cg.build(i) <= 64 << 20:
+                        micro.append((b, name))
+                        break
+                except Exception:
+                    continue
+        built.append(Pieces(f"t:{kind.short}", sig, micro, plans))
+    arena = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+    L = ops.PlannedLayer("t", *built, None if per_call else arena.data_ptr(), ctx, (2, 2), (1, 1), (1, 1), 1)
+    return ops.register(L), ops.TORCH_DTYPE[precision], ops.MEMORY_FORMAT[layout], ((2, 2), (1, 1), (1, 1), 1), arena
+
+
+@pytest.mark.parametrize("precision,layout,per_call", [("tf32", "NCHW", False), ("fp16", "NHWC", False),
+                                                        ("fp16", "NHWC", True)])
+def test_op_path_uneven_pieces_equal_float64_with_accumulation_compile_and_cuda_graph(precision, layout, per_call):
+    """The ops run every piece of 128 + 64 + 8 in one call (BackwardFilter summing three pieces, in fp32 for
+    fp16): each of the three kernels equals a float64 reference; through ``planned_conv`` two backward passes
+    accumulate into ``.grad``; ``torch.compile(fullgraph=True)`` and a captured CUDA graph give the same."""
+    from engine.pytorch import conv as ops
+    F = torch.nn.functional
+    handle, dtype, fmt, args, _arena = _one_layer(precision, layout, per_call=per_call)
+    tol = TOL[precision]
+    torch.manual_seed(0)
+    x = torch.randn(200, 32, 14, 14, device="cuda", dtype=dtype).to(memory_format=fmt)
+    w = (torch.randn(64, 32, 3, 3, device="cuda", dtype=dtype) / 10).to(memory_format=fmt)
+    b = torch.randn(64, device="cuda", dtype=dtype)
+    gy = torch.randn(200, 64, 7, 7, device="cuda", dtype=dtype).to(memory_format=fmt)
+    x64, w64, gy64 = x.double(), w.double(), gy.double()
+    y_ref = F.conv2d(x64, w64, b.double(), *args)
+    dx_ref = torch.nn.grad.conv2d_input(x.shape, w64, gy64, *args)
+    dw_ref = torch.nn.grad.conv2d_weight(x64, w.shape, gy64, *args)
+    assert rel(ops.conv_forward(x, w, b, handle), y_ref) <= tol
+    assert rel(ops.conv_backward_data(gy, w, handle), dx_ref) <= tol
+    assert rel(ops.conv_backward_filter(x, gy, w, handle), dw_ref) <= tol
+    # a view starting off the 16-byte grid is copied, not read misaligned
+    xs = torch.randn(201 * 32 * 14 * 14 + 1, device="cuda", dtype=dtype)[1:].view(201, 32, 14, 14)[1:]
+    assert rel(ops.conv_forward(xs, w, None, handle), F.conv2d(xs.double(), w64, None, *args)) <= tol
+
+    def run(fn):
+        xg, wg, bg = (t.detach().clone().requires_grad_() for t in (x, w, b))
+        for _ in range(2):  # the second pass accumulates into .grad
+            fn(xg, wg, bg).backward(gy)
+        return xg.grad, wg.grad, bg.grad
+
+    eager = run(lambda xg, wg, bg: ops.planned_conv(xg, wg, bg, handle))
+    for got, ref in zip(eager, (dx_ref, dw_ref, gy64.sum((0, 2, 3)))):
+        assert rel(got, 2 * ref) <= tol
+    compiled = run(torch.compile(lambda xg, wg, bg: ops.planned_conv(xg, wg, bg, handle), fullgraph=True))
+    for got, ref in zip(compiled, eager):
+        assert rel(got, ref) <= tol
+
+    xg, wg, bg = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up on a side stream, as capture needs
+        ops.planned_conv(xg, wg, bg, handle).backward(gy)
+    torch.cuda.current_stream().wait_stream(s)
+    wg.grad = xg.grad = bg.grad = None
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = ops.planned_conv(xg, wg, bg, handle)
+        y.backward(gy)
+    with torch.no_grad():
+        xg.copy_(torch.randn_like(x))
+    g.replay()
+    torch.cuda.synchronize()
+    x2 = xg.detach().double()
+    assert rel(y, F.conv2d(x2, w64, b.double(), *args)) <= tol
+    assert rel(wg.grad, torch.nn.grad.conv2d_weight(x2, w.shape, gy64, *args)) <= tol
+    ops.release(handle)

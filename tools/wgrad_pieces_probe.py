@@ -16,7 +16,7 @@ import cupy as cp  # noqa: E402
 
 from engine.gpu import runtime  # noqa: E402
 from engine.gpu.executor import KernelExecutor, KernelRun, typed  # noqa: E402
-from engine.gpu.graphs import PlanCache  # noqa: E402
+from engine.gpu.graphs import ExecutionPlans  # noqa: E402
 from engine.gpu.profiler import KernelBuffers  # noqa: E402
 from engine.kernels import KernelSignature  # noqa: E402
 from engine.planner import make_plan  # noqa: E402
@@ -33,20 +33,18 @@ sig = KernelSignature.from_key(k["signature"], 256)
 run = KernelRun(k["id"], sig, [(m["batch"], m["plan"]) for m in k["micro"]])
 print(f"{run.id}: {len(run.micro)} pieces {run.micro[0]}, predicted {k['time_ms']:.3f} ms")
 for t in range(trials):
-    ex = KernelExecutor(run, PlanCache(ctx))
+    ex = KernelExecutor(run, ExecutionPlans(ctx))
     bufs = KernelBuffers(sig, 256)
     ws = cp.empty(max(ex.workspace_needed, 1), dtype=cp.uint8)
     ptrs = bufs.pointers(256, 0)
     scratch = cp.empty(ex.per["w"], dtype=cp.uint8)
 
     def pieces_only(_r):
-        for start, _b, _n, fn, _ws in ex.pieces:
-            fn({"x": ptrs["x"] + start * ex.per["x"], "y": ptrs["y"] + start * ex.per["y"],
-                "w": scratch.data.ptr}, ws.data.ptr)
+        ex.pieces.launch(ptrs["x"], scratch.data.ptr, ptrs["y"], ws.data.ptr)
 
     def adds_only(_r):
         with ctx.stream:
-            for _ in ex.pieces[1:]:
+            for _ in range(len(ex.pieces) - 1):
                 typed(bufs.w, "tf32")[...] += typed(scratch, "tf32")
 
     def full(_r):

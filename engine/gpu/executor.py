@@ -1,11 +1,9 @@
-"""Micro-batched execution of a configuration: pieces back-to-back on one stream, no host sync.
+"""Micro-batched execution of a configuration with CuPy buffers: pieces back-to-back on one stream, no host sync.
 
-Pieces address their micro-batch by pointer offsets into the full mini-batch (N is the outermost
-dimension in NCHW and NHWC). Forward and BackwardData pieces write disjoint slices. BackwardFilter
-pieces each produce a full dW, and the frontend's conv nodes have no beta (cudnn-frontend.md §7),
-so dW is accumulated: the first piece writes dW (when overwriting, beta = 0), each later piece
-writes a scratch buffer that is added on the same stream; fp16/bf16 sums go through an fp32
-accumulator. This is the fix of mu-cuDNN's BackwardFilter beta bug (ucudnn-reference.md §11, bug 1).
+The pieces themselves (checks, pointer offsets, the launch, the BackwardFilter accumulation rule) are
+engine.gpu.pieces, shared with the PyTorch ops. Here: dW's scratch and fp32 accumulator as CuPy buffers, the
+adds as CuPy kernels (fp16/bf16 sums go through fp32), beta = 1 accumulation for verification, and the
+workspace arena.
 """
 
 from __future__ import annotations
@@ -17,8 +15,8 @@ import cupy as cp
 from ..errors import EngineError
 from ..kernels import KernelKind, KernelSignature
 from ..precision import PRECISIONS
-from .graphs import PlanCache, per_sample_bytes
-from .profiler import ALIGN
+from .graphs import ExecutionPlans
+from .pieces import Pieces
 
 _ADD_F32 = cp.ElementwiseKernel("float32 x", "float32 acc", "acc += x", "ucudnn_add_f32")
 _ACC_F16 = cp.ElementwiseKernel("float16 x", "float32 acc", "acc += (float)x", "ucudnn_acc_f16")
@@ -59,32 +57,22 @@ class KernelRun:
 
 
 class KernelExecutor:
-    """Resolves a kernel's pieces to built cuDNN plans once, then enqueues them any number of times."""
+    """Resolves a kernel's pieces to built cuDNN execution plans once, then enqueues them any number of times."""
 
-    def __init__(self, run: KernelRun, plans: PlanCache):
+    def __init__(self, run: KernelRun, plans: ExecutionPlans):
         self.run, self.sig = run, run.sig
-        if sum(b for b, _ in run.micro) != run.sig.n:
-            raise EngineError(f"{run.id}: micro-batches {[b for b, _ in run.micro]} do not sum to {run.sig.n}")
-        per = per_sample_bytes(self.sig)
-        self.per = per
-        self.pieces, start = [], 0
-        for b, name in run.micro:
-            for role in ("x", "y"):
-                if (start * per[role]) % ALIGN:
-                    raise EngineError(
-                        f"{run.id}: the micro-batch starting at sample {start} is not {ALIGN}-byte aligned "
-                        f"({per[role]} bytes per sample); reorder the micro-configurations")
-            fn, ws = plans.plan(self.sig, b, name)
-            self.pieces.append((start, b, name, fn, ws))
-            start += b
-        self.workspace_needed = max((p[4] for p in self.pieces), default=0)
+        self.pieces = Pieces(run.id, run.sig, run.micro, plans)
+        self.per = self.pieces.per
+        self.workspace_needed = self.pieces.workspace
         self.is_wgrad = self.sig.kind is KernelKind.BACKWARD_FILTER
         self._scratch = self._acc = None
-        if self.is_wgrad and (len(self.pieces) > 1):
-            nbytes = per["w"]
-            self._scratch = cp.empty(nbytes, dtype=cp.uint8)
-            if PRECISIONS[self.sig.precision].reduced:
-                self._acc = cp.empty(nbytes // self.sig.itemsize, dtype=cp.float32)
+        if self.is_wgrad and len(self.pieces) > 1:
+            self._buffers()
+
+    def _buffers(self) -> None:
+        self._scratch = cp.empty(self.per["w"], dtype=cp.uint8)
+        if PRECISIONS[self.sig.precision].reduced:
+            self._acc = cp.empty(self.per["w"] // self.sig.itemsize, dtype=cp.float32)
 
     @property
     def scratch_bytes(self) -> int:
@@ -98,51 +86,32 @@ class KernelExecutor:
         BackwardFilter with several pieces, or with ``accumulate`` (beta = 1), needs ``w_array``:
         the byte buffer behind ptrs["w"], for the adds.
         """
-        if not self.is_wgrad:
-            for start, _b, _n, fn, _ws in self.pieces:
-                fn({"x": ptrs["x"] + start * self.per["x"], "y": ptrs["y"] + start * self.per["y"],
-                    "w": ptrs["w"]}, ws_ptr)
-            return
-        single_overwrite = len(self.pieces) == 1 and not accumulate
-        if single_overwrite:
-            start, _b, _n, fn, _ws = self.pieces[0]
-            fn({"x": ptrs["x"] + start * self.per["x"], "y": ptrs["y"] + start * self.per["y"], "w": ptrs["w"]},
-               ws_ptr)
+        if not self.is_wgrad or (len(self.pieces) == 1 and not accumulate):
+            self.pieces.launch(ptrs["x"], ptrs["w"], ptrs["y"], ws_ptr)
             return
         if w_array is None:
             raise EngineError(f"{self.run.id}: accumulating dW needs the dW array")
         if self._scratch is None:
-            self._scratch = cp.empty(self.per["w"], dtype=cp.uint8)
-            if PRECISIONS[self.sig.precision].reduced:
-                self._acc = cp.empty(self.per["w"] // self.sig.itemsize, dtype=cp.float32)
+            self._buffers()
         prec = self.sig.precision
-        half = PRECISIONS[prec].reduced
-        dw = typed(w_array, prec)
+        dw, sc, acc = typed(w_array, prec), typed(self._scratch, prec), self._acc
         with ctx.stream:
-            if half:  # fp32 accumulator: start from 0 (overwrite) or from the existing dW (accumulate)
-                if accumulate:
-                    if prec == "bf16":
-                        _FROM_BF16(dw, self._acc)
-                    else:
-                        self._acc[...] = dw.astype(cp.float32)
-                else:
-                    self._acc.fill(0)
-            for i, (start, _b, _n, fn, _ws) in enumerate(self.pieces):
-                direct = i == 0 and not accumulate and not half
-                target = ptrs["w"] if direct else self._scratch.data.ptr
-                fn({"x": ptrs["x"] + start * self.per["x"], "y": ptrs["y"] + start * self.per["y"], "w": target},
-                   ws_ptr)
-                if direct:
-                    continue
-                sc = typed(self._scratch, prec)
+            summed = False
+            for _ in self.pieces.filter_pieces(ptrs["x"], ptrs["w"], ptrs["y"], ws_ptr, self._scratch.data.ptr,
+                                               accumulate):
                 if prec == "fp16":
-                    _ACC_F16(sc, self._acc)
+                    if not summed:  # dW holds the first piece or its old value: the fp32 sum starts there
+                        acc[...] = dw.astype(cp.float32)
+                    _ACC_F16(sc, acc)
                 elif prec == "bf16":
-                    _ACC_BF16(sc, self._acc)
+                    if not summed:
+                        _FROM_BF16(dw, acc)
+                    _ACC_BF16(sc, acc)
                 else:
                     _ADD_F32(sc, dw)
-            if half:
-                (_TO_F16 if prec == "fp16" else _TO_BF16)(self._acc, dw)
+                summed = True
+            if summed and acc is not None:
+                (_TO_F16 if prec == "fp16" else _TO_BF16)(acc, dw)
 
 
 class Arena:

@@ -34,8 +34,9 @@ from ..precision import PRECISIONS
 HEURISTICS = ("A", "FALLBACK")
 ALIGN = 16  # bytes: the frontend's default operand alignment (cudnn-frontend.md §3, gotcha 5): a micro-batch
 #             must start at a multiple of it
-# the frontend's lowered-graph execute takes {uid: pointer}; its public path re-describes tensors
-# on every call (cudnn-frontend.md §12). Pinned to the frontend version it was checked against.
+# the frontend's lowered-graph execute takes {uid: pointer}, its pre-indexed execute (_execute_with_raw_ptrs)
+# a void*[] in ascending-uid order; its public path re-describes tensors on every call (cudnn-frontend.md §12).
+# Both are private: pinned to the frontend version they were checked against.
 LOWERED_EXECUTE_VERSIONS = ("1.32.0",)
 # cudnnBackendKnobType_t of cuDNN 9 (cudnn_graph.h), by number: the "k<n>" of plan names
 BACKEND_KNOBS = ("SPLIT_K", "SWIZZLE", "TILE_SIZE", "USE_TEX", "EDGE", "KBLOCK", "LDGA", "LDGB", "CHUNK_K",
@@ -125,7 +126,8 @@ class ConvGraph:
             return []
 
     def executor(self, index: int, ctx):
-        """A callable ``run(ptrs: {x,w,y}, workspace_ptr)`` that enqueues plan ``index`` on ctx's stream."""
+        """A callable ``run(ptrs: {x,w,y}, workspace_ptr)`` that enqueues plan ``index`` on ctx's stream: one
+        plan at a time (profiling, references); a configuration's pieces launch through engine.gpu.pieces."""
         g = self.graph
         if getattr(cudnn, "__version__", "") in LOWERED_EXECUTE_VERSIONS:
             lowered = g._lowered_graph
@@ -142,6 +144,25 @@ class ConvGraph:
             g.execute_plan_at_index({tensors[k]: ptrs[k] for k in ("x", "w", "y")}, ws_ptr or None, index,
                                     handle=ctx.handle)
         return run_public
+
+    def raw_execute(self, index: int):
+        """(execute, backend plan index, roles in operand order) for the frontend's pre-indexed execute:
+        ``execute(address of a void*[3], 3, workspace_ptr, backend_handle, backend plan index)``, the pointers
+        in the lowered graph's ascending-uid order. 1.32's own ``execute`` takes this path once it has sorted
+        a variant pack; here the sorting is done once per plan, at build."""
+        version = getattr(cudnn, "__version__", "")
+        if version not in LOWERED_EXECUTE_VERSIONS:
+            raise EngineError(f"cudnn-frontend {version}: the pre-indexed execute is checked only against "
+                              f"{', '.join(LOWERED_EXECUTE_VERSIONS)}; install nvidia-cudnn-frontend=="
+                              f"{LOWERED_EXECUTE_VERSIONS[-1]}")
+        lowered = self.graph._lowered_graph
+        lowered._prepare_variant_pack_template()
+        order = [int(u) for u in lowered._get_variant_pack_uids_sorted()]
+        role = {u: r for r, u in self.uids.items()}
+        if sorted(order) != sorted(role):
+            raise EngineError(f"{self.sig.key} at b={self.b}: the graph's operands {order} are not x, w, y "
+                              f"{self.uids}")
+        return lowered._execute_with_raw_ptrs, self.graph._plans[index].cpp_index, tuple(role[u] for u in order)
 
 
 NUMERICAL_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "FFT", "WINOGRAD", "NONDETERMINISTIC",
@@ -308,8 +329,8 @@ def output_role(sig: KernelSignature) -> str:
     return "w" if sig.kind is KernelKind.BACKWARD_FILTER else "y"
 
 
-class PlanCache:
-    """Built plans by (signature key, b, plan name), rebuilt by name (ConvGraph.index_of)."""
+class ExecutionPlans:
+    """Built cuDNN execution plans by (signature key, b, plan name), rebuilt by name (ConvGraph.index_of)."""
 
     def __init__(self, ctx, include_rtc: bool = True):
         self.ctx, self.include_rtc = ctx, include_rtc
@@ -321,8 +342,9 @@ class PlanCache:
             self._graphs[key] = make_graph(sig, b, self.ctx, include_rtc=self.include_rtc)
         return self._graphs[key]
 
-    def plan(self, sig: KernelSignature, b: int, name: str):
-        """(run callable, workspace bytes) of the named plan; a clear error if this cuDNN has no such plan."""
+    def build(self, sig: KernelSignature, b: int, name: str) -> tuple[ConvGraph, int, int]:
+        """(graph, plan index, workspace bytes) of the named plan, built; a clear error if this cuDNN has no
+        such plan."""
         cg = self.graph(sig, b)
         try:
             index = cg.index_of(name)
@@ -335,4 +357,4 @@ class PlanCache:
             ws = cg.build(index)
         except Exception as err:
             raise EngineError(f"plan {name!r} of {sig.key} at b={b} fails to build: {err}") from err
-        return cg.executor(index, self.ctx), ws
+        return cg, index, ws

@@ -20,7 +20,7 @@ from ..kernels import KernelSignature
 from ..precision import PRECISIONS
 from . import runtime
 from .executor import Arena, KernelExecutor, KernelRun, to_float32
-from .graphs import PlanCache, make_graph, output_role, parse_plan_name, per_sample_bytes
+from .graphs import ExecutionPlans, make_graph, output_role, parse_plan_name, per_sample_bytes
 from .profiler import fill_random
 from .report import division
 
@@ -142,7 +142,7 @@ def verify_plan(plan, *, repeats: int = 5, command: str = "",
     """Run every kernel of a plan on this GPU; returns a JSON-ready report (see module doc)."""
     ctx = runtime.context()
     mode, runs, d = runs_from_plan(plan)
-    plans = PlanCache(ctx, include_rtc=True)
+    plans = ExecutionPlans(ctx, include_rtc=True)
     t0 = time.perf_counter()
     executors = [KernelExecutor(r, plans) for r in runs]
     arena = Arena(runs, executors, mode)

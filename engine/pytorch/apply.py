@@ -88,7 +88,7 @@ class PlannedConv2d(nn.Conv2d):
             fb[self._name] = fb.get(self._name, 0) + 1
             return super().forward(x)
         bias = self.bias.to(self._dtype) if self.bias is not None else None
-        return ops.conv_forward(x, w, bias, self._handle)
+        return ops.planned_conv(x, w, bias, self._handle)
 
 
 def _device_check(plan: Plan, device: torch.device) -> None:
@@ -137,9 +137,10 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
     calls = checks.conv_calls(model, torch.zeros((1, *input_shape), device=device, dtype=dtype))
     layers, matched, unplanned = checks.match_plan(plan, calls)
 
-    from ..gpu.graphs import PlanCache
+    from ..gpu.graphs import ExecutionPlans
+    from ..gpu.pieces import Pieces
     context = ops.TorchContext.get(device.index or 0)
-    cache = PlanCache(context, include_rtc=True)
+    plans = ExecutionPlans(context, include_rtc=True)
     arena_size = plan.arena_size if plan.mode == "wd" else 0
     built = []
     for name, mod, plan_layer in matched:
@@ -147,7 +148,7 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
         pieces = {}
         for short, k in ks.items():
             sig = KernelSignature.from_key(k.signature, plan.batch)
-            pieces[short] = ops.build_pieces(k.id, sig, [(m.batch, m.plan) for m in k.micro], cache, k.offset or 0)
+            pieces[short] = Pieces(k.id, sig, [(m.batch, m.plan) for m in k.micro], plans, k.offset or 0)
             if plan.mode == "wd" and pieces[short].workspace > k.workspace:
                 raise EngineError(f"{k.id}: its plans need {pieces[short].workspace} B of workspace but its WD "
                                   f"segment holds {k.workspace} B")
@@ -156,9 +157,10 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
         built.append((name, mod, plan_layer, pieces))
     arena = torch.empty(1 if per_call else max(arena_size, 1), dtype=torch.uint8, device=device)
     applied = AppliedPlan(plan, arena, unplanned=unplanned, per_call=per_call)
+    arena_ptr = arena.data_ptr()
     for name, mod, plan_layer, pieces in built:
-        L = ops.PlannedLayer(name, pieces["F"], pieces.get("BD"), pieces["BF"], arena.data_ptr(), context,
-                             mod.stride, mod.padding, mod.dilation, mod.groups, per_call=per_call)
+        L = ops.PlannedLayer(name, pieces["F"], pieces.get("BD"), pieces["BF"], None if per_call else arena_ptr,
+                             context, mod.stride, mod.padding, mod.dilation, mod.groups)
         mod.__class__ = PlannedConv2d  # same Parameters, buffers, hooks and state-dict keys
         mod._setup(ops.register(L), name, applied)
         applied.planned[name] = plan_layer

@@ -8,13 +8,13 @@ from engine.zoo import get_network
 from engine.gpu import runtime
 from engine.gpu.verify import runs_from_plan, reference_plan, poison, rel_l2, verify_plan
 from engine.gpu.executor import KernelExecutor, to_float32
-from engine.gpu.graphs import PlanCache, per_sample_bytes, output_role
+from engine.gpu.graphs import ExecutionPlans, per_sample_bytes, output_role
 from engine.gpu.profiler import fill_random
 
 CASES = [("h100-vgg16-b64-tf32-nchw-powerOfTwo", "vgg16", 64, ["conv1_1:BF", "conv1_2:F", "conv1_2:BD", "conv1_2:BF", "conv2_1:BF", "conv2_2:BF"]),
          ("h100-densenet40-b256-tf32-nchw-powerOfTwo", "densenet40", 256, ["block1.layer12.conv:BF", "trans1.conv:BF"])]
 ctx = runtime.context()
-plans = PlanCache(ctx, include_rtc=True)
+plans = ExecutionPlans(ctx, include_rtc=True)
 for pname, net, b, ids in CASES:
     prof = Profile.load(resolve_profile(pname))
     plan = make_plan(prof, get_network(net, b), mode="wr", budget=64 << 20, policy="powerOfTwo")

@@ -4,7 +4,7 @@ import cupy as cp
 import engine.gpu.verify as V
 from engine.gpu import runtime
 from engine.gpu.executor import KernelExecutor, Arena
-from engine.gpu.graphs import PlanCache
+from engine.gpu.graphs import ExecutionPlans
 from engine.planner import make_plan
 from engine.profile import Profile, resolve_profile
 from engine.zoo import get_network
@@ -16,10 +16,10 @@ IDS = ("conv1_1:BF", "conv1_2:F", "conv1_2:BD", "conv2_2:BF")
 sel = [r for r in runs if r.id in IDS]
 ctx = runtime.context()
 for variant in ("upfront", "lazy", "upfront-own-cache"):
-    plans = PlanCache(ctx, include_rtc=True)
+    plans = ExecutionPlans(ctx, include_rtc=True)
     res = {}
     if variant.startswith("upfront"):
-        exs = [KernelExecutor(r, PlanCache(ctx, include_rtc=True) if variant.endswith("own-cache") else plans) for r in sel]
+        exs = [KernelExecutor(r, ExecutionPlans(ctx, include_rtc=True) if variant.endswith("own-cache") else plans) for r in sel]
         arena = Arena(sel, exs, "wr")
         for r, ex in zip(sel, exs):
             res[r.id] = round(V.verify_kernel(r, ex, arena.pointer(r), ctx, repeats=1)["rel_l2"], 6)

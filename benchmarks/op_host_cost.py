@@ -1,0 +1,492 @@
+"""Host cost of a planned PyTorch convolution: host microseconds per op call and per piece, old path vs new.
+
+    python benchmarks/op_host_cost.py measure -o benchmarks/reports/op-host-cost.json   # GPU host
+    python benchmarks/op_host_cost.py report benchmarks/reports/op-host-cost.json       # anywhere
+
+One convolution (64 -> 64 channels, 3x3, 14x14, mini-batch 64: small, so the GPU never holds the host back)
+is split into 1, 2, 4 and 8 equal micro-batches, each run with cuDNN's first heuristic plan that builds. Paths:
+
+- ``new``: the ops of engine.pytorch.conv (``torch.library.Library`` define/impl, one call runs every piece
+  through the frontend's pre-indexed execute) and, with autograd, ``planned_conv`` (a ``torch.autograd.Function``);
+- ``old``: the ops as they were at 40e3c99, copied below as the baseline: ``@torch.library.custom_op`` with
+  ``register_autograd``, one Python closure per piece calling the frontend's dict-based lowered execute,
+  ``torch.cuda.current_stream()`` per call;
+- the registrations compared over the same new kernels: ``custom_op`` + ``register_autograd``, ``Library`` +
+  ``register_autograd``, ``Library`` + ``autograd.Function`` (the one engine.pytorch.conv uses);
+- ``launch``: engine.gpu.pieces' launch alone, no op (the floor of this design), and the old closures alone.
+
+Host time: ``time.perf_counter`` around each call (the queue is drained every 16 calls so it never fills),
+median over 7 repeats of 64 calls after 16 warm-up calls; GPU time per call from CUDA events around the same
+calls. Per piece: the least-squares slope of host time over the number of pieces. With ``--model``, one
+ResNet-50 b64 fp16 channels_last AMP training step (plan from the bundled H100 profile at 256 MiB per kernel,
+as benchmarks/torch_training.py) is timed eagerly: stock, the old ops and the new ops, and the built plans
+are counted by the behaviour note a per-layer native CUDA graph needs. ``report`` writes
+benchmarks/reports/op-host-cost.md from the JSON alone.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.fileio import atomic_write  # noqa: E402
+
+PIECES = (1, 2, 4, 8)
+BATCH = 64
+CALLS, REPEATS, WARMUP, DRAIN = 64, 7, 16, 16
+TARGETS = {"per_piece_us": 15.0, "per_call_us": 30.0}
+
+
+# --- the old path (engine/pytorch/conv.py at 40e3c99), kept here only as the baseline ----------------------
+
+_REGISTERED: dict = {}   # the ops below are registered once per process; later layers join their registry
+
+
+def legacy_ops(torch, layers: dict):
+    """The ops of 40e3c99 under the namespace ``ucudnn_old``; ``layers``: handle -> new PlannedLayer, whose
+    pieces are rebuilt as that version's per-piece closures (``ConvGraph.executor``: a dict per launch).
+    (The annotations below are evaluated where they stand: the custom ops read them for their schemas.)"""
+    if "old" in _REGISTERED:
+        forward, backward_filter, old, Layer = _REGISTERED["old"]
+        old.update({h: Layer(L) for h, L in layers.items()})
+        return forward, backward_filter, old
+
+    class Pieces:
+        def __init__(self, k, ctx):
+            self.pieces = [(start, b, cg.executor(index, ctx), cg.built[index])
+                           for (start, b, _name), (cg, index) in zip(k.micro, k.graphs)]
+            self.per = k.per
+
+        @property
+        def workspace(self):
+            return max((p[3] for p in self.pieces), default=0)
+
+        def launch(self, x, w, y, ws, only=slice(None)):
+            for start, _b, run, _ws in self.pieces[only]:
+                run({"x": x + start * self.per["x"], "w": w, "y": y + start * self.per["y"]}, ws)
+
+    class Layer:
+        def __init__(self, L):
+            self.forward, self.backward_filter = Pieces(L.forward, L.context), Pieces(L.backward_filter, L.context)
+            self.backward_data = Pieces(L.backward_data, L.context) if L.backward_data is not None else None
+            self.L, self.context, self.arena = L, L.context, L.ws[L.forward.sig.kind]
+            self.calls = {"forward": 0, "backward_data": 0, "backward_filter": 0}
+            self.per_call = False
+
+        @property
+        def sig(self):
+            return self.L.sig
+
+        @property
+        def memory_format(self):
+            return self.L.fmt
+
+        def out_shape(self, x_shape):
+            s = self.sig
+            return (x_shape[0], s.k, s.out_h, s.out_w)
+
+        def in_shape(self, y_shape):
+            s = self.sig
+            return (y_shape[0], s.c, s.h, s.w)
+
+        def workspace(self, kernel, device):
+            return self.arena, None
+
+    state = {}
+
+    def bind(ctx):
+        stream = torch.cuda.current_stream().cuda_stream
+        if stream != state.get(id(ctx)):
+            ctx._set_stream(handle=ctx.handle, stream=stream)
+            state[id(ctx)] = stream
+
+    def dense(t, fmt):
+        t = t.contiguous(memory_format=fmt)
+        return t if t.data_ptr() % 16 == 0 else t.clone(memory_format=fmt)
+
+    old = {h: Layer(L) for h, L in layers.items()}
+
+    @torch.library.custom_op("ucudnn_old::conv_forward", mutates_args=())
+    def conv_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, handle: int) -> torch.Tensor:
+        L = old[handle]
+        fmt = L.memory_format
+        x, weight = dense(x, fmt), dense(weight, fmt)
+        y = torch.empty(L.out_shape(x.shape), dtype=x.dtype, device=x.device, memory_format=fmt)
+        bind(L.context)
+        ws, _keep = L.workspace(L.forward, x.device)
+        L.forward.launch(x.data_ptr(), weight.data_ptr(), y.data_ptr(), ws)
+        if bias is not None:
+            y.add_(bias.view(1, -1, 1, 1))
+        L.calls["forward"] += 1
+        return y
+
+    @conv_forward.register_fake
+    def _(x, weight, bias, handle):
+        L = old[handle]
+        return torch.empty(L.out_shape(x.shape), dtype=x.dtype, device=x.device, memory_format=L.memory_format)
+
+    @torch.library.custom_op("ucudnn_old::conv_backward_data", mutates_args=())
+    def conv_backward_data(grad_y: torch.Tensor, weight: torch.Tensor, handle: int) -> torch.Tensor:
+        L = old[handle]
+        fmt = L.memory_format
+        grad_y, weight = dense(grad_y, fmt), dense(weight, fmt)
+        dx = torch.empty(L.in_shape(grad_y.shape), dtype=grad_y.dtype, device=grad_y.device, memory_format=fmt)
+        bind(L.context)
+        ws, _keep = L.workspace(L.backward_data, grad_y.device)
+        L.backward_data.launch(grad_y.data_ptr(), weight.data_ptr(), dx.data_ptr(), ws)
+        L.calls["backward_data"] += 1
+        return dx
+
+    @torch.library.custom_op("ucudnn_old::conv_backward_filter", mutates_args=())
+    def conv_backward_filter(x: torch.Tensor, grad_y: torch.Tensor, weight: torch.Tensor, handle: int) -> torch.Tensor:
+        L = old[handle]
+        fmt, k = L.memory_format, L.backward_filter
+        x, grad_y = dense(x, fmt), dense(grad_y, fmt)
+        dw = torch.empty_like(weight, memory_format=fmt)
+        bind(L.context)
+        ws, _keep = L.workspace(k, x.device)
+        xp, yp = x.data_ptr(), grad_y.data_ptr()
+        k.launch(xp, dw.data_ptr(), yp, ws, slice(0, 1))
+        if len(k.pieces) > 1:
+            scratch = torch.empty_like(dw)
+            acc = dw.float() if dw.dtype != torch.float32 else dw
+            for i in range(1, len(k.pieces)):
+                k.launch(xp, scratch.data_ptr(), yp, ws, slice(i, i + 1))
+                acc.add_(scratch)
+            if acc is not dw:
+                dw.copy_(acc)
+        L.calls["backward_filter"] += 1
+        return dw
+
+    def setup_context(ctx, inputs, output):
+        x, weight, _bias, handle = inputs
+        ctx.save_for_backward(x, weight)
+        ctx.handle = handle
+
+    def backward(ctx, grad_y):
+        x, weight = ctx.saved_tensors
+        grad_x = grad_w = grad_b = None
+        L = old[ctx.handle]
+        if ctx.needs_input_grad[0]:
+            if L.backward_data is not None:
+                grad_x = conv_backward_data(grad_y, weight, ctx.handle)
+            else:
+                grad_x = torch.nn.grad.conv2d_input(x.shape, weight, grad_y, L.L.stride, L.L.padding, L.L.dilation,
+                                                    L.L.groups)
+        if ctx.needs_input_grad[1]:
+            grad_w = conv_backward_filter(x, grad_y, weight, ctx.handle)
+        if ctx.needs_input_grad[2]:
+            grad_b = grad_y.sum((0, 2, 3), dtype=torch.float32).to(grad_y.dtype)
+        return grad_x, grad_w, grad_b, None
+
+    conv_forward.register_autograd(backward, setup_context=setup_context)
+    _REGISTERED["old"] = conv_forward, conv_backward_filter, old, Layer
+    return conv_forward, conv_backward_filter, old
+
+
+def registrations(torch, ops):
+    """The same new kernels registered the two other ways: (custom_op + register_autograd, Library +
+    register_autograd), each a callable (x, w, b, handle) -> y."""
+    if "registrations" in _REGISTERED:
+        return _REGISTERED["registrations"]
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0], inputs[1])
+        ctx.handle = inputs[3]
+
+    def backward_with(bd, bf):
+        def backward(ctx, grad_y):
+            x, weight = ctx.saved_tensors
+            gx = bd(grad_y, weight, ctx.handle) if ctx.needs_input_grad[0] else None
+            gw = bf(x, grad_y, weight, ctx.handle) if ctx.needs_input_grad[1] else None
+            gb = grad_y.sum((0, 2, 3), dtype=torch.float32).to(grad_y.dtype) if ctx.needs_input_grad[2] else None
+            return gx, gw, gb, None
+        return backward
+
+    out = {}
+    f = torch.library.custom_op("ucudnn_co::conv_forward", ops._forward, mutates_args=(),
+                                schema="(Tensor x, Tensor weight, Tensor? bias, int handle) -> Tensor")
+    bd = torch.library.custom_op("ucudnn_co::conv_backward_data", ops._backward_data, mutates_args=(),
+                                 schema="(Tensor grad_y, Tensor weight, int handle) -> Tensor")
+    bf = torch.library.custom_op("ucudnn_co::conv_backward_filter", ops._backward_filter, mutates_args=(),
+                                 schema="(Tensor x, Tensor grad_y, Tensor weight, int handle) -> Tensor")
+    f.register_autograd(backward_with(bd, bf), setup_context=setup_context)
+    out["custom_op + register_autograd"] = f
+    lib = torch.library.Library("ucudnn_lib", "DEF")
+    lib.define("conv_forward(Tensor x, Tensor weight, Tensor? bias, int handle) -> Tensor")
+    lib.impl("conv_forward", ops._forward, "CUDA")
+    torch.library.register_autograd("ucudnn_lib::conv_forward",
+                                    backward_with(ops.conv_backward_data, ops.conv_backward_filter),
+                                    setup_context=setup_context, lib=lib)
+    out["Library + register_autograd"] = torch.ops.ucudnn_lib.conv_forward.default
+    out["Library + autograd.Function"] = ops.planned_conv
+    out["_keep"] = lib
+    _REGISTERED["registrations"] = out
+    return out
+
+
+# --- measuring -------------------------------------------------------------------------------------------
+
+def host_and_gpu_us(torch, fn) -> tuple[float, float]:
+    """(median host us per call, GPU us per call) of ``fn()`` (see the module docstring)."""
+    for _ in range(WARMUP):
+        fn()
+    torch.cuda.synchronize()
+    host, gpu = [], []
+    for _ in range(REPEATS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(CALLS):
+            if i and i % DRAIN == 0:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            host.append(time.perf_counter() - t0)
+        end.record()
+        torch.cuda.synchronize()
+        gpu.append(start.elapsed_time(end) * 1e3 / CALLS)
+    return statistics.median(host) * 1e6, statistics.median(gpu)
+
+
+def first_plan(plans, sig, b: int, cap: int = 64 << 20) -> str:
+    """Name of cuDNN's first heuristic plan for (sig, b) that builds within ``cap`` bytes of workspace."""
+    cg = plans.graph(sig, b)
+    for i, name in enumerate(cg.names[:cg.heuristic]):
+        try:
+            if cg.build(i) <= cap:
+                return name
+        except Exception:
+            continue
+    raise RuntimeError(f"no heuristic plan builds for {sig.key} at b={b}")
+
+
+def slope(xs, ys) -> float:
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def measure_layer(torch, precision: str, layout: str) -> dict:
+    from engine.gpu.graphs import ExecutionPlans
+    from engine.gpu.pieces import Pieces
+    from engine.kernels import KernelKind, KernelSignature
+    from engine.pytorch import conv as ops
+
+    ctx = ops.TorchContext.get(0)
+    plans = ExecutionPlans(ctx)
+    dtype, fmt = ops.TORCH_DTYPE[precision], ops.MEMORY_FORMAT[layout]
+    kinds = (KernelKind.FORWARD, KernelKind.BACKWARD_DATA, KernelKind.BACKWARD_FILTER)
+    layers, arena = {}, torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    for p in PIECES:
+        b = BATCH // p
+        built = []
+        for kind in kinds:
+            sig = KernelSignature(kind, BATCH, 64, 14, 14, 64, 3, 3, 1, 1, precision=precision, layout=layout)
+            built.append(Pieces(f"bench:{kind.short}", sig, [(b, first_plan(plans, sig.with_batch(b), b))] * p,
+                                plans))
+        L = ops.PlannedLayer(f"p{p}", *built, arena.data_ptr(), ctx, (1, 1), (1, 1), (1, 1), 1)
+        layers[ops.register(L)] = L
+    old_forward, old_filter, old_layers = legacy_ops(torch, layers)
+    regs = registrations(torch, ops)
+
+    x = torch.randn(BATCH, 64, 14, 14, device="cuda", dtype=dtype).to(memory_format=fmt)
+    w = torch.randn(64, 64, 3, 3, device="cuda", dtype=dtype).to(memory_format=fmt)
+    bias = torch.randn(64, device="cuda", dtype=dtype)
+    gy = torch.randn(BATCH, 64, 14, 14, device="cuda", dtype=dtype).to(memory_format=fmt)
+    xg, wg, bg = (t.detach().clone().requires_grad_() for t in (x, w, bias))
+    rows = []
+    for h, L in layers.items():
+        p = len(L.forward)
+        y = torch.empty_like(gy)
+        ws = L.ws[L.forward.sig.kind]
+        ptrs = (x.data_ptr(), w.data_ptr(), y.data_ptr())
+        old_k = old_layers[h].forward
+
+        def new_launch():
+            L.context.bind()
+            L.forward.launch(*ptrs, ws)
+
+        def old_launch():
+            old_k.launch(*ptrs, ws)
+
+        cases = {
+            "launch/new": new_launch,
+            "launch/old": old_launch,
+            "forward/new": lambda: ops.conv_forward(x, w, bias, h),
+            "forward/old": lambda: old_forward(x, w, bias, h),
+            "backward_filter/new": lambda: ops.conv_backward_filter(x, gy, w, h),
+            "backward_filter/old": lambda: old_filter(x, gy, w, h),
+        }
+        for name, f in regs.items():
+            if not name.startswith("_"):
+                cases[f"forward+backward/{name}"] = (lambda f=f: f(xg, wg, bg, h).backward(gy))
+        cases["forward+backward/old"] = lambda: old_forward(xg, wg, bg, h).backward(gy)
+        for case, fn in cases.items():
+            host, gpu = host_and_gpu_us(torch, fn)
+            rows.append({"case": case, "pieces": p, "host_us": round(host, 2), "gpu_us": round(gpu, 2)})
+            print(f"{precision} {case:48s} pieces {p}: host {host:7.2f} us  GPU {gpu:8.2f} us", flush=True)
+    agree = 0.0  # the old and new ops run the same plans: their results must be identical
+    for h in layers:
+        for new, old in ((ops.conv_forward(x, w, bias, h), old_forward(x, w, bias, h)),
+                         (ops.conv_backward_filter(x, gy, w, h), old_filter(x, gy, w, h))):
+            agree = max(agree, float((new.float() - old.float()).abs().max()))
+    return {"precision": precision, "layout": layout, "rows": rows, "max_abs_diff_new_vs_old": agree}
+
+
+def measure_model(torch, steps: int) -> dict:
+    """ResNet-50 b64 fp16 channels_last AMP, eager training steps: stock, the old ops, the new ops."""
+    import torchvision
+
+    from engine.gpu.runtime import provenance
+    from engine.planner import make_plan
+    from engine.profile import Profile, resolve_profile
+    from engine.pytorch import apply_plan
+    from engine.pytorch import conv as ops
+    from engine.zoo import get_network
+
+    profile = Profile.load(resolve_profile("h100-resnet50-b64-fp16-nhwc-powerOfTwo"))
+    here = provenance()
+    if (profile.provenance["gpu"], profile.provenance["cudnn_version"]) != (here["gpu"], here["cudnn_version"]):
+        return {"skipped": f"the bundled profile is of {profile.provenance['gpu']} cuDNN "
+                           f"{profile.provenance['cudnn_version']}, this is {here['gpu']} cuDNN "
+                           f"{here['cudnn_version']}"}
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    fmt = torch.channels_last
+    x = torch.randn(64, 3, 224, 224, device="cuda").to(memory_format=fmt)
+    target = torch.randint(0, 1000, (64,), device="cuda")
+
+    def timed(model) -> float:
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+        def step():
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = torch.nn.functional.cross_entropy(model(x), target)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=False)
+        for _ in range(5):
+            step()
+        times = []
+        for _ in range(steps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            step()
+            b.record()
+            torch.cuda.synchronize()
+            times.append(a.elapsed_time(b))
+        return round(statistics.median(times), 3)
+
+    out = {"model": "resnet50", "batch": 64, "precision": "fp16 channels_last AMP", "steps": steps}
+    model = torchvision.models.resnet50().cuda().to(memory_format=fmt)
+    out["stock_ms"] = timed(model)
+    plan = make_plan(profile, get_network("resnet50", 64), mode="wr", budget=256 << 20, policy="powerOfTwo",
+                     command="benchmarks/op_host_cost.py --model")
+    t0 = time.perf_counter()
+    apply_plan(model, plan)
+    out["apply_s"] = round(time.perf_counter() - t0, 1)
+    layers = {m._handle: ops.layer(m._handle) for m in model.modules() if hasattr(m, "_handle")}
+    kernels = [k for L in layers.values() for k in (L.forward, L.backward_data, L.backward_filter) if k is not None]
+    notes = [cg.behavior_notes(i) for k in kernels for cg, i in k.graphs]
+    out.update(kernels=len(kernels), pieces=sum(len(k) for k in kernels), plans=len(notes),
+               native_cuda_graph=sum("SUPPORTS_CUDA_GRAPH_NATIVE_API" in n for n in notes))
+    out["new_ms"] = timed(model)
+    old_forward, _f, _old = legacy_ops(torch, layers)
+    new_op = ops.planned_conv
+    ops.planned_conv = old_forward   # PlannedConv2d.forward looks it up per call
+    try:
+        out["old_ms"] = timed(model)
+    finally:
+        ops.planned_conv = new_op
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def measure(args) -> None:
+    import torch
+
+    from engine.gpu.runtime import provenance
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    data = {"format": "ucudnn-explorer-op-host-cost", "version": 1,
+            "provenance": provenance("python benchmarks/op_host_cost.py " + " ".join(sys.argv[1:])),
+            "torch": torch.__version__, "method": {"calls": CALLS, "repeats": REPEATS, "warmup": WARMUP,
+                                                   "drain_every": DRAIN, "batch": BATCH, "pieces": PIECES},
+            "layers": [measure_layer(torch, "tf32", "NCHW"), measure_layer(torch, "fp16", "NHWC")]}
+    if args.model:
+        data["model"] = measure_model(torch, args.steps)
+    atomic_write(Path(args.output), json.dumps(data, indent=1))
+    print(f"wrote {args.output}")
+
+
+# --- the report ------------------------------------------------------------------------------------------
+
+def summary(layer: dict) -> dict:
+    """Per case: host us per call at each piece count, and the slope per piece."""
+    by = {}
+    for r in layer["rows"]:
+        by.setdefault(r["case"], {})[r["pieces"]] = r
+    return {case: {"host": {p: r["host_us"] for p, r in ps.items()}, "gpu": {p: r["gpu_us"] for p, r in ps.items()},
+                   "per_piece": slope(list(ps), [r["host_us"] for r in ps.values()])} for case, ps in by.items()}
+
+
+def report(args) -> None:
+    data = json.loads(Path(args.input).read_text())
+    prov = data["provenance"]
+    lines = ["# Host cost of the planned PyTorch convolution", "",
+             "<!-- generated: python benchmarks/op_host_cost.py report; do not edit -->", "",
+             f"{prov['gpu']}, driver {prov.get('driver', '?')}, cuDNN {prov['cudnn_version']}, "
+             f"cudnn-frontend {prov.get('frontend_version', '?')}, PyTorch {data['torch']}, {prov['date']}. "
+             f"Method: benchmarks/op_host_cost.py's docstring ({data['method']['calls']} calls x "
+             f"{data['method']['repeats']} repeats, median host time per call; mini-batch {data['method']['batch']} "
+             f"in 1, 2, 4 or 8 equal pieces). Targets (issue 22): <= {TARGETS['per_piece_us']:g} us per piece, "
+             f"<= {TARGETS['per_call_us']:g} us per planned op call.", ""]
+    for layer in data["layers"]:
+        s = summary(layer)
+        ps = sorted({p for c in s.values() for p in c["host"]})
+        lines += [f"## {layer['precision']} {layer['layout']} (64->64, 3x3, 14x14, b{data['method']['batch']})", "",
+                  "| case | " + " | ".join(f"{p} piece{'s' if p > 1 else ''}" for p in ps) + " | per piece |",
+                  "|---|" + "---|" * (len(ps) + 1)]
+        for case, c in s.items():
+            cells = [f"{c['host'][p]:.1f}" if p in c["host"] else "-" for p in ps]
+            lines.append(f"| {case} | " + " | ".join(cells) + f" | {c['per_piece']:.1f} |")
+        lines += ["", "Host us per call (median); per piece: the least-squares slope over the piece counts. GPU us "
+                  "per call of the same calls: " + ", ".join(
+                      f"{case} {c['gpu'][ps[0]]:.0f}-{c['gpu'][ps[-1]]:.0f}" for case, c in s.items()
+                      if case.startswith(("forward/", "backward_filter/"))) + ".",
+                  f"New and old ops' results differ by at most {layer['max_abs_diff_new_vs_old']:g} (they run the "
+                  f"same plans).", ""]
+    m = data.get("model")
+    if m and "skipped" not in m:
+        lines += ["## A training step", "",
+                  f"{m['model']} b{m['batch']} {m['precision']}, eager, median of {m['steps']} steps (CUDA events), "
+                  f"WR plan at 256 MiB per kernel from the bundled H100 profile: stock PyTorch "
+                  f"(`cudnn.benchmark=True`) **{m['stock_ms']:.2f} ms**, old ops **{m['old_ms']:.2f} ms**, new ops "
+                  f"**{m['new_ms']:.2f} ms** ({m['new_ms'] / m['stock_ms']:.2f}x stock). The plan has "
+                  f"{m['kernels']} kernels in {m['pieces']} pieces; {m['native_cuda_graph']} of its {m['plans']} "
+                  f"built execution plans carry SUPPORTS_CUDA_GRAPH_NATIVE_API (needed for a per-layer native "
+                  f"CUDA graph, populate_cuda_graph). apply_plan took {m['apply_s']:.1f} s.", ""]
+    elif m:
+        lines += ["## A training step", "", f"Not run: {m['skipped']}.", ""]
+    out = Path(args.input).with_suffix(".md")
+    atomic_write(out, "\n".join(lines))
+    print(f"wrote {out}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("-o", "--output", default=str(ROOT / "benchmarks/reports/op-host-cost.json"))
+    m.add_argument("--model", action="store_true", help="also time ResNet-50 training steps (stock, old, new)")
+    m.add_argument("--steps", type=int, default=20)
+    r = sub.add_parser("report")
+    r.add_argument("input", nargs="?", default=str(ROOT / "benchmarks/reports/op-host-cost.json"))
+    args = ap.parse_args()
+    (measure if args.cmd == "measure" else report)(args)
+
+
+if __name__ == "__main__":
+    main()
