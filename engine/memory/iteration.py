@@ -21,6 +21,8 @@ from ..units import format_size
 from ..zoo import get_network
 from . import policies as P
 from .tensors import CLASSES, DATA_CLASSES, build_inventory, get_convention
+
+PYTORCH_CONVENTIONS = ("pytorch",)   # tensors as PyTorch allocates them: a prediction of a PyTorch step
 from .timeline import MemoryPlan, memory_curve
 from .reserve import check_reserve, default_reserve, planning_capacity
 from .timemodel import TimeParams, simulate, time_note
@@ -121,7 +123,8 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
     modelled. ``conv_plan``: the ``engine.plan.Plan`` applied to the model with ``apply_plan``: its kernels'
     workspaces are counted instead (``plan_workspace`` "arena", one buffer held all iteration, or "per-call",
     as ``apply_plan``'s ``workspace``; default as apply_plan picks), its other convolutions as stock PyTorch
-    runs them (the ``heuristic`` rule, with a profile). ``workspace`` overrides the policy's rule;
+    runs them (the ``heuristic`` rule, with a profile). ``workspace`` overrides the policy's rule (in the
+    ``pytorch`` convention the default is ``heuristic``: stock PyTorch's, whatever the paper's);
     ``convention`` its framework's tensor rules; ``framework_bytes`` what the framework itself keeps
     allocated (PyTorch's cuBLAS and cuBLASLt workspaces: ``engine.pytorch.calibrate`` measures them; counted
     as workspace the whole iteration); remaining keywords are policy switches.
@@ -142,6 +145,8 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
     plan_rule = _plan_rule(conv_plan, plan_workspace, workspace, net)
     if plan_rule:
         workspace, precision = plan_rule, conv_plan.precision
+    elif workspace is None and conv.name in PYTORCH_CONVENTIONS:
+        workspace = "heuristic"   # what stock PyTorch runs (cudnn.benchmark off), whatever the paper's rule
     inv = build_inventory(net, conv, itemsize, int(framework_bytes))
     params = time_params or TimeParams()
     reserved = planning_capacity(capacity, reserve)

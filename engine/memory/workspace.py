@@ -228,7 +228,7 @@ def choose_workspace(plan: MemoryPlan, live, capacity: int | None, profile: Prof
         for tick, layer, kind, sig in ks:
             pk = planned.get(f"{layer}:{kind.short}")
             if pk is not None:
-                config = pk.configuration()
+                config = pk.configuration
                 choices.append(KernelChoice(tick, layer, kind, sig.key, free, config, config.workspace <= free))
                 if rule == "plan-arena":
                     continue      # in the arena

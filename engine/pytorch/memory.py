@@ -102,7 +102,10 @@ def executable(plan, result=None) -> list[str]:
                      f"freed blocks is the caching allocator's job")
     if how == "stock" or (not plan.copies and not plan.recompute_count):
         notes.append("no copies and no re-forwards: autograd already frees each saved tensor after its last use")
-    if result is not None and result.peak_is_lower_bound:
+    if result is not None and result.convention != "pytorch":
+        notes.append(f"the prediction counts tensors as {result.convention} allocates them, not PyTorch (predicted() "
+                     f"gives no peak): plan with convention='pytorch' to predict the step's peak")
+    elif result is not None and result.peak_is_lower_bound:
         notes.append(f"the predicted peak {format_size(result.peak)} is a lower bound (predicted() gives none): it "
                      f"counts no workspace for {result.summary['workspace_unknown']} convolution kernel runs; plan "
                      f"with profile= (stock cuDNN) or conv_plan= (a plan applied with apply_plan)")
@@ -261,11 +264,12 @@ class MemoryRuntime:
         return [{"tick": t, "end": e, "allocated": a, "peak": p} for t, e, a, p in rows or ()]
 
     def predicted(self) -> dict:
-        """The plan's own numbers, to set beside ``stats``. ``peak`` is None where the prediction counts no workspace
-        for some convolutions (``peak_lower_bound`` holds what it counts): no number is promised there."""
+        """The plan's own numbers, to set beside ``stats``. ``peak`` is None where the prediction is not of PyTorch's
+        step: tensors counted in another convention than ``pytorch``, or no workspace counted for some convolutions
+        (``peak_counted`` holds the plan's number in every case): no peak is promised there."""
         s = self.result.summary
-        bound = self.result.peak_is_lower_bound
-        return {"peak": None if bound else s["peak"], "peak_lower_bound": s["peak"] if bound else None,
+        promised = self.result.convention == "pytorch" and not self.result.peak_is_lower_bound
+        return {"peak": s["peak"] if promised else None, "peak_counted": s["peak"],
                 "offload_bytes": s["offload_bytes"], "prefetch_bytes": s["prefetch_bytes"],
                 "recompute_count": s["recompute_count"]}
 
