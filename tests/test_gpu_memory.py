@@ -18,6 +18,11 @@ warm-up and one measured training step of a stock model and of a copy under the 
   the plan's order;
 * bytes moved and re-forwards are the plan's (where the model saves every tensor the plan offloads).
 
+The documented path (docs/memory-runtimes.md) on torchvision ResNet-18 b128, the bundled H100 profile's network
+and mini-batch: ``plan_memory(net, policy, convention="pytorch", profile=..., framework_bytes=...)``, with
+``conv_plan=`` where a WR plan is applied, then ``apply_memory_policy``: the step's measured peak
+(``torch.cuda.max_memory_allocated``, everything the test allocated counted) within 10 % of ``predicted()``.
+
 ``prefetch_late`` (prefetches the compute stream reached before they finished, on the GPU's clock) is
 printed, not required to be 0: vDNN prefetches one layer ahead and a 100 MB copy does not hide behind one
 layer's backward at batch 32, which is the stall the plan's time model predicts; the measurement itself
@@ -37,7 +42,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 from engine.memory import plan_memory  # noqa: E402
 from engine.precision import PRECISIONS  # noqa: E402
-from engine.pytorch import apply_memory_policy  # noqa: E402
+from engine.pytorch import apply_memory_policy, apply_plan  # noqa: E402
 from engine.pytorch.importer import import_model  # noqa: E402
 from engine.units import format_size  # noqa: E402
 
@@ -210,3 +215,65 @@ def test_offload_and_prefetch_issue_no_host_sync():
     finally:
         torch.cuda.set_sync_debug_mode(0)
     assert torch.equal(back, t)
+
+
+DOC_BATCH = 128
+DOC_PROFILE = "h100-resnet18-b128-tf32-nchw-powerOfTwo"
+
+
+@pytest.fixture(scope="module")
+def doc_plans():
+    """The bundled profile and its WR plan at 64 MiB per kernel for the imported ResNet-18 b128 (made once)."""
+    from engine.planner import make_plan
+    from engine.profile import Profile, resolve_profile
+    from engine.pytorch.loader import load_network
+    profile = Profile.load(resolve_profile(DOC_PROFILE))
+    net = load_network("torchvision:resnet18", DOC_BATCH)
+    return profile, make_plan(profile, net, mode="wr", budget=64 << 20, policy="powerOfTwo")
+
+
+@pytest.mark.parametrize("convs", ["stock", "wr-64MiB"])
+@pytest.mark.parametrize("policy", ["liveness", "vdnn-all-p", "sn-recompute"])
+def test_documented_path_predicts_the_measured_peak(policy, convs, doc_plans):
+    from engine.pytorch.calibrate import measure_framework_bytes
+    profile, wr = doc_plans
+    gc.collect()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    framework = measure_framework_bytes()["bytes"]     # cuBLAS/cuBLASLt workspaces: 0 if an earlier test made them
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).cuda().train()
+    net = import_model(model, (3, 224, 224), DOC_BATCH, "torchvision:resnet18")
+    conv_plan = wr if convs != "stock" else None
+    result = plan_memory(net, policy, convention="pytorch", profile=profile, framework_bytes=framework,
+                         conv_plan=conv_plan)
+    runtime = apply_memory_policy(model, result)
+    if conv_plan is not None:            # after the memory runtime: it traces the model's stock nn.Conv2d leaves
+        apply_plan(model, conv_plan, input_shape=(3, 224, 224))
+    x = torch.randn(DOC_BATCH, 3, 224, 224, device="cuda")
+    target = torch.randint(0, 1000, (DOC_BATCH,), device="cuda")
+    try:
+        for _ in range(2):
+            step(model, x, target)
+        model.zero_grad(set_to_none=True)
+        gc.collect()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        step(model, x, target)
+        torch.cuda.synchronize()
+        measured = torch.cuda.max_memory_allocated() - base
+        predicted = runtime.predicted()["peak"]
+        s = runtime.stats
+        print(f"\nresnet18 b{DOC_BATCH} {policy}, {convs} convolutions: predicted peak {format_size(predicted)} "
+              f"(rule {result.workspace_rule}, workspace {format_size(result.summary['peak_workspace'])} at most, "
+              f"framework {format_size(framework)}), measured {format_size(measured)}, ratio {predicted / measured:.3f}; "
+              f"{s['prefetches']} prefetches, {s['prefetch_late']} late, {s['recomputed_layers']} re-forwards")
+        assert predicted is not None and abs(predicted / measured - 1) <= 0.10
+    finally:
+        runtime.remove()
+        if conv_plan is not None:
+            from engine.pytorch import remove_plan
+            remove_plan(model)
+        del model
+        gc.collect()
+        torch.cuda.empty_cache()

@@ -26,7 +26,8 @@ from ..profile import Profile, resolve_profile
 from ..units import format_size, parse_size
 from ..memory.capacity import deepest, max_batch, smallest_capacity
 from ..memory.iteration import format_table, plan_memory
-from ..memory.policies import MEMORY_POLICIES
+from ..memory.policies import MEMORY_POLICIES, get_policy
+from ..memory.reserve import RESERVE
 from ..memory.snapshot import snapshot_bytes, snapshot_path
 from ..memory.tensors import CONVENTIONS
 from ..memory.calibrate import framework_bytes, time_params
@@ -47,7 +48,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--convention", default=None, choices=list(CONVENTIONS),
                         help="override the policy's framework tensor rules")
     parser.add_argument("--strategy", default=None, choices=("speed", "memory", "cost-aware"),
-                        help="SuperNeurons recomputation strategy (sn-recompute, superneurons)")
+                        help="SuperNeurons recomputation strategy (the policies that take one: "
+                             f"{', '.join(n for n, p in MEMORY_POLICIES.items() if 'strategy' in p.options())})")
+    parser.add_argument("--reserve", default=None, metavar="FRACTION",
+                        help=f"share of --capacity left to the allocator by plans that fill it, e.g. 0.05 or 5%% "
+                             f"(default: {RESERVE:.0%} in the pytorch convention, for PyTorch's caching allocator; "
+                             f"0 in the papers' own)")
     parser.add_argument("--bandwidth", default=None,
                         help="host-device copy bandwidth per second (default 54GB, or --time-params' measurement)")
     parser.add_argument("--time-params", default=None, metavar="FILE",
@@ -74,6 +80,23 @@ def _policies(text: str) -> list[str]:
         if name not in MEMORY_POLICIES:
             raise EngineError(f"unknown memory policy {name!r}; known: {', '.join(MEMORY_POLICIES)}")
     return names
+
+
+def _options(name: str, options: dict) -> dict:
+    """The switches a policy takes (its registry entry), of those given: --strategy goes to those with one."""
+    takes = get_policy(name).options()
+    return {k: v for k, v in options.items() if k in takes}
+
+
+def _reserve(text: str) -> float:
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < 1:
+        raise EngineError(f"--reserve {text!r} is not a share of the capacity: give a fraction in [0, 1) such as 0.05, "
+                          f"or a percentage such as 5%")
+    return value
 
 
 def _emit(args, payload, text: str) -> None:
@@ -104,9 +127,10 @@ def run(args) -> int:
     options = {}
     if args.strategy:
         options["strategy"] = args.strategy
+    reserve = _reserve(args.reserve) if args.reserve is not None else None
     common = dict(batch=args.batch, capacity=capacity, profile=profile, workspace=args.workspace,
                   convention=args.convention, time_params=params, optimizer_copies=args.optimizer_copies,
-                  framework_bytes=fw, **variant)
+                  framework_bytes=fw, **variant, reserve=reserve)
 
     if args.max_batch or args.deepest:
         if args.snapshot:
@@ -115,15 +139,15 @@ def run(args) -> int:
             raise EngineError("--max-batch and --deepest need --capacity")
         rows = []
         for name in names:
-            opts = {k: v for k, v in options.items() if name in ("sn-recompute", "superneurons")}
+            opts = _options(name, options)
             if args.max_batch:
                 value = max_batch(args.network, name, capacity, profile=profile, convention=args.convention,
-                                  framework_bytes=fw, **variant, **opts)
+                                  framework_bytes=fw, **variant, reserve=reserve, **opts)
             else:
                 if args.batch is None:
                     raise EngineError("--deepest needs --batch")
                 value = deepest(args.deepest, name, capacity, args.batch, profile=profile,
-                                convention=args.convention, framework_bytes=fw, **variant, **opts)
+                                convention=args.convention, framework_bytes=fw, **variant, reserve=reserve, **opts)
             rows.append({"policy": name, "max_batch" if args.max_batch else "deepest": value})
         key = "max_batch" if args.max_batch else "deepest"
         what = "largest mini-batch" if args.max_batch else f"deepest {args.deepest}"
@@ -134,8 +158,7 @@ def run(args) -> int:
 
     results = []
     for name in names:
-        opts = {k: v for k, v in options.items() if name in ("sn-recompute", "superneurons")}
-        results.append(plan_memory(args.network, name, **common, **opts))
+        results.append(plan_memory(args.network, name, **common, **_options(name, options)))
     if args.snapshot:
         for r in results:
             path = snapshot_path(args.snapshot, r.policy, len(results) > 1)

@@ -6,7 +6,8 @@
 
 All searches assume memory grows with batch and depth (true of every policy here) and bisect.
 Without a profile, convolution workspace is taken as 0 (memory-optimal algorithms), so the
-answers are the most a policy could reach.
+answers are the most a policy could reach. Plans that fill the capacity are made for (1 - reserve) of it
+(reserve.py): ``plan_memory``'s rule, which every search here goes through.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def smallest_capacity(network: str | Network, batch: int | None = None, policies
     its rule allows; for the LRU cache, with everything evictable evicted)."""
     out = {}
     for name in policies or MEMORY_POLICIES:
-        cap = (1 << 62) if name == "superneurons" else None   # the LRU floor is computed under a capacity
+        cap = (1 << 62) if MEMORY_POLICIES[name].takes_capacity else None   # its floor is computed under one
         res = plan_memory(network, name, batch=batch, capacity=cap, profile=profile)
         out[name] = res.summary["min_capacity"]
     return out

@@ -22,9 +22,13 @@ from ..units import format_size
 from ..zoo import get_network
 from . import policies as P
 from .tensors import CLASSES, DATA_CLASSES, build_inventory, get_convention
+
+PYTORCH_CONVENTIONS = ("pytorch",)   # tensors as PyTorch allocates them: a prediction of a PyTorch step
 from .timeline import MemoryPlan, memory_curve
+from .reserve import check_reserve, default_reserve, planning_capacity
 from .timemodel import TimeParams, simulate, time_note
-from .workspace import DYNAMIC, RULES, choose_workspace, least_workspace, unmeasured
+from .workspace import (DYNAMIC, PLAN_RULES, RULES, choose_workspace, least_workspace, tick_kernels,
+                        unmeasured)
 
 
 @dataclass
@@ -45,6 +49,13 @@ class MemoryResult:
     profile: str = ""
     plan: MemoryPlan | None = field(default=None, repr=False)   # the residency intervals (snapshot.py)
     time_params: TimeParams | None = field(default=None, repr=False)   # the time model's constants
+    reserve: float = 0.0    # the share of the cap left to the allocator: ``capacity`` is (1 - reserve) x the cap
+
+    @property
+    def peak_is_lower_bound(self) -> bool:
+        """True when some convolution's workspace is not counted (no profile, no conv plan): the peak is then
+        what the tensors alone take, not a prediction of what runs."""
+        return self.summary.get("workspace_unknown", 0) > 0
 
     @property
     def time_note(self) -> str:
@@ -78,7 +89,7 @@ class MemoryResult:
             return v
         out = {"network": self.network, "batch": self.batch, "policy": self.policy, "paper": self.paper,
                "convention": self.convention, "capacity": self.capacity, "workspace_rule": self.workspace_rule,
-               "profile": self.profile, "options": {k: (list(v) if isinstance(v, (list, tuple)) else v)
+               "profile": self.profile, "reserve": self.reserve, "options": {k: (list(v) if isinstance(v, (list, tuple)) else v)
                                                      for k, v in self.options.items()},
                "notes": self.notes, "summary": {k: clean(v) for k, v in self.summary.items()},
                "time_model": self.time_note}
@@ -101,13 +112,21 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
                 capacity: int | None = None, profile: Profile | None = None, workspace: str | None = None,
                 convention: str | None = None, time_params: TimeParams | None = None, itemsize: int | None = None,
                 precision: str = DEFAULT_PRECISION, layout: str | None = None, optimizer_copies: int = 0,
-                framework_bytes: int = 0, **policy_options) -> MemoryResult:
+                framework_bytes: int = 0, conv_plan=None, plan_workspace: str | None = None,
+                reserve: float | None = None, **policy_options) -> MemoryResult:
     """Memory timeline of one training iteration of ``network`` under ``policy``.
 
     ``capacity`` (bytes) bounds what the dynamic workspace rules may take, drives the LRU tensor
-    cache and vDNN_dyn, and decides ``fits``. ``profile`` gives convolution times and workspaces
-    (without one, workspace is 0 and no time is modelled). ``workspace`` overrides the policy's
-    rule; ``convention`` its framework's tensor rules; ``framework_bytes`` what the framework itself keeps
+    cache and vDNN_dyn, and decides ``fits``; a plan that fills it (the policy declares so, or its workspace
+    rule is dynamic) is made for (1 - ``reserve``) of it (reserve.py; default: 5 % in the ``pytorch``
+    convention, else 0). ``profile`` gives convolution times and workspaces; without one (and without
+    ``conv_plan``) no workspace is counted, the result says so (``peak_is_lower_bound``) and no time is
+    modelled. ``conv_plan``: the ``engine.plan.Plan`` applied to the model with ``apply_plan``: its kernels'
+    workspaces are counted instead (``plan_workspace`` "arena", one buffer held all iteration, or "per-call",
+    as ``apply_plan``'s ``workspace``; default as apply_plan picks), its other convolutions as stock PyTorch
+    runs them (the ``heuristic`` rule, with a profile). ``workspace`` overrides the policy's rule (in the
+    ``pytorch`` convention the default is ``heuristic``: stock PyTorch's, whatever the paper's);
+    ``convention`` its framework's tensor rules; ``framework_bytes`` what the framework itself keeps
     allocated (PyTorch's cuBLAS and cuBLASLt workspaces: ``engine.pytorch.calibrate`` measures them; counted
     as workspace the whole iteration); remaining keywords are policy switches. ``precision`` and ``layout``
     (default: the precision's) pick the profile's kernels; ``itemsize`` (default: the precision's) sizes tensors.
@@ -126,35 +145,77 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
         conv = conv.with_options(optimizer_copies=optimizer_copies)
     if framework_bytes < 0:
         raise EngineError(f"framework_bytes must be 0 or more, got {framework_bytes}")
+    reserve = check_reserve(default_reserve(conv.name) if reserve is None else reserve)
+    plan_rule = _plan_rule(conv_plan, plan_workspace, workspace, net)
+    if plan_rule:
+        workspace, variant = plan_rule, (conv_plan.precision, conv_plan.layout)
+    elif workspace is None and conv.name in PYTORCH_CONVENTIONS:
+        workspace = "heuristic"   # what stock PyTorch runs (cudnn.benchmark off), whatever the paper's rule
     inv = build_inventory(net, conv, itemsize or record.itemsize, int(framework_bytes))
     params = time_params or TimeParams()
-    if policy == "vdnn-dyn":
-        return _vdnn_dyn(inv, capacity, profile, workspace, params, variant)
-    kwargs = dict(policy_options)
-    if policy == "superneurons":
-        kwargs["capacity"] = capacity
-    plan = info.make(inv, **kwargs)
+    reserved = planning_capacity(capacity, reserve)
+
+    def evaluate(plan: MemoryPlan, cap: int | None) -> MemoryResult:
+        res = _evaluate(plan, cap, profile, params, variant, conv_plan)
+        res.reserve = reserve if cap != capacity else 0.0
+        if res.reserve:
+            res.notes.append(f"planned for {1 - reserve:.0%} of the {format_size(capacity)} cap: the rest is left to "
+                             f"the caching allocator (engine/memory/reserve.py)")
+        return res
+
+    if info.search is not None:
+        cap = reserved if info.fills_capacity else capacity
+        return info.search(inv, lambda plan: evaluate(plan, cap), cap, workspace)
+    plan = info.make(inv, reserved if info.fills_capacity else capacity, **policy_options)
     plan.policy = policy
     if workspace:
         plan.workspace_rule = workspace
-    result = _evaluate(plan, capacity, profile, params, variant)
-    if policy == "superneurons" and capacity is not None:
-        floor = info.make(inv, **{**kwargs, "capacity": 0})
+    cap = reserved if info.fills_capacity or plan.workspace_rule in DYNAMIC else capacity
+    result = evaluate(plan, cap)
+    if info.takes_capacity and cap is not None:
+        floor = info.make(inv, 0, **policy_options)
         floor_curve = memory_curve(floor)
         least = least_workspace(floor, profile, floor.workspace_rule, *variant)
         result.summary["min_capacity"] = float(np.max(floor_curve.live + np.asarray(least)))
-        result.summary["fits"] = bool(result.summary["peak"] <= capacity)
+        result.summary["fits"] = bool(result.summary["peak"] <= cap)
+    if result.reserve:   # the least cap, not the least capacity to plan for
+        result.summary["min_capacity"] /= 1 - result.reserve
     return result
 
 
+def _plan_rule(conv_plan, plan_workspace: str | None, workspace: str | None, net: Network) -> str | None:
+    """The workspace rule of a conv plan applied with ``apply_plan`` ("plan" per call, "plan-arena"), checked."""
+    from ..plan import Plan
+
+    if conv_plan is None:
+        if plan_workspace is not None:
+            raise EngineError("plan_workspace goes with conv_plan (the Plan applied with engine.pytorch.apply_plan)")
+        return None
+    if not isinstance(conv_plan, Plan):
+        raise EngineError(f"conv_plan must be an engine.plan.Plan (engine.plan.load_plan), got "
+                          f"{type(conv_plan).__name__}")
+    if workspace is not None:
+        raise EngineError("give either conv_plan (its kernels' workspaces) or a workspace rule, not both")
+    if conv_plan.batch != net.batch:
+        raise EngineError(f"conv_plan is for mini-batch {conv_plan.batch}, the network is built for {net.batch}")
+    ids = {k.id for k in net.kernels(conv_plan.precision, conv_plan.layout)}
+    if not any(k.id in ids for k in conv_plan.kernels):
+        raise EngineError(f"conv_plan ({conv_plan.network}) plans none of {net.name}'s convolution kernels")
+    mode = plan_workspace or ("per-call" if conv_plan.limits else "arena")
+    if mode not in ("arena", "per-call"):
+        raise EngineError(f"plan_workspace must be 'arena' or 'per-call', got {mode!r}")
+    return PLAN_RULES[mode]
+
+
 def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, params: TimeParams,
-             variant: tuple[str, str]) -> MemoryResult:
+             variant: tuple[str, str], conv_plan=None) -> MemoryResult:
     """The result of ``plan`` with its workspace chosen from the profile's (precision, layout) ``variant``."""
     inv = plan.inventory
     net = inv.net
     curve = memory_curve(plan)
     live = curve.live
-    choices, ws = choose_workspace(plan, live, capacity, profile, plan.workspace_rule, *variant)
+    precision, layout = variant
+    choices, ws = choose_workspace(plan, live, capacity, profile, plan.workspace_rule, precision, layout, conv_plan)
     ws = np.asarray(ws, dtype=float)
     total = live + ws
     timing = simulate(plan, choices, params) if profile is not None else None
@@ -225,10 +286,14 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
         "max_live_tensors": int(np.max(curve.live_count)) if n else 0,
         "fits": bool(capacity is None or peak <= capacity),
         "min_capacity": min_cap,
+        # convolution kernel runs whose workspace is not counted (no profile, and not in a conv plan)
+        "workspace_unknown": len(tick_kernels(plan, precision, layout)) - len(choices),
     }
     notes = list(plan.notes)
+    if summary["workspace_unknown"]:
+        notes.append(_unknown_note(summary["workspace_unknown"], conv_plan))
     if profile is None:
-        notes.append("no profile: convolution workspace taken as 0 and no time modelled")
+        notes.append("no profile: no time modelled")
     elif missing := unmeasured(profile, choices, net.batch):
         how = ("undivided, as PyTorch runs them: cuDNN's heuristic order at the largest measured size below it, "
                "times and workspaces extrapolated" if plan.workspace_rule in ("heuristic", "per-layer-heuristic") else
@@ -241,43 +306,12 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
                         profile.describe() if profile is not None else "", plan, params)
 
 
-def _vdnn_dyn(inv, capacity, profile, workspace, params, variant) -> MemoryResult:
-    """vDNN_dyn (vdnn.txt §III-C): profiling passes under the capacity. (1) vDNN_all with
-    memory-optimal convolutions must fit, else the network is untrainable; (2) no offload, then
-    vDNN_conv, then vDNN_all, all with the fastest algorithms; (3) greedy per-layer downgrade of
-    the algorithm to what fits, with vDNN_conv then vDNN_all; (4) else back to pass (1)."""
-    def run(offload, rule, label):
-        if offload is None:
-            plan = P.liveness(inv, rule)
-        else:
-            plan = P.vdnn(inv, offload=offload, algo="p")
-        plan.policy = "vdnn-dyn"
-        plan.workspace_rule = rule
-        res = _evaluate(plan, capacity, profile, params, variant)
-        res.notes.append(f"vDNN_dyn pass: {label}")
-        res.options.update(offload=offload or "none", algo=rule)
-        return res
-
-    def done(res):
-        res.summary["min_capacity"] = first.summary["min_capacity"]   # pass (1) is the floor
-        return res
-
-    first = run("all", "m", "vDNN_all(m)")
-    if capacity is None:
-        return done(run(None, "p", "no offload, fastest algorithms (no capacity given)"))
-    if not first.fits:
-        first.notes.append("untrainable: vDNN_all(m) does not fit")
-        return first
-    for offload, label in ((None, "no offload"), ("conv", "vDNN_conv"), ("all", "vDNN_all")):
-        res = run(offload, "p", f"{label}, fastest algorithms")
-        if res.fits:
-            return done(res)
-    for offload, label in (("conv", "vDNN_conv"), ("all", "vDNN_all")):
-        res = run(offload, workspace or "fit-seq", f"{label}, greedy algorithm downgrade")
-        if res.fits:
-            return done(res)
-    first.notes.append("fell back to vDNN_all(m)")
-    return first
+def _unknown_note(unknown: int, conv_plan) -> str:
+    where = ("are not in the conv plan (stock PyTorch runs them) and no profile gives" if conv_plan is not None else
+             "have no profile to give")
+    return (f"the peak is a lower bound, not a prediction of what runs: {unknown} convolution kernel runs {where} "
+            f"their workspace, which cuDNN takes at run time (give profile=, whose heuristic rule is what stock "
+            f"PyTorch picks, or conv_plan=, the plan applied with engine.pytorch.apply_plan)")
 
 
 def format_table(result: MemoryResult) -> str:

@@ -3,12 +3,11 @@
 Each builder takes an ``Inventory`` (tensors.py) and returns a ``MemoryPlan`` (timeline.py): the ticks,
 the residency of every storage, and the copies. Rules are cited to the papers (file + section);
 choices the papers leave open are keyword switches whose defaults are documented here and in
-docs/reproduction.md. vDNN_dyn tries several of these plans under a capacity, so it lives in
-iteration.py.
+docs/reproduction.md. vDNN_dyn tries several of these plans under a capacity (a ``search``).
 
 The module is over 400 lines because every builder of the three papers sits beside the registry
-(``MEMORY_POLICIES``) that names it for the CLI and the dashboard: a new memory policy is one builder and
-one ``_reg`` line here.
+(``MEMORY_POLICIES``) that names it, and says what it needs, for every reader: a new memory policy is one
+builder and one ``register`` line here.
 """
 
 from __future__ import annotations
@@ -619,16 +618,70 @@ def _lru(plan: MemoryPlan, candidates: set[str], capacity: int) -> None:
             last_use[st] = k
 
 
+# -------------------------------------------------------------------------------------- vDNN_dyn
+
+def vdnn_dyn(inv: Inventory, evaluate: Callable, capacity: int | None, workspace: str | None):
+    """vDNN_dyn (vdnn.txt §III-C): profiling passes under the capacity. (1) vDNN_all with memory-optimal
+    convolutions must fit, else the network is untrainable; (2) no offload, then vDNN_conv, then vDNN_all, all
+    with the fastest algorithms; (3) greedy per-layer downgrade of the algorithm to what fits, with vDNN_conv
+    then vDNN_all; (4) else back to pass (1). ``evaluate(plan)`` is iteration.py's: a plan's MemoryResult."""
+    def run(offload, rule, label):
+        plan = liveness(inv, rule) if offload is None else vdnn(inv, offload=offload, algo="p")
+        plan.policy = "vdnn-dyn"
+        plan.workspace_rule = rule
+        res = evaluate(plan)
+        res.notes.append(f"vDNN_dyn pass: {label}")
+        res.options.update(offload=offload or "none", algo=rule)
+        return res
+
+    def done(res):
+        res.summary["min_capacity"] = first.summary["min_capacity"]   # pass (1) is the floor
+        return res
+
+    first = run("all", "m", "vDNN_all(m)")
+    if capacity is None:
+        return done(run(None, "p", "no offload, fastest algorithms (no capacity given)"))
+    if not first.fits:
+        first.notes.append("untrainable: vDNN_all(m) does not fit")
+        return first
+    for offload, label in ((None, "no offload"), ("conv", "vDNN_conv"), ("all", "vDNN_all")):
+        res = run(offload, "p", f"{label}, fastest algorithms")
+        if res.fits:
+            return done(res)
+    for offload, label in (("conv", "vDNN_conv"), ("all", "vDNN_all")):
+        res = run(offload, workspace or "fit-seq", f"{label}, greedy algorithm downgrade")
+        if res.fits:
+            return done(res)
+    first.notes.append("fell back to vDNN_all(m)")
+    return first
+
+
 # -------------------------------------------------------------------------------- registry
+
+# How PyTorch (engine.pytorch.apply_memory_policy) executes a policy's plan; the runtime reads this, never names.
+PYTORCH = {
+    "runs": "the runtime executes the plan's copies and re-forwards",
+    "stock": "nothing to execute: autograd already frees each saved tensor after its last use (stock PyTorch)",
+    "static": "a framework's static allocation (tensors resident the whole iteration); PyTorch's caching allocator "
+              "frees tensors by liveness, so there is nothing to execute",
+    "aliasing": "refused: intra-layer reuse (dX written into X's buffer) has no PyTorch form",
+}
+
 
 @dataclass(frozen=True)
 class PolicyInfo:
+    """A memory policy and what it needs: the readers (plan_memory, the capacity searches, the CLI, the dashboard,
+    the PyTorch runtime, the benchmarks) ask these fields, never the policy's name."""
     name: str
     paper: str
     convention: str
-    build: Callable[..., MemoryPlan] | None   # None: vdnn-dyn, which iteration.py runs as passes of other plans
+    build: Callable[..., MemoryPlan] | None   # None: a ``search`` over other plans
     kwargs: dict
     description: str
+    takes_capacity: bool = False    # the builder plans under the capacity (an LRU cache): gets ``capacity=``
+    fills_capacity: bool = False    # keeps tensors resident up to the capacity: planned for (1 - reserve) of it
+    search: Callable | None = None  # (inv, evaluate, capacity, workspace) -> MemoryResult: passes of other plans
+    pytorch: str = "runs"           # a key of PYTORCH: how engine.pytorch.apply_memory_policy treats its plans
 
     def options(self) -> list[str]:
         """The switches a caller may set: the builder's keywords but those the registry fixes for this policy."""
@@ -645,39 +698,54 @@ class PolicyInfo:
                 raise EngineError(f"memory policy {self.name!r} has no option {key!r}; it takes "
                                   f"{', '.join(allowed) if allowed else 'none'}")
 
-    def make(self, inv: Inventory, **options) -> MemoryPlan:
-        """The policy's plan of ``inv`` with the registry's switches and the caller's ``options``."""
-        self.check_options({k: v for k, v in options.items() if k != "capacity"})
+    def make(self, inv: Inventory, capacity: int | None = None, **options) -> MemoryPlan:
+        """The policy's plan of ``inv`` with the registry's switches and the caller's ``options`` (and the
+        capacity, for a policy that plans under one)."""
+        self.check_options(options)
+        if self.takes_capacity:
+            options["capacity"] = capacity
         return self.build(inv, **self.kwargs, **options)
 
 
 MEMORY_POLICIES: dict[str, PolicyInfo] = {}
 
 
-def _reg(name, paper, convention, build, description, **kwargs):
-    MEMORY_POLICIES[name] = PolicyInfo(name, paper, convention, build, kwargs, description)
+def register(name: str, paper: str, convention: str, build, description: str, *, takes_capacity: bool = False,
+             fills_capacity: bool = False, search=None, pytorch: str = "runs", **kwargs) -> PolicyInfo:
+    """Add a memory policy (docs/architecture.md, "A memory policy"); ``kwargs`` are switches fixed for it."""
+    if pytorch not in PYTORCH:
+        raise EngineError(f"memory policy {name!r}: pytorch must be one of {', '.join(PYTORCH)}, got {pytorch!r}")
+    if (build is None) == (search is None):
+        raise EngineError(f"memory policy {name!r} needs a builder or a search, not both or neither")
+    info = MEMORY_POLICIES[name] = PolicyInfo(name, paper, convention, build, kwargs, description, takes_capacity,
+                                              fills_capacity, search, pytorch)
+    return info
 
 
-_reg("baseline-superneurons", "superneurons", "superneurons", baseline_superneurons,
-     "SuperNeurons' baseline: every tensor allocated for the whole iteration")
-_reg("baseline-vdnn-m", "vdnn", "torch", baseline_vdnn, "vDNN's Torch baseline, memory-optimal convolutions",
-     algo="m")
-_reg("baseline-vdnn-p", "vdnn", "torch", baseline_vdnn, "vDNN's Torch baseline, performance-optimal convolutions",
-     algo="p")
-_reg("baseline-caffe", "layrub", "caffe", baseline_caffe, "Layrub's Caffe baseline: data and diff of every blob")
-_reg("liveness", "superneurons", "superneurons", liveness, "SuperNeurons liveness analysis")
+register("baseline-superneurons", "superneurons", "superneurons", baseline_superneurons,
+         "SuperNeurons' baseline: every tensor allocated for the whole iteration", pytorch="static")
+register("baseline-vdnn-m", "vdnn", "torch", baseline_vdnn, "vDNN's Torch baseline, memory-optimal convolutions",
+         pytorch="static", algo="m")
+register("baseline-vdnn-p", "vdnn", "torch", baseline_vdnn, "vDNN's Torch baseline, performance-optimal convolutions",
+         pytorch="static", algo="p")
+register("baseline-caffe", "layrub", "caffe", baseline_caffe, "Layrub's Caffe baseline: data and diff of every blob",
+         pytorch="static")
+register("liveness", "superneurons", "superneurons", liveness, "SuperNeurons liveness analysis", pytorch="stock")
 for _off in ("all", "conv"):
     for _algo in ("m", "p"):
-        _reg(f"vdnn-{_off}-{_algo}", "vdnn", "torch", vdnn, f"vDNN_{_off} with "
-             f"{'memory' if _algo == 'm' else 'performance'}-optimal convolutions", offload=_off, algo=_algo)
-_reg("vdnn-dyn", "vdnn", "torch", None, "vDNN_dyn: profiling passes pick offloads and algorithms under the capacity")
+        register(f"vdnn-{_off}-{_algo}", "vdnn", "torch", vdnn, f"vDNN_{_off} with "
+                 f"{'memory' if _algo == 'm' else 'performance'}-optimal convolutions", offload=_off, algo=_algo)
+register("vdnn-dyn", "vdnn", "torch", None, "vDNN_dyn: profiling passes pick offloads and algorithms under the capacity",
+         search=vdnn_dyn, fills_capacity=True)
 for _mode in ("intra", "inter", "hybrid"):
-    _reg(f"layrub-{_mode}", "layrub", "caffe", layrub, f"Layrub {_mode}-layer memory reuse", mode=_mode)
-_reg("sn-offload", "superneurons", "superneurons", sn_offload, "SuperNeurons liveness + offload of CONV outputs")
-_reg("sn-recompute", "superneurons", "superneurons", sn_recompute,
-     "SuperNeurons liveness + offload + cost-aware recomputation")
-_reg("superneurons", "superneurons", "superneurons", superneurons,
-     "SuperNeurons runtime: liveness, LRU tensor cache, cost-aware recomputation, dynamic workspace")
+    register(f"layrub-{_mode}", "layrub", "caffe", layrub, f"Layrub {_mode}-layer memory reuse", mode=_mode,
+             pytorch="runs" if _mode == "inter" else "aliasing")
+register("sn-offload", "superneurons", "superneurons", sn_offload, "SuperNeurons liveness + offload of CONV outputs")
+register("sn-recompute", "superneurons", "superneurons", sn_recompute,
+         "SuperNeurons liveness + offload + cost-aware recomputation")
+register("superneurons", "superneurons", "superneurons", superneurons,
+         "SuperNeurons runtime: liveness, LRU tensor cache, cost-aware recomputation, dynamic workspace",
+         takes_capacity=True, fills_capacity=True)
 
 
 def get_policy(name: str) -> PolicyInfo:

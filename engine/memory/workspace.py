@@ -22,6 +22,12 @@ Workspace rules (the policy's default, or ``--workspace``):
   ``kernel_sets.fastest_within`` over the kernel's desirable set, with every micro-batch size the
   profile measured: batch-size policy ``all``), so ``steps.step_plan`` turns the choices into a Plan.
 
+* ``plan`` / ``plan-arena`` (``plan_memory(conv_plan=...)``, never chosen by name): the kernels of a Plan applied
+  with ``engine.pytorch.apply_plan`` take its configurations; per call (each kernel's workspace from the caching
+  allocator while it runs, at most the largest of a tick's kernels) or from one arena held all iteration (a WD
+  plan's ``arena_size``, a WR plan's largest kernel workspace, as apply_plan allocates it). Kernels the plan does
+  not hold run stock: the ``heuristic`` rule with a profile, uncounted without one.
+
 A profile that did not measure the mini-batch itself (``plan`` takes any mini-batch its sizes can
 make) offers every rule the kernel's desirable set over the measured sizes instead of undivided
 plans, and the result says so in a note; except ``heuristic``: PyTorch runs the mini-batch undivided,
@@ -51,6 +57,7 @@ _DIVIDED: "weakref.WeakKeyDictionary[Profile, dict]" = weakref.WeakKeyDictionary
 RULES = ("m", "p", "heuristic", "shared-m", "shared-p", "per-layer-heuristic", "per-kernel-p", "fit", "fit-seq",
          "wr")
 DYNAMIC = ("fit", "fit-seq", "wr")
+PLAN_RULES = {"per-call": "plan", "arena": "plan-arena"}   # apply_plan's workspace -> the rule that counts it
 WR_POLICY = "all"   # the batch-size policy of the ``wr`` rule: every micro-batch size the profile measured
 
 
@@ -190,35 +197,51 @@ def unmeasured(profile: Profile, choices: list[KernelChoice], batch: int) -> int
 
 
 def choose_workspace(plan: MemoryPlan, live, capacity: int | None, profile: Profile | None, rule: str,
-                     precision: str = "tf32", layout: str = "NCHW") -> tuple[list[KernelChoice], list[float]]:
-    """Pick every conv kernel's configuration and return (choices, workspace bytes per tick)."""
-    if rule not in RULES:
+                     precision: str = "tf32", layout: str = "NCHW",
+                     conv_plan=None) -> tuple[list[KernelChoice], list[float]]:
+    """Pick every conv kernel's configuration and return (choices, workspace bytes per tick). A kernel
+    whose workspace nothing gives (no profile, not in ``conv_plan``) has no choice and counts 0."""
+    if rule not in RULES and rule not in PLAN_RULES.values():
         raise EngineError(f"unknown workspace rule {rule!r}; expected one of {', '.join(RULES)}")
+    if (rule in PLAN_RULES.values()) != (conv_plan is not None):
+        raise EngineError(f"workspace rule {rule!r} and conv_plan go together (plan_memory(conv_plan=...))")
     n = len(plan.ticks)
     ws = [0.0] * n
-    if profile is None:
+    planned = {k.id: k for k in conv_plan.kernels} if conv_plan is not None else {}
+    if profile is None and not planned:
         return [], ws
     batch = plan.inventory.net.batch
-    profile.require_kernels(plan.inventory.net, precision, layout)
+    if profile is not None:
+        profile.require_kernels(plan.inventory.net, precision, layout)
     kernels = tick_kernels(plan, precision, layout)
     free_of = (lambda t: math.inf) if capacity is None else (lambda t: capacity - float(live[t]))
     choices: list[KernelChoice] = []
     algo = {"shared-m": "m", "shared-p": "p", "per-layer-heuristic": "heuristic", "per-kernel-p": "p",
-            "fit-seq": "fit"}.get(rule, rule)
+            "fit-seq": "fit", "plan": "heuristic", "plan-arena": "heuristic"}.get(rule, rule)
     by_tick: dict[int, list] = {}
     for k in kernels:
         by_tick.setdefault(k[0], []).append(k)
     for t, ks in by_tick.items():
         free = free_of(t)
         used = 0
+        tick_ws = []
         for tick, layer, kind, sig in ks:
-            limit = free - used if rule == "fit" else free
-            config, ok = pick(profile, Kernel(layer, kind, sig), batch, algo, limit)
-            choices.append(KernelChoice(tick, layer, kind, sig.key, free, config, ok))
+            pk = planned.get(f"{layer}:{kind.short}")
+            if pk is not None:
+                config = pk.configuration
+                choices.append(KernelChoice(tick, layer, kind, sig.key, free, config, config.workspace <= free))
+                if rule == "plan-arena":
+                    continue      # in the arena
+            elif profile is None:
+                continue
+            else:
+                limit = free - used if rule == "fit" else free
+                config, ok = pick(profile, Kernel(layer, kind, sig), batch, algo, limit)
+                choices.append(KernelChoice(tick, layer, kind, sig.key, free, config, ok))
             if rule == "fit":
                 used += config.workspace
-        tick_ws = [c.workspace for c in choices[-len(ks):]]
-        ws[t] = sum(tick_ws) if rule == "fit" else max(tick_ws)
+            tick_ws.append(config.workspace)
+        ws[t] = (sum(tick_ws) if rule == "fit" else max(tick_ws)) if tick_ws else 0.0
     if rule.startswith("shared"):
         ws = [max((c.workspace for c in choices), default=0)] * n
     elif rule == "per-layer-heuristic":
@@ -229,6 +252,10 @@ def choose_workspace(plan: MemoryPlan, live, capacity: int | None, profile: Prof
     elif rule == "per-kernel-p":
         seen = {(c.layer, c.kind): c.workspace for c in choices}
         ws = [float(sum(seen.values()))] * n
+    elif rule == "plan-arena":   # apply_plan's arena: allocated when the plan is applied, held all iteration
+        arena = conv_plan.arena_size if conv_plan.mode == "wd" else max((k.workspace for k in conv_plan.kernels),
+                                                                        default=0)
+        ws = [w + float(arena or 0) for w in ws]
     return choices, ws
 
 

@@ -30,10 +30,15 @@ from torch import nn
 
 from ..errors import MemoryRuntimeError
 from ..memory.timeline import MemoryPlan
+from ..units import format_size
 from .layermap import LayerMap
 from .memory_step import Step, unpack
 from .offload import Mover
 from .schedule import Schedule, build_schedule
+
+# workspace rules whose choices are what PyTorch runs: stock cuDNN without cudnn.benchmark, and a plan applied with
+# apply_plan (engine/memory/workspace.py)
+PYTORCH_RULES = ("heuristic", "plan", "plan-arena")
 
 
 def apply_memory_policy(model: nn.Module, result, example_input: torch.Tensor | None = None) -> "MemoryRuntime":
@@ -54,7 +59,7 @@ def apply_memory_policy(model: nn.Module, result, example_input: torch.Tensor | 
     if example_input is not None and not isinstance(example_input, torch.Tensor):
         raise MemoryRuntimeError(f"example_input must be a torch.Tensor batch of the plan's shape or None, got "
                                  f"{type(example_input).__name__}")
-    notes = executable(plan)
+    notes = executable(plan, result)
     old = model.__dict__.get("ucudnn_memory")
     if old is not None:
         old.remove()
@@ -77,32 +82,41 @@ def apply_memory_policy(model: nn.Module, result, example_input: torch.Tensor | 
     return runtime
 
 
-def executable(plan) -> list[str]:
-    """Refuse what no PyTorch runtime can execute; return notes on what PyTorch does itself."""
+def executable(plan, result=None) -> list[str]:
+    """Refuse what no PyTorch runtime can execute (the policy's registry entry says, ``PolicyInfo.pytorch``); return
+    notes on what PyTorch does itself and on what the prediction ``result`` does not count."""
+    from ..memory.policies import PYTORCH, get_policy
+
     name = plan.policy
     opts = plan.options
-    if name.startswith("baseline"):
-        raise MemoryRuntimeError(f"memory policy {name} cannot run in PyTorch: it is a framework's static allocation "
-                                 f"(tensors resident the whole iteration{', shared gradient buffers' if 'vdnn' in name else ''}"
-                                 f"); PyTorch's caching allocator frees tensors by liveness, so there is nothing to "
-                                 f"execute")
-    if opts.get("mode") in ("intra", "hybrid"):
+    how = get_policy(name).pytorch
+    if how == "static":
+        raise MemoryRuntimeError(f"memory policy {name} cannot run in PyTorch: it is {PYTORCH[how]}"
+                                 f"{' (and vDNN shares two gradient buffers)' if plan.class_override else ''}")
+    if how == "aliasing":
         layers = opts.get("aliased", [])
         where = f" ({', '.join(layers[:3])}{', ...' if len(layers) > 3 else ''})" if layers else ""
+        static = ", static allocation" if opts.get("buffers") == "static" else ""
         raise MemoryRuntimeError(f"memory policy {name} cannot run in PyTorch: its intra-layer reuse (dX written into "
-                                 f"X's buffer on {len(layers)} layers{where}, ReLU kept as a 1-byte sign mask"
-                                 f"{', static allocation' if opts['mode'] == 'intra' else ''}) has no PyTorch form: "
-                                 f"backward writes every input gradient into a new tensor and ReLU saves its output; "
-                                 f"layrub-inter (migration only) runs")
+                                 f"X's buffer on {len(layers)} layers{where}, ReLU kept as a 1-byte sign mask{static}) "
+                                 f"has no PyTorch form: backward writes every input gradient into a new tensor and "
+                                 f"ReLU saves its output; layrub-inter (migration only) runs")
     notes = []
-    if plan.workspace_rule:
+    if plan.workspace_rule and plan.workspace_rule not in PYTORCH_RULES:
         notes.append(f"workspace rule {plan.workspace_rule!r} not executed: PyTorch's cuDNN heuristics pick the "
                      f"convolution algorithms (planned convolutions: engine.pytorch.apply_plan)")
     if plan.class_override:
         notes.append(f"constant buffer pool for {', '.join(plan.class_override)} not executed: in PyTorch reusing "
                      f"freed blocks is the caching allocator's job")
-    if not plan.copies and not plan.recompute_count:
+    if how == "stock" or (not plan.copies and not plan.recompute_count):
         notes.append("no copies and no re-forwards: autograd already frees each saved tensor after its last use")
+    if result is not None and result.convention != "pytorch":
+        notes.append(f"the prediction counts tensors as {result.convention} allocates them, not PyTorch (predicted() "
+                     f"gives no peak): plan with convention='pytorch' to predict the step's peak")
+    elif result is not None and result.peak_is_lower_bound:
+        notes.append(f"the predicted peak {format_size(result.peak)} is a lower bound (predicted() gives none): it "
+                     f"counts no workspace for {result.summary['workspace_unknown']} convolution kernel runs; plan "
+                     f"with profile= (stock cuDNN) or conv_plan= (a plan applied with apply_plan)")
     return notes
 
 
@@ -258,9 +272,13 @@ class MemoryRuntime:
         return [{"tick": t, "end": e, "allocated": a, "peak": p} for t, e, a, p in rows or ()]
 
     def predicted(self) -> dict:
-        """The plan's own numbers, to set beside ``stats``."""
+        """The plan's own numbers, to set beside ``stats``. ``peak`` is None where the prediction is not of PyTorch's
+        step: tensors counted in another convention than ``pytorch``, or no workspace counted for some convolutions
+        (``peak_counted`` holds the plan's number in every case): no peak is promised there."""
         s = self.result.summary
-        return {"peak": s["peak"], "offload_bytes": s["offload_bytes"], "prefetch_bytes": s["prefetch_bytes"],
+        promised = self.result.convention == "pytorch" and not self.result.peak_is_lower_bound
+        return {"peak": s["peak"] if promised else None, "peak_counted": s["peak"],
+                "offload_bytes": s["offload_bytes"], "prefetch_bytes": s["prefetch_bytes"],
                 "recompute_count": s["recompute_count"]}
 
     def remove(self) -> nn.Module:
