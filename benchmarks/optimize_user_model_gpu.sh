@@ -2,7 +2,7 @@
 # The GPU check of issue 22's one-line API on a model of one's own (examples/user_model.py), as run for
 # benchmarks/reports/optimize-user-model.log: optimize() in a fresh process (loss and gradients against
 # stock), a second fresh process on the same cache (measures nothing), then torch-plan's plan file applied
-# in a fresh process without trust. Run from the repository root on a GPU host; logs to ${OUT:-.}/log.
+# in a fresh process without trust; and optimize() in strict fp32. Run from the repository root on a GPU host; logs to ${OUT:-.}/log.
 set -o pipefail
 OUT=${OUT:-.}
 CACHE=${CACHE:-/tmp/ucudnn-optimize-user.sqlite}
@@ -20,4 +20,6 @@ rm -f "$CACHE"
   python3 -m engine torch-plan --network examples.user_model:build@3x64x64 --batch 32 --budget 64MiB \
     --engines heuristics --cache "$CACHE" -o /tmp/user.plan.json; echo "exit $?"
   python3 examples/optimize_user_model.py --apply /tmp/user.plan.json --steps 3; echo "exit $?"
+  echo "== 4: optimize in strict fp32 (TF32 off), fresh process"
+  python3 examples/optimize_user_model.py --engines heuristics --cache "$CACHE" --steps 3 --fp32; echo "exit $?"
 } 2>&1 | tee "$OUT/log"

@@ -1,7 +1,8 @@
 """``apply_plan(model, plan)``: swap a model's ``nn.Conv2d`` layers for their planned kernels.
 
 Each convolution the model runs is matched to the plan by its kernel signature (shapes recorded by
-one batch-1 forward with hooks, in the order the model calls them); the matched module becomes a
+one batch-1 forward with hooks, in the order the model calls them; engine.pytorch.checks, which also
+checks every argument before the cuDNN frontend is loaded); the matched module becomes a
 ``PlannedConv2d`` sharing the same ``weight`` and ``bias`` Parameters, so optimizers, state dicts and
 checkpoints are unaffected. A plan layer that matches no convolution of the model, or a plan made on
 another GPU or cuDNN, is refused; convolutions the plan does not cover stay stock PyTorch and are
