@@ -3,8 +3,8 @@
     python benchmarks/op_host_cost.py measure -o benchmarks/reports/op-host-cost.json   # GPU host
     python benchmarks/op_host_cost.py report benchmarks/reports/op-host-cost.json       # anywhere
 
-One convolution (64 -> 64 channels, 3x3, 14x14, mini-batch 64: small, so the GPU never holds the host back)
-is split into 1, 2, 4 and 8 equal micro-batches, each run with cuDNN's first heuristic plan that builds. Paths:
+One convolution (64 -> 64 channels, 3x3, 14x14, mini-batch 64) is split into 1, 2, 4 and 8 equal
+micro-batches, each run with cuDNN's first heuristic plan that builds. Paths:
 
 - ``new``: the ops of engine.pytorch.conv (``torch.library.Library`` define/impl, one call runs every piece
   through the frontend's pre-indexed execute) and, with autograd, ``planned_conv`` (a ``torch.autograd.Function``);
@@ -13,11 +13,13 @@ is split into 1, 2, 4 and 8 equal micro-batches, each run with cuDNN's first heu
   ``torch.cuda.current_stream()`` per call;
 - the registrations compared over the same new kernels: ``custom_op`` + ``register_autograd``, ``Library`` +
   ``register_autograd``, ``Library`` + ``autograd.Function`` (the one engine.pytorch.conv uses);
-- ``launch``: engine.gpu.pieces' launch alone, no op (the floor of this design), and the old closures alone.
+- ``launch``: engine.gpu.pieces' launch alone, no op (the floor of this design), and the old closures alone;
+- ``forward/new, no bias`` and ``forward/new impl, no dispatcher`` (the op's Python body called directly): where
+  the forward op's time goes.
 
-Host time: ``time.perf_counter`` around each call (the queue is drained every 16 calls so it never fills),
-median over 7 repeats of 64 calls after 16 warm-up calls; GPU time per call from CUDA events around the same
-calls. Per piece: the least-squares slope of host time over the number of pieces. With ``--model``, one
+Host time: ``time.perf_counter`` around each call while a spin kernel keeps the GPU busy (host_and_elapsed_us),
+median of 192 calls after 16 warm-up calls; elapsed time per call on a free GPU from CUDA events around 64
+back-to-back calls. Per piece: the least-squares slope of host time over the number of pieces. With ``--model``, one
 ResNet-50 b64 fp16 channels_last AMP training step (plan from the bundled H100 profile at 256 MiB per kernel,
 as benchmarks/torch_training.py) is timed eagerly: stock, the old ops and the new ops, and the built plans
 are counted by the behaviour note a per-layer native CUDA graph needs. ``report`` writes
@@ -38,7 +40,8 @@ from engine.fileio import atomic_write  # noqa: E402
 
 PIECES = (1, 2, 4, 8)
 BATCH = 64
-CALLS, REPEATS, WARMUP, DRAIN = 64, 7, 16, 16
+CALLS, REPEATS, WARMUP, DRAIN = 64, 3, 16, 16
+SPIN_HZ = 1.98e9   # the H100's SM clock: torch.cuda._sleep spins for cycles
 TARGETS = {"per_piece_us": 15.0, "per_call_us": 30.0}
 
 
@@ -231,25 +234,32 @@ def registrations(torch, ops):
 
 # --- measuring -------------------------------------------------------------------------------------------
 
-def host_and_gpu_us(torch, fn) -> tuple[float, float]:
-    """(median host us per call, GPU us per call) of ``fn()`` (see the module docstring)."""
+def host_and_elapsed_us(torch, fn) -> tuple[float, float]:
+    """(median host us per call with the GPU held busy, elapsed us per call on a free GPU) of ``fn()``.
+
+    Elapsed: CUDA events around CALLS back-to-back calls. Host: ``time.perf_counter`` around each call, in
+    blocks of DRAIN calls queued behind a spin kernel lasting about twice the block's elapsed time, so a call
+    only enqueues work and never waits for the GPU (a launch that blocked would show the spin)."""
     for _ in range(WARMUP):
         fn()
     torch.cuda.synchronize()
-    host, gpu = [], []
-    for _ in range(REPEATS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for i in range(CALLS):
-            if i and i % DRAIN == 0:
-                torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(CALLS):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    elapsed = start.elapsed_time(end) * 1e3 / CALLS
+    spin = int(2 * DRAIN * elapsed * 1e-6 * SPIN_HZ)
+    host = []
+    for _ in range(REPEATS * CALLS // DRAIN):
+        torch.cuda._sleep(spin)
+        for _ in range(DRAIN):
             t0 = time.perf_counter()
             fn()
             host.append(time.perf_counter() - t0)
-        end.record()
         torch.cuda.synchronize()
-        gpu.append(start.elapsed_time(end) * 1e3 / CALLS)
-    return statistics.median(host) * 1e6, statistics.median(gpu)
+    return statistics.median(host) * 1e6, elapsed
 
 
 def first_plan(plans, sig, b: int, cap: int = 64 << 20) -> str:
@@ -316,6 +326,8 @@ def measure_layer(torch, precision: str, layout: str) -> dict:
             "launch/new": new_launch,
             "launch/old": old_launch,
             "forward/new": lambda: ops.conv_forward(x, w, bias, h),
+            "forward/new, no bias": lambda: ops.conv_forward(x, w, None, h),
+            "forward/new impl, no dispatcher": lambda: ops._forward(x, w, bias, h),
             "forward/old": lambda: old_forward(x, w, bias, h),
             "backward_filter/new": lambda: ops.conv_backward_filter(x, gy, w, h),
             "backward_filter/old": lambda: old_filter(x, gy, w, h),
@@ -325,9 +337,9 @@ def measure_layer(torch, precision: str, layout: str) -> dict:
                 cases[f"forward+backward/{name}"] = (lambda f=f: f(xg, wg, bg, h).backward(gy))
         cases["forward+backward/old"] = lambda: old_forward(xg, wg, bg, h).backward(gy)
         for case, fn in cases.items():
-            host, gpu = host_and_gpu_us(torch, fn)
-            rows.append({"case": case, "pieces": p, "host_us": round(host, 2), "gpu_us": round(gpu, 2)})
-            print(f"{precision} {case:48s} pieces {p}: host {host:7.2f} us  GPU {gpu:8.2f} us", flush=True)
+            host, elapsed = host_and_elapsed_us(torch, fn)
+            rows.append({"case": case, "pieces": p, "host_us": round(host, 2), "elapsed_us": round(elapsed, 2)})
+            print(f"{precision} {case:48s} pieces {p}: host {host:7.2f} us  elapsed {elapsed:8.2f} us", flush=True)
     agree = 0.0  # the old and new ops run the same plans: their results must be identical
     for h in layers:
         for new, old in ((ops.conv_forward(x, w, bias, h), old_forward(x, w, bias, h)),
@@ -428,34 +440,69 @@ def summary(layer: dict) -> dict:
     by = {}
     for r in layer["rows"]:
         by.setdefault(r["case"], {})[r["pieces"]] = r
-    return {case: {"host": {p: r["host_us"] for p, r in ps.items()}, "gpu": {p: r["gpu_us"] for p, r in ps.items()},
+    return {case: {"host": {p: r["host_us"] for p, r in ps.items()},
+                   "elapsed": {p: r["elapsed_us"] for p, r in ps.items()},
                    "per_piece": slope(list(ps), [r["host_us"] for r in ps.values()])} for case, ps in by.items()}
+
+
+def _registrations(data: dict) -> str:
+    """Which registration had the lowest forward+backward host time, in how many (precision, pieces) cells."""
+    wins, cells = {}, 0
+    for layer in data["layers"]:
+        s = summary(layer)
+        regs = {c: v for c, v in s.items() if c.startswith("forward+backward/") and not c.endswith("/old")}
+        for p in next(iter(regs.values()))["host"]:
+            best = min(regs, key=lambda c: regs[c]["host"][p])
+            wins[best] = wins.get(best, 0) + 1
+            cells += 1
+    return ", ".join(f"{c.split('/', 1)[1]} {n} of {cells}" for c, n in sorted(wins.items(), key=lambda kv: -kv[1]))
 
 
 def report(args) -> None:
     data = json.loads(Path(args.input).read_text())
-    prov = data["provenance"]
+    prov, method = data["provenance"], data["method"]
+    per_piece, per_call = TARGETS["per_piece_us"], TARGETS["per_call_us"]
     lines = ["# Host cost of the planned PyTorch convolution", "",
              "<!-- generated: python benchmarks/op_host_cost.py report; do not edit -->", "",
              f"{prov['gpu']}, driver {prov.get('driver', '?')}, cuDNN {prov['cudnn_version']}, "
              f"cudnn-frontend {prov.get('frontend_version', '?')}, PyTorch {data['torch']}, {prov['date']}. "
-             f"Method: benchmarks/op_host_cost.py's docstring ({data['method']['calls']} calls x "
-             f"{data['method']['repeats']} repeats, median host time per call; mini-batch {data['method']['batch']} "
-             f"in 1, 2, 4 or 8 equal pieces). Targets (issue 22): <= {TARGETS['per_piece_us']:g} us per piece, "
-             f"<= {TARGETS['per_call_us']:g} us per planned op call.", ""]
+             f"Method: benchmarks/op_host_cost.py's docstring ({method['calls']} calls x {method['repeats']} "
+             f"repeats, median host time per call; mini-batch {method['batch']} in 1, 2, 4 or 8 equal pieces, one "
+             f"convolution 64->64 3x3 at 14x14). Targets (issue 22): <= {per_piece:g} us per piece, "
+             f"<= {per_call:g} us per planned op call.", "",
+             "## Against the targets", "",
+             "| precision | path | launch per piece | forward per piece | forward call, 1 piece (with bias) | "
+             "BackwardFilter call, 1 piece |", "|---|---|---|---|---|---|"]
+
+    def mark(v, limit):
+        return f"{v:.1f}" + ("" if v <= limit else " (above)")
+    for layer in data["layers"]:
+        s = summary(layer)
+        for path in ("new", "old"):
+            lines.append(f"| {layer['precision']} {layer['layout']} | {path} | "
+                         f"{mark(s[f'launch/{path}']['per_piece'], per_piece)} | "
+                         f"{mark(s[f'forward/{path}']['per_piece'], per_piece)} | "
+                         f"{mark(s[f'forward/{path}']['host'][1], per_call)} | "
+                         f"{mark(s[f'backward_filter/{path}']['host'][1], per_call)} |")
+    lines += ["", "Host us, median. *launch*: the pieces' launches alone (new: engine.gpu.pieces over pointer arrays; "
+              "old: a dict-based execute per piece), no op around them; *per piece*: the least-squares slope of host "
+              "time over 1, 2, 4 and 8 pieces. Host time is measured with the GPU held busy by a spin kernel, so "
+              "each call only enqueues work.", "",
+              "## Registration", "",
+              f"Lowest forward+backward host time per (precision, pieces): {_registrations(data)}. Each of those "
+              "numbers holds one `Tensor.backward()` call, whose own fixed cost is most of it (see the tables).", ""]
     for layer in data["layers"]:
         s = summary(layer)
         ps = sorted({p for c in s.values() for p in c["host"]})
-        lines += [f"## {layer['precision']} {layer['layout']} (64->64, 3x3, 14x14, b{data['method']['batch']})", "",
+        lines += [f"## {layer['precision']} {layer['layout']}: host us per call", "",
                   "| case | " + " | ".join(f"{p} piece{'s' if p > 1 else ''}" for p in ps) + " | per piece |",
                   "|---|" + "---|" * (len(ps) + 1)]
         for case, c in s.items():
             cells = [f"{c['host'][p]:.1f}" if p in c["host"] else "-" for p in ps]
             lines.append(f"| {case} | " + " | ".join(cells) + f" | {c['per_piece']:.1f} |")
-        lines += ["", "Host us per call (median); per piece: the least-squares slope over the piece counts. GPU us "
-                  "per call of the same calls: " + ", ".join(
-                      f"{case} {c['gpu'][ps[0]]:.0f}-{c['gpu'][ps[-1]]:.0f}" for case, c in s.items()
-                      if case.startswith(("forward/", "backward_filter/"))) + ".",
+        lines += ["", "Elapsed us per call with the GPU free (CUDA events over back-to-back calls): " + ", ".join(
+                      f"{case} {c['elapsed'][ps[0]]:.0f}-{c['elapsed'][ps[-1]]:.0f}" for case, c in s.items()
+                      if case.startswith(("forward/", "backward_filter/"))) + ". "
                   f"New and old ops' results differ by at most {layer['max_abs_diff_new_vs_old']:g} (they run the "
                   f"same plans).", ""]
     m = data.get("model")
@@ -463,13 +510,22 @@ def report(args) -> None:
         lines += ["## A training step", "",
                   f"{m['model']} b{m['batch']} {m['precision']}, eager, median of {m['steps']} steps (CUDA events), "
                   f"WR plan at 256 MiB per kernel from the bundled H100 profile: stock PyTorch "
-                  f"(`cudnn.benchmark=True`) **{m['stock_ms']:.2f} ms**, old ops **{m['old_ms']:.2f} ms**, new ops "
-                  f"**{m['new_ms']:.2f} ms** ({m['new_ms'] / m['stock_ms']:.2f}x stock). The plan has "
-                  f"{m['kernels']} kernels in {m['pieces']} pieces; {m['native_cuda_graph']} of its {m['plans']} "
-                  f"built execution plans carry SUPPORTS_CUDA_GRAPH_NATIVE_API (needed for a per-layer native "
-                  f"CUDA graph, populate_cuda_graph). apply_plan took {m['apply_s']:.1f} s.", ""]
+                  f"(`cudnn.benchmark=True`) **{m['stock_ms']:.2f} ms**, old ops **{m['old_ms']:.2f} ms** "
+                  f"({m['old_ms'] / m['stock_ms']:.2f}x stock), new ops **{m['new_ms']:.2f} ms** "
+                  f"({m['new_ms'] / m['stock_ms']:.2f}x stock). The plan has {m['kernels']} kernels in {m['pieces']} "
+                  f"pieces; {m['native_cuda_graph']} of its {m['plans']} built execution plans carry "
+                  f"SUPPORTS_CUDA_GRAPH_NATIVE_API (needed for a per-layer native CUDA graph, populate_cuda_graph). "
+                  f"apply_plan took {m['apply_s']:.1f} s.", ""]
     elif m:
         lines += ["## A training step", "", f"Not run: {m['skipped']}.", ""]
+    for path in args.earlier:  # the same step in earlier runs of this script: how far it moves between runs
+        earlier = json.loads(Path(path).read_text())
+        e, ep = earlier.get("model"), earlier["provenance"]
+        if e and "skipped" not in e:
+            lines += [f"An earlier run ({ep['date']}, {ep['gpu']} {ep.get('gpu_uuid', '')}, `{Path(path).name}`): "
+                      f"stock {e['stock_ms']:.2f} ms, old ops {e['old_ms']:.2f} ms "
+                      f"({e['old_ms'] / e['stock_ms']:.2f}x), new ops {e['new_ms']:.2f} ms "
+                      f"({e['new_ms'] / e['stock_ms']:.2f}x).", ""]
     out = Path(args.input).with_suffix(".md")
     atomic_write(out, "\n".join(lines))
     print(f"wrote {out}")
@@ -481,9 +537,10 @@ def main() -> None:
     m = sub.add_parser("measure")
     m.add_argument("-o", "--output", default=str(ROOT / "benchmarks/reports/op-host-cost.json"))
     m.add_argument("--model", action="store_true", help="also time ResNet-50 training steps (stock, old, new)")
-    m.add_argument("--steps", type=int, default=20)
+    m.add_argument("--steps", type=int, default=15)
     r = sub.add_parser("report")
     r.add_argument("input", nargs="?", default=str(ROOT / "benchmarks/reports/op-host-cost.json"))
+    r.add_argument("--earlier", nargs="*", default=[], help="earlier runs' JSON: their training-step times too")
     args = ap.parse_args()
     (measure if args.cmd == "measure" else report)(args)
 

@@ -10,12 +10,17 @@ A launch enqueues every piece in one call through the frontend's pre-indexed exe
 writing each piece's three pointers into its own preallocated array: no per-piece dict, closure or tensor
 description. Arrays are reused across calls, so one Pieces must not launch from two threads at once (the
 workspace it is given would be shared between them anyway). Nothing here synchronises with the host; the
-pointers are read at launch, so the launches can be captured in a CUDA graph.
+pointers are read at launch, so the launches can be captured in a CUDA graph (a whole training step, by the
+caller). A kernel's pieces are not made into a graph of their own: the frontend's ``populate_cuda_graph`` needs
+plans with the behaviour note SUPPORTS_CUDA_GRAPH_NATIVE_API, which none of the 186 built plans of a ResNet-50
+fp16 plan carry on the H100 with cuDNN 9.19 (benchmarks/reports/op-host-cost.md), and since activations move
+between calls such a graph would need ``update_cuda_graph`` and a graph update before every launch anyway.
 
-BackwardFilter pieces each produce a whole dW and frontend conv nodes have no beta (cudnn-frontend.md §7):
+BackwardFilter pieces each produce a whole dW and frontend conv nodes hard-code beta = 0 (its conv_wgrad node):
 ``filter_pieces`` writes the first piece into dW (unless accumulating into it) and every other piece into a
 scratch buffer, yielding after each so the caller (CuPy or torch) adds the scratch into its sum on the same
-stream. This is the fix of mu-cuDNN's BackwardFilter beta bug (ucudnn-reference.md §11, bug 1).
+stream: what beta = 1 on later pieces does in mu-cuDNN's design (Oyama et al., arXiv:1804.04806), whose
+released code passed the caller's beta to every piece, so with beta = 0 dW kept only the last one.
 """
 
 from __future__ import annotations
