@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .kernels import KINDS, KernelKind, KernelSignature
+from .precision import DEFAULT_PRECISION
 
 # Operations a layer may have. "data" is the input image batch.
 OPS = ("data", "conv", "relu", "lrn", "pool", "bn", "fc", "concat", "add", "dropout", "softmax")
@@ -107,7 +108,8 @@ class Network:
     def conv_layers(self) -> list[Layer]:
         return [layer for layer in self.layers if layer.op == "conv"]
 
-    def signature(self, layer: Layer, kind: KernelKind, precision: str = "tf32", layout: str = "NCHW") -> KernelSignature:
+    def signature(self, layer: Layer, kind: KernelKind, precision: str = DEFAULT_PRECISION,
+                  layout: str = "NCHW") -> KernelSignature:
         p = layer.params
         src = self.layer(layer.inputs[0])
         c, h, w = src.out_shape
@@ -117,7 +119,7 @@ class Network:
             p.get("dil_h", 1), p.get("dil_w", 1), p.get("groups", 1), precision, layout,
         )
 
-    def kernels(self, precision: str = "tf32", layout: str = "NCHW") -> list[Kernel]:
+    def kernels(self, precision: str = DEFAULT_PRECISION, layout: str = "NCHW") -> list[Kernel]:
         """All convolution kernels in forward order: F, BD, BF per conv layer. A conv whose input
         needs no gradient (the first conv) has no BackwardData kernel. Built once per variant: planning asks
         for them several times, and the layers do not change after construction (as ``needs_grad`` assumes)."""
@@ -129,7 +131,7 @@ class Network:
                 if kind is not KernelKind.BACKWARD_DATA or self.needs_grad[layer.inputs[0]])
         return list(cache[precision, layout])
 
-    def unique_kernels(self, precision: str = "tf32", layout: str = "NCHW") -> dict[str, list[Kernel]]:
+    def unique_kernels(self, precision: str = DEFAULT_PRECISION, layout: str = "NCHW") -> dict[str, list[Kernel]]:
         """Kernels grouped by signature key, in first-appearance order."""
         groups: dict[str, list[Kernel]] = {}
         for kernel in self.kernels(precision, layout):

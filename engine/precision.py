@@ -7,8 +7,10 @@ CLI and the dashboard read these records and keep no table of their own (``tests
 checks). Library types are names, resolved by the reader (``getattr(cudnn.data_type, p.cudnn_type)``,
 ``getattr(torch, p.torch_dtype)``, ``buf.view(p.array_dtype)``), so this module imports none of them.
 
-A new precision is one more entry in ``PRECISIONS``; the one per-backend table beside it is the CuPy
-conversion kernels in ``engine/gpu/executor.py``, needed only for a type NumPy lacks (as bf16 is).
+A new precision is one more entry in ``PRECISIONS``. Beside it, the CuPy kernels of
+``engine/gpu/executor.py`` (adding dW pieces, widening to float32) are written per storage type, and
+``fill_random`` in ``engine/gpu/profiler.py`` converts by hand to a type NumPy lacks (bf16): a precision stored
+otherwise needs code there too (docs/architecture.md, "A dtype").
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ LAYOUTS = ("NCHW", "NHWC")   # NHWC is PyTorch's channels_last
 @dataclass(frozen=True)
 class Precision:
     name: str                 # as in kernel signatures, profiles, plans and --precision
-    label: str                # one line for help texts and the dashboard
+    label: str                # one line for help texts
     itemsize: int             # bytes per element of every operand (x, w, y)
     torch_dtype: str          # the operands' torch dtype (attribute of ``torch``)
     array_dtype: str          # NumPy/CuPy dtype a buffer is viewed as; bfloat16, which NumPy lacks, as uint16

@@ -129,3 +129,12 @@ def test_memory_command_plans_at_the_profiles_precision(capsys):
     want = plan_memory("alexnet", "liveness", batch=256, profile=Profile.load(resolve_profile(name)),
                        precision="fp16").summary["peak"]
     assert got == want < plan_memory("alexnet", "liveness", batch=256, precision="tf32").summary["peak"]
+
+
+def test_dashboard_memory_tab_reads_an_fp16_nhwc_profile():
+    """The memory tab plans at the scope's precision and layout (it asked for fp16/NCHW kernels before)."""
+    from dashboard.memory import memory_frames
+    from dashboard.scopes import Scope
+    prof = Profile.load(resolve_profile("h100-alexnet-b256-fp16-nhwc-powerOfTwo"))
+    frames = memory_frames(prof, Scope("alexnet", 256, "fp16", "NHWC"), "vdnn-all-p", 8 << 30)
+    assert len(frames["kernels"]) and frames["kernels"].signature.str.contains("/fp16/NHWC/").all()

@@ -67,7 +67,7 @@ def rel(path: Path) -> str:
 
 
 # The layers, lowest first: a module may import its own layer and lower ones, never a higher one. Every
-# module of engine/ and dashboard/ is in exactly one (a new module is placed here and in docs/architecture.md).
+# module of engine/ and dashboard/ is in one (a new module is placed here and in docs/architecture.md).
 LAYERS = [
     ("foundation", ["engine", "engine.errors", "engine.fileio", "engine.units", "engine.precision", "engine.netnames",
                     "engine.policies", "engine.configuration"]),
@@ -98,13 +98,13 @@ def layered_modules() -> dict[str, Path]:
     return {module_name(p): p for p in sources("engine", "dashboard") + [ROOT / "app.py"]}
 
 
-def module_imports(path: Path, modules, top_level_only: bool = False) -> set[str]:
-    """The in-repo modules ``path`` imports, each import resolved to the module it loads: in
+def module_imports(path: Path, modules) -> set[str]:
+    """The in-repo modules ``path`` imports anywhere in it, each resolved to the module it loads: in
     engine/gpu/profiler.py ``from . import runtime`` is engine.gpu.runtime, ``from . import KNOB_SAMPLES``
     is engine.gpu, ``from .graphs import ALIGN`` is engine.gpu.graphs."""
     tree = ast.parse(path.read_text(), filename=str(path))
     out = set()
-    for node in (tree.body if top_level_only else ast.walk(tree)):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
