@@ -32,12 +32,17 @@ where the tensors stop fitting rather than where fixed segments fragment. Parts 
   fitting and failing batches are ``--precision`` apart. Then (``timed``), one case at a time, the step time at
   the found batch of stock PyTorch and of the best paper policy (at 97 % of it if the longer timed run does not
   fit), and that policy with per-step micro-batched workspace (``engine.memory.step_plan`` applied with
-  ``apply_plan``, each kernel limited to what the plan leaves free under the capacity less a ``RESERVE``, as
-  for every plan that fills the capacity: ``planning_capacity``) at the same batch (lower where either does not
+  ``apply_plan``, each kernel limited to what the plan leaves free under the capacity less the reserve, as
+  for every plan that fills the capacity: engine/memory/reserve.py) at the same batch (lower where either does not
   fit there; ``--pair-at NET/GIB=BATCH`` names the batch), the two on one host: kept results from two hosts run
   again, and the replaced ones stay listed.
 
 ``report`` writes benchmarks/reports/memory_training.md, a PNG and the README block from the JSON alone.
+
+This file is the command line; the jobs are in ``memory_training_predict.py`` (the memory plan of each case,
+``predict``), ``memory_training_case.py`` (one case in its own process), ``memory_training_measure.py`` (the
+driver), ``memory_training_search.py`` (the capacity searches and timed pairs), ``memory_training_report.py`` and
+``memory_training_figures.py``; what the GPU benchmarks share is in ``common.py``.
 """
 
 from __future__ import annotations

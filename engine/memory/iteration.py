@@ -20,14 +20,14 @@ from ..profile import Profile
 from ..units import format_size
 from ..zoo import get_network
 from . import policies as P
-from .tensors import CLASSES, DATA_CLASSES, build_inventory, get_convention
-
-PYTORCH_CONVENTIONS = ("pytorch",)   # tensors as PyTorch allocates them: a prediction of a PyTorch step
-from .timeline import MemoryPlan, memory_curve
 from .reserve import check_reserve, default_reserve, planning_capacity
+from .tensors import CLASSES, DATA_CLASSES, build_inventory, get_convention
+from .timeline import MemoryPlan, memory_curve
 from .timemodel import TimeParams, simulate, time_note
 from .workspace import (DYNAMIC, PLAN_RULES, RULES, choose_workspace, least_workspace, tick_kernels,
                         unmeasured)
+
+PYTORCH_CONVENTIONS = ("pytorch",)   # tensors as PyTorch allocates them: a prediction of a PyTorch step
 
 
 @dataclass
