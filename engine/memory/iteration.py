@@ -315,7 +315,7 @@ def format_table(result: MemoryResult) -> str:
     cap = format_size(result.capacity) if result.capacity else "unbounded"
     lines = [f"{result.network} batch {result.batch}, policy {result.policy} ({result.paper}; tensors as "
              f"{result.convention}), capacity {cap}, workspace rule {result.workspace_rule}"]
-    lines.append(f"peak {format_size(s['peak'])} at step {s['peak_step']} ({s['peak_layer']} {s['peak_phase']}); "
+    lines.append(f"peak {'at least ' if result.peak_is_lower_bound else ''}{format_size(s['peak'])} at step {s['peak_step']} ({s['peak_layer']} {s['peak_phase']}); "
                  f"live without workspace {format_size(s['peak_live'])}; activations+gradients "
                  f"{format_size(s['peak_data'])}; fits: {'yes' if s['fits'] else 'no'} "
                  f"(needs at least {format_size(s['min_capacity'])})")
