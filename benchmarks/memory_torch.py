@@ -5,8 +5,9 @@ one measured step (forward, cross-entropy, backward, SGD with momentum) between
 ``torch.cuda.reset_peak_memory_stats`` and ``torch.cuda.max_memory_allocated``, and sets the result
 beside the memory planner's prediction for the same network: the ``liveness`` policy with
 PyTorch's tensor rules (engine/memory/tensors.py, convention ``pytorch``) and one optimizer copy
-(the momentum buffers). The planner does not know which cuDNN algorithms PyTorch picks, so its
-prediction has no convolution workspace; the measurement includes it.
+(the momentum buffers), and no profile: its peak counts no convolution workspace (a lower bound,
+``peak_is_lower_bound``); the measurement includes it. benchmarks/memory_training.py predicts with the profile's
+workspace (docs/memory-runtimes.md, "What the prediction counts").
 
     python benchmarks/memory_torch.py --out docs/memory-torch-h100.md
 
@@ -17,7 +18,6 @@ repository root (or anywhere: the repository is put on ``sys.path``).
 from __future__ import annotations
 
 import argparse
-import datetime
 import platform
 import sys
 import time
@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import common  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
 
 NETWORKS = {"alexnet": 256, "resnet50": 64, "vgg16": 64}   # zoo default batches
@@ -94,17 +95,20 @@ def main(argv=None) -> int:
         return 2
     device = torch.device("cuda")
     torch.backends.cudnn.benchmark = False
+    prov = common.provenance("python benchmarks/memory_torch.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                             commit=common.git_commit())
     lines = ["# Memory planner vs PyTorch: peak memory of one training step", "",
-             f"- date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
-             f"- GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}, cuDNN "
-             f"{torch.backends.cudnn.version()}, python {platform.python_version()}",
+             f"- date: {prov['date']}; commit {prov['commit']}; command: `{prov['command']}`",
+             f"- GPU: {prov['gpu']}, driver {prov['driver']}; torch {prov['torch']}, cuDNN {prov['cudnn_version']}, "
+             f"frontend {prov['frontend_version']}, python {platform.python_version()}",
              "- step: warm-up step, then one measured step (zero_grad(set_to_none), forward, CrossEntropyLoss, "
              "backward, SGD momentum 0.9); fp32 (PyTorch default TF32 settings), cudnn.benchmark=False, "
              "torchvision models, random 224x224 input",
              "- measured: `torch.cuda.max_memory_allocated()` after `reset_peak_memory_stats()` (weights, momentum, "
              "input batch, everything the step allocates, cuDNN workspace included; CUDA context excluded)",
              "- predicted: `plan_memory(net, 'liveness', convention='pytorch', optimizer_copies=1)`: "
-             "autograd's saved tensors per layer, liveness from first to last use, no convolution workspace",
+             "autograd's saved tensors per layer, liveness from first to last use, no profile: no convolution "
+             "workspace (a lower bound)",
              "", "| network | batch | params (zoo / torch) | predicted peak | measured peak | ratio pred/meas | "
              "predicted persistent | measured before step | predicted peak at |",
              "|---|---|---|---|---|---|---|---|---|"]

@@ -40,8 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,6 +47,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import common  # noqa: E402
+from benchmarks.common import save_json, timed_steps  # noqa: E402
 from benchmarks.figures import pyplot, write_png  # noqa: E402
 from benchmarks.readme import README, write_block  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
@@ -145,22 +145,12 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
             with torch.cuda.graph(g):
                 step()
             run = g.replay
-        for _ in range(5):
-            run()
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        ev = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-        ev[0].record()
-        for i in range(steps):
-            run()
-            ev[i + 1].record()
-        torch.cuda.synchronize()
-        times = sorted(ev[i].elapsed_time(ev[i + 1]) for i in range(steps))
+        timed = timed_steps(run, steps, warmup=5)
         free, total = torch.cuda.mem_get_info()
         out["device_used"] = total - free - (filler.numel() if filler is not None else 0)
         out["peak"] = torch.cuda.max_memory_allocated() - (filler.numel() if filler is not None else 0)
-        out["step_ms"] = statistics.median(times)
-        out["step_ms_p10"], out["step_ms_p90"] = times[len(times) // 10], times[(9 * len(times)) // 10]
+        out["step_ms"], out["step_ms_p10"], out["step_ms_p90"] = (timed[k] for k in ("step_ms", "step_ms_p10",
+                                                                                    "step_ms_p90"))
         if filler is not None:  # one more step, untimed: the memory free to each convolution under this filler
             out["free_at_convs"] = free_at_convs(model, step)
         # the profiler (CUPTI) needs device memory of its own: the filler goes first. The algorithms stay as
@@ -280,15 +270,8 @@ def free_at_convs(model, step) -> list[int]:
 # --- driver ---------------------------------------------------------------------------------------
 
 def provenance(command: str) -> dict:
-    """The profiler's provenance of this GPU (engine.gpu.runtime) plus the PyTorch build."""
-    import torch
-
-    from engine.gpu import runtime
-    return dict(runtime.provenance(command), torch=torch.__version__, torch_cudnn=torch.backends.cudnn.version())
-
-
-def save(path: Path, doc: dict) -> None:
-    atomic_write(path, (json.dumps(doc, indent=1) + "\n").encode())
+    """The profiler's provenance of this GPU (engine.gpu.runtime) plus the PyTorch build and this checkout's commit."""
+    return common.provenance(command, commit=common.git_commit())
 
 
 def legacy_env(case: str) -> dict | None:
@@ -302,20 +285,7 @@ def child(net, precision, case, steps, own) -> dict:
     cmd = [sys.executable, __file__, "case", net, precision, case, "--steps", str(steps)]
     if own is not None:
         cmd += ["--own", str(own)]
-    t0 = time.time()
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=legacy_env(case))
-    except subprocess.TimeoutExpired:
-        return {"model": net, "precision": precision, "case": case, "error": "did not finish within 300 s"}
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-    if r.returncode or not lines:
-        errs = [ln for ln in r.stderr.splitlines() if "Error" in ln and "nanobind" not in ln]
-        tail = (errs or r.stderr.strip().splitlines() or ["(no output)"])[-1][:300]
-        return {"model": net, "precision": precision, "case": case, "error": f"exit {r.returncode}: {tail}"}
-    res = json.loads(lines[-1])
-    res["wall_s"] = round(time.time() - t0, 1)
-    res["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))
-    return res
+    return common.run_case(cmd, {"model": net, "precision": precision, "case": case}, 300, env=legacy_env(case), stamp=True)
 
 
 def keep(doc: dict, res: dict) -> None:
@@ -354,7 +324,7 @@ def measure(args) -> int:
             probe = child(net, precision, f"wr-{min(args.pressure)}", args.steps, None)
             probe["case"] = "probe"
             keep(doc, probe)
-            save(out, doc)
+            save_json(out, doc)
         own = probe["device_used"] - probe["arena"] if "error" not in probe else None
         for case in cases:
             if (net, precision, case) in done:
@@ -363,7 +333,7 @@ def measure(args) -> int:
             print(json.dumps({k: res.get(k) for k in ("model", "precision", "case", "step_ms", "conv_ms",
                                                       "gpu_busy", "peak", "arena", "error")}), flush=True)
             keep(doc, res)
-            save(out, doc)
+            save_json(out, doc)
     return 0
 
 

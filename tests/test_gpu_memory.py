@@ -266,7 +266,8 @@ def test_documented_path_predicts_the_measured_peak(policy, convs, doc_plans):
         s = runtime.stats
         print(f"\nresnet18 b{DOC_BATCH} {policy}, {convs} convolutions: predicted peak {format_size(predicted)} "
               f"(rule {result.workspace_rule}, workspace {format_size(result.summary['peak_workspace'])} at most, "
-              f"framework {format_size(framework)}), measured {format_size(measured)}, ratio {predicted / measured:.3f}; "
+              f"framework {format_size(framework)}), measured {format_size(measured)}, "
+              f"ratio {predicted / measured:.3f}; "
               f"{s['prefetches']} prefetches, {s['prefetch_late']} late, {s['recomputed_layers']} re-forwards")
         assert predicted is not None and abs(predicted / measured - 1) <= 0.10
     finally:

@@ -15,6 +15,11 @@ if str(ROOT) not in sys.path:  # benchmarks/ is a folder of the repository, not 
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import memory_training as mt  # noqa: E402
+from benchmarks import memory_training_measure as meas  # noqa: E402
+from benchmarks import memory_training_predict as pred  # noqa: E402
+from benchmarks import memory_training_report as rep  # noqa: E402
+from benchmarks import memory_training_search as search  # noqa: E402
+from engine.memory.reserve import RESERVE, planning_capacity  # noqa: E402
 from benchmarks.readme import markers, read_block  # noqa: E402
 
 GiB = 1 << 30
@@ -86,7 +91,7 @@ def test_report_writes_the_tables_from_the_data(tmp_path):
     assert "| 16 GiB | not run |" in text
     assert "50.0 GB/s host->device" in text and "FC GEMM 350.0 TFLOP/s" in text
     block = read_block(readme.read_text(), "memory_training")
-    assert block == mt.readme_block(synthetic_results())
+    assert block == rep.readme_block(synthetic_results())
     assert "SYNTHETIC data" in block and "| alexnet b256 | 1.50 / 1.60 GiB, 13 / 14 ms |" in block and "failed" in block
     assert readme.read_text().startswith("intro\n") and readme.read_text().endswith("rest\n")
     assert md.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
@@ -103,7 +108,7 @@ def test_capacity_search_finds_the_largest_fitting_batch(largest, guess, width):
         rounds.append(batches)
         tries.extend(batches)
         return {b: b <= largest for b in batches}
-    got = mt.search(fits_many, guess, width)
+    got = search.search(fits_many, guess, width)
     assert got <= largest and (largest == 0 or got >= largest - max(1, largest // 50))
     assert len(tries) == len(set(tries)) and len(rounds) <= 30 // width + 6
 
@@ -116,7 +121,7 @@ def test_capacity_search_survives_a_non_monotone_answer(width):
     def fits_many(batches):
         seen.update(batches)
         return {b: b <= 1000 and b != 900 for b in batches}
-    got = mt.search(fits_many, 1000, width)
+    got = search.search(fits_many, 1000, width)
     assert got in seen and got <= 1000 and got >= 880
 
 
@@ -126,16 +131,16 @@ def test_a_timed_step_that_runs_out_of_memory_at_the_found_batch_runs_again_belo
     def run(kind, net, variant, batch, cap):
         ran.append(batch)
         return {"ok": batch < 100, **({} if batch < 100 else {"oom": True, "error": "out of memory: SYNTHETIC"})}
-    assert mt.timed_step(run, "alexnet", "liveness", 100, GiB) == 97 and ran == [100, 97]
+    assert search.timed_step(run, "alexnet", "liveness", 100, GiB) == 97 and ran == [100, 97]
     ran.clear()
-    assert mt.timed_step(run, "alexnet", "liveness", 50, GiB) == 50 and ran == [50]
+    assert search.timed_step(run, "alexnet", "liveness", 50, GiB) == 50 and ran == [50]
 
 
 def test_tries_at_once_hold_the_gpu_and_host_memory_together_and_an_oversized_try_runs_alone():
     """SYNTHETIC tries in threads: caps together under the GPU budget, pinned buffers under the host budget, and a
     try that pins more than the whole host budget still runs, while no other pinning try does."""
     import threading
-    slots = mt.Slots(gpu=30, host=100)
+    slots = search.Slots(gpu=30, host=100)
     live, seen, lock = [], [], threading.Lock()
 
     def one(gpu, host):
@@ -143,7 +148,7 @@ def test_tries_at_once_hold_the_gpu_and_host_memory_together_and_an_oversized_tr
             with lock:
                 live.append((gpu, host))
                 seen.append(list(live))
-            mt.time.sleep(0.01)
+            meas.time.sleep(0.01)
             with lock:
                 live.remove((gpu, host))
     tries = [(12, 0), (12, 60), (12, 60), (12, 150), (12, 0), (16, 40), (16, 0)]
@@ -183,28 +188,28 @@ def test_the_per_step_plan_and_its_paper_policy_are_timed_at_one_batch_on_one_ho
     mine_big = lambda variant, batch: variant == steps and batch >= 100   # noqa: E731
     paper_at = {(sn, 100): {"ok": True, "gpu_uuid": "here"}, (sn, 90): {"ok": True, "gpu_uuid": "here"}}
     run, ran = _cases(paper_at, mine_big)
-    assert mt.timed_pair(run, "vgg16", sn, 100, GiB) == 97
+    assert search.timed_pair(run, "vgg16", sn, 100, GiB) == 97
     assert ran == [(steps, 100), (steps, 97), (sn, 97)]
     run, ran = _cases(paper_at, mine_big)
-    assert mt.timed_pair(run, "vgg16", sn, 90, GiB) == 90 and ran == [(steps, 90)]
+    assert search.timed_pair(run, "vgg16", sn, 90, GiB) == 90 and ran == [(steps, 90)]
     run, ran = _cases(paper_at, mine_big)        # the per-step plan predicts 80 at most: both run there
-    assert mt.timed_pair(run, "vgg16", sn, 100, GiB, predicted=80) == 80
+    assert search.timed_pair(run, "vgg16", sn, 100, GiB, predicted=80) == 80
     assert ran == [(steps, 100), (steps, 80), (sn, 80)]
 
     paper_oom = {(sn, 100): {"ok": False, "oom": True, "gpu_uuid": "here", "error": "out of memory: SYNTHETIC"}}
     run, ran = _cases(paper_oom, lambda variant, batch: variant == sn and batch >= 100)
-    assert mt.timed_pair(run, "vgg16", sn, 100, GiB) == 97
+    assert search.timed_pair(run, "vgg16", sn, 100, GiB) == 97
     assert ran == [(steps, 100), (steps, 97), (sn, 97)]
 
     two_hosts = {(sn, 100): {"ok": True, "gpu_uuid": "A"}, (steps, 100): {"ok": True, "gpu_uuid": "B"}}
     run, ran = _cases(two_hosts)
-    assert mt.timed_pair(run, "vgg16", sn, 100, GiB) == 100 and ran == [(steps, 100), (sn, 100)]
+    assert search.timed_pair(run, "vgg16", sn, 100, GiB) == 100 and ran == [(steps, 100), (sn, 100)]
     run, ran = _cases({(sn, 100): {"ok": True, "gpu_uuid": "A"}, (steps, 100): {"ok": True, "gpu_uuid": "A"}})
-    assert mt.timed_pair(run, "vgg16", sn, 100, GiB) == 100 and ran == []
+    assert search.timed_pair(run, "vgg16", sn, 100, GiB) == 100 and ran == []
     # run again here, the paper policy does not fit: both at 97 %, where a kept result of another host runs again
     kept = {**two_hosts, (sn, 97): {"ok": True, "gpu_uuid": "A"}}
     run, ran = _cases(kept, lambda variant, batch: variant == sn and batch >= 100)
-    assert mt.timed_pair(run, "vgg16", sn, 100, GiB) == 97
+    assert search.timed_pair(run, "vgg16", sn, 100, GiB) == 97
     assert ran == [(steps, 100), (sn, 100), (steps, 97), (steps, 97), (sn, 97)]
 
 
@@ -216,9 +221,9 @@ def test_the_per_step_line_says_one_host_two_hosts_or_every_batch_the_pair_tried
     for r in doc["results"]:
         if r["variant"] in ("vdnn-all-p", "vdnn-all-p+steps") and r["capacity"]:
             r["gpu_uuid"] = "A" if r["variant"] == "vdnn-all-p" else "B"
-    assert mt.per_step_comparison(doc, "alexnet/12", e).endswith("on two hosts: not a comparison the target accepts")
-    mt._r(doc, "step", "alexnet", "vdnn-all-p+steps", 3500, 12 * GiB)["predicted"]["stall_ms"] = 250.0
-    assert mt.per_step_comparison(doc, "alexnet/12", e).endswith(
+    assert rep.per_step_comparison(doc, "alexnet/12", e).endswith("on two hosts: not a comparison the target accepts")
+    pred._r(doc, "step", "alexnet", "vdnn-all-p+steps", 3500, 12 * GiB)["predicted"]["stall_ms"] = 250.0
+    assert rep.per_step_comparison(doc, "alexnet/12", e).endswith(
         "; its plan predicts 250 ms of the 300 ms step waiting on host copies, which no convolution speed shortens")
     oom = {"ok": False, "oom": True, "error": "out of memory: SYNTHETIC"}
     doc["results"] = [r for r in doc["results"] if not (r["variant"] == "vdnn-all-p" and r["capacity"])] + [
@@ -226,13 +231,13 @@ def test_the_per_step_line_says_one_host_two_hosts_or_every_batch_the_pair_tried
         {"kind": "step", "model": "alexnet", "variant": "vdnn-all-p", "batch": 3500, "capacity": 12 * GiB, **oom},
         {"kind": "step", "model": "alexnet", "variant": "vdnn-all-p", "batch": 3395, "capacity": 12 * GiB, **oom}]
     e["stepped"]["vdnn-all-p+steps"] = 3395
-    assert mt.per_step_comparison(doc, "alexnet/12", e) == (
+    assert rep.per_step_comparison(doc, "alexnet/12", e) == (
         "- alexnet/12 GiB, vdnn-all-p + per-step WR workspace: no batch where both trained (batch 3500: 310.0 ms "
         "per-step, out of memory stock; batch 3395: 290.0 ms per-step, out of memory stock)")
     doc["results"].append(step("vdnn-all-p", 3000, GiB, GiB, 1.0, 400.0, capacity=12 * GiB))
     doc["results"].append(step("vdnn-all-p+steps", 3000, GiB, GiB, 1.0, 300.0, capacity=12 * GiB))
     e["stepped"]["vdnn-all-p+steps"] = 3000    # the two at one batch (--pair-at), above it the per-step plan alone
-    assert mt.per_step_comparison(doc, "alexnet/12", e).endswith(
+    assert rep.per_step_comparison(doc, "alexnet/12", e).endswith(
         "(faster by 33.3%; target: faster), on one host; at batch 3500, 3395 only the per-step plan trained (stock "
         "convolutions ran out of memory)")
     doc["replaced"] = [dict(step("vdnn-all-p", 3500, GiB, 11.2 * GiB, 1.0, 420.0, capacity=12 * GiB), gpu_uuid="A",
@@ -259,13 +264,13 @@ def test_per_step_plan_is_made_for_the_imported_torchvision_network():
     pytest.importorskip("torch")
     pytest.importorskip("torchvision")
     from engine.memory import step_plan
-    res = mt.memory_result("alexnet", 512, "vdnn-all-p" + mt.STEP, 12 * GiB)
-    plan = step_plan(res, mt._profile("alexnet"))
+    res = pred.memory_result("alexnet", 512, "vdnn-all-p" + pred.STEP, 12 * GiB)
+    plan = step_plan(res, pred._profile("alexnet"))
     assert plan.network == "torchvision:alexnet" and plan.batch == 512
     assert plan.kernels[0].id == "features.0:F" and all(k.workspace <= plan.limit(k.id) for k in plan.kernels)
     assert all(m.batch <= 256 for k in plan.kernels for m in k.micro)
-    assert res.capacity == int(12 * GiB * (1 - mt.RESERVE))
-    p = mt.predicted(res)
+    assert res.capacity == int(12 * GiB * (1 - RESERVE))
+    p = pred.predicted(res)
     assert p["workspace_rule"] == "wr" and p["convention"] == "pytorch" and json.dumps(p)
 
 
@@ -276,10 +281,10 @@ def test_a_plan_that_fills_the_capacity_leaves_the_reserve_to_the_allocator():
     pytest.importorskip("torch")
     pytest.importorskip("torchvision")
     cap = 16 * GiB
-    res = mt.memory_result("resnet50", 204, "superneurons", cap)
-    assert res.capacity == int(cap * (1 - mt.RESERVE)) and res.summary["peak"] <= res.capacity
-    assert mt.memory_result("resnet50", 64, "vdnn-conv-p", cap).capacity == cap
-    assert mt.planning_capacity("superneurons", None) is None
+    res = pred.memory_result("resnet50", 204, "superneurons", cap)
+    assert res.capacity == int(cap * (1 - RESERVE)) and res.summary["peak"] <= res.capacity
+    assert pred.memory_result("resnet50", 64, "vdnn-conv-p", cap).capacity == cap
+    assert planning_capacity(None, RESERVE) is None
 
 
 class _Prediction:
@@ -315,19 +320,19 @@ def _synthetic_cases(monkeypatch, largest: dict, tick=lambda: None) -> list:
         if kind.startswith("calibrate"):
             layers = {} if kind == "calibrate-host" else {"layers": {f"torchvision:{net}/b{batch}": {
                 "SYNTHETIC.relu": {"F": 1.0, "B": 1.0}}}}
-            return dict(base, gpu_uuid=mt.gpu_uuid(), doc={"format": "ucudnn-explorer-time-params", "version": 1,
+            return dict(base, gpu_uuid=meas.gpu_uuid(), doc={"format": "ucudnn-explorer-time-params", "version": 1,
                                                            "provenance": {"synthetic": True}, "hbm": {"rate": 1e12},
                                                            **layers})
         if kind == "try":
-            ok = batch <= largest[variant.removesuffix(mt.STEP)]
+            ok = batch <= largest[variant.removesuffix(pred.STEP)]
             return dict(base, ok=ok, **({} if ok else {"oom": True, "error": "out of memory: SYNTHETIC"}))
         return step(variant, batch, GiB, GiB, 10.0, 11.0, capacity=capacity)
 
-    monkeypatch.setattr(mt, "child", fake_child)
-    monkeypatch.setattr(mt, "gpu_uuid", lambda: "SYNTHETIC-GPU")
-    monkeypatch.setattr(mt, "provenance", lambda command: {"gpu": "SYNTHETIC", "date": "2000-01-01",
+    monkeypatch.setattr(meas, "child", fake_child)
+    monkeypatch.setattr(meas, "gpu_uuid", lambda: "SYNTHETIC-GPU")
+    monkeypatch.setattr(meas, "provenance", lambda command: {"gpu": "SYNTHETIC", "date": "2000-01-01",
                                                            "command": command, "synthetic": True})
-    monkeypatch.setattr(mt, "start_prediction", _Prediction)
+    monkeypatch.setattr(meas, "start_prediction", _Prediction)
     return calls
 
 
@@ -337,7 +342,7 @@ def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monk
     largest fitting batch."""
     largest = {"liveness": 1111, "vdnn-all-p": 1999, "vdnn-conv-p": 1500, "sn-recompute": 1400, "superneurons": 1300}
     clock = [0.0]
-    monkeypatch.setattr(mt.time, "time", lambda: clock[0])
+    monkeypatch.setattr(meas.time, "time", lambda: clock[0])
 
     def tick():
         clock[0] += 1.0                                 # every case takes a SYNTHETIC second
@@ -349,27 +354,27 @@ def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monk
     assert mt.main(argv[:-2] + ["--budget-s", "1e9", "--resume"]) == 0
     doc = json.loads(out.read_text())
     assert len(calls) == len(set(calls))            # nothing measured twice
-    assert mt.time_params_path(out).exists()
-    for gib in mt.CAPACITIES_GIB:
+    assert pred.time_params_path(out).exists()
+    for gib in pred.CAPACITIES_GIB:
         e = doc["capacity"][f"alexnet/{gib}"]
         assert set(e["found"]) == (set(largest) if gib == 12 else {"liveness", "vdnn-all-p"})   # --search-all 12
         for variant, top in largest.items():
             if variant in e["found"]:
                 assert top - max(1, top // 50) <= e["found"][variant] <= top
-        assert mt._r(doc, "step", "alexnet", "vdnn-all-p" + mt.STEP, e["found"]["vdnn-all-p"], gib * GiB)
-    assert {c[2] for c in calls if c[0] == "step" and c[4] is None} == set(mt.POLICIES)
+        assert pred._r(doc, "step", "alexnet", "vdnn-all-p" + pred.STEP, e["found"]["vdnn-all-p"], gib * GiB)
+    assert {c[2] for c in calls if c[0] == "step" and c[4] is None} == set(pred.POLICIES)
     md = tmp_path / "r.md"
     readme = tmp_path / "README.md"
     readme.write_text("\n".join(markers("memory_training")) + "\n")
     assert mt.main(["report", str(out), "-o", str(md), "--readme", str(readme)]) == 0
     # another lent machine: its calibration runs again (copy rates are the host's), nothing else does
-    monkeypatch.setattr(mt, "gpu_uuid", lambda: "SYNTHETIC-OTHER-GPU")
+    monkeypatch.setattr(meas, "gpu_uuid", lambda: "SYNTHETIC-OTHER-GPU")
     before = len(calls)
     assert mt.main(argv[:-2] + ["--budget-s", "1e9", "--resume"]) == 0
     assert {c[0] for c in calls[before:]} == {"calibrate-host", "calibrate-layers"}
     kept = json.loads(out.read_text())["calibrations"]            # each host's, for `predict` of its own cases
     assert set(kept) == {"SYNTHETIC-GPU", "SYNTHETIC-OTHER-GPU"}
-    assert json.loads(mt.time_params_path(out).read_text())["provenance"]["gpu_uuid"] == "SYNTHETIC-OTHER-GPU"
+    assert json.loads(pred.time_params_path(out).read_text())["provenance"]["gpu_uuid"] == "SYNTHETIC-OTHER-GPU"
     # --pair-at: the best policy and its per-step plan timed at the user's batch, nothing else
     before = len(calls)
     timed = ["--budget-s", "1e9", "--resume", "--parts", "timed", "--pair-at", "alexnet/12=1000"]
@@ -386,14 +391,14 @@ def test_a_network_new_to_this_host_gets_its_layer_times_before_its_cases(tmp_pa
     """SYNTHETIC: a call for a network whose layers this host's calibration lacks measures them first (not the
     host's copy rates again) and keeps the layers measured before; ResNet-50's 16 GiB cases once ran, after a
     VGG-16 call on the same host, with every non-conv layer modelled."""
-    calls = _synthetic_cases(monkeypatch, {p: 1000 for p in mt.POLICIES})
+    calls = _synthetic_cases(monkeypatch, {p: 1000 for p in pred.POLICIES})
     out = tmp_path / "SYNTHETIC-memory_training.json"
     only = ["--parts", "timed", "--capacities", "12"]         # nothing found yet: only the calibration runs
     assert mt.main(["measure", "-o", str(out), "--configs", "vgg16"] + only) == 0
     assert [c[:2] for c in calls] == [("calibrate-host", "host"), ("calibrate-layers", "vgg16")]
     assert mt.main(["measure", "-o", str(out), "--configs", "vgg16", "resnet50", "--resume"] + only) == 0
     assert [c[:2] for c in calls[2:]] == [("calibrate-layers", "resnet50")]
-    layers = json.loads(mt.time_params_path(out).read_text())["layers"]
+    layers = json.loads(pred.time_params_path(out).read_text())["layers"]
     assert set(layers) == {"torchvision:vgg16/b64", "torchvision:resnet50/b64"}
     assert mt.main(["measure", "-o", str(out), "--configs", "resnet50", "--resume"] + only) == 0
     assert len(calls) == 3                                       # both measured here: nothing runs again
@@ -402,9 +407,9 @@ def test_a_network_new_to_this_host_gets_its_layer_times_before_its_cases(tmp_pa
 def test_a_best_policy_the_host_cannot_pin_gives_way_to_the_best_it_can(tmp_path, monkeypatch):
     """SYNTHETIC: where the predicted best paper policy would pin more host memory than the host may give, the
     capacity run searches, times and pairs the best policy it can run, and says so."""
-    ran = _synthetic_cases(monkeypatch, {p: 1000 for p in mt.POLICIES})
-    monkeypatch.setattr(mt, "host_memory", lambda: 100 * GiB)
-    monkeypatch.setattr(mt, "pinned_per_sample",   # SYNTHETIC: vdnn-all-p (the predicted best) pins 1 GiB a sample
+    ran = _synthetic_cases(monkeypatch, {p: 1000 for p in pred.POLICIES})
+    monkeypatch.setattr(search, "host_memory", lambda: 100 * GiB)
+    monkeypatch.setattr(search, "pinned_per_sample",   # SYNTHETIC: vdnn-all-p (the predicted best) pins 1 GiB a sample
                         lambda net, variant, batch, cap: GiB if variant == "vdnn-all-p" else 0.0)
     out = tmp_path / "SYNTHETIC-memory_training.json"
     assert mt.main(["measure", "-o", str(out), "--configs", "alexnet", "--capacities", "16", "--parts", "calibrate",
@@ -415,7 +420,7 @@ def test_a_best_policy_the_host_cannot_pin_gives_way_to_the_best_it_can(tmp_path
     calls = [(kind, variant, batch) for kind, _net, variant, batch, _cap in ran]
     assert {v for k, v, _ in calls if k == "step"} == {"liveness", "vdnn-conv-p", "vdnn-conv-p+steps"}
     assert ("- alexnet/16 GiB: vdnn-conv-p is timed, the best paper policy this host can run (vdnn-all-p is "
-            "predicted best)") in mt.accuracy_lines(json.loads(out.read_text()))
+            "predicted best)") in rep.accuracy_lines(json.loads(out.read_text()))
 
 
 def test_predict_recomputes_the_predictions_and_keeps_the_measurements(tmp_path):
@@ -430,7 +435,7 @@ def test_predict_recomputes_the_predictions_and_keeps_the_measurements(tmp_path)
     assert mt.main(["predict", str(path)]) == 0
     got = json.loads(path.read_text())
     r = got["results"][0]
-    want = mt.memory_result("alexnet", 256, "liveness", None)
+    want = pred.memory_result("alexnet", 256, "liveness", None)
     assert r["predicted"]["peak"] == want.peak and len(r["predicted_ticks"]) == len(want.ticks)
     assert (r["peak"], r["step_ms"]) == (1.6 * GiB, 14.0)
     assert got["predicted_at"]["command"].startswith("python benchmarks/memory_training.py predict")
@@ -443,10 +448,10 @@ def test_an_earlier_run_without_timed_batches_shows_its_steps_at_the_found_batch
     e = dict(doc["capacity"]["alexnet/12"])
     e.pop("stepped")
     e["found"] = {"liveness": 3000, "vdnn-all-p": 3500}
-    rows = mt.capacity_entry_rows(doc, "alexnet", 12, e, doc["results"])
+    rows = rep.capacity_entry_rows(doc, "alexnet", 12, e, doc["results"])
     assert any(r.startswith("| 12 GiB | vdnn-all-p + per-step WR workspace | 3550 | 3500 (paper policy's) |  | 3500 | "
                             "300.0 / 310.0") for r in rows)
     assert any(r.startswith("| 12 GiB | stock PyTorch | 3232 | 3000 | 0.928 | 3000 | 150.0 / 160.0") for r in rows)
     # this run's entry that the timed part never reached: searched, not timed
-    rows = mt.capacity_entry_rows(doc, "alexnet", 12, e)
+    rows = rep.capacity_entry_rows(doc, "alexnet", 12, e)
     assert "| 12 GiB | stock PyTorch | 3232 | 3000 | 0.928 | - | not run | | |" in rows

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import memory_training, optimizer, profiling, reproduction, side_by_side  # noqa: E402
+from benchmarks import memory_training_report, optimizer, profiling, reproduction, side_by_side  # noqa: E402
 from benchmarks import profile_multigpu, torch_training  # noqa: E402
 from benchmarks.readme import README, markers, read_block, write_block  # noqa: E402
 from engine.units import MiB  # noqa: E402
@@ -57,7 +57,7 @@ def test_memory_training_readme_block_matches_the_committed_results():
     if not path.exists():
         assert block == "", "README has a memory_training block but no committed results"
         return
-    assert block == memory_training.readme_block(json.loads(path.read_text()))
+    assert block == memory_training_report.readme_block(json.loads(path.read_text()))
 
 
 def test_profiling_report_and_readme_block_match_the_committed_results():

@@ -13,6 +13,7 @@ import html
 import panel as pn
 
 from engine.errors import BudgetError, EngineError
+from engine.memory import MEMORY_POLICIES
 from engine.units import GiB, format_size, parse_size
 
 from ..errors import describe_error
@@ -165,6 +166,12 @@ def measured_html(m: Measured, s, policy: str) -> str:
             f"the memory runtime's own counters.{capacity}")
 
 
+def _stock(policy: str) -> bool:
+    """A policy PyTorch runs as stock (the registry says so): the benchmark's stock PyTorch case."""
+    info = MEMORY_POLICIES.get(policy)
+    return info is not None and info.pytorch == "stock"
+
+
 def _capacity_html(runs, network: str) -> str:
     """The network's capacity searches: largest mini-batch found under each cap, against the prediction."""
     parts = []
@@ -172,7 +179,7 @@ def _capacity_html(runs, network: str) -> str:
         if "error" in e:
             parts.append(f"{gib} GiB: the prediction failed ({html.escape(e['error'])})")
             continue
-        found = [f"{b} for {'stock PyTorch' if v == 'liveness' else html.escape(v)} (predicted "
+        found = [f"{b} for {'stock PyTorch' if _stock(v) else html.escape(v)} (predicted "
                  f"{e['predicted'].get(v) or '-'})" for v, b in e["found"].items() if b]
         if found:
             parts.append(f"under {gib} GiB the largest mini-batch found is " + ", ".join(found))

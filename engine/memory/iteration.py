@@ -21,14 +21,14 @@ from ..profile import Profile
 from ..units import format_size
 from ..zoo import get_network
 from . import policies as P
-from .tensors import CLASSES, DATA_CLASSES, build_inventory, get_convention
-
-PYTORCH_CONVENTIONS = ("pytorch",)   # tensors as PyTorch allocates them: a prediction of a PyTorch step
-from .timeline import MemoryPlan, memory_curve
 from .reserve import check_reserve, default_reserve, planning_capacity
+from .tensors import CLASSES, DATA_CLASSES, build_inventory, get_convention
+from .timeline import MemoryPlan, memory_curve
 from .timemodel import TimeParams, simulate, time_note
 from .workspace import (DYNAMIC, PLAN_RULES, RULES, choose_workspace, least_workspace, tick_kernels,
                         unmeasured)
+
+PYTORCH_CONVENTIONS = ("pytorch",)   # tensors as PyTorch allocates them: a prediction of a PyTorch step
 
 
 @dataclass
@@ -89,8 +89,8 @@ class MemoryResult:
             return v
         out = {"network": self.network, "batch": self.batch, "policy": self.policy, "paper": self.paper,
                "convention": self.convention, "capacity": self.capacity, "workspace_rule": self.workspace_rule,
-               "profile": self.profile, "reserve": self.reserve, "options": {k: (list(v) if isinstance(v, (list, tuple)) else v)
-                                                     for k, v in self.options.items()},
+               "profile": self.profile, "reserve": self.reserve,
+               "options": {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in self.options.items()},
                "notes": self.notes, "summary": {k: clean(v) for k, v in self.summary.items()},
                "time_model": self.time_note}
         if ticks:
@@ -165,7 +165,7 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
 
     if info.search is not None:
         cap = reserved if info.fills_capacity else capacity
-        return info.search(inv, lambda plan: evaluate(plan, cap), cap, workspace)
+        return _least_cap(info.search(inv, lambda plan: evaluate(plan, cap), cap, workspace))
     plan = info.make(inv, reserved if info.fills_capacity else capacity, **policy_options)
     plan.policy = policy
     if workspace:
@@ -178,7 +178,12 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
         least = least_workspace(floor, profile, floor.workspace_rule, *variant)
         result.summary["min_capacity"] = float(np.max(floor_curve.live + np.asarray(least)))
         result.summary["fits"] = bool(result.summary["peak"] <= cap)
-    if result.reserve:   # the least cap, not the least capacity to plan for
+    return _least_cap(result)
+
+
+def _least_cap(result: MemoryResult) -> MemoryResult:
+    """``min_capacity`` as the least cap, not the least capacity to plan for, where the plan left a reserve."""
+    if result.reserve:
         result.summary["min_capacity"] /= 1 - result.reserve
     return result
 
@@ -320,7 +325,9 @@ def format_table(result: MemoryResult) -> str:
     cap = format_size(result.capacity) if result.capacity else "unbounded"
     lines = [f"{result.network} batch {result.batch}, policy {result.policy} ({result.paper}; tensors as "
              f"{result.convention}), capacity {cap}, workspace rule {result.workspace_rule}"]
-    lines.append(f"peak {format_size(s['peak'])} at step {s['peak_step']} ({s['peak_layer']} {s['peak_phase']}); "
+    at_least = "at least " if result.peak_is_lower_bound else ""
+    lines.append(f"peak {at_least}{format_size(s['peak'])} at step {s['peak_step']} "
+                 f"({s['peak_layer']} {s['peak_phase']}); "
                  f"live without workspace {format_size(s['peak_live'])}; activations+gradients "
                  f"{format_size(s['peak_data'])}; fits: {'yes' if s['fits'] else 'no'} "
                  f"(needs at least {format_size(s['min_capacity'])})")

@@ -735,8 +735,9 @@ for _off in ("all", "conv"):
     for _algo in ("m", "p"):
         register(f"vdnn-{_off}-{_algo}", "vdnn", "torch", vdnn, f"vDNN_{_off} with "
                  f"{'memory' if _algo == 'm' else 'performance'}-optimal convolutions", offload=_off, algo=_algo)
-register("vdnn-dyn", "vdnn", "torch", None, "vDNN_dyn: profiling passes pick offloads and algorithms under the capacity",
-         search=vdnn_dyn, fills_capacity=True)
+register("vdnn-dyn", "vdnn", "torch", None,
+         "vDNN_dyn: profiling passes pick offloads and algorithms under the capacity", search=vdnn_dyn,
+         fills_capacity=True)
 for _mode in ("intra", "inter", "hybrid"):
     register(f"layrub-{_mode}", "layrub", "caffe", layrub, f"Layrub {_mode}-layer memory reuse", mode=_mode,
              pytorch="runs" if _mode == "inter" else "aliasing")
