@@ -159,7 +159,9 @@ class Plan:
     @classmethod
     def from_dict(cls, doc) -> "Plan":
         """Validate a plan document; any problem raises PlanFormatError naming the field."""
-        return _parse_plan(doc)
+        plan = _parse_plan(doc)
+        _check_unlimited(plan.totals)
+        return plan
 
 
 def load_plan(path: str | Path, network=None) -> Plan:
@@ -183,6 +185,7 @@ def _checked(doc, what: str, network) -> Plan:
     try:
         plan = _parse_plan(doc)
         check_network(plan, network)
+        _check_unlimited(plan.totals)
     except PlanFormatError as err:
         raise PlanFormatError(f"{what}: {err}") from None
     return plan
@@ -215,6 +218,14 @@ def check_network(plan: Plan, network=None) -> None:
 
 
 # --- validation ------------------------------------------------------------------------------
+
+def _check_unlimited(t: PlanTotals) -> None:
+    """The unlimited-workspace optimum is never slower than a plan (shown as the optimum, it must be one);
+    checked after the kernels, which a wrong total follows from more often."""
+    if t.unlimited_time_ms > t.time_ms and not _close(t.unlimited_time_ms, t.time_ms):
+        _fail("totals.unlimited_time_ms", f"is {t.unlimited_time_ms} ms, slower than the plan's {t.time_ms} ms; "
+                                          f"the unlimited-workspace optimum cannot be")
+
 
 def _fail(path: str, problem: str):
     raise PlanFormatError(f"field {path} {problem}")
@@ -349,6 +360,8 @@ def _parse_plan(doc) -> Plan:
                    ("profile_source",))
     if not isinstance(prov["profile"], dict):
         _fail("provenance.profile", "must be an object (the profile's provenance)")
+    if not isinstance(prov["profile"].get("synthetic", False), bool):  # "no" would read as true
+        _fail("provenance.profile.synthetic", f"must be true or false, got {_short(prov['profile']['synthetic'])}")
     _str(prov["created"], "provenance.created")
     _str(prov["engine_version"], "provenance.engine_version")
     if not isinstance(prov["command"], str):
