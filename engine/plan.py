@@ -460,7 +460,7 @@ def _check_segments(kernels: list[PlanKernel], arena_size: int) -> None:
         if k.workspace:
             segs.append((k.offset, k.offset + k.workspace, i))
     segs.sort()
-    for (s0, e0, i0), (s1, e1, i1) in zip(segs, segs[1:]):
+    for (_, e0, i0), (s1, _, i1) in zip(segs, segs[1:]):
         if s1 < e0:
             a, b = sorted((i0, i1))
             _fail(f"kernels[{b}].offset", f"segment [{kernels[b].offset}, {kernels[b].offset + kernels[b].workspace})"

@@ -3,8 +3,8 @@
 Every input here is malformed by construction (each mutation breaks a rule of the format: a wrong type, a
 missing or foreign field, a kernel list that is not the network's, a number out of range, corrupt bytes, a
 bomb). Every one must end in exactly one ``error:`` line and exit status 2: no traceback, no silent
-acceptance, and none may take 10 s. The corpus (engine/testing/fuzz.py) is generated from a seed, so a failure names an input
-that reproduces. The plans and the profile slice come from the bundled H100 measurements.
+acceptance, and none may take 10 s. The corpus (engine/testing/fuzz.py) is generated from a seed, so a failure
+names an input that reproduces. The plans and the profile slice come from the bundled H100 measurements.
 """
 
 from __future__ import annotations
@@ -196,7 +196,8 @@ def test_issue_25_inputs(bases, record_property):
     plan = ["plan", "--profile", profile, "--network", "alexnet", "--mode", "wr", "--budget", "64MiB"]
     for label, argv in (("--snapshot ''", memory + ["--snapshot", ""]), ("--json ''", memory + ["--json", ""]),
                         ("--time-params ''", memory + ["--time-params", ""]), ("plan -o ''", plan + ["-o", ""]),
-                        ("plan --show ''", ["plan", "--show", ""]), ("front -o ''", ["front"] + plan[1:5] + ["-o", ""])):
+                        ("plan --show ''", ["plan", "--show", ""]),
+                        ("front -o ''", ["front"] + plan[1:5] + ["-o", ""])):
         check_rejected(label, argv, stats)
     for mode in ("wr", "wd"):
         slow = json.loads(json.dumps(bases[mode]))
