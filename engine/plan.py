@@ -2,9 +2,9 @@
 
 A plan names, for every convolution kernel of a network in execution order, the micro-configurations
 to run (micro-batch size + the cuDNN execution plan that ran it, identified by its name, engine id and
-knobs, from which engine.gpu.graphs rebuilds it exactly; cudnn-frontend.md §6), with the
+knobs, from which engine.gpu.graphs rebuilds it exactly through the cuDNN frontend), with the
 predicted time and workspace from the profile. WD plans also place every kernel's workspace segment
-in one arena (ucudnn-reference.md §11, bug 9). Loading validates everything and names the offending
+in one arena (mu-cuDNN gave each layer a segment of its own). Loading validates everything and names the offending
 field, so a hand-edited or foreign file fails with one clear line instead of misbehaving on a GPU.
 It is over 400 lines because the format and its validation are one contract: every field the data
 classes hold is checked here, next to its definition.

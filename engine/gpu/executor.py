@@ -2,10 +2,11 @@
 
 Pieces address their micro-batch by pointer offsets into the full mini-batch (N is the outermost
 dimension in NCHW and NHWC). Forward and BackwardData pieces write disjoint slices. BackwardFilter
-pieces each produce a full dW, and the frontend's conv nodes have no beta (cudnn-frontend.md §7),
+pieces each produce a full dW, and the cuDNN frontend's conv nodes have no alpha or beta,
 so dW is accumulated: the first piece writes dW (when overwriting, beta = 0), each later piece
 writes a scratch buffer that is added on the same stream; fp16/bf16 sums go through an fp32
-accumulator. This is the fix of mu-cuDNN's BackwardFilter beta bug (ucudnn-reference.md §11, bug 1).
+accumulator. This fixes mu-cuDNN's BackwardFilter bug: it gave every piece the caller's beta, so
+with beta = 0 dW held only the last piece.
 """
 
 from __future__ import annotations

@@ -237,7 +237,7 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
 
 
 def _vdnn_dyn(inv, capacity, profile, workspace, params, precision) -> MemoryResult:
-    """vDNN_dyn (vdnn.txt §III-C): profiling passes under the capacity. (1) vDNN_all with
+    """vDNN_dyn (arXiv:1602.08124 §III-C): profiling passes under the capacity. (1) vDNN_all with
     memory-optimal convolutions must fit, else the network is untrainable; (2) no offload, then
     vDNN_conv, then vDNN_all, all with the fastest algorithms; (3) greedy per-layer downgrade of
     the algorithm to what fits, with vDNN_conv then vDNN_all; (4) else back to pass (1)."""

@@ -6,7 +6,7 @@
   roofline estimate, max(bytes moved / ``hbm``, flops / ``fc_flops``), whose constants are assumed
   unless calibrated (``TimeParams.measured`` names the calibrated ones).
 * A copy takes bytes / ``bandwidth`` (default 54 GB/s: pinned copies on the project's H100 measure
-  53-55 GB/s, memory-systems.md §6), or the measured rate of its direction (``h2d`` for prefetches,
+  53-55 GB/s), or the measured rate of its direction (``h2d`` for prefetches,
   ``d2h`` for offloads) when calibrated. It starts when the compute lane reaches its issue point and
   its lane is free; the tick named by its deadline waits for it (vDNN and Layrub synchronise at
   the end of the layer that overlaps the copy, SuperNeurons when the tensor is needed). That wait

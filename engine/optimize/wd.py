@@ -1,4 +1,4 @@
-"""WD: the network-wide integer program over the kernels' desirable sets (mu-cudnn-arxiv.txt §III-C, Eq. 1-4).
+"""WD: the network-wide integer program over the kernels' desirable sets (mu-cuDNN arXiv:1804.04806 §III-C, Eq. 1-4).
 
     minimise   Σ_k Σ_c T_k(c) x_kc                     (1)
     subject to Σ_k Σ_c M_k(c) x_kc <= M                 (2)
@@ -30,7 +30,7 @@ many near-optimal choices, so HiGHS spends its time in primal heuristics, sub-MI
    detection and restarts are off: the incumbent replaces the heuristics, aggregation removed the
    symmetry, fixing did what restarts would, and each cost more than it saved (measured).
 
-Unlike mu-cuDNN's GLPK call (ucudnn-reference.md §11, bug 7) the model has MiB-scaled workspace
+Unlike mu-cuDNN's GLPK call (no time limit or gap, raw-byte coefficients) the model has MiB-scaled workspace
 coefficients, a time limit, a warm start, a near-zero optimality gap (the result must be the optimum,
 not a 1e-4 one), tight feasibility tolerances (so "1 byte over the budget" is infeasible despite the
 scaling) and a clear error naming the least feasible budget. ``wd_problem`` returns the PuLP model
