@@ -70,7 +70,6 @@ def _target(path: Path) -> Path | None:
     return Path(os.path.realpath(path)) if stat.S_ISREG(st.st_mode) else None
 
 
-_OWN_FD = re.compile(r"/proc/(?:self|thread-self|%d)(?:/task/\d+)?/fd/(\d+)" % os.getpid())
 
 
 def _proc_link(path: Path) -> str | None:
@@ -92,7 +91,7 @@ def _write_straight(path: Path, raw: bytes) -> None:
     through that descriptor, after our own buffered output, so a file the shell opened keeps one offset;
     a failed write (``/dev/full``) raises."""
     link = _proc_link(path)
-    own = _OWN_FD.fullmatch(link) if link else None
+    own = re.fullmatch(r"/proc/(?:self|thread-self|%d)(?:/task/\d+)?/fd/(\d+)" % os.getpid(), link or "")
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -86,7 +86,7 @@ def _emit(args, payload, text: str) -> None:
         print(data)
     else:
         atomic_write(args.json, data + "\n", what="memory JSON")
-        print(f"wrote {args.json}")
+        print(f"wrote {args.json}", file=sys.stderr)  # stderr, so `--json /dev/stdout` is JSON alone
 
 
 def _check_options(args) -> None:
@@ -167,7 +167,7 @@ def run(args) -> int:
         for r in results:
             path = snapshot_path(args.snapshot, r.policy, len(results) > 1)
             atomic_write(path, snapshot_bytes(r), what="memory snapshot")
-            print(f"wrote {path}", file=sys.stderr if args.json == "-" else sys.stdout)
+            print(f"wrote {path}", file=sys.stderr if args.json is not None else sys.stdout)
     if len(results) == 1:
         res = results[0]
         _emit(args, res.to_dict(), format_table(res))
