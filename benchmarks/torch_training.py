@@ -13,8 +13,8 @@ first call, so cases must not share a process) and appends each result to the JS
   has not allocated yet (or has freed), and the case records how much that was at each convolution;
 - ``legacy-X``: stock PyTorch on its legacy cuDNN path with its workspace cap, the one knob a PyTorch user has
   (``TORCH_CUDNN_V8_API_DISABLED=1 CUDNN_CONV_WSCAP_DBG=X``; the default v8/v9 path ignores the cap), GPU free;
-- ``stock-X-each``: X MiB free at every convolution while ``cudnn.benchmark`` chooses its algorithms, as in
-  ../shared/reference/pytorch-integration.md §1 for isolated convolutions: during the first step, hooks around
+- ``stock-X-each``: X MiB free at every convolution while ``cudnn.benchmark`` chooses its algorithms, as
+  when convolutions are measured alone: during the first step, hooks around
   each convolution's forward and backward cap PyTorch's allocator (``set_per_process_memory_fraction``) at what
   it holds plus the layer's own new tensors plus X MiB, and lift the cap after; the algorithms chosen then stay
   for the timed steps, which run uncapped;
@@ -356,7 +356,7 @@ def report(args) -> int:
              "- stock-X: a filler tensor leaves X MiB beside the step's own device memory at its peak (probe: the "
              "planned WR step's device memory in use, less its arena); stock-X-each: X MiB free beside each "
              "convolution's own new tensors while cuDNN chooses its algorithms (first step), as for the isolated "
-             "convolutions of ../shared/reference/pytorch-integration.md §1; wr-X: WR plan, X per kernel; wd-X: WD "
+             "convolutions measured alone; wr-X: WR plan, X per kernel; wd-X: WD "
              "plan, X in total; -graph: the whole step replayed as one CUDA graph", ""]
     for key in sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (list(MODELS).index(k[0]), k[1])):
         sub = ordered([r for r in rows if (r["model"], r["precision"]) == key])

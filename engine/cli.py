@@ -14,6 +14,22 @@ import sys
 from .commands.network_args import apply_input
 from .errors import EngineError
 
+DESCRIPTION = """\
+Plan micro-batched cuDNN convolutions under a workspace budget (mu-cuDNN, arXiv:1804.04806) and the
+memory of a training step under vDNN, Layrub and SuperNeurons policies. Everything but `profile`,
+`verify` and `torch-plan` runs without a GPU, on the bundled H100/H200 profiles."""
+
+EPILOG = """\
+examples:
+  python -m engine networks
+  python -m engine profiles
+  python -m engine plan --profile h100-alexnet-b256-tf32-nchw-powerOfTwo --network alexnet \\
+      --mode wd --budget 120MiB -o plan.json
+  python -m engine memory --network alexnet --batch 256 --policy all --capacity 12GiB
+
+Run `python -m engine COMMAND --help` for a command's options. Bad input ends with one
+`error:` line and exit status 2."""
+
 # name -> (module, one-line help); modules are imported only when their command runs
 COMMANDS = {
     "networks": ("engine.commands.networks", "list the network zoo and each network's unique kernels"),
@@ -36,12 +52,17 @@ def one_line_errors(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
-    parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m engine", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbose = "show the ILP solver's (HiGHS or CBC) banner and log"
+    parser.add_argument("-v", "--verbose", action="store_true", help=verbose)
     one_line_errors(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parsers = {}
     for name, (_module, help_text) in COMMANDS.items():
         parsers[name] = sub.add_parser(name, help=help_text, description=help_text)
+        # also after the command; SUPPRESS keeps a --verbose given before it
+        parsers[name].add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose)
         one_line_errors(parsers[name])
     return parser, parsers
 
@@ -58,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.verbose or "engine.optimize.wd" in sys.modules:  # PuLP loads only for commands that solve
+        importlib.import_module("engine.optimize.wd").SOLVER_LOG["on"] = args.verbose
     try:
         apply_input(args)
         return int(module.run(args) or 0)

@@ -1,9 +1,12 @@
 """The project's only way to write and read its files: atomic writes, bounded reads.
 
-A write goes to a temporary file in the same folder, is fsync'ed and then renamed over the target,
-so a process killed mid-write leaves the old file intact, never an empty or half-written one. A read
-is bounded before anything is built: the file size, the gzip-decompressed size and the JSON nesting
-depth, so a crafted file (a gzip bomb, a 10 MB nest of brackets) fails with one clear line.
+A write to a regular file (or a new one) goes to a temporary file ``.NAME.XXXXXXXX.tmp`` in the same
+folder, is fsync'ed and then renamed over the target, so a process killed mid-write leaves the old file
+intact, never an empty or half-written one; a temporary file such a kill left is removed by a later
+write to the same name once it is an hour old. Anything else (``/dev/null``, ``/dev/stdout``, a pipe)
+is written straight, never replaced by a regular file. A read is bounded before anything is built: the
+file size, the gzip-decompressed size and the JSON nesting depth, so a crafted file (a gzip bomb, a
+10 MB nest of brackets) fails with one clear line.
 """
 
 from __future__ import annotations
@@ -11,7 +14,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
+import stat
+import sys
 import tempfile
+import time
 import zlib
 from pathlib import Path
 
@@ -21,6 +28,7 @@ MiB = 1024**2
 MAX_FILE_BYTES = 64 * MiB     # plans, profiles and specs on disk (the largest bundled profile is 6.4 MB)
 MAX_JSON_BYTES = 64 * MiB     # after gzip decompression: the largest bundled profile is 55 MB and loads in about 2 s
 MAX_DEPTH = 32                # JSON/YAML nesting; the formats need 6
+STALE_TMP_S = 3600            # a temporary file this old is a killed writer's: no write takes an hour
 
 # read once at import: os.umask can only be read by setting it, which would race with other threads
 _UMASK = os.umask(0)
@@ -28,13 +36,79 @@ os.umask(_UMASK)
 
 
 def atomic_write(path: str | Path, data: bytes | str, gzip_suffix: bool = False, what: str = "") -> Path:
-    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename); gzip it when
-    ``gzip_suffix`` and the name ends in ``.gz``. Raises EngineError naming ``what`` and the path."""
+    """Write ``data`` to ``path``: atomically (temporary file, fsync, rename) where ``path`` is a regular file
+    or missing, straight where it is a device, pipe or ``/dev/stdout``; gzip it when ``gzip_suffix`` and the
+    name ends in ``.gz``. Raises EngineError naming ``what`` and the path."""
+    label = f"cannot write {what + ' to ' if what else ''}{str(path)!r}"
+    if not str(path):
+        raise EngineError(f"cannot write {what or 'a file'}: the file name is empty")
     path = Path(path)
     raw = data.encode() if isinstance(data, str) else bytes(data)
     if gzip_suffix and path.suffix == ".gz":
         raw = gzip.compress(raw, mtime=0)
-    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        target = _target(path)
+        if target is None:
+            _write_straight(path, raw)
+        else:
+            _write_atomic(target, raw)
+    except OSError as err:
+        raise EngineError(f"{label}: {err.strerror or err}") from None
+    return path
+
+
+def _target(path: Path) -> Path | None:
+    """The regular file to replace atomically (a symlink's target), or None to write ``path`` straight."""
+    if _proc_link(path) is not None:  # /dev/stdout -> /proc/self/fd/1: whatever the shell opened
+        return None
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return Path(os.path.realpath(path))   # a new file, or what a dangling symlink names
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(21, "is a folder")
+    return Path(os.path.realpath(path)) if stat.S_ISREG(st.st_mode) else None
+
+
+
+
+def _proc_link(path: Path) -> str | None:
+    """The /proc path that ``path`` or a symlink on its way names (an open descriptor), else None."""
+    p = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on nested symlinks
+        p = os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p))  # /dev/fd/1: /proc/PID/fd/1
+        if p == "/proc" or p.startswith("/proc/"):
+            return p
+        try:
+            p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
+        except OSError:  # not a symlink
+            return None
+    return None
+
+
+def _write_straight(path: Path, raw: bytes) -> None:
+    """A device, a pipe or a descriptor. One of this process's own descriptors (``/dev/stdout``) is written
+    through that descriptor, after our own buffered output, so a file the shell opened keeps one offset;
+    a failed write (``/dev/full``) raises."""
+    link = _proc_link(path)
+    own = re.fullmatch(r"/proc/(?:self|thread-self|%d)(?:/task/\d+)?/fd/(\d+)" % os.getpid(), link or "")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    fd = os.dup(int(own.group(1))) if own else os.open(path, os.O_WRONLY)
+    try:
+        view = memoryview(raw)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, raw: bytes) -> None:
+    folder = path.parent
+    _remove_stale(folder, path.name)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
@@ -49,15 +123,31 @@ def atomic_write(path: str | Path, data: bytes | str, gzip_suffix: bool = False,
         os.replace(tmp, path)
         tmp = None
         _fsync_dir(folder)
-    except OSError as err:
-        raise EngineError(f"cannot write {what + ' to ' if what else ''}{str(path)!r}: {err.strerror or err}") from None
     finally:
         if tmp is not None:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
-    return path
+
+
+def _remove_stale(folder: Path, name: str) -> None:
+    """Remove ``.NAME.XXXXXXXX.tmp`` files (mkstemp's pattern) older than STALE_TMP_S: what a writer killed
+    between its write and its rename left. Only our own pattern for this name, so nothing else is touched."""
+    pattern = re.compile(re.escape(f".{name}.") + r"[A-Za-z0-9_]{8}\.tmp")
+    old = time.time() - STALE_TMP_S
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if not pattern.fullmatch(entry.name):
+            continue
+        try:
+            if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < old:
+                os.unlink(entry.path)
+        except OSError:
+            pass
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -4,7 +4,7 @@ A *kernel* is one (layer, direction): Forward, BackwardData or BackwardFilter (m
 A ``KernelSignature`` holds everything that changes the work, so identical kernels (the many
 repeated 3x3 convolutions of a ResNet, say) share one profile entry. ``signature.key`` leaves the
 mini-batch size out: measurements are stored per (key, micro-batch size) and reused across N,
-unlike mu-cuDNN's cache (ucudnn-reference.md §11, bug 11).
+unlike mu-cuDNN's cache, whose key holds N and omits dilation and groups.
 """
 
 from __future__ import annotations

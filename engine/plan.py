@@ -2,9 +2,9 @@
 
 A plan names, for every convolution kernel of a network in execution order, the micro-configurations
 to run (micro-batch size + the cuDNN execution plan that ran it, identified by its name, engine id and
-knobs, from which engine.gpu.graphs rebuilds it exactly; cudnn-frontend.md §6), with the
+knobs, from which engine.gpu.graphs rebuilds it exactly through the cuDNN frontend), with the
 predicted time and workspace from the profile. WD plans also place every kernel's workspace segment
-in one arena (ucudnn-reference.md §11, bug 9). Loading validates everything and names the offending
+in one arena (mu-cuDNN gave each layer a segment of its own). Loading validates everything and names the offending
 field, so a hand-edited or foreign file fails with one clear line instead of misbehaving on a GPU.
 It is over 400 lines because the format and its validation are one contract: every field the data
 classes hold is checked here, next to its definition.
@@ -148,7 +148,9 @@ class Plan:
     @classmethod
     def from_dict(cls, doc) -> "Plan":
         """Validate a plan document; any problem raises PlanFormatError naming the field."""
-        return _parse_plan(doc)
+        plan = _parse_plan(doc)
+        _check_unlimited(plan.totals)
+        return plan
 
 
 def load_plan(path: str | Path, network=None) -> Plan:
@@ -172,6 +174,7 @@ def _checked(doc, what: str, network) -> Plan:
     try:
         plan = _parse_plan(doc)
         check_network(plan, network)
+        _check_unlimited(plan.totals)
     except PlanFormatError as err:
         raise PlanFormatError(f"{what}: {err}") from None
     return plan
@@ -204,6 +207,14 @@ def check_network(plan: Plan, network=None) -> None:
 
 
 # --- validation ------------------------------------------------------------------------------
+
+def _check_unlimited(t: PlanTotals) -> None:
+    """The unlimited-workspace optimum is never slower than a plan (shown as the optimum, it must be one);
+    checked after the kernels, which a wrong total follows from more often."""
+    if t.unlimited_time_ms > t.time_ms and not _close(t.unlimited_time_ms, t.time_ms):
+        _fail("totals.unlimited_time_ms", f"is {t.unlimited_time_ms} ms, slower than the plan's {t.time_ms} ms; "
+                                          f"the unlimited-workspace optimum cannot be")
+
 
 def _fail(path: str, problem: str):
     raise PlanFormatError(f"field {path} {problem}")
@@ -338,6 +349,8 @@ def _parse_plan(doc) -> Plan:
                    ("profile_source",))
     if not isinstance(prov["profile"], dict):
         _fail("provenance.profile", "must be an object (the profile's provenance)")
+    if not isinstance(prov["profile"].get("synthetic", False), bool):  # "no" would read as true
+        _fail("provenance.profile.synthetic", f"must be true or false, got {_short(prov['profile']['synthetic'])}")
     _str(prov["created"], "provenance.created")
     _str(prov["engine_version"], "provenance.engine_version")
     if not isinstance(prov["command"], str):
@@ -436,7 +449,7 @@ def _check_segments(kernels: list[PlanKernel], arena_size: int) -> None:
         if k.workspace:
             segs.append((k.offset, k.offset + k.workspace, i))
     segs.sort()
-    for (s0, e0, i0), (s1, e1, i1) in zip(segs, segs[1:]):
+    for (_, e0, i0), (s1, _, i1) in zip(segs, segs[1:]):
         if s1 < e0:
             a, b = sorted((i0, i1))
             _fail(f"kernels[{b}].offset", f"segment [{kernels[b].offset}, {kernels[b].offset + kernels[b].workspace})"

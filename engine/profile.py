@@ -12,7 +12,7 @@ from the GPU profiler's SQLite cache: a JSON document, gzip-compressed when the 
      "columns": [...COLUMNS...], "rows": [[...], ...]}
 
 Every plan is stored, failures included (status/reason), and no workspace limit is applied at
-storage time: budgets are applied at query time (ucudnn-reference.md §11, bug 10).
+storage time: budgets are applied at query time (mu-cuDNN filtered by its limit before storing).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ Every malformed input raises ``SpecError`` naming the layer (position, name, op)
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,8 @@ def _add_layer(b: NetBuilder, index: int, entry: Any, where: str, names: set, co
             raise SpecError(f"{label}: missing field {_short(key)}")
         elif default is not None:
             params[key] = default
+    if op == "pool":
+        _check_pool_pad(params, label)
     if op in SPATIAL and len(b.shape(inputs[0])) != 3:
         raise SpecError(f"{label}: input {_short(inputs[0])} is a flat vector {b.shape(inputs[0])}; "
                         f"{op} needs a (C, H, W) feature map")
@@ -247,6 +250,18 @@ def _inputs(b: NetBuilder, entry: dict, op: str, label: str, names: set) -> list
     return inputs
 
 
+def _check_pool_pad(params: dict, label: str) -> None:
+    """cuDNN's and PyTorch's rule: a pooling window is padded by at most half its side (none when global)."""
+    size, pad = params["size"], params.get("pad", 0)
+    if size is None:
+        if pad:
+            raise SpecError(f"{label}: field 'pad' is {pad}; global pooling takes no padding")
+        return
+    side = min(size) if isinstance(size, tuple) else size
+    if 2 * pad > side:
+        raise SpecError(f"{label}: field 'pad' is {pad}, more than half the window ({side}); pad at most {side // 2}")
+
+
 def _value(v, kind: str, label: str):
     if _is_int(v) and v > MAX_DIM and kind in (_INT, "int0", _PAIR, "pair0", "pool_size"):
         raise SpecError(f"{label} is {_short(v)}; sizes in a spec are at most {MAX_DIM}")
@@ -268,9 +283,9 @@ def _value(v, kind: str, label: str):
             return tuple(v)
         raise SpecError(f"{label} must be an integer >= {low} or a pair [h, w] of them, got {_short(v)}")
     if kind == _FLOAT:
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf:
             return float(v)
-        raise SpecError(f"{label} must be a positive number, got {_short(v)}")
+        raise SpecError(f"{label} must be a positive number, finite, got {_short(v)}")
     if kind == "prob":
         if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1:
             return float(v)

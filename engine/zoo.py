@@ -59,7 +59,7 @@ def alexnet(batch: int = 256, image: int = 224, num_classes: int = 1000) -> Netw
 def alexnet_caffe(batch: int = 256, image: int = 227, num_classes: int = 1000) -> Network:
     """Caffe's bvlc_alexnet (two-column grouping: groups=2 in conv2/4/5; LRN after relu1/relu2;
     Caffe's ceil-mode pooling), 60,965,224 parameters. This is the network of mu-cuDNN's Caffe runs
-    (mu-cudnn-arxiv.txt §IV) and the 23-layer AlexNet of SuperNeurons Fig. 10."""
+    (mu-cuDNN arXiv:1804.04806 §IV) and the 23-layer AlexNet of SuperNeurons Fig. 10."""
     b = NetBuilder("alexnet-caffe", batch, (3, image, image), "AlexNet as Caffe's bvlc_alexnet (groups=2, LRN)")
     b.conv(96, 11, stride=4, name="conv1"); b.relu(name="relu1"); b.lrn(name="lrn1")
     b.pool(3, 2, ceil_mode=True, name="pool1")
@@ -134,9 +134,10 @@ def resnet_stages(depth: int) -> tuple[int, int, int, int]:
     convs are not counted), so depth must be 2 mod 3. Published depths (50, 101, 152, 200) use their
     published stages; any other depth >= 50 keeps ResNet-101's (3, 4, ., 3) and puts the rest in
     conv4_x, which is how ResNet-50 -> 101 grows and how SuperNeurons' generator deepens (Table 4
-    varies n3 only). Layrub's ResNet-302...1517 (layrub.md Table 6) all satisfy the rule. Note
+    varies n3 only). Layrub's ResNet-302...1517 (doi:10.1145/3243904 Table 6) all satisfy the rule. Note
     SuperNeurons' own Table 4 depths 148, 480, 592, 1920 and "ResNet-2500" do not satisfy its own
-    formula 3*(n1+..+n4)+2 (memory-systems.md §7), so they are rejected rather than guessed.
+    formula 3*(n1+..+n4)+2 (a known inconsistency of the paper), so they are rejected rather than
+    guessed.
     """
     if depth in PUBLISHED_STAGES:
         return PUBLISHED_STAGES[depth]
@@ -220,7 +221,7 @@ def vgg_groups(depth: int) -> tuple[int, ...]:
 
     11/13/16/19 are the published configurations. vDNN's very deep VGG-116/216/316/416 add "20 more
     CONV layers to each of the five CONV layer groups" per +100 layers, with the group's width
-    (vdnn.txt §IV-C), so depth 16 + 100*m has groups (2, 2, 3, 3, 3) + 20*m.
+    (vDNN arXiv:1602.08124 §IV-C), so depth 16 + 100*m has groups (2, 2, 3, 3, 3) + 20*m.
     """
     if depth in VGG_GROUPS:
         return VGG_GROUPS[depth]
@@ -247,7 +248,7 @@ def _vgg(name: str, batch: int, groups, image: int, num_classes: int, descriptio
 
 
 def vgg(depth: int, batch: int = 32, image: int = 224, num_classes: int = 1000) -> Network:
-    """``vgg-N`` (see ``vgg_groups``); default batch 32 as vDNN's very deep study (vdnn.txt §IV-C)."""
+    """``vgg-N`` (see ``vgg_groups``); default batch 32 as vDNN's very deep study (arXiv:1602.08124 §IV-C)."""
     _check_depth("vgg", depth)
     groups = vgg_groups(depth)
     return _vgg(f"vgg-{depth}", batch, groups, image, num_classes, f"VGG-{depth} (convs per group {list(groups)})")
@@ -319,7 +320,7 @@ def densenet40(batch: int = 256, image: int = 32, growth: int = 40, num_classes:
     a 3x3 conv to 16 channels, 3 dense blocks of 12 layers (BN-ReLU-conv3x3 producing ``growth``
     maps, concatenated to the block input), BN-ReLU-conv1x1-avgpool2 transitions keeping the width,
     then BN-ReLU-global avgpool-fc. Convs have no bias. mu-cuDNN runs it with growth rate k = 40 at
-    32x32, 10 classes and batch 256 (mu-cudnn-arxiv.txt §IV-B2, Fig. 11c); k = 12 is the paper's
+    32x32, 10 classes and batch 256 (mu-cuDNN arXiv:1804.04806 §IV-B2, Fig. 11c); k = 12 is the paper's
     1,019,722-parameter model.
     """
     b = NetBuilder("densenet40" if growth == 40 else f"densenet40-k{growth}", batch, (3, image, image),

@@ -197,3 +197,55 @@ def test_plan_engine_set_option(tmp_path):
     assert plans and "eng3_k2=3" not in plans
     one_error_line(engine("plan", "--profile", path, "--network", "alexnet", "--mode", "wr", "--budget", "64MiB",
                           "--engines", "fastest"), "--engines")
+
+
+# --- quiet, helpful, and honest about limits (issue 25) ---------------------------------------
+
+def test_help_is_for_users():
+    proc = engine("--help")
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: python -m engine")
+    assert "Plan micro-batched cuDNN convolutions" in proc.stdout and "examples:" in proc.stdout
+    assert "engine/commands" not in proc.stdout and "``" not in proc.stdout  # not the module docstring
+    assert "--verbose" in proc.stdout
+
+
+def test_wd_solver_is_silent_unless_verbose(synthetic_profile_path):
+    """HiGHS prints its banner from C on the process's stdout: a subprocess sees it where a redirect of
+    sys.stdout would not."""
+    argv = ["plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--batch", "32", "--mode", "wd",
+            "--budget", "40MiB"]
+    quiet = engine(*argv)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "HiGHS" not in quiet.stdout + quiet.stderr and quiet.stdout.startswith("alexnet b32")
+    for loud in (engine("--verbose", *argv), engine(*argv, "-v")):
+        assert loud.returncode == 0 and "Running HiGHS" in loud.stdout, loud.stdout[:300]
+
+
+def test_a_search_that_hits_its_limit_says_so():
+    """An answer at the search's limit (65536 mini-batch; resnet-3002, vgg-2916) is a lower bound, not the
+    largest that fits: the table says "or more" and the JSON carries at_limit."""
+    proc = engine("memory", "--network", "alexnet", "--policy", "liveness", "--capacity", "1000TiB", "--max-batch")
+    assert proc.returncode == 0, proc.stderr
+    assert "65536 or more (the search stops at 65536)" in proc.stdout
+    proc = engine("memory", "--network", "alexnet", "--batch", "1", "--policy", "liveness", "--capacity", "1000TiB",
+                  "--deepest", "vgg", "--json")
+    row = json.loads(proc.stdout)["rows"][0]
+    assert (row["deepest"], row["search_limit"], row["at_limit"]) == (2916, 2916, True)
+    proc = engine("memory", "--network", "alexnet", "--policy", "liveness", "--capacity", "4GiB", "--max-batch")
+    assert proc.returncode == 0 and "or more" not in proc.stdout
+
+
+def test_outputs_to_devices(synthetic_profile_path, tmp_path):
+    """-o to a null device and --snapshot to a full one (device nodes of our own, so a failure cannot replace
+    the machine's /dev/null): the first writes and stays a device, the second is one error line, exit 2."""
+    from tests.test_fileio import device
+    null, full = device(tmp_path, "null", 3), device(tmp_path, "full", 7)
+    proc = engine("plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--mode", "wr",
+                  "--budget", "64MiB", "-o", null)
+    assert proc.returncode == 0 and f"wrote {null}" in proc.stdout, proc.stderr
+    line = one_error_line(engine("memory", "--network", "alexnet", "--batch", "32", "--snapshot", full),
+                          "cannot write memory snapshot", "No space left on device")
+    assert engine("memory", "--network", "alexnet", "--batch", "32", "--snapshot", full).returncode == 2, line
+    proc = engine("memory", "--network", "alexnet", "--batch", "32", "--json", "/dev/fd/1")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["network"] == "alexnet" and "wrote" in proc.stderr
+    assert Path(null).is_char_device() and Path(full).is_char_device()

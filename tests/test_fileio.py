@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from engine import fileio
 from engine.errors import EngineError, PlanFormatError, ProfileFormatError
 from engine.fileio import (MAX_DEPTH, MAX_FILE_BYTES, MAX_JSON_BYTES, atomic_write, gunzip_bounded, load_json_file,
                            parse_json, read_bounded)
@@ -202,3 +203,128 @@ def test_the_largest_bundled_profile_loads_within_the_limits():
         pytest.skip("no bundled profiles")
     assert len(gzip.decompress(largest.read_bytes())) > MAX_JSON_BYTES / 4
     assert Profile.load(largest).table.shape[0] > 100_000
+
+
+# ------------------------------------------------------------------------ what is not a regular file
+
+def device(folder: Path, name: str, minor: int) -> Path:
+    """A character device of our own (1, 3 is null, 1, 7 full): a test that fails must not replace the real
+    /dev/null of the machine it runs on (as root, the code this tests once did)."""
+    path = folder / name
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+        os.close(os.open(path, os.O_WRONLY))
+    except OSError as err:  # not root, or a folder mounted nodev
+        pytest.skip(f"cannot make a device node here: {err.strerror}")
+    return path
+
+
+def test_device_files_are_written_not_replaced(tmp_path):
+    """A null device takes the data and stays a device; a full one's ENOSPC is one EngineError; an empty name
+    or a folder is refused."""
+    null, full = device(tmp_path, "null", 3), device(tmp_path, "full", 7)
+    before = os.stat(null)
+    atomic_write(null, "x" * 10_000, what="plan")
+    after = os.stat(null)
+    assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+    with pytest.raises(EngineError, match=r"^cannot write memory snapshot to '.*full': No space left on device$"):
+        atomic_write(full, b"x" * 10_000, what="memory snapshot")
+    assert stat.S_ISCHR(os.stat(full).st_mode)
+    with pytest.raises(EngineError, match="the file name is empty"):
+        atomic_write("", "x", what="plan")
+    with pytest.raises(EngineError, match="is a folder"):
+        atomic_write(tmp_path, "x", what="plan")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "null"]
+
+
+def test_a_fifo_is_written_straight(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    atomic_write(fifo, "through the pipe\n")
+    assert reader.communicate(timeout=30)[0] == b"through the pipe\n"
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+_TO_STDOUT = """
+import sys
+sys.path.insert(0, {root!r})
+from engine.fileio import atomic_write
+print("before")
+atomic_write(sys.argv[1], "the data\\n")
+print("after")
+"""
+
+
+@pytest.mark.parametrize("name", ["stdout", "/dev/fd/1"])
+@pytest.mark.parametrize("into", ["file", "pipe"])
+def test_dev_stdout_goes_where_stdout_goes(tmp_path, name, into):
+    """``--json /dev/stdout`` with stdout redirected to a file: the data lands in that file, in order with what
+    the process printed, and the shell's file is not replaced by another. ``stdout`` is a link of our own made
+    as /dev/stdout is (-> /proc/self/fd/1), so a failure cannot replace the machine's."""
+    if name == "stdout":
+        name = str(tmp_path / "stdout")
+        os.symlink("/proc/self/fd/1", name)
+    script = tmp_path / "w.py"
+    script.write_text(_TO_STDOUT.format(root=str(ROOT)))
+    if into == "file":
+        out = tmp_path / "out.txt"
+        with open(out, "wb") as f:
+            inode = os.fstat(f.fileno()).st_ino
+            subprocess.run([sys.executable, str(script), name], stdout=f, check=True, timeout=60)
+        assert out.read_text() == "before\nthe data\nafter\n" and out.stat().st_ino == inode
+    else:
+        got = subprocess.run([sys.executable, str(script), name], stdout=subprocess.PIPE, check=True, timeout=60)
+        assert got.stdout == b"before\nthe data\nafter\n"
+    assert os.path.islink(name) or name.startswith("/dev/fd/")
+
+
+def test_a_symlink_to_a_file_replaces_the_file_and_keeps_the_link(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    atomic_write(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+
+
+def test_stale_temporary_files_of_a_killed_writer_are_removed(tmp_path):
+    """A writer killed between write and rename leaves ``.NAME.XXXXXXXX.tmp``; the next write to NAME removes
+    it once it is older than STALE_TMP_S, and leaves young ones (a writer still running), other names' and
+    files not of our pattern alone."""
+    path = tmp_path / "plan.json"
+    stale = tmp_path / ".plan.json.k1ll3d_1.tmp"
+    young = tmp_path / ".plan.json.running.tmp"
+    other = tmp_path / ".front.csv.abcdefgh.tmp"
+    foreign = tmp_path / ".plan.json.not-ours.tmp"
+    for f in (stale, young, other, foreign):
+        f.write_text("half")
+    old = time.time() - fileio.STALE_TMP_S - 60
+    for f in (stale, other, foreign):
+        os.utime(f, (old, old))
+    atomic_write(path, "new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["plan.json", young.name, other.name, foreign.name])
+
+
+def test_killed_writer_leaves_a_temporary_file_the_next_write_removes(tmp_path):
+    """End to end: SIGKILL during fsync leaves the pattern's file behind; aged past the limit, the next write
+    removes it."""
+    path = tmp_path / "plan.json"
+    path.write_text("the good plan")
+    script = tmp_path / "writer.py"
+    script.write_text(_KILLED_WRITER.format(root=str(ROOT)))
+    proc = subprocess.Popen([sys.executable, str(script), str(path), "atomic"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "writing"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    left = [p for p in tmp_path.iterdir() if p.name.startswith(".plan.json.")]
+    assert len(left) == 1 and re.fullmatch(r"\.plan\.json\.[A-Za-z0-9_]{8}\.tmp", left[0].name)
+    atomic_write(path, "next")  # young: a writer may still be at it
+    assert left[0].exists()
+    old = time.time() - fileio.STALE_TMP_S - 1
+    os.utime(left[0], (old, old))
+    atomic_write(path, "again")
+    assert not left[0].exists() and path.read_text() == "again"

@@ -3,8 +3,8 @@
 Every input here is malformed by construction (each mutation breaks a rule of the format: a wrong type, a
 missing or foreign field, a kernel list that is not the network's, a number out of range, corrupt bytes, a
 bomb). Every one must end in exactly one ``error:`` line and exit status 2: no traceback, no silent
-acceptance, and none may take 10 s. The corpus (engine/testing/fuzz.py) is generated from a seed, so a failure names an input
-that reproduces. The plans and the profile slice come from the bundled H100 measurements.
+acceptance, and none may take 10 s. The corpus (engine/testing/fuzz.py) is generated from a seed, so a failure
+names an input that reproduces. The plans and the profile slice come from the bundled H100 measurements.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import random
 import signal
 import time
@@ -169,3 +170,52 @@ def _report(record_property, what: str, stats: dict) -> None:
     record_property(f"fuzz_{what.replace(' ', '_')}", stats["n"])
     print(f"\nfuzz: {stats['n']} malformed {what}, each one error line and exit status 2; slowest {dt:.2f} s "
           f"({label[:80]})")
+
+
+def test_issue_25_inputs(bases, record_property):
+    """The inputs issue 25 found accepted: physically impossible time-model numbers (which printed
+    ``iteration inf ms ... stalls nan`` and exit 0), a negative optimizer state, empty output names, a plan
+    whose unlimited optimum is slower than itself or whose ``synthetic`` is a string, specs with a pool padded
+    past half its window or an infinite LRN alpha."""
+    stats = {"n": 0, "slowest": (0.0, "")}
+    folder = bases["dir"]
+    memory = ["memory", "--network", "alexnet", "--batch", "256", "--policy", "vdnn-all-p"]
+    head = {"format": "ucudnn-explorer-time-params", "version": 1}
+    for label, body in (("copy rates of 1e-300 B/s", {"copy": {"h2d": 1e-300, "d2h": 1e-300}}),
+                        ("a copy rate of 1e300 B/s", {"copy": {"h2d": 1e300}}),
+                        ("an HBM rate of 1e-300 B/s", {"hbm": {"rate": 1e-300}}),
+                        ("an FC rate of 1e308 flop/s", {"fc": {"flops": 1e308}}),
+                        ("a layer of 1e308 ms", {"layers": {"alexnet/b256": {"relu1": {"F": 1e308, "B": 1.0}}}})):
+        path = _write(folder, "tp.json", json.dumps({**head, **body}).encode())
+        check_rejected(f"--time-params with {label}", memory + ["--time-params", str(path)], stats)
+    for value in ("1B", "1e-300GB", "1e30GB"):
+        check_rejected(f"--bandwidth {value}", memory + ["--bandwidth", value], stats)
+    for value in ("-5", "17", "-1"):
+        check_rejected(f"--optimizer-copies {value}", memory + ["--optimizer-copies", value], stats)
+    profile = str(bundled_profiles()[PROFILE])
+    plan = ["plan", "--profile", profile, "--network", "alexnet", "--mode", "wr", "--budget", "64MiB"]
+    for label, argv in (("--snapshot ''", memory + ["--snapshot", ""]), ("--json ''", memory + ["--json", ""]),
+                        ("--time-params ''", memory + ["--time-params", ""]), ("plan -o ''", plan + ["-o", ""]),
+                        ("plan --show ''", ["plan", "--show", ""]),
+                        ("front -o ''", ["front"] + plan[1:5] + ["-o", ""])):
+        check_rejected(label, argv, stats)
+    for mode in ("wr", "wd"):
+        slow = json.loads(json.dumps(bases[mode]))
+        slow["totals"]["unlimited_time_ms"] = slow["totals"]["time_ms"] * 1.5
+        fake = json.loads(json.dumps(bases[mode]))
+        fake["provenance"]["profile"]["synthetic"] = "no"
+        for label, doc in (("unlimited optimum slower than the plan", slow), ("synthetic: 'no'", fake)):
+            path = _write(folder, f"{mode}-gap.json", json.dumps(doc).encode())
+            check_rejected(f"{mode} plan: {label}", ["plan", "--show", str(path)], stats)
+    spec = {"name": "gaps", "input": [3, 32, 32], "layers": [{"op": "conv", "k": 8, "r": 3}]}
+    for label, layer in (("pool pad 5 at size 2", {"op": "pool", "size": 2, "pad": 5}),
+                         ("pool pad 2 at size [2, 8]", {"op": "pool", "size": [2, 8], "pad": 2}),
+                         ("global pool with pad 1", {"op": "pool", "size": "global", "mode": "avg", "pad": 1}),
+                         ("LRN alpha Infinity", {"op": "lrn", "alpha": math.inf}),
+                         ("BN eps Infinity", {"op": "bn", "eps": math.inf})):
+        doc = {**spec, "layers": spec["layers"] + [layer]}
+        for suffix, text in ((".json", json.dumps(doc)), (".yaml", yaml.safe_dump(doc))):
+            path = _write(folder, f"gap{suffix}", text.encode())
+            check_rejected(f"spec{suffix}: {label}", ["networks", "--network", str(path)], stats)
+    assert stats["n"] == 5 + 3 + 3 + 6 + 4 + 10
+    _report(record_property, "issue 25 inputs", stats)

@@ -1,5 +1,5 @@
-"""Fuzz of the dashboard's plan upload: the malformed plans of engine.testing.fuzz, as uploaded bytes. Each must show one
-line in a "danger" alert and leave the controls alone; none may raise out of the widget callback."""
+"""Fuzz of the dashboard's plan upload: the malformed plans of engine.testing.fuzz, as uploaded bytes. Each must show
+one line in a "danger" alert and leave the controls alone; none may raise out of the widget callback."""
 
 from __future__ import annotations
 

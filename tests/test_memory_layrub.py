@@ -1,4 +1,4 @@
-"""Layrub (layrub.md §3-4): intra-layer dX->X aliasing, inter-layer migration, hybrid."""
+"""Layrub (doi:10.1145/3243904 §3-4): intra-layer dX->X aliasing, inter-layer migration, hybrid."""
 
 from __future__ import annotations
 

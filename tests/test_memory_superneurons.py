@@ -1,6 +1,6 @@
 """SuperNeurons on AlexNet at batch 200: Fig. 10 and Table 1 follow from layer shapes.
 
-Paper numbers (superneurons.txt §3.4 Table 1, §4.1.1 Fig. 10) are MB = MiB of activation and
+Paper numbers (SuperNeurons arXiv:1801.04380 §3.4 Table 1, §4.1.1 Fig. 10) are MB = MiB of activation and
 gradient tensors (superneurons-release's DATA tensors; the input batch, weights and workspace are
 other types and not in the curve).
 """

@@ -1,4 +1,4 @@
-"""vDNN (vdnn.txt): the Torch baseline's VGG-16 figures, offload/prefetch rules, vDNN_dyn passes."""
+"""vDNN (arXiv:1602.08124): the Torch baseline's VGG-16 figures, offload/prefetch rules, vDNN_dyn passes."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ GiB = 2**30
 
 
 def baseline_formula(net, itemsize=4):
-    """vdnn.txt Fig. 2 by hand: W and dW, every feature map once (ReLU in place), Torch's dropout
+    """vDNN arXiv:1602.08124 Fig. 2 by hand: W and dW, every feature map once (ReLU in place), Torch's dropout
     noise buffer, and two gradient buffers of the largest dY (the input needs none)."""
     n = net.batch
     fmaps = n * net.layers[0].out_elems + sum(n * x.out_elems for x in net.layers[1:] if x.op != "relu")
@@ -31,10 +31,10 @@ def test_baseline_is_fig2_formula(depth, batch):
     net = vgg(depth, batch)
     res = plan_memory(net, "baseline-vdnn-m")
     assert res.peak == baseline_formula(net)
-    assert res.summary["avg_per_step"] == res.peak          # static: max = average (vdnn.txt §V-A)
+    assert res.summary["avg_per_step"] == res.peak          # static: max = average (vDNN arXiv:1602.08124 §V-A)
 
 
-# vdnn.txt: VGG-16 (256) 28 GB, VGG-16 (128) 14-15 GB (performance-optimal, Fig. 1, §V-C), Fig. 15
+# vDNN arXiv:1602.08124: VGG-16 (256) 28 GB, VGG-16 (128) 14-15 GB (performance-optimal, Fig. 1, §V-C), Fig. 15
 # VGG-16 -> VGG-416 at batch 32: 4.9 GB -> 67.1 GB. Read as GiB (as GB, VGG-416's feature maps alone
 # would exceed 67.1). The difference to our memory-optimal figure is the cuDNN 4 (p) workspace on a
 # Titan X, which only a profile of that GPU could give (docs/reproduction.md).

@@ -1,4 +1,4 @@
-"""Desirable sets D(C) and the set-valued DP C(B) (mu-cudnn-arxiv.txt §III-C1).
+"""Desirable sets D(C) and the set-valued DP C(B) (mu-cuDNN arXiv:1804.04806 §III-C1).
 
 All data here is SYNTHETIC (hand-made or seeded random). Times in the property tests are whole
 numbers of ms, so sums are exact and ties are real ties.
@@ -62,7 +62,7 @@ def test_desirable_ties_keep_fewer_pieces_then_canonical_order():
 
 
 def test_desirable_set_oracle_mu_cudnn_random_points():
-    """mu-cuDNN test/desirableSet (ucudnn-reference.md §10), SYNTHETIC, seeded: 10,000 points with
+    """mu-cuDNN's test/desirableSet, SYNTHETIC, seeded: 10,000 points with
     memory uniform in [0, 64 MiB) and time = 1 - mem/64MiB + U(0,1); membership must equal
     "not dominated" (checked by an independent all-pairs comparison)."""
     rng = np.random.default_rng(20180412)
@@ -81,7 +81,7 @@ def test_desirable_set_oracle_mu_cudnn_random_points():
 
 
 def test_set_dp_oracle_mu_cudnn_test_dp():
-    """mu-cuDNN test/dp (ucudnn-reference.md §10), SYNTHETIC: a 3->64 3x3 224^2 layer at N=256, powers of
+    """mu-cuDNN's test/dp, SYNTHETIC: a 3->64 3x3 224^2 layer at N=256, powers of
     two, plans "fast" (0.1 b + 0.01 ms, b MiB) and "slow" (10 b + 0.1 ms, b bytes), rows kept only if
     memory < 64 MiB. Exactly 15 points from 25.68 ms / 32 MiB / 8 pieces to 2585.60 ms / 1 B / 256 pieces."""
     cands = {}

@@ -1,4 +1,4 @@
-"""WD 0-1 ILP (mu-cudnn-arxiv.txt §III-C, Eq. 1-4) against exhaustive search. SYNTHETIC data only."""
+"""WD 0-1 ILP (mu-cuDNN arXiv:1804.04806 §III-C, Eq. 1-4) against exhaustive search. SYNTHETIC data only."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""WR dynamic program (mu-cudnn-arxiv.txt §III-B) against brute force over all partitions of B.
+"""WR dynamic program (mu-cuDNN arXiv:1804.04806 §III-B) against brute force over all partitions of B.
 
 All profiles here are SYNTHETIC: hand-made or random micro-configurations, no measurement.
 Times are whole numbers of ms so that sums are exact and ties are real ties.
@@ -97,7 +97,7 @@ def test_wr_splits_to_use_a_faster_plan_under_the_limit():
 
 
 def test_test_dp_oracle_wr_end():
-    """mu-cuDNN test/dp (ucudnn-reference.md §10), SYNTHETIC: the fastest point, 25.68 ms in 8 pieces."""
+    """mu-cuDNN's test/dp, SYNTHETIC: the fastest point, 25.68 ms in 8 pieces."""
     cands = _test_dp_candidates()
     c = wr(cands, 256, 64 * MiB - 1)
     assert c.time_ms == pytest.approx(25.68)

@@ -91,7 +91,8 @@ def test_alexnet_caffe_layer_list_is_superneurons_fig10():
 
 
 def test_alexnet_caffe_tensor_sizes_match_superneurons():
-    """memory-systems.md §4.6: fp32 outputs at b200 in MiB; l^b(POOL5) and l^b(LRN1) follow."""
+    """SuperNeurons (arXiv:1801.04380) Table 1 / Fig. 10: fp32 outputs at b200 in MiB; l^b(POOL5) and l^b(LRN1)
+    follow."""
     net = get_network("alexnet-caffe", 200)
     mib = {layer.name: net.batch * layer.out_elems * 4 / MiB for layer in net.layers}
     assert mib["conv1"] == pytest.approx(221.5576, abs=5e-5)
@@ -238,7 +239,7 @@ def test_vgg_n_has_n_weight_layers(depth):
 
 
 def test_vgg_deepening_follows_vdnn():
-    """vdnn.txt §IV-C: +100 layers = 20 more 3x3 convs in each of the 5 groups, at the group's width."""
+    """vDNN arXiv:1602.08124 §IV-C: +100 layers = 20 more 3x3 convs in each of the 5 groups, at the group's width."""
     assert vgg_groups(116) == (22, 22, 23, 23, 23)
     assert vgg_groups(416) == (82, 82, 83, 83, 83)
     net = get_network("vgg-216", 1)

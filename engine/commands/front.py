@@ -43,7 +43,7 @@ def run(args) -> int:
             "policy": policy_name(args.policy), "kernels": [k.id for k, _ in sets],
             "points": [{"workspace": w, "workspace_mib": w / MiB, "time_ms": t} for w, t in points],
             "profile": profile.provenance}, indent=1) + "\n"
-    if args.output:
+    if args.output is not None:
         atomic_write(args.output, text, what="front")
         print(f"wrote {len(points)} front points to {args.output}", file=sys.stderr)
     else:

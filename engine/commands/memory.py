@@ -24,7 +24,7 @@ from ..fileio import atomic_write
 from ..kernel_sets import network_variant
 from ..profile import Profile, resolve_profile
 from ..units import format_size, parse_size
-from ..memory.capacity import deepest, max_batch, smallest_capacity
+from ..memory.capacity import deepest, deepest_limit, max_batch, smallest_capacity
 from ..memory.iteration import format_table, plan_memory
 from ..memory.policies import MEMORY_POLICIES, get_policy
 from ..memory.reserve import RESERVE
@@ -35,6 +35,8 @@ from ..memory.calibrate import load as load_calibration
 from ..memory.timemodel import TimeParams, time_note
 from ..memory.workspace import RULES
 
+BATCH_SEARCH_LIMIT = 1 << 16   # --max-batch looks no further
+MAX_OPTIMIZER_COPIES = 16      # SGD momentum 1, Adam 2; more is a typo
 
 def add_arguments(parser) -> None:
     parser.add_argument("--network", required=True, help="zoo name, generator name (resnet-N, vgg-N) or spec path")
@@ -61,7 +63,7 @@ def add_arguments(parser) -> None:
                              "rates, HBM and FC rates, per-layer times of the measured networks, and the bytes "
                              "PyTorch keeps allocated itself (counted as workspace)")
     parser.add_argument("--optimizer-copies", type=int, default=0,
-                        help="optimizer state in units of the weights (SGD momentum: 1)")
+                        help="optimizer state in units of the weights (SGD momentum: 1, Adam: 2)")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                         help="write JSON (to PATH, or stdout without one) instead of the table")
     parser.add_argument("--snapshot", default=None, metavar="PATH",
@@ -108,22 +110,45 @@ def _emit(args, payload, text: str) -> None:
         print(data)
     else:
         atomic_write(args.json, data + "\n", what="memory JSON")
-        print(f"wrote {args.json}")
+        print(f"wrote {args.json}", file=sys.stderr)  # stderr, so `--json /dev/stdout` is JSON alone
+
+
+def _check_options(args) -> None:
+    """Options the parser cannot check alone: empty file names and out-of-range counts."""
+    for flag, value in (("--json", args.json), ("--snapshot", args.snapshot), ("--time-params", args.time_params)):
+        if value == "":
+            raise EngineError(f"{flag} was given an empty file name")
+    if not 0 <= args.optimizer_copies <= MAX_OPTIMIZER_COPIES:
+        raise EngineError(f"--optimizer-copies must be from 0 to {MAX_OPTIMIZER_COPIES} (SGD momentum: 1, Adam: 2), "
+                          f"got {args.optimizer_copies}")
+
+
+def _time_params(path: str | None):
+    """(TimeParams, framework bytes) from ``--time-params`` (default: the assumed constants, 0)."""
+    if path is None:
+        return TimeParams(), 0
+    measured = load_calibration(path)
+    try:
+        return time_params(measured), framework_bytes(measured)
+    except EngineError as err:
+        raise EngineError(f"time params {path!r}: {str(err).removeprefix('time params: ')}") from None
 
 
 def run(args) -> int:
+    _check_options(args)
     names = _policies(args.policy)
     capacity = parse_size(args.capacity) if args.capacity is not None else None
     profile = Profile.load(resolve_profile(args.profile)) if args.profile else None
     # the precision and layout the profile measured (the default precision's without a profile)
     variant = dict(zip(("precision", "layout"), network_variant(profile, args.network))) if profile else {}
-    measured = load_calibration(args.time_params) if args.time_params else None
-    params = time_params(measured) if measured else TimeParams()
-    fw = framework_bytes(measured) if measured else 0
+    params, fw = _time_params(args.time_params)
     if args.bandwidth is not None:   # a given bandwidth replaces both directions, measured or not
         bw = float(parse_size(args.bandwidth.removesuffix("/s")))
-        params = dataclasses.replace(params, bandwidth=bw, h2d=None, d2h=None,
-                                     measured=tuple(m for m in params.measured if m not in ("bandwidth", "h2d", "d2h")))
+        try:
+            params = dataclasses.replace(params, bandwidth=bw, h2d=None, d2h=None, measured=tuple(
+                m for m in params.measured if m not in ("bandwidth", "h2d", "d2h")))
+        except EngineError as err:
+            raise EngineError(f"--bandwidth {args.bandwidth}: {str(err).removeprefix('time model: ')}") from None
     options = {}
     if args.strategy:
         options["strategy"] = args.strategy
@@ -141,18 +166,23 @@ def run(args) -> int:
         for name in names:
             opts = _options(name, options)
             if args.max_batch:
+                limit = BATCH_SEARCH_LIMIT
                 value = max_batch(args.network, name, capacity, profile=profile, convention=args.convention,
-                                  framework_bytes=fw, **variant, reserve=reserve, **opts)
+                                  framework_bytes=fw, **variant, reserve=reserve, limit=limit, **opts)
             else:
                 if args.batch is None:
                     raise EngineError("--deepest needs --batch")
+                limit = deepest_limit(args.deepest)
                 value = deepest(args.deepest, name, capacity, args.batch, profile=profile,
                                 convention=args.convention, framework_bytes=fw, **variant, reserve=reserve, **opts)
-            rows.append({"policy": name, "max_batch" if args.max_batch else "deepest": value})
+            # the search stops at its limit: an answer there says "at least", not "the largest"
+            rows.append({"policy": name, "max_batch" if args.max_batch else "deepest": value,
+                         "search_limit": limit, "at_limit": value >= limit})
         key = "max_batch" if args.max_batch else "deepest"
         what = "largest mini-batch" if args.max_batch else f"deepest {args.deepest}"
         text = "\n".join([f"{what} of {args.network} within {format_size(capacity)}"] +
-                         [f"  {r['policy']:<24} {r[key]}" for r in rows])
+                         [f"  {r['policy']:<24} {r[key]}" + (f" or more (the search stops at {r['search_limit']})"
+                                                            if r["at_limit"] else "") for r in rows])
         _emit(args, {"network": args.network, "capacity": capacity, "question": key, "rows": rows}, text)
         return 0
 
@@ -163,7 +193,7 @@ def run(args) -> int:
         for r in results:
             path = snapshot_path(args.snapshot, r.policy, len(results) > 1)
             atomic_write(path, snapshot_bytes(r), what="memory snapshot")
-            print(f"wrote {path}", file=sys.stderr if args.json == "-" else sys.stdout)
+            print(f"wrote {path}", file=sys.stderr if args.json is not None else sys.stdout)
     if len(results) == 1:
         res = results[0]
         _emit(args, res.to_dict(), format_table(res))

@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    for flag, value in (("--output", args.output), ("--show", args.show)):
+        if value == "":
+            raise EngineError(f"{flag} was given an empty file name")
     if args.show:
         print(plan_summary(load_plan(args.show)))
         return 0
@@ -51,6 +54,6 @@ def run(args) -> int:
                      command="python -m engine " + shlex.join(sys.argv[1:]), solver=args.solver,
                      time_limit_s=time_limit)
     print(plan_summary(plan))
-    if args.output:
+    if args.output is not None:
         print(f"wrote {plan.save(args.output)}")
     return 0

@@ -1,9 +1,9 @@
 """SQLite profile cache: commits after every (kernel, micro-batch) so an interrupted run resumes.
 
 Keyed by the device (GPU model, driver, cuDNN, frontend), the kernel signature, the micro-batch
-size and the plan, as ucudnn-reference.md §11 asks (bugs 10, 11, 13): parameterised SQL, a schema
-version, UNIQUE keys, transactions, WAL, and no mini-batch N in the key so micro-batch results are
-reused across networks and mini-batch sizes.
+size and the plan, unlike mu-cuDNN's cache (string-built SQL, no lock, N in the key, filtered
+before storage): parameterised SQL, a schema version, UNIQUE keys, transactions, WAL, and no
+mini-batch N in the key so micro-batch results are reused across networks and mini-batch sizes.
 """
 
 from __future__ import annotations

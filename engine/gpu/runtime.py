@@ -1,6 +1,6 @@
 """Per-thread CUDA stream + cuDNN handle, device provenance, and GPU-side timing.
 
-Timing follows ../shared/reference/cudnn-frontend.md §9 and the device METHOD: CUDA events on
+Timing follows the cuDNN frontend's advice and the device METHOD: CUDA events on
 the handle's stream, warm-up first, back-to-back repeats whose median is kept. A short spin
 kernel is queued ahead of the timed region so the host can enqueue every repeat before the GPU
 reaches them: the events then measure GPU time, not Python launch overhead (18.7 us per call on

@@ -102,6 +102,12 @@ def deepest(family: str, policy: str, capacity: int, batch: int, profile: Profil
     return depth(0) if fits(build(depth(0), batch), policy, capacity, profile=profile, **options) else 0
 
 
+def deepest_limit(family: str, limit: int = 4096) -> int:
+    """The deepest network of ``family`` that ``deepest`` tries: an answer equal to it may be short of the truth."""
+    depth, _ = _family(family)
+    return depth(max(1, _bisect(lambda k: depth(k) <= MAX_DEPTH, 1, limit)))
+
+
 def smallest_capacity(network: str | Network, batch: int | None = None, policies=None,
                       profile: Profile | None = None) -> dict[str, float]:
     """The least capacity each policy needs for one iteration (its peak with the smallest workspace

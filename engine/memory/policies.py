@@ -27,14 +27,14 @@ SN_CHECKPOINTS = ("conv", "fc", "softmax", "data")   # superneurons-release reco
 # ----------------------------------------------------------------------------------- baselines
 
 def baseline_superneurons(inv: Inventory) -> MemoryPlan:
-    """SuperNeurons' baseline (superneurons.txt §3, "naive network-wide tensor allocation"): one
+    """SuperNeurons' baseline (arXiv:1801.04380 §3, "naive network-wide tensor allocation"): one
     tensor per request, all resident all iteration: peak = sum l^f + sum l^b."""
     ticks = base_ticks(inv)
     return MemoryPlan("baseline-superneurons", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-kernel-p")
 
 
 def baseline_vdnn(inv: Inventory, algo: str = "p") -> MemoryPlan:
-    """vDNN's baseline (vdnn.txt §II-C, Fig. 2, §IV-A): Torch's network-wide allocation with all
+    """vDNN's baseline (arXiv:1602.08124 §II-C, Fig. 2, §IV-A): Torch's network-wide allocation with all
     W and X resident, dX and dY as two buffers sized to the largest dY and reused by every layer,
     and one workspace buffer sized to the largest workspace. Static: max = average."""
     ticks = base_ticks(inv)
@@ -47,14 +47,14 @@ def baseline_vdnn(inv: Inventory, algo: str = "p") -> MemoryPlan:
 
 
 def baseline_caffe(inv: Inventory) -> MemoryPlan:
-    """Layrub's baseline (layrub.md §5.1, §3.2 of memory-systems.md): Caffe allocates data and diff
+    """Layrub's baseline (doi:10.1145/3243904 §5.1): Caffe allocates data and diff
     of every blob for the whole network, statically; each conv layer keeps its own workspace."""
     ticks = base_ticks(inv)
     return MemoryPlan("baseline-caffe", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-layer-heuristic")
 
 
 def liveness(inv: Inventory, workspace: str = "fit") -> MemoryPlan:
-    """SuperNeurons' liveness analysis (superneurons.txt §3.2): a tensor lives from its first to its
+    """SuperNeurons' liveness analysis (arXiv:1801.04380 §3.2): a tensor lives from its first to its
     last use; peak = sum l^f + l^b_N for a chain."""
     ticks = base_ticks(inv)
     return MemoryPlan("liveness", inv, ticks, liveness_intervals(inv, ticks), workspace_rule=workspace)
@@ -104,7 +104,7 @@ def _fwd_bwd_split(uses: list[int], n_fwd: int) -> tuple[int | None, int | None]
 # ------------------------------------------------------------------------------------- vDNN
 
 def feature_extractor(inv: Inventory) -> list[str]:
-    """Layers before the first FC in the route: vDNN manages only these (vdnn.txt §III intro)."""
+    """Layers before the first FC in the route: vDNN manages only these (arXiv:1602.08124 §III intro)."""
     out = []
     for name in inv.route:
         if inv.net.layer(name).op == "fc":
@@ -114,7 +114,7 @@ def feature_extractor(inv: Inventory) -> list[str]:
 
 
 def vdnn(inv: Inventory, offload: str = "all", algo: str = "p") -> MemoryPlan:
-    """vDNN_all / vDNN_conv (vdnn.txt §III-A..C).
+    """vDNN_all / vDNN_conv (arXiv:1602.08124 §III-A..C).
 
     * Offload: X of layer n (every feature-extraction layer but the in-place ACTV for ``all``,
       CONV only for ``conv``), started with layer n's forward and synchronised at its end, only
@@ -122,7 +122,7 @@ def vdnn(inv: Inventory, offload: str = "all", algo: str = "p") -> MemoryPlan:
     * Prefetch: before layer m's backward, ``findPrefetchLayer(m)`` walks m-1, m-2, ... and returns
       the first offloaded, not yet prefetched layer, stopping at the nearest CONV; the copy overlaps
       bwd(m) and is synchronised at its end. (The pseudo-code figure is missing from the text; this
-      reconstruction is memory-systems.md §2.3.) An X still on the host when its layer's backward
+      reconstruction is ours.) An X still on the host when its layer's backward
       starts is fetched on demand [assume].
     * Everything else is layer-wise (liveness); the input batch counts as layer 1's X.
     """
@@ -140,7 +140,7 @@ def vdnn(inv: Inventory, offload: str = "all", algo: str = "p") -> MemoryPlan:
         if offload == "conv" and layer.op != "conv":
             continue
         if offload == "all" and layer.op == "relu":
-            continue    # in place, only Y and dY are used (vdnn.txt §III-B)
+            continue    # in place, only Y and dY are used (vDNN arXiv:1602.08124 §III-B)
         for src in layer.inputs:
             st = inv.tensors[f"Y:{src}"].storage
             last_f, first_b = _fwd_bwd_split(uses[st], n)
@@ -183,7 +183,7 @@ LAYRUB_INTRA_CONSUMERS = ("conv", "fc")
 
 def layrub_alias(inv: Inventory, relu_mask_bytes: float = 1.0,
                  consumers: tuple[str, ...] = LAYRUB_INTRA_CONSUMERS) -> tuple[Inventory, list[str]]:
-    """Layrub's intra-layer reuse (layrub.md §3.1-3.2, §4.2): with wgrad before dgrad, a CONV or FC
+    """Layrub's intra-layer reuse (doi:10.1145/3243904 §3.1-3.2, §4.2): with wgrad before dgrad, a CONV or FC
     writes dX into X's buffer once no later backward reads X's data. ReLU keeps a 1-byte sign mask
     ("char") instead of its data so its blob qualifies. An input that fans out, or whose data a later
     backward still reads (a POOL or LRN producer needs its output), is not aliased [assume: the
@@ -233,7 +233,7 @@ def layrub_alias(inv: Inventory, relu_mask_bytes: float = 1.0,
 
 
 def layrub(inv: Inventory, mode: str = "hybrid", buffers: str = "constant", relu_mask_bytes: float = 1.0) -> MemoryPlan:
-    """Layrub (layrub.md §3-4, Alg. 1).
+    """Layrub (doi:10.1145/3243904 §3-4, Alg. 1).
 
     * intra: ``layrub_alias`` on Caffe's network-wide allocation.
     * inter: a Tracer counts each blob's forward consumers; when the count hits 0 after a layer's
@@ -320,7 +320,7 @@ def _sn_conv_outputs(inv: Inventory) -> list[str]:
 
 
 def _sn_offload(plan: MemoryPlan, storages: list[str]) -> None:
-    """UTP offload/prefetch of CONV outputs (superneurons.txt §3.3.1): the copy starts when the CONV
+    """UTP offload/prefetch of CONV outputs (SuperNeurons arXiv:1801.04380 §3.3.1): the copy starts when the CONV
     has produced its output and overlaps the layers up to the next CONV; the GPU copy is freed when
     it completes [assume: by the end of that window; a late copy stalls the next CONV]. In backward,
     at each CONV the tensors needed up to the previous CONV are prefetched; tensors needed before
@@ -358,7 +358,7 @@ def sn_offload(inv: Inventory, workspace: str = "fit") -> MemoryPlan:
 
 
 def sn_segments(inv: Inventory, checkpoints=SN_CHECKPOINTS) -> dict[str, list[str]]:
-    """Recomputation segments (superneurons.txt §3.4): for every non-checkpoint layer, the chain of
+    """Recomputation segments (SuperNeurons arXiv:1801.04380 §3.4): for every non-checkpoint layer, the chain of
     non-checkpoint layers from the one after its checkpoint up to it, following first inputs."""
     net = inv.net
     out = {}
@@ -385,7 +385,7 @@ def sn_segment_memory_centric(inv: Inventory, rule: str = "code", checkpoints=SN
     """Cost-aware recomputation's choice per segment: True = memory-centric.
 
     ``code`` (default): superneurons-release ``scan_checkpoint``: the segment's summed forward
-    dependencies (inputs and outputs) exceed l_peak. ``paper``: superneurons.txt §3.4 step 2,
+    dependencies (inputs and outputs) exceed l_peak. ``paper``: SuperNeurons arXiv:1801.04380 §3.4 step 2,
     sum_seg l^f + l^b_seg > l_peak with l^f a layer's output and l^b_seg the backward memory of the
     segment's last layer. Both give Table 1's 17 re-forwards for AlexNet (only LRN1's segment
     goes memory-centric).
@@ -554,7 +554,7 @@ def sn_recompute(inv: Inventory, strategy: str = "cost-aware", rule: str = "code
 def superneurons(inv: Inventory, capacity: int | None = None, strategy: str = "cost-aware", rule: str = "code",
                  workspace: str = "fit") -> MemoryPlan:
     """The full SuperNeurons runtime: liveness, cost-aware recomputation, and the LRU Tensor Cache
-    (superneurons.txt §3.3.2, Alg. 2): CONV outputs stay on the GPU and are offloaded only when an
+    (SuperNeurons arXiv:1801.04380 §3.3.2, Alg. 2): CONV outputs stay on the GPU and are offloaded only when an
     allocation would exceed the capacity, least recently used first, never one the running layer
     locks; an evicted tensor is fetched back when a layer needs it (a miss) [assume: on demand]."""
     plan = _recompute_plan("superneurons", inv, strategy, rule, workspace)
@@ -621,7 +621,7 @@ def _lru(plan: MemoryPlan, candidates: set[str], capacity: int) -> None:
 # -------------------------------------------------------------------------------------- vDNN_dyn
 
 def vdnn_dyn(inv: Inventory, evaluate: Callable, capacity: int | None, workspace: str | None):
-    """vDNN_dyn (vdnn.txt §III-C): profiling passes under the capacity. (1) vDNN_all with memory-optimal
+    """vDNN_dyn (arXiv:1602.08124 §III-C): profiling passes under the capacity. (1) vDNN_all with memory-optimal
     convolutions must fit, else the network is untrainable; (2) no offload, then vDNN_conv, then vDNN_all, all
     with the fastest algorithms; (3) greedy per-layer downgrade of the algorithm to what fits, with vDNN_conv
     then vDNN_all; (4) else back to pass (1). ``evaluate(plan)`` is iteration.py's: a plan's MemoryResult."""

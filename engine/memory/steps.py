@@ -1,12 +1,12 @@
 """Per-step micro-batched workspace as a Plan: each kernel limited to what the memory plan leaves free.
 
 The memory planner's ``wr`` workspace rule gives every convolution kernel mu-cuDNN's WR configuration at
-limit free(s) = capacity - live(s), s the tick the kernel runs at (memory-systems.md §5, "dynamic per
-step + micro-batching"). ``step_plan`` turns those limits into an ``engine.plan.Plan`` through
-``engine.planner.make_plan(..., limits=...)``, the one planning function, with the rule's own batch-size
-policy (``workspace.WR_POLICY``), so the plan holds the very configurations the memory planner chose, and
-``engine.pytorch.apply_plan`` can run them in a model (a plan with per-kernel limits takes its workspace
-per call from PyTorch's caching allocator, not as one arena, as the memory plan assumes).
+limit free(s) = capacity - live(s), s the tick the kernel runs at ("dynamic per step + micro-batching":
+SuperNeurons' per-step rule with mu-cuDNN's micro-batches). ``step_plan`` turns those limits into an
+``engine.plan.Plan`` through ``engine.planner.make_plan(..., limits=...)``, the one planning function, with
+the rule's own batch-size policy (``workspace.WR_POLICY``), so the plan holds the very configurations the
+memory planner chose, and ``engine.pytorch.apply_plan`` can run them in a model (a plan with per-kernel limits
+takes its workspace per call from PyTorch's caching allocator, not as one arena, as the memory plan assumes).
 
 A plan has one configuration per kernel id (``conv1:F``): kernels are keyed by layer, so two layers of the
 same signature keep their own limits. A kernel that runs at several ticks (a re-forward under

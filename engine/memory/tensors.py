@@ -3,14 +3,14 @@
 The three papers count memory on three different frameworks, and their numbers only follow from
 layer shapes once the framework's tensor rules are fixed. A *convention* holds those rules:
 
-* ``superneurons``: superneurons-release (the code behind superneurons.txt). Every layer writes its
+* ``superneurons``: superneurons-release (the code behind SuperNeurons arXiv:1801.04380). Every layer writes its
   own output (ReLU and LRN too); ReLU, LRN and Softmax compute their gradient in place (LRN's
   backward registers that gradient twice, which is why l^b(LRN1) = 4 x 221.56 MiB in Table 1);
   CONV, POOL, FC, BN and Dropout write a new dX, the first CONV included. With these rules the
-  AlexNet b200 numbers of Fig. 10 reproduce to the MiB (memory-systems.md §4.6).
-* ``torch``: Torch7 as vDNN's baseline uses it (vdnn.txt §II-B footnote 1): activations in place
+  AlexNet b200 numbers of Fig. 10 reproduce to the MiB (tests/test_zoo.py, test_memory_superneurons.py).
+* ``torch``: Torch7 as vDNN's baseline uses it (arXiv:1602.08124 §II-B footnote 1): activations in place
   (Y = X, dX = dY), everything else out of place.
-* ``caffe``: Caffe as Layrub modifies it (layrub.md §4): blobs carry data and diff; ReLU and
+* ``caffe``: Caffe as Layrub modifies it (doi:10.1145/3243904 §4): blobs carry data and diff; ReLU and
   Dropout in place; a fork keeps one diff per branch (Caffe's Split layer).
 * ``pytorch``: autograd's saved tensors, for comparing with ``torch.cuda.max_memory_allocated``:
   in-place ReLU saving its output, max-pool int64 indices, bool dropout masks, BN saved statistics,
@@ -112,7 +112,7 @@ _TORCH = Convention(
     {"dropout": {"noise": Extra("x", 4, "masks")},
      "bn": {"stats": Extra("channel", 8, "bn_stats"), "running": Extra("channel", 8, "bn_stats", "persistent")}},
     fork="accumulate", grad_of_input=False, weight_grads="persistent",
-    source="Torch7 nn/cudnn as in vdnn.txt §II-B and Fig. 2 (in-place ACTV)")
+    source="Torch7 nn/cudnn as in vDNN arXiv:1602.08124 §II-B and Fig. 2 (in-place ACTV)")
 
 _CAFFE = Convention(
     "caffe",
@@ -224,7 +224,7 @@ class Inventory:
 
 
 def route_construct(net: Network) -> list[str]:
-    """SuperNeurons' RouteConstruct (superneurons.txt Alg. 1): depth-first from the data layer, a
+    """SuperNeurons' RouteConstruct (arXiv:1801.04380 Alg. 1): depth-first from the data layer, a
     layer joins the route only when all its inputs have arrived (counter == number of inputs)."""
     counter: dict[str, int] = {}
     route: list[str] = []

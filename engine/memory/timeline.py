@@ -1,7 +1,7 @@
 """The training timeline: steps, ticks, and which storages are resident at each tick.
 
 A *step* is the papers' unit: forward step s = 1..N runs layer ``route[s-1]``, backward step
-2N+1-i runs layer i backwards (superneurons.txt §4.1: AlexNet's bwd POOL5 is step 32, bwd LRN1
+2N+1-i runs layer i backwards (SuperNeurons arXiv:1801.04380 §4.1: AlexNet's bwd POOL5 is step 32, bwd LRN1
 step 44). A *tick* is one layer execution; a step holds one tick, plus the re-forward ticks that
 recomputation inserts before it. Memory is evaluated per tick; a step's value is its largest tick.
 
@@ -93,7 +93,7 @@ def first_last_use(inv: Inventory, ticks: Iterable[Tick]) -> tuple[dict[str, int
 
 
 def liveness_intervals(inv: Inventory, ticks: list[Tick]) -> dict[str, list[tuple[int, int]]]:
-    """SuperNeurons' liveness (superneurons.txt §3.2): a storage is resident from the tick that
+    """SuperNeurons' liveness (arXiv:1801.04380 §3.2): a storage is resident from the tick that
     first uses it to the last tick that uses it. Persistent tensors stay all iteration; weight
     gradients created by backward (PyTorch) stay until the optimizer step at the end."""
     end = len(ticks) - 1

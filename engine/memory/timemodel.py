@@ -6,7 +6,7 @@
   roofline estimate, max(bytes moved / ``hbm``, flops / ``fc_flops``), whose constants are assumed
   unless calibrated (``TimeParams.measured`` names the calibrated ones).
 * A copy takes bytes / ``bandwidth`` (default 54 GB/s: pinned copies on the project's H100 measure
-  53-55 GB/s, memory-systems.md §6), or the measured rate of its direction (``h2d`` for prefetches,
+  53-55 GB/s), or the measured rate of its direction (``h2d`` for prefetches,
   ``d2h`` for offloads) when calibrated. It starts when the compute lane reaches its issue point and
   its lane is free; the tick named by its deadline waits for it (vDNN and Layrub synchronise at
   the end of the layer that overlaps the copy, SuperNeurons when the tensor is needed). That wait
@@ -25,6 +25,12 @@ from .workspace import KernelChoice
 
 
 SOURCES = ("bandwidth", "h2d", "d2h", "duplex", "hbm", "fc_flops")   # what a calibration may measure
+# physically possible values, so a typo (1e-300 B/s, a layer of 1e308 ms) is refused rather than giving an
+# iteration of inf ms: copies from 1 MB/s to 10 TB/s (PCIe 5 x16 moves 64 GB/s, NVLink-C2C 900 GB/s), device
+# memory 1 GB/s to 1 PB/s (HBM3e: 8 TB/s), GEMMs 1 GFLOP/s to 1 EFLOP/s, a layer at most 1000 s
+BOUNDS = {"bandwidth": (1e6, 1e13), "h2d": (1e6, 1e13), "d2h": (1e6, 1e13), "hbm": (1e9, 1e15),
+          "fc_flops": (1e9, 1e18)}
+MAX_LAYER_MS = 1e6
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,14 @@ class TimeParams:
             v = getattr(self, name)
             if v is None and name in ("h2d", "d2h"):
                 continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or not math.isfinite(v):
-                raise EngineError(f"time model: {name} must be a positive number, got {v!r}")
+            lo, hi = BOUNDS[name]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+                unit = "flop/s" if name == "fc_flops" else "bytes/s"
+                raise EngineError(f"time model: {name} must be from {lo:g} to {hi:g} {unit}, got {v!r}")
+        for net, layer, phase, ms in self.layer_ms:
+            if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms <= MAX_LAYER_MS:
+                raise EngineError(f"time model: layer {layer} ({phase}) of {net} must take 0 to {MAX_LAYER_MS:g} ms, "
+                                  f"got {ms!r}")
         for name in self.measured:
             if name not in SOURCES:
                 raise EngineError(f"time model: unknown measured quantity {name!r}; expected some of {SOURCES}")

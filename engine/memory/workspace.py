@@ -11,13 +11,13 @@ Workspace rules (the policy's default, or ``--workspace``):
 * ``shared-m`` / ``shared-p``: vDNN's baseline, one buffer of the largest workspace, static.
 * ``per-layer-heuristic``: Caffe, each conv layer owns a buffer of its largest kernel's
   workspace, all static. ``per-kernel-p``: SuperNeurons' baseline, one buffer per kernel, static.
-* ``fit``: SuperNeurons' dynamic rule (superneurons.txt §3.5; superneurons-release
+* ``fit``: SuperNeurons' dynamic rule (arXiv:1801.04380 §3.5; superneurons-release
   ``find_best_*_algo``): the fastest plan whose workspace fits free(s); backward picks
   BackwardData first and BackwardFilter within what is left, both buffers allocated together.
-* ``fit-seq``: vDNN_dyn's greedy downgrade (vdnn.txt §III-C step 3): per kernel the fastest plan
+* ``fit-seq``: vDNN_dyn's greedy downgrade (arXiv:1602.08124 §III-C step 3): per kernel the fastest plan
   that fits free(s), kernels one after the other.
 * ``wr``: what none of the papers has: per kernel, mu-cuDNN's WR micro-batching with limit
-  free(s) (mu-cudnn-arxiv.txt §III-B), kernels one after the other. The configuration is the one
+  free(s) (mu-cuDNN arXiv:1804.04806 §III-B), kernels one after the other. The configuration is the one
   ``engine.planner.make_plan`` gives that kernel at that limit (the same function,
   ``kernel_sets.fastest_within`` over the kernel's desirable set, with every micro-batch size the
   profile measured: batch-size policy ``all``), so ``steps.step_plan`` turns the choices into a Plan.

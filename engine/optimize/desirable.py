@@ -1,8 +1,8 @@
-"""Desirable sets: Pareto fronts of configurations in (workspace, time) (mu-cudnn-arxiv.txt §III-C1).
+"""Desirable sets: Pareto fronts of configurations in (workspace, time) (mu-cuDNN arXiv:1804.04806 §III-C1).
 
 D(C) = {c in C | for all c' in C, c' != c: T(c) < T(c') or M(c) < M(c')}: a configuration is dropped
 when another is at least as fast and needs no more workspace. Read literally (c' = c included) the
-definition is empty, so exact ties keep one representative (ucudnn-reference.md §6). The paper proves
+definition is empty, so exact ties keep one representative (as mu-cuDNN's code does). The paper proves
 the WD optimum never needs a dropped configuration.
 """
 

@@ -1,4 +1,4 @@
-"""The network Pareto front under WD: total time against total workspace (mu-cudnn-arxiv.txt §III-C).
+"""The network Pareto front under WD: total time against total workspace (mu-cuDNN arXiv:1804.04806 §III-C).
 
 WD gives every kernel its own workspace segment, so a network choice costs the *sum* of the kernels'
 workspaces and times (Eq. 1-2). The exact front of such sums is the Pareto set of the Minkowski sum of

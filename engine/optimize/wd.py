@@ -1,4 +1,4 @@
-"""WD: the network-wide integer program over the kernels' desirable sets (mu-cudnn-arxiv.txt §III-C, Eq. 1-4).
+"""WD: the network-wide integer program over the kernels' desirable sets (mu-cuDNN arXiv:1804.04806 §III-C, Eq. 1-4).
 
     minimise   Σ_k Σ_c T_k(c) x_kc                     (1)
     subject to Σ_k Σ_c M_k(c) x_kc <= M                 (2)
@@ -30,7 +30,7 @@ many near-optimal choices, so HiGHS spends its time in primal heuristics, sub-MI
    detection and restarts are off: the incumbent replaces the heuristics, aggregation removed the
    symmetry, fixing did what restarts would, and each cost more than it saved (measured).
 
-Unlike mu-cuDNN's GLPK call (ucudnn-reference.md §11, bug 7) the model has MiB-scaled workspace
+Unlike mu-cuDNN's GLPK call (no time limit or gap, raw-byte coefficients) the model has MiB-scaled workspace
 coefficients, a time limit, a warm start, a near-zero optimality gap (the result must be the optimum,
 not a 1e-4 one), tight feasibility tolerances (so "1 byte over the budget" is infeasible despite the
 scaling) and a clear error naming the least feasible budget. ``wd_problem`` returns the PuLP model
@@ -60,6 +60,7 @@ _FEAS_TOL = 1e-9     # MiB, i.e. ~0.001 byte: a solution 1 byte over the budget 
 _FIX_MARGIN = 1e-9   # relative: fixing keeps what is this close past its limit (float rounding of LB, UB)
 _DP_WIDTH = 512      # states per stage of the incumbent's DP (_dp); 128 cost as much time overall but found
                      # the optimum less often (ResNet-50 b32, 44 budgets: 40 vs 43), which leaves more to HiGHS
+SOLVER_LOG = {"on": False}   # the solver's banner and log on stdout: off, except under `python -m engine --verbose`
 # module docstring, step 5 (options an older HiGHS lacks are ignored with a warning in its log)
 _HIGHS_OPTIONS = dict(mip_heuristic_effort=0.0, mip_heuristic_run_rins=False, mip_heuristic_run_rens=False,
                       mip_heuristic_run_root_reduced_cost=False, mip_heuristic_run_feasibility_jump=False,
@@ -378,6 +379,26 @@ class _TimedHiGHS(pulp.HiGHS):
         self.warm = warm
         self.load_s = self.solve_s = 0.0
 
+    def createAndConfigureSolver(self, lp):
+        """PuLP's own, except that the model is made silent before highspy's constructor logs HiGHS's
+        banner (it does so while registering callbacks, before PuLP can set ``output_flag``)."""
+        import highspy
+
+        log = bool(self.msg)
+
+        class Model(highspy.Highs):
+            def enableCallbacks(self):
+                self.setOptionValue("output_flag", log)
+                super().enableCallbacks()
+
+        lp.solverModel = Model()
+        lp.solverModel.setOptionValue("output_flag", log)
+        options = {"mip_rel_gap": self.gapRel, "mip_abs_gap": self.gapAbs, "threads": self.threads,
+                   "time_limit": None if self.timeLimit is None else float(self.timeLimit), **self.optionsDict}
+        for key, value in options.items():
+            if value is not None:
+                lp.solverModel.setOptionValue(key, value)
+
     def buildSolverModel(self, lp):
         import highspy  # present whenever this backend is chosen
 
@@ -481,7 +502,7 @@ def wd(kernel_sets: Sequence[Sequence[Configuration]], budget: int, *, solver: s
         import highspy
 
         warm = {v.name: float(v.varValue) for v in prob.variables()}
-        backend = _TimedHiGHS(warm, msg=False, timeLimit=time_limit_s, gapRel=_GAP, gapAbs=_GAP,
+        backend = _TimedHiGHS(warm, msg=SOLVER_LOG["on"], timeLimit=time_limit_s, gapRel=_GAP, gapAbs=_GAP,
                               mip_feasibility_tolerance=_FEAS_TOL, primal_feasibility_tolerance=_FEAS_TOL,
                               **_HIGHS_OPTIONS)
         prob.solve(backend)
@@ -492,7 +513,7 @@ def wd(kernel_sets: Sequence[Sequence[Configuration]], budget: int, *, solver: s
                   "time_limit" if model_status == highspy.HighsModelStatus.kTimeLimit else
                   prob.solverModel.modelStatusToString(model_status))
     else:
-        backend = _cbc(msg=False, timeLimit=time_limit_s, gapRel=_GAP, gapAbs=_GAP, warmStart=True)
+        backend = _cbc(msg=SOLVER_LOG["on"], timeLimit=time_limit_s, gapRel=_GAP, gapAbs=_GAP, warmStart=True)
         start = time.perf_counter()
         prob.solve(backend)
         solve_s = time.perf_counter() - start

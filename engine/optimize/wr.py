@@ -1,4 +1,4 @@
-"""WR: the per-kernel dynamic program over micro-batch sizes (mu-cudnn-arxiv.txt §III-B).
+"""WR: the per-kernel dynamic program over micro-batch sizes (mu-cuDNN arXiv:1804.04806 §III-B).
 
 T(0) = 0, T(b) = min over profiled sizes b' <= b of Tμ(b') + T(b - b'), where Tμ(b') is the fastest
 micro-configuration of size b' whose workspace fits the limit. A configuration runs its pieces one
@@ -7,7 +7,7 @@ after another on one workspace, so its workspace is the max of the pieces' (engi
 Two facts keep the program small and exact:
 
 * any configuration of two or more pieces has a piece of at most b/2; peeling off its smallest piece
-  shows T(b) = min(Tμ(b), min over b' <= b/2 of Tμ(b') + T(b - b')) (ucudnn-reference.md §3);
+  shows T(b) = min(Tμ(b), min over b' <= b/2 of Tμ(b') + T(b - b')) (mu-cuDNN's own recursion);
 * because workspace is a max, "every piece fits W" is the whole constraint, so the program for many
   limits W at once is the same recursion on a (sizes x limits) table. ``solve_table`` runs it that
   way with numpy; WR is the one-column case and ``desirable.desirable_set`` the many-column one.
@@ -39,7 +39,7 @@ def micro_front(micros: Iterable[MicroConfig], limit: int | None = None) -> list
 
     Ascending workspace, strictly decreasing time; on exact ties the earlier plan name wins. A
     dominated micro-configuration can never be the fastest one under any limit, so dropping it first
-    loses nothing (mu-cudnn-arxiv.txt §III-C1) and keeps the tables below small.
+    loses nothing (mu-cuDNN arXiv:1804.04806 §III-C1) and keeps the tables below small.
     """
     fits = [m for m in micros if limit is None or m.workspace <= limit]
     fits.sort(key=lambda m: (m.workspace, m.time_ms, m.plan))

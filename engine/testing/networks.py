@@ -8,12 +8,13 @@ from ..zoo import get_network
 
 
 def alexnet_caffe(batch: int = 200) -> Network:
-    """SuperNeurons' 23-layer AlexNet (superneurons.txt §4.1.1): the zoo's Caffe bvlc_alexnet, 227x227."""
+    """SuperNeurons' 23-layer AlexNet (arXiv:1801.04380 §4.1.1): the zoo's Caffe bvlc_alexnet, 227x227."""
     return get_network("alexnet-caffe", batch)
 
 
 def vgg(depth: int = 16, batch: int = 32, image: int = 224) -> Network:
-    """vDNN's VGG-16 and VGG-116/216/316/416 (+20 convs per group per +100, vdnn.txt §IV-C), from the zoo."""
+    """vDNN's VGG-16 and VGG-116/216/316/416 (+20 convs per group per +100, vDNN arXiv:1602.08124 §IV-C), from
+    the zoo."""
     return get_network(f"vgg-{depth}", batch, image=image)
 
 

@@ -2,7 +2,7 @@
 
 The server is given one SYNTHETIC profile through UCUDNN_PROFILE (engine/testing/synthetic.py). Every test
 fails on an error in the browser console or a Traceback in the server's output: server-side errors in
-callbacks reach neither the console nor pytest otherwise (panel-patterns.md §7).
+callbacks reach neither the console nor pytest otherwise.
 """
 
 from __future__ import annotations
