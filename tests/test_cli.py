@@ -17,7 +17,7 @@ from engine.plan import align, load_plan
 from engine.policies import batch_sizes
 from engine.profile import Profile, bundled_profiles
 from engine.units import MiB, format_size
-from engine.testing.cli import engine, one_error_line
+from engine.testing.cli import device_node, engine, one_error_line
 from engine.testing.reference import partitions
 from engine.testing.synthetic import engine_set_profile, synthetic_profile
 from engine.zoo import get_network
@@ -238,8 +238,7 @@ def test_a_search_that_hits_its_limit_says_so():
 def test_outputs_to_devices(synthetic_profile_path, tmp_path):
     """-o to a null device and --snapshot to a full one (device nodes of our own, so a failure cannot replace
     the machine's /dev/null): the first writes and stays a device, the second is one error line, exit 2."""
-    from tests.test_fileio import device
-    null, full = device(tmp_path, "null", 3), device(tmp_path, "full", 7)
+    null, full = device_node(tmp_path, "null", 3), device_node(tmp_path, "full", 7)
     proc = engine("plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--mode", "wr",
                   "--budget", "64MiB", "-o", null)
     assert proc.returncode == 0 and f"wrote {null}" in proc.stdout, proc.stderr

@@ -21,6 +21,7 @@ from engine import fileio
 from engine.errors import EngineError, PlanFormatError, ProfileFormatError
 from engine.fileio import (MAX_DEPTH, MAX_FILE_BYTES, MAX_JSON_BYTES, atomic_write, gunzip_bounded, load_json_file,
                            parse_json, read_bounded)
+from engine.testing.cli import device_node
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -207,22 +208,10 @@ def test_the_largest_bundled_profile_loads_within_the_limits():
 
 # ------------------------------------------------------------------------ what is not a regular file
 
-def device(folder: Path, name: str, minor: int) -> Path:
-    """A character device of our own (1, 3 is null, 1, 7 full): a test that fails must not replace the real
-    /dev/null of the machine it runs on (as root, the code this tests once did)."""
-    path = folder / name
-    try:
-        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, minor))
-        os.close(os.open(path, os.O_WRONLY))
-    except OSError as err:  # not root, or a folder mounted nodev
-        pytest.skip(f"cannot make a device node here: {err.strerror}")
-    return path
-
-
 def test_device_files_are_written_not_replaced(tmp_path):
     """A null device takes the data and stays a device; a full one's ENOSPC is one EngineError; an empty name
     or a folder is refused."""
-    null, full = device(tmp_path, "null", 3), device(tmp_path, "full", 7)
+    null, full = device_node(tmp_path, "null", 3), device_node(tmp_path, "full", 7)
     before = os.stat(null)
     atomic_write(null, "x" * 10_000, what="plan")
     after = os.stat(null)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -24,3 +25,18 @@ def one_error_line(proc: subprocess.CompletedProcess, *fragments: str) -> str:
     for f in fragments:
         assert f in lines[0], lines[0]
     return lines[0]
+
+
+def device_node(folder: Path, name: str, minor: int) -> Path:
+    """A character device of our own in ``folder`` (1, 3 is null, 1, 7 full), for tests of writes to devices: a
+    test that fails must not replace the real /dev/null of the machine it runs on (as root, the code under test
+    once did). Skips the test where it cannot be made (not root, or a folder mounted nodev)."""
+    import pytest
+
+    path = folder / name
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+        os.close(os.open(path, os.O_WRONLY))
+    except OSError as err:
+        pytest.skip(f"cannot make a device node here: {err.strerror}")
+    return path
