@@ -20,6 +20,7 @@ first call, so cases must not share a process) and appends each result to the JS
   for the timed steps, which run uncapped;
 - ``wr-X`` / ``wd-X``: the model with ``engine.pytorch.apply_plan`` of a WR plan at X per kernel / a WD plan
   of X in total (engine.planner.make_plan on the bundled H100 profile), under the same pressure.
+  ``wr-X-free``: the plan with the whole GPU free (no filler), the eager step a user gets by default.
   ``wr-X-graph`` / ``stock-free-graph`` replay the whole step (forward, backward, SGD update) as one captured
   CUDA graph, with the GPU free: a plan's algorithms and workspace do not depend on the memory free (only its
   arena is used), while graph capture keeps a memory pool of its own that a filler sized for the plain step
@@ -90,7 +91,7 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
     if kind == "legacy":  # the cap is in the environment (child); otherwise a stock step with the GPU free
         kind, level = "stock", "free"
     limit_mib = int(level) if level.isdigit() else None
-    graph, each = "graph" in flags, "each" in flags
+    graph, each, unpressed = "graph" in flags, "each" in flags, "free" in flags
     out = {"model": net, "batch": batch, "precision": precision, "case": case, "steps": steps}
     arena = 0
     if kind in ("wr", "wd"):
@@ -116,7 +117,7 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
 
     torch.cuda.synchronize()
     filler = None
-    if limit_mib is not None and own is not None and not each and not graph:
+    if limit_mib is not None and own is not None and not each and not graph and not unpressed:
         torch.cuda.empty_cache()
         free, total = torch.cuda.mem_get_info()
         # what the steps will add at device level (activations, allocator segments, library workspaces), as the
@@ -294,15 +295,21 @@ def keep(doc: dict, res: dict) -> None:
     doc["results"] = [r for r in doc["results"] if (r["model"], r["precision"], r["case"]) != key] + [res]
 
 
+def needs_filler(case: str) -> bool:
+    """Whether a case runs under a filler sized by the probe (stock-X, wr-X, wd-X without a flag)."""
+    kind, level, *flags = case.split("-")
+    return kind in ("stock", "wr", "wd") and level.isdigit() and not flags
+
+
 def default_cases(pressure: list[int], precision: str) -> list[str]:
     """Every case at each X for TF32; fp16 rows (device time is scarce) leave out the larger X's WD and -each
     cases and the CUDA graphs."""
-    low = min(pressure)
+    low, high = min(pressure), max(pressure)
     if precision != "tf32":
-        return ["stock-free"] + [c for x in pressure for c in (f"legacy-{x}", f"stock-{x}", f"stock-{x}-each",
+        return ["stock-free", f"wr-{low}-free", f"wr-{high}-free"] + [c for x in pressure for c in (f"legacy-{x}", f"stock-{x}", f"stock-{x}-each",
                                                                 f"wr-{x}", f"wd-{x}")
                                  if x == low or not c.endswith(("-each", f"wd-{x}"))]
-    return (["stock-free", "stock-free-graph"] + [c for x in pressure for c in (f"legacy-{x}", f"stock-{x}",
+    return (["stock-free", "stock-free-graph", f"wr-{low}-free", f"wr-{high}-free"] + [c for x in pressure for c in (f"legacy-{x}", f"stock-{x}",
                                                                                  f"stock-{x}-each", f"wr-{x}", f"wd-{x}")]
             + [f"wr-{low}-graph"])
 
@@ -320,12 +327,12 @@ def measure(args) -> int:
         cases = args.cases or default_cases(args.pressure, precision)
         probe = next((r for r in doc["results"] if (r["model"], r["precision"], r["case"]) ==
                       (net, precision, "probe") and "error" not in r), None)
-        if probe is None:
+        if probe is None and any(needs_filler(c) for c in cases):
             probe = child(net, precision, f"wr-{min(args.pressure)}", args.steps, None)
             probe["case"] = "probe"
             keep(doc, probe)
             save_json(out, doc)
-        own = probe["device_used"] - probe["arena"] if "error" not in probe else None
+        own = probe["device_used"] - probe["arena"] if probe and "error" not in probe else None
         for case in cases:
             if (net, precision, case) in done:
                 continue
@@ -447,11 +454,11 @@ def comparisons(sub: list[dict], free: dict | None) -> list[str]:
             out.append(f"- wr-{x} vs legacy-{x} (PyTorch's own workspace cap at X MiB): convolutions {ratio:.2f}x faster, "
                        f"step {legacy['step_ms'] / wr['step_ms']:.2f}x"
                        + (f" (issue 22 target >= {target:g}: {'met' if ratio >= target else 'NOT met'})" if target else ""))
-    eager = get.get("wr-256")
+    eager = get.get("wr-256-free") or get.get("wr-256")
     if eager and free:
         r = eager["step_ms"] / free["step_ms"]
         busy = (free["gpu_busy"] - eager["gpu_busy"]) * 100
-        out.append(f"- eager wr-256 step {r:.3f}x stock-free's (issue 22 target <= {EAGER_TARGET}: "
+        out.append(f"- eager {eager['case']} step {r:.3f}x stock-free's (issue 22 target <= {EAGER_TARGET}: "
                    f"{'met' if r <= EAGER_TARGET else 'NOT met'}); GPU busy {eager['gpu_busy']:.0%} vs "
                    f"{free['gpu_busy']:.0%} ({'within' if busy <= 5 else 'NOT within'} 5 points)")
     gs, gp = get.get("stock-free-graph"), next((r for c, r in get.items() if c.startswith("wr-") and
@@ -492,15 +499,21 @@ def ordered(sub: list[dict]) -> list[dict]:
     return sorted(sub, key=lambda r: order.index(r["case"]) if r["case"] in order else len(order))
 
 
+README_CASES = ("stock-free", "legacy-64", "stock-64", "stock-64-each", "wr-64", "wr-64-free", "wr-256-free",
+                "wr-64-graph")
+
+
 def readme_block(doc: dict) -> str:
-    """Convolution and step times of the main cases, one row per model and precision."""
+    """Convolution and step times of the main cases measured, one row per model and precision."""
     prov, rows = doc["provenance"], [r for r in doc["results"] if not r["case"].startswith("probe")]
-    cases = ("stock-free", "stock-64", "stock-64-each", "wr-64", "wr-64-graph", "stock-256-each", "wr-256")
+    cases = [c for c in README_CASES if any(r["case"] == c for r in rows)]
     lines = [f"Full training steps on the {prov['gpu']} (cuDNN {prov['cudnn_version']}, PyTorch {prov['torch']}, "
-             f"{prov['date'][:10]}): convolution time (torch.profiler) / whole step, median ms; X MiB = only X MiB "
-             "free beside the step's own memory at its peak; -each: X MiB free at every convolution when cuDNN chooses "
-             "its algorithms; wr-X = the model with a WR plan at X per kernel applied; -graph: one CUDA graph per step. "
-             "Every case, WD and the method: [benchmarks/reports/torch_training.md](benchmarks/reports/torch_training.md).", "",
+             f"{prov['date'][:10]}): convolution time (torch.profiler) / whole step, median ms; legacy-X: stock PyTorch "
+             "on its legacy cuDNN path with its workspace cap of X MiB (`TORCH_CUDNN_V8_API_DISABLED=1 "
+             "CUDNN_CONV_WSCAP_DBG=X`); stock-X: only X MiB free beside the step's own memory at its peak; -each: X MiB "
+             "free at every convolution when cuDNN chooses its algorithms; wr-X: the model with a WR plan at X per "
+             "kernel applied, eager (-free: the GPU otherwise free); -graph: one CUDA graph per step. Every case and "
+             "the method: [benchmarks/reports/torch_training.md](benchmarks/reports/torch_training.md).", "",
              "| model | " + " | ".join(cases) + " |", "|---|" + "---|" * len(cases)]
     for key in sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (list(MODELS).index(k[0]), k[1])):
         cells = []
@@ -514,45 +527,31 @@ def readme_block(doc: dict) -> str:
 
 
 def reading(rows: list[dict]) -> str:
-    """The README's summary of the TF32 rows, every number computed here from the results."""
-    def get(model, case):
-        return next((r for r in rows if (r["model"], r["precision"], r["case"]) == (model, "tf32", case)
+    """The README's summary, every number computed here from the results."""
+    def get(model, precision, *cases):
+        return next((r for c in cases for r in rows if (r["model"], r["precision"], r["case"]) == (model, precision, c)
                      and r.get("step_ms") is not None), None)
 
-    def ratio(model, a, b, key="conv_ms"):
-        ra, rb = get(model, a), get(model, b)
-        return ra[key] / rb[key] if ra and rb and ra.get(key) and rb.get(key) else None
-
-    def listed(pairs):
-        return ", ".join(f"{m} {v:.2f}x" for m, v in pairs if v is not None)
-
-    models = [m for m in MODELS if get(m, "stock-free")]
-    slow = [(m, ratio(m, "stock-64-each", "stock-free")) for m in models]
-    gain = [(m, ratio(m, "stock-64-each", "wr-64")) for m in models]
-    vs_free64 = [(m, ratio(m, "wr-64", "stock-free")) for m in models]
-    vs_free256 = [(m, ratio(m, "wr-256", "stock-free")) for m in models]
-    free_at = [v for r in rows if r["case"] == "stock-64" and r.get("free_at_convs") for v in r["free_at_convs"]]
-    busy = [r["gpu_busy"] for r in rows if r["case"].endswith("-graph") and r["case"].startswith("wr-")
-            and r.get("gpu_busy")]
-    failed = sorted(f"{r['model']} {r['precision']}" for r in rows if r["case"] == "stock-64-each" and "error" in r)
-    out = ("What this shows (TF32 rows). Stock PyTorch slows down under memory pressure when the pressure is there "
-           "at the moment `cudnn.benchmark` chooses each convolution's algorithm: with 64 MiB free at every "
-           f"convolution (stock-64-each) its convolutions take {listed(slow)} their time with the GPU free, and the "
-           f"WR plan at 64 MiB per kernel is {listed(gain)} faster than that.")
-    if free_at:
-        out += (" With 64 MiB free only at the step's peak (stock-64) stock PyTorch barely slows: away from the peak "
-                f"its convolutions still found {min(free_at) / 2**30:.2f}-{max(free_at) / 2**30:.1f} GiB (measured "
-                "per call).")
-    out += (f" Against stock PyTorch with the whole GPU free, the 64 MiB plan's convolutions take {listed(vs_free64)} "
-            f"its time, the 256 MiB plan's {listed(vs_free256)}; where a ratio is above 1 the report shows the "
-            "profile itself predicts no faster configuration within that limit.")
-    if busy:
-        out += (" Planned steps are host-bound without a CUDA graph (one Python-level launch per micro-batch); "
-                f"captured as one graph the GPU is {min(busy):.0%}-{max(busy):.0%} busy.")
-    out += " WD at a total of X MiB over all kernels is slower than stock."
-    if failed:
-        out += f" stock-64-each failed for {', '.join(failed)} (the allocator cap starved cuBLAS or autocast's casts)."
-    return out
+    keys = sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (list(MODELS).index(k[0]), k[1]))
+    eager, legacy, busy = [], [], []
+    for model, precision in keys:
+        free, plan = get(model, precision, "stock-free"), get(model, precision, "wr-256-free", "wr-256")
+        if free and plan:
+            eager.append(f"{model} {precision} {plan['step_ms'] / free['step_ms']:.3f}x")
+            if free.get("gpu_busy") and plan.get("gpu_busy"):
+                busy.append(f"{model} {precision} {plan['gpu_busy']:.0%} vs {free['gpu_busy']:.0%}")
+        cap, wr = get(model, precision, "legacy-64"), get(model, precision, "wr-64-free", "wr-64")
+        if cap and wr and cap.get("conv_ms") and wr.get("conv_ms"):
+            legacy.append(f"{model} {precision} {cap['conv_ms'] / wr['conv_ms']:.2f}x")
+    out = []
+    if eager:
+        out.append(f"An eager planned step (WR at 256 MiB per kernel, the GPU otherwise free, no CUDA graph) takes "
+                   f"{', '.join(eager)} stock PyTorch's step with the GPU free (issue 22's target: at most "
+                   f"{EAGER_TARGET}x); GPU busy, planned vs stock: {', '.join(busy)}.")
+    if legacy:
+        out.append(f"At 64 MiB the WR plan's convolutions are {', '.join(legacy)} faster than PyTorch's own workspace "
+                   "cap at 64 MiB (legacy-64, the one knob a PyTorch user has).")
+    return " ".join(out) or "No case to summarise."
 
 
 def kernel_counts(rows) -> str:
