@@ -36,6 +36,7 @@ def no_free_plan_profile(tmp_path_factory):
 
 # --- working commands ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_plan_wr_writes_a_valid_plan(synthetic_profile_path, tmp_path):
     out = tmp_path / "wr.json"
     proc = engine("plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--mode", "wr",
@@ -50,6 +51,7 @@ def test_plan_wr_writes_a_valid_plan(synthetic_profile_path, tmp_path):
     assert shown.returncode == 0 and shown.stdout.splitlines()[:17] == proc.stdout.splitlines()[:17]
 
 
+@pytest.mark.slow
 def test_plan_wd_small_batch(synthetic_profile_path, tmp_path):
     out = tmp_path / "wd.json.gz"
     proc = engine("plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--batch", "32",
@@ -60,6 +62,7 @@ def test_plan_wd_small_batch(synthetic_profile_path, tmp_path):
     assert "one arena of" in proc.stdout
 
 
+@pytest.mark.slow
 def test_front_csv_and_json(synthetic_profile_path, tmp_path):
     proc = engine("front", "--profile", synthetic_profile_path, "--network", "alexnet", "--batch", "16")
     assert proc.returncode == 0, proc.stderr
@@ -84,6 +87,7 @@ def test_front_csv_and_json(synthetic_profile_path, tmp_path):
         assert plan.arena_size == w and plan.totals.time_ms == pytest.approx(t, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_profiles_listing(synthetic_profile_path):
     proc = engine("profiles")
     assert proc.returncode == 0, proc.stderr
@@ -98,6 +102,7 @@ def test_profiles_listing(synthetic_profile_path):
 PLAN = ["plan", "--network", "alexnet", "--batch", "8", "--mode", "wr", "--budget", "64MiB"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change,fragments", [
     ({"--network": "vgg"}, ["unknown network 'vgg'"]),
     ({"--budget": "64MiQ"}, ["invalid size '64MiQ'", "unknown unit 'MiQ'"]),
@@ -126,6 +131,7 @@ def least_workspace(profile: Profile, key: str, batch: int) -> int:
     return min(max(min(m.workspace for m in cands[s]) for s in parts) for parts in partitions(batch, list(cands)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["wr", "wd"])
 def test_impossible_budget_names_the_minimum(no_free_plan_profile, mode):
     profile = Profile.load(no_free_plan_profile)
@@ -139,6 +145,7 @@ def test_impossible_budget_names_the_minimum(no_free_plan_profile, mode):
     assert ok.returncode == 0, ok.stderr
 
 
+@pytest.mark.slow
 def test_malformed_profiles(tmp_path):
     junk = tmp_path / "junk.profile.json"
     junk.write_text("{not json")
@@ -150,6 +157,7 @@ def test_malformed_profiles(tmp_path):
     one_error_line(engine("profiles", junk), "is not valid JSON")
 
 
+@pytest.mark.slow
 def test_malformed_plans(synthetic_profile_path, tmp_path):
     good = tmp_path / "good.json"
     assert engine(*PLAN, "--profile", synthetic_profile_path, "-o", good).returncode == 0
@@ -162,12 +170,14 @@ def test_malformed_plans(synthetic_profile_path, tmp_path):
     one_error_line(engine("plan", "--show", bad), "not a ucudnn-explorer plan")
 
 
+@pytest.mark.slow
 def test_usage_errors_are_one_line(synthetic_profile_path):
     one_error_line(engine("front", "--network", "alexnet"), "required: --profile")
     one_error_line(engine("front", "--profile", synthetic_profile_path, "--network", "alexnet", "--format", "xml"),
                    "--format must be csv or json")
 
 
+@pytest.mark.slow
 def test_plan_from_a_bundled_profile(tmp_path):
     """A measured profile, by name: the plan validates and carries each piece's recorded engine id and knobs."""
     name = sorted(bundled_profiles())[0]
@@ -187,6 +197,7 @@ def test_plan_from_a_bundled_profile(tmp_path):
                                                            row["workspace"])
 
 
+@pytest.mark.slow
 def test_plan_engine_set_option(tmp_path):
     path = engine_set_profile().save(tmp_path / "SYNTHETIC-engines.profile.json.gz")
     out = tmp_path / "heur.json"
@@ -209,6 +220,7 @@ def test_help_is_for_users():
     assert "--verbose" in proc.stdout
 
 
+@pytest.mark.slow
 def test_wd_solver_is_silent_unless_verbose(synthetic_profile_path):
     """HiGHS prints its banner from C on the process's stdout: a subprocess sees it where a redirect of
     sys.stdout would not."""
@@ -221,6 +233,7 @@ def test_wd_solver_is_silent_unless_verbose(synthetic_profile_path):
         assert loud.returncode == 0 and "Running HiGHS" in loud.stdout, loud.stdout[:300]
 
 
+@pytest.mark.slow
 def test_a_search_that_hits_its_limit_says_so():
     """An answer at the search's limit (65536 mini-batch; resnet-3002, vgg-2916) is a lower bound, not the
     largest that fits: the table says "or more" and the JSON carries at_limit."""
@@ -235,6 +248,7 @@ def test_a_search_that_hits_its_limit_says_so():
     assert proc.returncode == 0 and "or more" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_outputs_to_devices(synthetic_profile_path, tmp_path):
     """-o to a null device and --snapshot to a full one (device nodes of our own, so a failure cannot replace
     the machine's /dev/null): the first writes and stays a device, the second is one error line, exit 2."""

@@ -84,6 +84,7 @@ def test_exact_budget_text(dash):
     assert dash.state.budget == 3 * MiB
 
 
+@pytest.mark.slow
 def test_mode_and_policy_widgets(dash):
     dash.controls.mode.value = "WR"
     assert dash.state.mode == "WR" and "per kernel" in dash.controls.slider.label
@@ -93,6 +94,7 @@ def test_mode_and_policy_widgets(dash):
     assert "1.00x" in dash.summary.pane.object
 
 
+@pytest.mark.slow
 def test_kernel_pick_from_table_bar_and_select(dash):
     frame = dash.plan.table.value
     row = int(frame.index[frame.kernel == "conv4:BF"][0])
@@ -128,6 +130,7 @@ def test_gpu_buttons_disabled_without_gpu_and_say_why(dash):
     assert not g.start_profile() and not g.start_verify()
 
 
+@pytest.mark.slow
 def test_verify_results_flow_into_timeline_and_summary(profile_path, monkeypatch):
     """A fake verify_plan stands in for engine.gpu (no GPU here); the view must run it in the runner's
     thread and copy the report into this page's state."""
@@ -158,6 +161,7 @@ def test_verify_results_flow_into_timeline_and_summary(profile_path, monkeypatch
     assert "measured" in plot.names["engine"].args["names"] and "measured" in plot.fig.title.text
 
 
+@pytest.mark.slow
 def test_profile_job_adds_a_live_profile(profile_path, monkeypatch):
     import dashboard.views.gpu as G
 
@@ -179,6 +183,7 @@ def test_profile_job_adds_a_live_profile(profile_path, monkeypatch):
     assert state.profile == "live: FAKE GPU 2026-01-01" and state.batch == 16
 
 
+@pytest.mark.slow
 def test_busy_runner_disables_other_pages(profile_path):
     runner = JobRunner()
     a = Dashboard(PlannerState(profiles={"p": profile_path}), gpu=(True, "FAKE GPU"), runner=runner)
@@ -220,6 +225,7 @@ def test_workspace_bars_pair_wr_and_wd_per_layer(dash):
     assert "light bars" in dash.workspace.text.object and "dark bars" in dash.workspace.text.object
 
 
+@pytest.mark.slow
 def test_export_writes_a_plan_that_loads_back(dash, tmp_path):
     from engine.plan import load_plan
     dash.state.budget = 20 * MiB
@@ -234,6 +240,7 @@ def test_export_writes_a_plan_that_loads_back(dash, tmp_path):
     assert json.loads(text)["format"] == "ucudnn-explorer-plan"
 
 
+@pytest.mark.slow
 def test_loading_a_plan_moves_the_controls(dash, tmp_path):
     s = dash.state
     s.param.update(mode="WR")
@@ -245,6 +252,7 @@ def test_loading_a_plan_moves_the_controls(dash, tmp_path):
     assert (s.mode, s.batch, s.budget) == ("WR", 32, 2 * MiB)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content,needle", [
     (b"{not json", "not valid JSON"),
     (b'{"format": "something-else"}', "field format"),
@@ -262,6 +270,7 @@ def test_loading_a_malformed_plan_shows_an_error(dash, content, needle):
     assert (dash.state.mode, dash.state.budget) == before
 
 
+@pytest.mark.slow
 def test_export_is_disabled_without_a_plan():
     d = Dashboard(PlannerState(profiles={}), gpu=(False, "none"), runner=JobRunner())
     assert d.plan.download.disabled

@@ -122,6 +122,7 @@ def _bomb(decompressed: int) -> bytes:
     return b"".join([*(z.compress(chunk) for _ in range(decompressed >> 20)), z.flush()])
 
 
+@pytest.mark.slow
 def test_gzip_bomb_corrupt_and_truncated(tmp_path):
     bomb = _bomb(MAX_JSON_BYTES + (4 << 20))
     assert len(bomb) < 1 << 20
@@ -196,6 +197,7 @@ def test_the_scan_sees_raw_writes():
         assert not _RAW_WRITE.search(line), line
 
 
+@pytest.mark.slow
 def test_the_largest_bundled_profile_loads_within_the_limits():
     """The limits leave room for real data: the largest bundled profile (231,523 rows, 55 MB of JSON) loads."""
     from engine.profile import Profile, bundled_profiles

@@ -29,7 +29,8 @@ from engine.testing.fuzz import (SEED, YAML_BOMBS, argument_cases, byte_cases, p
 from engine.zoo import get_network
 HANG_S = 10
 PROFILE = "h100-alexnet-b256-tf32-nchw-powerOfTwo"
-pytestmark = pytest.mark.skipif(PROFILE not in bundled_profiles(), reason="needs the bundled AlexNet profile")
+pytestmark = [pytest.mark.slow,   # hundreds of inputs a test
+              pytest.mark.skipif(PROFILE not in bundled_profiles(), reason="needs the bundled AlexNet profile")]
 
 
 class Hung(Exception):

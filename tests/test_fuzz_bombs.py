@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROFILE = "h100-alexnet-b256-tf32-nchw-powerOfTwo"
 TEN_MB = 10 * 1000**2
 LIMIT_S, LIMIT_BYTES = 4.0, 1 << 30
+pytestmark = pytest.mark.slow   # every bomb in a child process
 
 _CHILD = """
 import json, resource, sys, time

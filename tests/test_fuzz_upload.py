@@ -16,6 +16,8 @@ from engine.units import MiB
 from engine.testing.fuzz import SEED, byte_cases, plan_mutations
 from engine.testing.synthetic import synthetic_profile
 
+pytestmark = pytest.mark.slow   # hundreds of uploads through the widget
+
 
 @pytest.fixture(scope="module")
 def dash(tmp_path_factory):

@@ -133,6 +133,7 @@ def cli(*args) -> subprocess.CompletedProcess:
                           cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
 
+@pytest.mark.slow
 def test_memory_command_says_what_is_measured(tmp_path):
     net = get_network("alexnet", 64)
     prof = tmp_path / "SYNTHETIC-alexnet-b64.profile.json.gz"
@@ -156,6 +157,7 @@ def test_memory_command_says_what_is_measured(tmp_path):
     assert err.returncode == 2 and len(err.stderr.strip().splitlines()) == 1 and "format" in err.stderr
 
 
+@pytest.mark.slow
 def test_layer_timing_names_are_the_importers_on_the_cpu():
     """The GPU calibration's layer timing, run on the CPU (times meaningless): every non-conv layer of the
     imported network gets a time, under the importer's names (a module called three times: relu, relu_1,

@@ -153,6 +153,7 @@ def test_absurd_sizes_fail_before_work(capsys, argv, message):
     assert len(err) == 1 and message in err[0], err
 
 
+@pytest.mark.slow
 def test_deepest_stops_at_the_zoo_limit():
     """With room for anything, the deepest ResNet is the deepest the zoo generates, found in seconds."""
     from engine.memory.capacity import MAX_CAPACITY, deepest

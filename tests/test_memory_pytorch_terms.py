@@ -26,6 +26,7 @@ def _key(net, kid):
     return next(k.signature.key for k in net.kernels() if k.id == kid)
 
 
+@pytest.mark.slow
 def test_framework_first_takes_the_heuristic_first_plan_even_when_the_profiler_did_not_time_it(vgg):
     key = _key(get_network("vgg16", 64), "conv1_2:F")
     t = vgg.table
@@ -42,6 +43,7 @@ def test_framework_first_takes_the_heuristic_first_plan_even_when_the_profiler_d
     assert vgg.framework_first(key, 64, 0) is None or vgg.framework_first(key, 64, 0)[0].workspace == 0
 
 
+@pytest.mark.slow
 def test_beyond_the_measured_sizes_the_heuristic_order_below_is_extrapolated(vgg):
     """At a mini-batch the profile never measured (a capacity run's), PyTorch still runs it undivided: cuDNN's order
     at the largest measured size below, each plan's time scaled by the batch and its workspace grown as it grew
@@ -68,6 +70,7 @@ def test_beyond_the_measured_sizes_the_heuristic_order_below_is_extrapolated(vgg
     assert any("undivided, as PyTorch runs them" in n for n in res.notes)
 
 
+@pytest.mark.slow
 def test_the_heuristic_rule_follows_the_free_memory(vgg):
     free = plan_memory("vgg16", "liveness", profile=vgg, workspace="heuristic", convention="pytorch")
     k = free.kernels.set_index("layer").loc["conv1_2"]

@@ -24,6 +24,7 @@ def _replay(snapshot) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", list(MEMORY_POLICIES))
 def test_trace_peak_is_the_predicted_peak(policy):
     result = plan_memory("alexnet", policy, batch=16, profile=synthetic_profile("alexnet", 16), capacity=2**33)

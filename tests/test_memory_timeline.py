@@ -161,6 +161,7 @@ def test_lru_cache_respects_capacity_when_it_can(net):
     assert memory_curve(plan).live.max() <= max(cap, lo) + 1e-6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("convention", ["superneurons", "torch", "caffe", "pytorch"])
 @pytest.mark.parametrize("policy", [p for p in MEMORY_POLICIES if not p.startswith("baseline-vdnn")])
 def test_every_tensor_is_resident_when_a_tick_uses_it(policy, convention):

@@ -60,6 +60,7 @@ def synthetic_results() -> dict:
                                         "stepped": {"liveness": 3000, "vdnn-all-p": 3500, "vdnn-all-p+steps": 3500}}}}
 
 
+@pytest.mark.slow
 def test_report_writes_the_tables_from_the_data(tmp_path):
     results = tmp_path / "SYNTHETIC-memory_training.json"
     results.write_text(json.dumps(synthetic_results()))
@@ -213,6 +214,7 @@ def test_the_per_step_plan_and_its_paper_policy_are_timed_at_one_batch_on_one_ho
     assert ran == [(steps, 100), (sn, 100), (steps, 97), (steps, 97), (sn, 97)]
 
 
+@pytest.mark.slow
 def test_the_per_step_line_says_one_host_two_hosts_or_every_batch_the_pair_tried(tmp_path):
     """SYNTHETIC: the comparison counts only at one batch on one host; where the two never both trained, each
     batch tried is listed; replaced results stay in the report."""
@@ -258,6 +260,7 @@ def test_the_per_step_line_says_one_host_two_hosts_or_every_batch_the_pair_tried
             "3000; planned for the whole cap") in md.read_text()
 
 
+@pytest.mark.slow
 def test_per_step_plan_is_made_for_the_imported_torchvision_network():
     """What a capacity case applies: the per-step plan of the imported torchvision AlexNet at a batch the
     bundled profile did not measure (micro-batches of its sizes), under 12 GiB."""
@@ -274,6 +277,7 @@ def test_per_step_plan_is_made_for_the_imported_torchvision_network():
     assert p["workspace_rule"] == "wr" and p["convention"] == "pytorch" and json.dumps(p)
 
 
+@pytest.mark.slow
 def test_a_plan_that_fills_the_capacity_leaves_the_reserve_to_the_allocator():
     """SuperNeurons keeps tensors resident up to the capacity it plans for: planned for the whole 16 GiB, ResNet-50's
     peak came within 34 MB of the cap and the allocator's unallocated blocks made batch 214 and up run out of
@@ -336,6 +340,7 @@ def _synthetic_cases(monkeypatch, largest: dict, tick=lambda: None) -> list:
     return calls
 
 
+@pytest.mark.slow
 def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monkeypatch):
     """The GPU driver with every case process replaced by SYNTHETIC answers: a try fits up to a made-up largest
     batch; --budget-s stops it, --resume goes on without repeating a case, and the capacity search lands on the
@@ -387,6 +392,7 @@ def test_measure_driver_resumes_and_searches_with_synthetic_cases(tmp_path, monk
             mt.main(argv + ["--pair-at", bad])
 
 
+@pytest.mark.slow
 def test_a_network_new_to_this_host_gets_its_layer_times_before_its_cases(tmp_path, monkeypatch):
     """SYNTHETIC: a call for a network whose layers this host's calibration lacks measures them first (not the
     host's copy rates again) and keeps the layers measured before; ResNet-50's 16 GiB cases once ran, after a
@@ -404,6 +410,7 @@ def test_a_network_new_to_this_host_gets_its_layer_times_before_its_cases(tmp_pa
     assert len(calls) == 3                                       # both measured here: nothing runs again
 
 
+@pytest.mark.slow
 def test_a_best_policy_the_host_cannot_pin_gives_way_to_the_best_it_can(tmp_path, monkeypatch):
     """SYNTHETIC: where the predicted best paper policy would pin more host memory than the host may give, the
     capacity run searches, times and pairs the best policy it can run, and says so."""
@@ -423,6 +430,7 @@ def test_a_best_policy_the_host_cannot_pin_gives_way_to_the_best_it_can(tmp_path
             "predicted best)") in rep.accuracy_lines(json.loads(out.read_text()))
 
 
+@pytest.mark.slow
 def test_predict_recomputes_the_predictions_and_keeps_the_measurements(tmp_path):
     """``predict`` on a results file: SYNTHETIC measurements stay, the prediction becomes this checkout's (the
     imported torchvision AlexNet b256 under liveness, no calibration file: assumed time constants)."""

@@ -64,6 +64,7 @@ def cli_plan(tmp_path: Path, profile_path: Path, mode: str, budget: int) -> str:
     return out.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode,step", [("WD", 0.5), ("WD", 0.8), ("WR", 0.5)])
 def test_slider_cli_and_make_plan_write_the_same_plan(tmp_path, profile_path, mode, step):
     dash = Dashboard(PlannerState(profiles={"SYNTHETIC-alexnet": profile_path}, mode=mode),
@@ -84,6 +85,7 @@ def test_slider_cli_and_make_plan_write_the_same_plan(tmp_path, profile_path, mo
     assert json.loads(cli)["budget"] == budget and json.loads(cli)["mode"] == mode.lower()
 
 
+@pytest.mark.slow
 def test_side_by_side_benchmark_plans_the_clis_plan(tmp_path):
     """benchmarks/side_by_side.py keeps only what it measures of a plan (kernels, pieces, offsets, arena): for
     the paper's AlexNet WD budget on the bundled H100 profile that part of the CLI's plan is the same bytes."""

@@ -21,6 +21,7 @@ def test_there_are_bundled_profiles():
     assert len(PROFILES) >= 10
 
 
+@pytest.mark.slow
 def test_one_note_set_per_plan_name_within_a_signature(profile):
     t = profile.table
     sets = t.groupby(["signature", "plan"]).numerical_notes.unique()
@@ -29,6 +30,7 @@ def test_one_note_set_per_plan_name_within_a_signature(profile):
                          f"{mixed.index[0]}: {list(mixed.iloc[0])}")
 
 
+@pytest.mark.slow
 def test_deterministic_plans_never_carry_nondeterministic(profile):
     t = profile.table
     det = profile.restrict("deterministic").table

@@ -60,6 +60,7 @@ def test_memory_training_readme_block_matches_the_committed_results():
     assert block == memory_training_report.readme_block(json.loads(path.read_text()))
 
 
+@pytest.mark.slow
 def test_profiling_report_and_readme_block_match_the_committed_results():
     data = profiling.load_results(profiling.DEFAULT_RESULTS)
     assert read_block(README.read_text(), "profiling") == profiling.readme_block(data)
@@ -115,6 +116,7 @@ def test_readme_quotes_the_optimizer_report():
     assert f"exact network front of {points:,} points in {front_ms} ms" in readme
 
 
+@pytest.mark.slow
 def test_optimizer_report_counts_match_the_bundled_profile():
     """The ILP's variables and the front's points in optimizer.md are what the committed profile gives today."""
     from engine.optimize import network_front
@@ -141,6 +143,7 @@ def _pred(entry, row, limit, engines="all"):
                 and c["engines"] == (engines if row != "framework" else "heuristics"))
 
 
+@pytest.mark.slow
 def test_side_by_side_rows_separate_the_engine_sweep_from_micro_batching(alexnet):
     """On the bundled AlexNet profile: framework >= best undivided >= WR >= optimum, WD <= WR at the same memory."""
     opt = _pred(alexnet, "optimum", None)

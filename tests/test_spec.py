@@ -21,6 +21,7 @@ def layers_of(net):
     return [(x.name, x.op, x.inputs, x.out_shape, x.params) for x in net.layers]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [*NETWORKS, "resnet-302", "vgg-116"])
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
 def test_round_trip_through_files(name, suffix, tmp_path):

@@ -184,6 +184,7 @@ def old_wr_rule(profile: Profile, key: str, batch: int, free: float):
     return wr(profile.candidates(key), batch, None if math.isinf(free) else int(max(free, 0)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["liveness", "vdnn-all-p", "sn-recompute"])
 @pytest.mark.parametrize("extra_mib", [1, 32, 256])
 def test_memory_wr_rule_chooses_what_it_chose_before(policy, extra_mib):

@@ -210,6 +210,7 @@ def loaded_after_importing(modules: list[str]) -> set[str]:
     return set(json.loads(proc.stdout))
 
 
+@pytest.mark.slow
 def test_cpu_modules_load_no_gpu_or_optional_library():
     """Every engine and dashboard module outside the GPU side imports without CuPy, cuDNN, PyTorch or Dask,
     and without loading them even where they are installed."""

@@ -31,6 +31,7 @@ def imported(module, shape=(3, 16, 16), batch=4, name="m"):
     return import_model(module, shape, batch, name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FIVE)
 def test_torchvision_matches_zoo(name):
     net, zoo = get_network(f"torchvision:{name}", 8), get_network(name, 8)
@@ -262,6 +263,7 @@ def run_cli(*args):
                           timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,message", [
     (["networks", "--network", "torchvision:nosuch"], "error: unknown torchvision model 'nosuch'"),
     (["networks", "--network", "torchvision:alexnet", "--input", "3x2x2"], "error: cannot run torchvision:alexnet@3x2x2"),

@@ -104,6 +104,7 @@ def assert_same_step(stock, managed, loss_stock, loss_managed, label=""):
         assert torch.equal(b, c), f"{label}{name}: running statistics differ (a re-forward updated them?)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_name", list(MODELS))
 @pytest.mark.parametrize("policy", EXECUTABLE)
 def test_policy_step_equals_stock_and_follows_the_plan(model_name, policy):
@@ -139,6 +140,7 @@ def test_policy_step_equals_stock_and_follows_the_plan(model_name, policy):
         assert s["recomputed_layers"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_name", ["small", "resnet18"])
 def test_recomputation_planned_with_pytorchs_in_place_tensors_runs(model_name):
     """Under the pytorch convention an in-place ReLU shares its input's storage; the planner re-forwards only
@@ -156,6 +158,7 @@ def test_recomputation_planned_with_pytorchs_in_place_tensors_runs(model_name):
     assert runtime.stats["recomputed_layers"] == result.plan.recompute_count
 
 
+@pytest.mark.slow
 def test_copies_and_reforwards_run_at_the_plans_ticks():
     stock, net, x, target = build("small")
     for policy in ("vdnn-all-p", "sn-recompute", "superneurons"):
@@ -188,6 +191,7 @@ def _gaps(spans):
     return [(a[1] + 1, b[0] - 1) for a, b in zip(spans, spans[1:]) if b[0] > a[1] + 1]
 
 
+@pytest.mark.slow
 def test_dropout_is_replayed_in_reforwards():
     """AlexNet's classifier dropouts are re-forwarded under sn-recompute: the masks must be the original ones."""
     torch.manual_seed(0)
@@ -203,6 +207,7 @@ def test_dropout_is_replayed_in_reforwards():
     assert runtime.stats["offloaded_bytes"] == result.summary["offload_bytes"] > 0
 
 
+@pytest.mark.slow
 def test_remove_restores_stock_pytorch():
     stock, net, x, target = build("resnet18")
     managed = copy.deepcopy(stock)
@@ -247,6 +252,7 @@ def test_offload_counts_what_the_plan_copies():
     assert runtime.stats["offloaded_bytes"] == result.summary["offload_bytes"] - first.nbytes
 
 
+@pytest.mark.slow
 def test_a_plan_for_another_model_is_refused_naming_the_layer():
     _, net, x, _ = build("small")
     result = plan_memory(net, policy="vdnn-all-p")
@@ -266,6 +272,7 @@ def test_a_plan_for_another_model_is_refused_naming_the_layer():
         apply_memory_policy(Small(), result, example_input=torch.randn(4, 3, 8, 8))
 
 
+@pytest.mark.slow
 def test_parts_the_runtime_cannot_execute_are_refused_by_name():
     stock, net, _, _ = build("small")
     with pytest.raises(MemoryRuntimeError, match="baseline-vdnn-p cannot run in PyTorch: .*static allocation"):

@@ -38,6 +38,7 @@ def conv_shape(net, name):
     return (c, h, p["k"], p["r"], p["stride_h"], p["pad_h"], p["groups"], layer.out_shape[1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,params", GOLDEN_PARAMS.items())
 def test_golden_parameter_counts(name, params):
     assert get_network(name, 2).param_count == params
@@ -183,6 +184,7 @@ def test_resnet_stages(depth, stages):
     assert 3 * sum(stages) + 2 == depth
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [50, 101, 152, 302, 695, 1001, 1172, 1304, 1517, 18, 34])
 def test_resnet_n_has_n_weight_layers(depth):
     """Layrub's depths (Table 6) and the basic ResNets: convs without shortcuts + fc == N."""
