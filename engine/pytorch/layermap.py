@@ -1,7 +1,7 @@
 """Which module runs each layer of a memory plan's network, call by call.
 
-The model is traced as engine/pytorch/importer.py traces it, and every traced operation that became a
-layer is set beside the plan's layer at the same place: a module call gives the module (its first call
+The model is traced as engine/pytorch/importer.py traces it (``traced_steps``), and every traced operation
+that became a layer (a generic one included) is set beside the plan's layer at the same place: a module call gives the module (its first call
 is named after it, later calls ``name_1``, ...), a function a functional layer; a last softmax the plan
 has beyond the model's operations is the loss, run outside the model. Names cannot tell a module's
 second call from a function named like it (``relu_1``), so the trace decides. Mismatches are collected
@@ -30,26 +30,11 @@ def _traced_layers(model: nn.Module, net: Network) -> list[tuple[str, str | None
     """(op, module name or None) of each operation the importer turns into a layer, in its order."""
     from . import importer
     try:
-        gm = importer._trace(model, net.layers[0].out_shape, net.name)
+        _, steps = importer.traced_steps(model, net.layers[0].out_shape, net.name)
     except EngineError as err:
         raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: {err}") from None
-    modules = dict(gm.named_modules())
-    calls: dict[str, int] = {}
-    for node in gm.graph.nodes:
-        if node.op == "call_module":
-            calls[node.target] = calls.get(node.target, 0) + 1
-    out = []
-    for node in gm.graph.nodes:
-        if node.op in ("placeholder", "output"):
-            continue
-        try:
-            step = importer._classify(node, modules, calls)
-        except importer._Unsupported as err:
-            raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: {node.target} "
-                                     f"cannot be a layer ({err})") from None
-        if step is not None and step.op is not None:
-            out.append((step.op, node.target if node.op == "call_module" else None))
-    return out
+    return [(s.op, s.node.target if s.node.op == "call_module" else None) for s in steps
+            if s.op not in (None, "data") and s.node.op != "output"]
 
 
 class LayerMap:
@@ -99,6 +84,10 @@ class LayerMap:
 
 
 def _mismatch(layer, mname: str, mod: nn.Module) -> list[str]:
+    if layer.op == "generic":
+        kind = type(mod).__name__
+        return [] if kind == layer.params["op"] else [
+            f"plan layer {layer.name} runs a {layer.params['op']} but the model's {mname} is a {kind}"]
     kinds = KINDS.get(layer.op, ())
     if not isinstance(mod, kinds):
         return [f"plan layer {layer.name} is a {layer.op} but the model's {mname} is a {type(mod).__name__}"]
