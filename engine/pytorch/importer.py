@@ -91,25 +91,35 @@ def _check_modules(model, name) -> None:
     """Bounded checks before anything runs: module count and nesting, recurrent modules, layer sizes."""
     import torch.nn as nn
 
-    stack, count = [("", model, 0)], 0
+    sized = (nn.modules.conv._ConvNd, nn.Linear)
+    stack, count = [(None, model, 0)], 0
     while stack:
         path, module, depth = stack.pop()
         count += 1
         if count > MAX_MODULES:
             raise ModelImportError(f"cannot import {name}: more than {MAX_MODULES} modules")
         if depth > MAX_NESTING:
-            raise ModelImportError(f"cannot import {name}: modules nested more than {MAX_NESTING} deep (at {path})")
-        where = path or "the model"
-        if isinstance(module, nn.RNNBase):
-            raise ModelImportError(f"cannot import {name}: {type(module).__name__} at {where}: recurrent layers "
-                                   f"are not imported (their time steps are not one layer each)")
-        sizes = {"channels": (getattr(module, "in_channels", 0), getattr(module, "out_channels", 0)),
-                 "features": (getattr(module, "in_features", 0), getattr(module, "out_features", 0))}
-        for what, dims in sizes.items():
-            if any(isinstance(d, int) and d > MAX_DIM for d in dims):
+            raise ModelImportError(f"cannot import {name}: modules nested more than {MAX_NESTING} deep")
+        if isinstance(module, (nn.RNNBase, *sized)):
+            where = _dotted(path) or "the model"
+            if isinstance(module, nn.RNNBase):
+                raise ModelImportError(f"cannot import {name}: {type(module).__name__} at {where}: recurrent "
+                                       f"layers are not imported (their time steps are not one layer each)")
+            conv = isinstance(module, sized[0])
+            dims = (module.in_channels, module.out_channels) if conv else (module.in_features, module.out_features)
+            if max(dims) > MAX_DIM:
                 raise ModelImportError(f"cannot import {name}: {type(module).__name__} at {where} has {dims[0]} -> "
-                                       f"{dims[1]} {what}, more than {MAX_DIM}")
-        stack.extend((f"{path}.{k}" if path else k, m, depth + 1) for k, m in module._modules.items() if m is not None)
+                                       f"{dims[1]} {'channels' if conv else 'features'}, more than {MAX_DIM}")
+        stack.extend(((path, k), m, depth + 1) for k, m in module._modules.items() if m is not None)
+
+
+def _dotted(path) -> str:
+    """A module's qualified name from the walk's (parent, key) links: built only for a message."""
+    parts = []
+    while path:
+        path, key = path
+        parts.append(key)
+    return ".".join(reversed(parts))
 
 
 # ---------------------------------------------------------------------------------- classification

@@ -171,13 +171,16 @@ def _torchvision(model: str):
     except ImportError:
         raise ModelImportError(f"torchvision:{model} needs torchvision: python3 -m pip install -e \".[torch]\"") from None
     known = torchvision.models.list_models(module=torchvision.models)
-    if model not in known + torchvision.models.list_models(module=torchvision.models.segmentation):
+    segmentation = torchvision.models.list_models(module=torchvision.models.segmentation)
+    if model not in known + segmentation:
         raise ModelImportError(f"unknown torchvision model {model!r}; classification models: {', '.join(known)}; "
                                f"segmentation models: see torchvision.models.list_models(module=torchvision.models."
                                f"segmentation)")
     with warnings.catch_warnings():  # weight-initialisation notices: the weights are never used
         warnings.simplefilter("ignore")
-        return torchvision.models.get_model(model, weights=None)
+        # a segmentation model's backbone would otherwise download ImageNet weights
+        return torchvision.models.get_model(model, weights=None, **({"weights_backbone": None}
+                                                                    if model in segmentation else {}))
 
 
 def _call(module_name: str, attr: str):
