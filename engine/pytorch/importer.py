@@ -26,34 +26,15 @@ modes, one-sided 'same' padding), frozen or shared weights, several inputs or ou
 
 from __future__ import annotations
 
-import functools
 import math
-import operator
-from dataclasses import dataclass, field
 
 from ..errors import ModelImportError
 from ..network import NetBuilder, Network
-from ..spec import MAX_DIM, MAX_LAYERS
+from ..spec import MAX_LAYERS
 from . import trace as T
+from .ownops import Refused, Step, Unsupported, function_handlers, is_tensor, module_handlers, tensor_args
 
 LOSS = "prob"
-MAX_MODULES = 4 * MAX_LAYERS   # a model's modules, counted before it is traced
-MAX_NESTING = 100              # module nesting; fx and ``named_modules`` recurse once per level
-
-
-class _Unsupported(Exception):
-    """One node the Network's own layer cannot express; a generic layer can, unless it is ``_Refused``."""
-
-
-class _Refused(_Unsupported):
-    """One node nothing in the Network can express faithfully."""
-
-
-@dataclass
-class _Step:
-    node: object
-    op: str | None  # a NetBuilder method, "generic", or None for an alias of the node's first tensor input
-    kwargs: dict = field(default_factory=dict)
 
 
 def import_model(model, input_shape: tuple[int, int, int], batch: int, name: str, description: str = "") -> Network:
@@ -68,13 +49,13 @@ def import_model(model, input_shape: tuple[int, int, int], batch: int, name: str
                   reserved={n.target for n in gm.graph.nodes if n.op == "call_module"})
 
 
-def traced_steps(model, shape, name) -> tuple[object, list[_Step]]:
+def traced_steps(model, shape, name) -> tuple[object, list[Step]]:
     """(fx graph, one step per traced node that is a layer or an alias), or one ModelImportError."""
     import torch
 
     if not isinstance(model, torch.nn.Module):
         raise ModelImportError(f"{name}: expected a torch.nn.Module, got {type(model).__name__}")
-    _check_modules(model, name)
+    T.check_modules(model, name)
     gm = T.trace(model, name)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != 1:
@@ -87,44 +68,9 @@ def traced_steps(model, shape, name) -> tuple[object, list[_Step]]:
     return gm, _classify_all(gm, facts, name)
 
 
-def _check_modules(model, name) -> None:
-    """Bounded checks before anything runs: module count and nesting, recurrent modules, layer sizes."""
-    import torch.nn as nn
-
-    sized = (nn.modules.conv._ConvNd, nn.Linear)
-    stack, count = [(None, model, 0)], 0
-    while stack:
-        path, module, depth = stack.pop()
-        count += 1
-        if count > MAX_MODULES:
-            raise ModelImportError(f"cannot import {name}: more than {MAX_MODULES} modules")
-        if depth > MAX_NESTING:
-            raise ModelImportError(f"cannot import {name}: modules nested more than {MAX_NESTING} deep")
-        if isinstance(module, (nn.RNNBase, *sized)):
-            where = _dotted(path) or "the model"
-            if isinstance(module, nn.RNNBase):
-                raise ModelImportError(f"cannot import {name}: {type(module).__name__} at {where}: recurrent "
-                                       f"layers are not imported (their time steps are not one layer each)")
-            conv = isinstance(module, sized[0])
-            dims = (module.in_channels, module.out_channels) if conv else (module.in_features, module.out_features)
-            if max(dims) > MAX_DIM:
-                raise ModelImportError(f"cannot import {name}: {type(module).__name__} at {where} has {dims[0]} -> "
-                                       f"{dims[1]} {'channels' if conv else 'features'}, more than {MAX_DIM}")
-        stack.extend(((path, k), m, depth + 1) for k, m in module._modules.items() if m is not None)
-
-
-def _dotted(path) -> str:
-    """A module's qualified name from the walk's (parent, key) links: built only for a message."""
-    parts = []
-    while path:
-        path, key = path
-        parts.append(key)
-    return ".".join(reversed(parts))
-
-
 # ---------------------------------------------------------------------------------- classification
 
-def _classify_all(gm, facts, name) -> list[_Step]:
+def _classify_all(gm, facts, name) -> list[Step]:
     modules = dict(gm.named_modules())
     calls: dict[str, int] = {}
     for node in gm.graph.nodes:
@@ -145,14 +91,14 @@ def _classify_all(gm, facts, name) -> list[_Step]:
         ins = node.all_input_nodes
         depends[node] = node.op == "placeholder" or any(depends[n] for n in ins)
         view_of_params = (node.op not in ("placeholder", "output") and facts[node].alias is not None
-                          and not any(depends[n] and _is_tensor(n) for n in ins))   # a class token expanded
+                          and not any(depends[n] and is_tensor(n) for n in ins))   # a class token expanded
         if node.op not in ("placeholder", "output") and (not depends[node] or view_of_params):
             own = {node.target} if node.op == "get_attr" and _is_parameter(gm, node.target) else set()
             derived[node] = own.union(*(derived.get(n, set()) for n in ins))
             continue
         try:
             step = _classify(node, modules, calls, facts, derived)
-        except _Unsupported as err:
+        except Unsupported as err:
             problems.append((_describe(node, modules), str(err)))
             continue
         if step is None:
@@ -175,12 +121,12 @@ def _is_parameter(gm, target) -> bool:
         return False
 
 
-def _classify(node, modules, calls, facts, derived) -> _Step | None:
+def _classify(node, modules, calls, facts, derived) -> Step | None:
     """The layer of one traced node; None for nodes that compute no tensor (sizes)."""
     if node.op == "output":
         return _output(node)
     if node.op == "placeholder":
-        return _Step(node, "data")
+        return Step(node, "data")
     shape = node.meta.get(T.SHAPE)
     if shape is None:  # shape arithmetic such as x.size(0): no tensor, no memory
         return None
@@ -188,43 +134,43 @@ def _classify(node, modules, calls, facts, derived) -> _Step | None:
     module = modules[node.target] if node.op == "call_module" else None
     if module is not None and any(True for _ in module.parameters()):
         if calls[node.target] > 1:
-            raise _Refused(f"called {calls[node.target]} times: a layer per call would count shared weights "
+            raise Refused(f"called {calls[node.target]} times: a layer per call would count shared weights "
                            f"more than once")
         frozen = [n for n, p in module.named_parameters() if not p.requires_grad]
         if frozen:
-            raise _Refused(f"frozen parameters ({', '.join(frozen)}); the Network trains every parameter")
+            raise Refused(f"frozen parameters ({', '.join(frozen)}); the Network trains every parameter")
     if f.alias is not None and not f.inplace and f.elems[0] == facts[node.all_input_nodes[f.alias]].elems[0] \
             and shape == node.all_input_nodes[f.alias].meta.get(T.SHAPE) and not f.saves:
-        return _Step(node, None, {"src": node.all_input_nodes[f.alias]})   # an identity (nn.Identity, dropout with training=False): the input itself
+        return Step(node, None, {"src": node.all_input_nodes[f.alias]})   # an identity (nn.Identity, dropout with training=False): the input itself
     try:
         if shape == T.SEVERAL or any(n in derived for n in node.all_input_nodes) or len(shape) < 2 \
                 or shape[0] != T.BATCHES[0] or T.linear(f.elems)[1] != 0:
-            raise _Unsupported("not a batch of samples")
+            raise Unsupported("not a batch of samples")
         if module is not None:
-            handler = _module_handlers().get(type(module))
+            handler = module_handlers().get(type(module))
         else:
-            handler = _function_handlers().get(node.target)
+            handler = function_handlers().get(node.target)
         if handler is None:
-            raise _Unsupported("no own layer")
+            raise Unsupported("no own layer")
         return handler(node, module) if module is not None else handler(node)
-    except _Refused:
+    except Refused:
         raise
-    except _Unsupported:
+    except Unsupported:
         return _generic(node, f, module, derived)
 
 
-def _generic(node, f: T.NodeFacts, module, derived) -> _Step:
+def _generic(node, f: T.NodeFacts, module, derived) -> Step:
     """A layer carrying what PyTorch did at this node (trace.py's facts)."""
     per, fixed = T.linear(f.elems)
     shape = node.meta[T.SHAPE]
     batched = shape != T.SEVERAL and len(shape) > 1 and shape[0] == T.BATCHES[0] and fixed == 0
-    inputs = [n for n in node.all_input_nodes if _is_tensor(n) and n not in derived] or \
+    inputs = [n for n in node.all_input_nodes if is_tensor(n) and n not in derived] or \
         [next(iter(node.graph.nodes))]   # sized by the batch but read from parameters: ordered after the input
     index = {n: i for i, n in enumerate(inputs)}
     all_in = node.all_input_nodes
     alias = index.get(all_in[f.alias]) if f.alias is not None else None
     flops, extra = T.linear(f.flops), T.linear(f.extras)
-    return _Step(node, "generic", dict(
+    return Step(node, "generic", dict(
         srcs=inputs, out_shape=tuple(shape[1:]) if batched else (per,), op=_what(node, module),
         param_count=sum(p.numel() for p in module.parameters()) if module is not None else 0,
         fixed_elems=0 if batched else fixed, itemsize=None if f.floating else f.itemsize,
@@ -234,166 +180,14 @@ def _generic(node, f: T.NodeFacts, module, derived) -> _Step:
         extra_bytes=list(extra), flops=list(flops), random=f.random))
 
 
-def _output(node) -> _Step:
+def _output(node) -> Step:
     from torch.utils._pytree import tree_leaves
 
     value = node.args[0]
-    tensors = [x for x in tree_leaves(value) if _is_tensor(x)]
+    tensors = [x for x in tree_leaves(value) if is_tensor(x)]
     if len(tensors) != 1:
-        raise _Refused(f"the model returns {len(tensors)} tensors; the importer needs one (the logits)")
-    return _Step(node, "softmax", {"src": tensors[0]})
-
-
-def _conv(node, m) -> _Step:
-    if m.padding_mode != "zeros":
-        raise _Refused(f"padding_mode={m.padding_mode!r}; only zero padding is a cuDNN convolution")
-    r, s = m.kernel_size
-    dh, dw = m.dilation
-    if m.padding == "valid":
-        pad = (0, 0)
-    elif m.padding == "same":
-        totals = (dh * (r - 1), dw * (s - 1))
-        if any(t % 2 for t in totals):
-            raise _Refused(f"padding='same' with kernel {r}x{s} and dilation {dh}x{dw} pads asymmetrically "
-                           f"(one more row/column after than before); pad explicitly with symmetric padding")
-        pad = (totals[0] // 2, totals[1] // 2)
-    else:
-        pad = tuple(m.padding)
-    return _Step(node, "conv", dict(k=m.out_channels, r=r, s=s, stride=tuple(m.stride), pad=pad,
-                                    dilation=(dh, dw), groups=m.groups, bias=m.bias is not None))
-
-
-def _same(name, value):
-    """A square 2-D window parameter as one int (NetBuilder pools take one stride and one pad)."""
-    a, b = (value, value) if isinstance(value, int) else tuple(value)
-    if a != b:
-        raise _Unsupported(f"{name} {a}x{b} differs per dimension")
-    return a
-
-
-def _pool(node, mode, kernel, stride, padding, dilation, ceil_mode) -> _Step:
-    if _same("dilation", dilation) != 1 or len(node.meta[T.SHAPE]) != 4:
-        raise _Unsupported("dilated or not 2-D")
-    size = (kernel, kernel) if isinstance(kernel, int) else tuple(kernel)
-    stride = _same("stride", stride if stride else size)  # torch: stride None or [] means the kernel size
-    return _Step(node, "pool", dict(size=size, stride=stride, pad=_same("padding", padding), mode=mode,
-                                    ceil_mode=bool(ceil_mode)))
-
-
-def _adaptive(node, mode, output_size) -> _Step:
-    """Adaptive pooling is a plain pooling when the windows are even: global, or a divisor kernel."""
-    h, w = node.args[0].meta[T.SHAPE][2:]
-    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
-    oh, ow = oh or h, ow or w
-    if (oh, ow) == (1, 1):
-        return _Step(node, "pool", dict(size=(h, w), stride=1, mode=mode))
-    if h % oh or w % ow or h // oh != w // ow:
-        raise _Unsupported(f"adaptive pooling of {h}x{w} to {oh}x{ow} has uneven windows")
-    return _Step(node, "pool", dict(size=h // oh, stride=h // oh, mode=mode))
-
-
-def _flat_alias(node) -> _Step:
-    """Flatten, view and reshape are free when they only flatten each sample."""
-    src = _tensor_args(node)[0]
-    before, after = src.meta[T.SHAPE], node.meta[T.SHAPE]
-    if after not in (before, (before[0], math.prod(before[1:]))):
-        raise _Unsupported(f"reshapes {before} to {after}")
-    return _Step(node, None)
-
-
-def _is_tensor(value) -> bool:
-    return isinstance(getattr(value, "meta", {}).get(T.SHAPE), (tuple, str))
-
-
-def _tensor_args(node) -> list:
-    return [a for a in node.args if _is_tensor(a)]
-
-
-def _binary_add(node) -> _Step:
-    tensors = _tensor_args(node)
-    if len(tensors) != 2 or len(node.args) != 2 or node.kwargs or \
-            any(t.meta[T.SHAPE] != node.meta[T.SHAPE] for t in tensors):
-        raise _Unsupported("not the sum of two tensors of one shape")
-    return _Step(node, "add", {"srcs": tensors})
-
-
-def _cat(node) -> _Step:
-    srcs = node.args[0] if node.args else node.kwargs.get("tensors")
-    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-    if dim % len(node.meta[T.SHAPE]) != 1 or not all(_is_tensor(s) for s in srcs):
-        raise _Unsupported(f"concatenates along dim {dim}")
-    return _Step(node, "concat", {"srcs": list(srcs)})
-
-
-def _softmax(node, dim) -> _Step:
-    if dim is None or dim % len(node.meta[T.SHAPE]) != 1:
-        raise _Unsupported(f"softmax over dim {dim}")
-    return _Step(node, "softmax")
-
-
-def _fc(node, m) -> _Step:
-    if len(_tensor_args(node)[0].meta[T.SHAPE]) != 2:
-        raise _Unsupported("a Linear over more than one dimension")
-    return _Step(node, "fc", dict(out_features=m.out_features, bias=m.bias is not None, in_features=m.in_features))
-
-
-def _arg(node, index, key, default):
-    return node.args[index] if len(node.args) > index else node.kwargs.get(key, default)
-
-
-def _no_indices(m):
-    if m.return_indices:
-        raise _Unsupported("return_indices=True")
-
-
-@functools.cache
-def _module_handlers() -> dict:
-    import torch.nn as nn
-
-    return {
-        nn.Conv2d: _conv,
-        nn.ReLU: lambda node, m: _Step(node, "relu"),
-        nn.BatchNorm2d: lambda node, m: _Step(node, "bn", dict(eps=m.eps, affine=m.affine)),
-        nn.MaxPool2d: lambda node, m: _no_indices(m) or _pool(node, "max", m.kernel_size, m.stride, m.padding,
-                                                              m.dilation, m.ceil_mode),
-        nn.AvgPool2d: lambda node, m: _pool(node, "avg", m.kernel_size, m.stride, m.padding, 1, m.ceil_mode),
-        nn.AdaptiveAvgPool2d: lambda node, m: _adaptive(node, "avg", m.output_size),
-        nn.AdaptiveMaxPool2d: lambda node, m: _no_indices(m) or _adaptive(node, "max", m.output_size),
-        nn.Linear: _fc,
-        nn.Dropout: lambda node, m: _Step(node, "dropout", dict(p=m.p)),
-        nn.LocalResponseNorm: lambda node, m: _Step(node, "lrn", dict(size=m.size, alpha=m.alpha, beta=m.beta, k=m.k)),
-        nn.Softmax: lambda node, m: _softmax(node, m.dim),
-        nn.Flatten: lambda node, m: _flat_alias(node),
-        nn.Identity: lambda node, m: _Step(node, None),
-    }
-
-
-@functools.cache
-def _function_handlers() -> dict:
-    import torch
-    import torch.nn.functional as F
-
-    relu = lambda node: _Step(node, "relu")  # noqa: E731
-    pool = {
-        F.max_pool2d: lambda n: _pool(n, "max", _arg(n, 1, "kernel_size", None), _arg(n, 2, "stride", None),
-                                      _arg(n, 3, "padding", 0), _arg(n, 4, "dilation", 1), _arg(n, 5, "ceil_mode", False)),
-        F.avg_pool2d: lambda n: _pool(n, "avg", _arg(n, 1, "kernel_size", None), _arg(n, 2, "stride", None),
-                                      _arg(n, 3, "padding", 0), 1, _arg(n, 4, "ceil_mode", False)),
-        F.adaptive_avg_pool2d: lambda n: _adaptive(n, "avg", _arg(n, 1, "output_size", None)),
-    }
-    return {
-        operator.add: _binary_add, operator.iadd: _binary_add, torch.add: _binary_add,
-        "add": _binary_add, "add_": _binary_add,
-        torch.cat: _cat, torch.concat: _cat,
-        F.relu: relu, torch.relu: relu, torch.relu_: relu, "relu": relu, "relu_": relu,
-        F.dropout: lambda n: _Step(n, "dropout", dict(p=_arg(n, 1, "p", 0.5))),
-        F.softmax: lambda n: _softmax(n, _arg(n, 1, "dim", None)),
-        torch.softmax: lambda n: _softmax(n, _arg(n, 1, "dim", None)),
-        "softmax": lambda n: _softmax(n, _arg(n, 1, "dim", None)),
-        torch.flatten: _flat_alias, "flatten": _flat_alias, "view": _flat_alias, "reshape": _flat_alias,
-        torch.reshape: _flat_alias, "contiguous": _flat_alias,
-        **pool,
-    }
+        raise Refused(f"the model returns {len(tensors)} tensors; the importer needs one (the logits)")
+    return Step(node, "softmax", {"src": tensors[0]})
 
 
 # -------------------------------------------------------------------------------------- building
@@ -420,7 +214,7 @@ def _build(steps, shape, batch, name, description, reserved: set[str]) -> Networ
             layer_of[node] = b.layers[0].name
             continue
         if step.op is None:
-            layer_of[node] = layer_of[step.kwargs.get("src") or _tensor_args(node)[0]]
+            layer_of[node] = layer_of[step.kwargs.get("src") or tensor_args(node)[0]]
             continue
         if node.op == "output":
             src = layer_of[step.kwargs["src"]]
@@ -428,7 +222,7 @@ def _build(steps, shape, batch, name, description, reserved: set[str]) -> Networ
                 b.softmax(src=src, name=unique(LOSS))
             continue
         kwargs = dict(step.kwargs)
-        inputs = kwargs.pop("srcs", None) or [_tensor_args(node)[0]]
+        inputs = kwargs.pop("srcs", None) or [tensor_args(node)[0]]
         if step.op in ("add", "concat", "generic"):
             kwargs["srcs"] = [layer_of[s] for s in inputs]
         else:
@@ -441,7 +235,7 @@ def _build(steps, shape, batch, name, description, reserved: set[str]) -> Networ
             if step.op != "generic":
                 _check_inputs(b, inputs, [layer_of[s] for s in inputs], step.op, in_features)
             layer_of[node] = getattr(b, step.op)(name=label, **kwargs)
-        except (ValueError, _Unsupported) as err:
+        except (ValueError, Unsupported) as err:
             raise ModelImportError(f"cannot import {name}: layer {label} ({step.op}): {err}") from None
         got, want = b.layers[-1].out_shape, node.meta[T.SHAPE][1:]
         if step.op != "generic" and got != want and (step.op in _SPATIAL or math.prod(got) != math.prod(want)):
@@ -459,9 +253,9 @@ def _check_inputs(b, nodes, layers, op, in_features) -> None:
     for node, layer in zip(nodes, layers):
         want = node.meta[T.SHAPE][1:]
         if op in _SPATIAL and b.shape(layer) != want:
-            raise _Unsupported(f"reads {want}, a reshape of layer {layer} {b.shape(layer)}")
+            raise Unsupported(f"reads {want}, a reshape of layer {layer} {b.shape(layer)}")
     if in_features is not None and math.prod(b.shape(layers[0])) != in_features:
-        raise _Unsupported(f"in_features {in_features} but its input has {math.prod(b.shape(layers[0]))} features")
+        raise Unsupported(f"in_features {in_features} but its input has {math.prod(b.shape(layers[0]))} features")
 
 
 def _scoped(node, op: str) -> str:

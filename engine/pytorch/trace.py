@@ -38,9 +38,12 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from ..errors import ModelImportError
+from ..spec import MAX_DIM, MAX_LAYERS
 
 BATCHES = (2, 3)   # not 1, so a reshape that mixes the batch into the features shows up
 SHAPE, SEVERAL = "ucudnn_shape", "several"   # node.meta: the output shape at BATCHES[0], or SEVERAL tensors
+MAX_MODULES = 4 * MAX_LAYERS   # a model's modules, counted before it is traced
+MAX_NESTING = 100              # module nesting; fx and ``named_modules`` recurse once per level
 
 
 @dataclass
@@ -92,6 +95,40 @@ class _Tracer(torch.fx.Tracer):
         ops = sys.modules.get("torchvision.ops")
         sd = getattr(ops, "StochasticDepth", None)
         return (sd is not None and isinstance(m, sd)) or super().is_leaf_module(m, qualname)
+
+
+def check_modules(model, name) -> None:
+    """Bounded checks before anything runs: module count and nesting, recurrent modules, layer sizes."""
+    nn = torch.nn
+    sized = (nn.modules.conv._ConvNd, nn.Linear)
+    stack, count = [(None, model, 0)], 0
+    while stack:
+        path, module, depth = stack.pop()
+        count += 1
+        if count > MAX_MODULES:
+            raise ModelImportError(f"cannot import {name}: more than {MAX_MODULES} modules")
+        if depth > MAX_NESTING:
+            raise ModelImportError(f"cannot import {name}: modules nested more than {MAX_NESTING} deep")
+        if isinstance(module, (nn.RNNBase, *sized)):
+            where = _dotted(path) or "the model"
+            if isinstance(module, nn.RNNBase):
+                raise ModelImportError(f"cannot import {name}: {type(module).__name__} at {where}: recurrent "
+                                       f"layers are not imported (their time steps are not one layer each)")
+            conv = isinstance(module, sized[0])
+            dims = (module.in_channels, module.out_channels) if conv else (module.in_features, module.out_features)
+            if max(dims) > MAX_DIM:
+                raise ModelImportError(f"cannot import {name}: {type(module).__name__} at {where} has {dims[0]} -> "
+                                       f"{dims[1]} {'channels' if conv else 'features'}, more than {MAX_DIM}")
+        stack.extend(((path, k), m, depth + 1) for k, m in module._modules.items() if m is not None)
+
+
+def _dotted(path) -> str:
+    """A module's qualified name from the walk's (parent, key) links: built only for a message."""
+    parts = []
+    while path:
+        path, key = path
+        parts.append(key)
+    return ".".join(reversed(parts))
 
 
 def trace(model, name: str):
