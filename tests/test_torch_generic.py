@@ -182,6 +182,21 @@ def test_memory_planner_on_generic_layers():
     assert linear and all(x.params["checkpoint"] and x.params["flops"][0] > 0 for x in linear)
 
 
+def test_runtime_layer_map_covers_generic_layers():
+    """The PyTorch runtimes find each plan layer's module: generic module layers (Hardswish, LayerNorm,
+    MultiheadAttention) included, a module traced through (torchvision's LayerNorm2d, whose weights a
+    functional layer reads) and the children of a layer's module (MultiheadAttention's out_proj) not missing."""
+    from engine.pytorch.layermap import LayerMap
+    from engine.pytorch.loader import load_model
+
+    for name in ("mobilenet_v3_small", "convnext_tiny", "vit_b_16"):
+        model, _ = load_model(f"torchvision:{name}", device="meta")
+        net = get_network(f"torchvision:{name}", 2)
+        layers = LayerMap(model, net)
+        generic = [x for x in net.layers if x.op == "generic" and x.name in layers.modules]
+        assert generic and all(type(layers.module_of(x.name)).__name__ == x.params["op"] for x in generic)
+
+
 # ------------------------------------------------------------------------------- bounded refusals
 
 def test_recurrent_model_refused_before_it_runs():

@@ -26,15 +26,18 @@ KINDS = {
 }
 
 
-def _traced_layers(model: nn.Module, net: Network) -> list[tuple[str, str | None]]:
-    """(op, module name or None) of each operation the importer turns into a layer, in its order."""
+def _traced_layers(model: nn.Module, net: Network) -> tuple[list[tuple[str, str | None]], set[str]]:
+    """(op, module name or None) of each operation the importer turns into a layer, in its order; and the
+    parameters the traced graph reads directly (a module traced through, e.g. torchvision's LayerNorm2d,
+    whose weights a functional generic layer reads)."""
     from . import importer
     try:
-        _, steps = importer.traced_steps(model, net.layers[0].out_shape, net.name)
+        gm, steps = importer.traced_steps(model, net.layers[0].out_shape, net.name)
     except EngineError as err:
         raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: {err}") from None
+    read = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
     return [(s.op, s.node.target if s.node.op == "call_module" else None) for s in steps
-            if s.op not in (None, "data") and s.node.op != "output"]
+            if s.op not in (None, "data") and s.node.op != "output"], read
 
 
 class LayerMap:
@@ -43,7 +46,7 @@ class LayerMap:
 
     def __init__(self, model: nn.Module, net: Network):
         modules = dict(model.named_modules())
-        traced = _traced_layers(model, net)
+        traced, read = _traced_layers(model, net)
         layers = net.layers[1:]
         self.functional: set[str] = set()
         self.loss: str | None = None
@@ -71,8 +74,10 @@ class LayerMap:
                 self.names.setdefault(mod, []).append(name)
                 self.modules[name] = mod
         covered = {m for m in self.names}
+        inside = tuple(f"{target}." for _, target in traced if target)   # children of a layer's module (MHA's)
         for mname, mod in modules.items():
-            if next(mod.children(), None) is None and mod not in covered and any(True for _ in mod.parameters(recurse=False)):
+            if next(mod.children(), None) is None and mod not in covered and not mname.startswith(inside) and \
+                    any(f"{mname}.{p}" not in read for p, _ in mod.named_parameters(recurse=False)):
                 problems.append(f"the model's {mname} ({type(mod).__name__}) is not in the plan")
         if problems:
             more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
