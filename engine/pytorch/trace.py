@@ -143,11 +143,25 @@ def trace(model, name: str):
         raise ModelImportError(f"cannot trace {name}: its modules nest too deeply for Python's recursion "
                                f"limit") from None
     except Exception as err:  # noqa: BLE001 - any tracing failure is the user's model, reported in one line
-        raise ModelImportError(f"cannot trace {name} with torch.fx ({line(err)}); models with data-dependent "
-                               f"Python control flow cannot be imported") from None
+        raise ModelImportError(f"cannot trace {name} with torch.fx{_construct(err)} ({line(err)}); models with "
+                               f"data-dependent Python control flow cannot be imported") from None
     finally:
         for module, training in modes.items():
             module.training = training
+
+
+def _construct(err: BaseException) -> str:
+    """Where the model's own code stopped the trace: the innermost frame outside torch, with its line."""
+    import os
+    import traceback
+
+    inside = (os.path.dirname(torch.__file__), os.path.abspath(__file__))
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if not os.path.abspath(f.filename).startswith(inside)]
+    if not frames:
+        return ""
+    f = frames[-1]
+    code = f" `{f.line.strip()}`" if f.line else ""
+    return f" at {os.path.basename(f.filename)}:{f.lineno} in {f.name}{code}"
 
 
 def record(gm, model, shape, name) -> dict:
