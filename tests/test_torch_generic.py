@@ -197,6 +197,25 @@ def test_runtime_layer_map_covers_generic_layers():
         assert generic and all(type(layers.module_of(x.name)).__name__ == x.params["op"] for x in generic)
 
 
+def test_calibration_times_every_generic_layer_on_the_cpu():
+    """The GPU calibration's layer timing run on the CPU (times meaningless): MobileNetV3's generic module layers
+    (Hardswish, Hardsigmoid) are timed as modules, its functional ones (the SE blocks' multiply) replayed from
+    the traced graph; every non-conv layer gets a time under the importer's name."""
+    import math
+
+    from engine.pytorch.calibrate import measure_layers
+    from engine.pytorch.loader import load_network
+
+    net = load_network("torchvision:mobilenet_v3_small@3x64x64", 2)
+    torch.manual_seed(0)
+    model = __import__("torchvision").models.mobilenet_v3_small()
+    table, unmatched = measure_layers(model, (3, 64, 64), 2, net, repeats=1)
+    assert set(table) == {x.name for x in net.layers if x.op not in ("conv", "data")} and not unmatched
+    replayed = [k for k, v in table.items() if v["op"] == "_operator.mul (replayed)"]
+    assert len(replayed) == 9 and all(table[k]["B"] > 0 for k in replayed)
+    assert all(math.isfinite(v["F"]) and v["F"] >= 0 for v in table.values())
+
+
 # ------------------------------------------------------------------------------- bounded refusals
 
 def test_recurrent_model_refused_before_it_runs():

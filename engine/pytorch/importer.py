@@ -35,6 +35,7 @@ from . import trace as T
 from .ownops import Refused, Step, Unsupported, function_handlers, is_tensor, module_handlers, tensor_args
 
 LOSS = "prob"
+LAYER = "ucudnn_layer"   # node.meta: the name of the layer the node became
 
 
 def import_model(model, input_shape: tuple[int, int, int], batch: int, name: str, description: str = "") -> Network:
@@ -44,9 +45,16 @@ def import_model(model, input_shape: tuple[int, int, int], batch: int, name: str
         raise ModelImportError(f"{name}: the input shape must be 3 positive integers C, H, W, got {input_shape!r}")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ModelImportError(f"{name}: the mini-batch size must be a positive integer, got {batch!r}")
+    return traced_network(model, shape, batch, name, description)[1]
+
+
+def traced_network(model, shape, batch: int, name: str, description: str = "") -> tuple[object, Network]:
+    """(fx graph, Network): ``import_model``'s network and the graph it came from, each node that became a
+    layer naming it in ``node.meta[LAYER]`` (calibrate.py replays generic layers from it)."""
+    shape = tuple(shape)
     gm, steps = traced_steps(model, shape, name)
-    return _build(steps, shape, batch, name, description or f"{name}, imported from PyTorch (input {_dims(shape)})",
-                  reserved={n.target for n in gm.graph.nodes if n.op == "call_module"})
+    return gm, _build(steps, shape, batch, name, description or f"{name}, imported from PyTorch (input "
+                      f"{_dims(shape)})", reserved={n.target for n in gm.graph.nodes if n.op == "call_module"})
 
 
 def traced_steps(model, shape, name) -> tuple[object, list[Step]]:
@@ -234,7 +242,7 @@ def _build(steps, shape, batch, name, description, reserved: set[str]) -> Networ
         try:
             if step.op != "generic":
                 _check_inputs(b, inputs, [layer_of[s] for s in inputs], step.op, in_features)
-            layer_of[node] = getattr(b, step.op)(name=label, **kwargs)
+            layer_of[node] = node.meta[LAYER] = getattr(b, step.op)(name=label, **kwargs)
         except (ValueError, Unsupported) as err:
             raise ModelImportError(f"cannot import {name}: layer {label} ({step.op}): {err}") from None
         got, want = b.layers[-1].out_shape, node.meta[T.SHAPE][1:]
