@@ -90,6 +90,27 @@ def test_same_network_as_the_importer_before_generic_layers(name):
     assert tuple(got[k] for k in ("layers",) + POLICIES) == OLD_IMPORTER[name]
 
 
+def test_functional_conv_is_the_same_conv_layer():
+    """``F.conv2d`` with parameters (grouped, strided, dilated, asymmetric padding) gives the kernels and layer
+    of the ``nn.Conv2d`` it spells out; its parameters are counted once."""
+    F = torch.nn.functional
+
+    class Functional(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w, self.b = nn.Parameter(torch.zeros(8, 2, 3, 5)), nn.Parameter(torch.zeros(8))
+
+        def forward(self, x):
+            return F.conv2d(x, self.w, self.b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2)
+
+    module = nn.Sequential(nn.Conv2d(4, 8, (3, 5), stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2))
+    a = importer.import_model(Functional(), (4, 16, 16), 4, "f")
+    b = importer.import_model(module, (4, 16, 16), 4, "m")
+    assert [x.op for x in a.layers] == ["data", "conv", "softmax"] and a.layers[1].params == b.layers[1].params
+    assert [(k.kind, k.signature) for k in a.kernels()] == [(k.kind, k.signature) for k in b.kernels()]
+    assert a.param_count == b.param_count == 8 * 2 * 15 + 8
+
+
 # ------------------------------------------------------------------------------------- PyTorch's facts
 
 def _facts(model, shape=(8, 6, 6)):

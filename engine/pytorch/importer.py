@@ -32,7 +32,8 @@ from ..errors import ModelImportError
 from ..network import NetBuilder, Network
 from ..spec import MAX_LAYERS
 from . import trace as T
-from .ownops import Refused, Step, Unsupported, function_handlers, is_tensor, module_handlers, tensor_args
+from .ownops import (Refused, Step, Unsupported, function_handlers, functional_conv, is_tensor, module_handlers,
+                     tensor_args)
 
 LOSS = "prob"
 LAYER = "ucudnn_layer"   # node.meta: the name of the layer the node became
@@ -111,10 +112,11 @@ def _classify_all(gm, facts, name) -> list[Step]:
             continue
         if step is None:
             continue
-        if step.op == "generic":
+        if step.op in ("generic", "conv"):   # a parameter read directly counts for its first layer
             params = set().union(*(derived.get(n, set()) for n in ins)) - owned
             owned |= params
-            step.kwargs["param_count"] += sum(gm.get_parameter(p).numel() for p in params)
+            if step.op == "generic":
+                step.kwargs["param_count"] += sum(gm.get_parameter(p).numel() for p in params)
         steps.append(step)
     if problems:
         raise ModelImportError(f"cannot import {name}: {_summarize(problems)}")
@@ -149,7 +151,12 @@ def _classify(node, modules, calls, facts, derived) -> Step | None:
             raise Refused(f"frozen parameters ({', '.join(frozen)}); the Network trains every parameter")
     if f.alias is not None and not f.inplace and f.elems[0] == facts[node.all_input_nodes[f.alias]].elems[0] \
             and shape == node.all_input_nodes[f.alias].meta.get(T.SHAPE) and not f.saves:
-        return Step(node, None, {"src": node.all_input_nodes[f.alias]})   # an identity (nn.Identity, dropout with training=False): the input itself
+        # an identity (nn.Identity, dropout with training=False): the input itself
+        return Step(node, None, {"src": node.all_input_nodes[f.alias]})
+    batch = shape != T.SEVERAL and len(shape) >= 2 and shape[0] == T.BATCHES[0] and T.linear(f.elems)[1] == 0
+    conv = functional_conv(node) if batch and node.args and node.args[0] not in derived else None
+    if conv is not None:
+        return conv
     try:
         if shape == T.SEVERAL or any(n in derived for n in node.all_input_nodes) or len(shape) < 2 \
                 or shape[0] != T.BATCHES[0] or T.linear(f.elems)[1] != 0:

@@ -36,18 +36,44 @@ def _conv(node, m) -> Step:
         raise Refused(f"padding_mode={m.padding_mode!r}; only zero padding is a cuDNN convolution")
     r, s = m.kernel_size
     dh, dw = m.dilation
-    if m.padding == "valid":
-        pad = (0, 0)
-    elif m.padding == "same":
+    return Step(node, "conv", dict(k=m.out_channels, r=r, s=s, stride=tuple(m.stride),
+                                   pad=_conv_pad(m.padding, r, s, dh, dw), dilation=(dh, dw), groups=m.groups,
+                                   bias=m.bias is not None))
+
+
+def _conv_pad(padding, r, s, dh, dw) -> tuple[int, int]:
+    if padding == "valid":
+        return (0, 0)
+    if padding == "same":
         totals = (dh * (r - 1), dw * (s - 1))
         if any(t % 2 for t in totals):
             raise Refused(f"padding='same' with kernel {r}x{s} and dilation {dh}x{dw} pads asymmetrically "
-                           f"(one more row/column after than before); pad explicitly with symmetric padding")
-        pad = (totals[0] // 2, totals[1] // 2)
-    else:
-        pad = tuple(m.padding)
-    return Step(node, "conv", dict(k=m.out_channels, r=r, s=s, stride=tuple(m.stride), pad=pad,
-                                    dilation=(dh, dw), groups=m.groups, bias=m.bias is not None))
+                          f"(one more row/column after than before); pad explicitly with symmetric padding")
+        return (totals[0] // 2, totals[1] // 2)
+    return _pair(padding)
+
+
+def _pair(v) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def functional_conv(node) -> Step | None:
+    """``F.conv2d(x, weight, bias, stride, padding, dilation, groups)`` with a parameter as weight (and bias):
+    the same conv layer as the ``nn.Conv2d`` it spells out; None for any other form."""
+    import torch
+    import torch.nn.functional as F
+
+    if node.op != "call_function" or node.target not in (F.conv2d, torch.conv2d):
+        return None
+    weight, bias = _arg(node, 1, "weight", None), _arg(node, 2, "bias", None)
+    params = [p for p in (weight, bias) if p is not None]
+    if not all(getattr(p, "op", None) == "get_attr" for p in params) or len(weight.meta.get(T.SHAPE, ())) != 4:
+        return None
+    k, _, r, s = weight.meta[T.SHAPE]
+    dh, dw = _pair(_arg(node, 5, "dilation", 1))
+    return Step(node, "conv", dict(k=k, r=r, s=s, stride=_pair(_arg(node, 3, "stride", 1)),
+                                   pad=_conv_pad(_arg(node, 4, "padding", 0), r, s, dh, dw), dilation=(dh, dw),
+                                   groups=_arg(node, 6, "groups", 1), bias=bias is not None))
 
 
 def _same(name, value):
