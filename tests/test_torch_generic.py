@@ -136,6 +136,27 @@ def test_facts_of_the_own_ops_are_the_pytorch_convention():
     assert f["4"].random and f["4"].extras == [e // 4 * 4 for e in y]
 
 
+def test_attention_on_meta_keeps_what_cuda_keeps():
+    """On meta, scaled_dot_product_attention would take the math path and keep the attention probabilities
+    (heads x L x L per sample); the facts follow CUDA's memory-efficient kernel, which keeps none of them."""
+    class Attend(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.attn = nn.Conv2d(3, 8, 1), nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x):
+            t = self.conv(x).flatten(2).transpose(1, 2)
+            return self.attn(t, t, t, need_weights=False)[0]
+
+    with torch.device("meta"):
+        model = Attend()
+    net = importer.import_model(model, (3, 16, 16), 2, "a")
+    tokens = 16 * 16
+    attn = net.layer("attn").params
+    assert attn["checkpoint"] and attn["flops"][0] > 0
+    assert 0 < attn["extra_bytes"][0] < 2 * tokens * tokens * 4   # less than one probability matrix per head
+
+
 def test_views_share_storage_and_sizes_are_linear_in_the_batch():
     """A windowed reshape (Swin's B*nW), a permute (a view: no bytes) and a parameter-only bias: the sizes
     recorded at two batches predict a third exactly."""

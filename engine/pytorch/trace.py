@@ -22,7 +22,8 @@ Two batches give every size as ``per_sample * batch + fixed``, so windowed resha
 batch-free tensors (relative position biases) are sized right at any batch. Only the forward runs: what the
 backward allocates (dX, dW) follows from these facts in engine/memory/tensors.py. Meta kernels are not
 CUDA's: dropout on meta keeps a float noise tensor where CUDA's ``native_dropout`` keeps a bool mask, which
-is why the importer keeps the hand-written rules for the ops the zoo uses (engine/memory/tensors.py).
+is why the importer keeps the hand-written rules for the ops the zoo uses (engine/memory/tensors.py); and
+attention on meta would take the math path, so it is run as CUDA's memory-efficient kernel (``_cuda_attention``).
 """
 
 from __future__ import annotations
@@ -85,6 +86,28 @@ def _storage(t) -> int:
 
 def _leaves(value) -> list:
     return [x for x in tree_leaves(value) if isinstance(x, torch.Tensor)]
+
+
+@contextlib.contextmanager
+def _cuda_attention():
+    """``F.scaled_dot_product_attention`` on meta as CUDA runs it in training: on meta it would take the math
+    path, which keeps the attention probabilities (sequence² per head); CUDA dispatches to its memory-efficient
+    (fp32, tf32) or flash (fp16, bf16) kernel, which keeps the output and the log-sum-exp. Masked calls stay as
+    they are. Patched in ``torch.nn.functional`` (where ``MultiheadAttention`` looks it up) for the run only."""
+    F = torch.nn.functional
+    math_path = F.scaled_dot_product_attention
+
+    def efficient(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        if attn_mask is not None or enable_gqa or query.dim() != 4:
+            return math_path(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+        return torch.ops.aten._scaled_dot_product_efficient_attention(query, key, value, None, True, dropout_p,
+                                                                      bool(is_causal), scale=scale)[0]
+
+    F.scaled_dot_product_attention = efficient
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = math_path
 
 
 class _Tracer(torch.fx.Tracer):
@@ -177,7 +200,9 @@ def record(gm, model, shape, name) -> dict:
     kept = {k: b.detach().clone() for k, b in model.named_buffers()} if device.type != "meta" else {}
     gm.train()
     try:
-        with torch.device(device) if device.type == "meta" else contextlib.nullcontext():  # forward's own tensors
+        meta = device.type == "meta"
+        with torch.device(device) if meta else contextlib.nullcontext(), \
+                _cuda_attention() if meta else contextlib.nullcontext():  # forward's own tensors; CUDA's attention
             for i, batch in enumerate(BATCHES):
                 where = f"{name} on a {'x'.join(map(str, (batch, *shape)))} input"
                 _Run(gm, facts, params, i == 0, where).run(torch.zeros((batch, *shape), device=device, dtype=dtype))
