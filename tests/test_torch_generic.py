@@ -295,6 +295,16 @@ def test_size_limits_refuse_quickly():
         importer.import_model(wide, (3, 8, 8), 2, "m")
 
 
+def test_cli_reaches_a_model_with_generic_layers():
+    """The README's example, once refused: networks and memory on torchvision:mobilenet_v3_small."""
+    for args in (["networks"], ["memory", "--batch", "2", "--policy", "sn-recompute"]):
+        out = subprocess.run([sys.executable, "-m", "engine", *args, "--network",
+                              "torchvision:mobilenet_v3_small@3x64x64"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+    assert "re-forwards" in out.stdout and "peak" in out.stdout
+
+
 def test_builder_calling_sys_exit_is_an_error(tmp_path):
     (tmp_path / "quitter.py").write_text(textwrap.dedent("""
         import sys
