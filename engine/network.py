@@ -16,8 +16,9 @@ from functools import cached_property
 from .kernels import KINDS, KernelKind, KernelSignature
 from .precision import DEFAULT_PRECISION
 
-# Operations a layer may have. "data" is the input image batch.
-OPS = ("data", "conv", "relu", "lrn", "pool", "bn", "fc", "concat", "add", "dropout", "softmax")
+# Operations a layer may have. "data" is the input image batch; "generic" is any other operation of an imported
+# PyTorch model, carrying what PyTorch did there (engine/pytorch/trace.py, ``NetBuilder.generic``).
+OPS = ("data", "conv", "relu", "lrn", "pool", "bn", "fc", "concat", "add", "dropout", "softmax", "generic")
 
 
 @dataclass
@@ -32,10 +33,16 @@ class Layer:
     def out_elems(self) -> int:
         return math.prod(self.out_shape)
 
+    def elems(self, batch: int) -> int:
+        """Output elements at mini-batch ``batch``: per sample, plus a generic layer's batch-free part."""
+        return batch * self.out_elems + self.params.get("fixed_elems", 0)
+
     @property
     def param_count(self) -> int:
         """Trainable parameters as torchvision counts them (BN running stats are buffers, not parameters)."""
         p = self.params
+        if self.op == "generic":
+            return p["param_count"]
         if self.op == "conv":
             n = p["k"] * (p["c"] // p.get("groups", 1)) * p["r"] * p["s"]
             return n + (p["k"] if p.get("bias", True) else 0)
@@ -240,6 +247,27 @@ class NetBuilder:
     def softmax(self, src=None, name=None) -> str:
         src = src or self.last
         return self._add("softmax", [src], self.shape(src), name)
+
+    def generic(self, srcs, out_shape, op: str, name=None, *, param_count=0, fixed_elems=0, itemsize=None,
+                alias=None, inplace=False, saves=(), extra_bytes=(0, 0), flops=(0, 0), random=False) -> str:
+        """Any other operation, as PyTorch ran it: ``out_shape`` per sample (flat where the output is not a
+        batch of samples, with ``fixed_elems`` independent of the batch), ``itemsize`` for a non-float output,
+        ``alias`` the input whose storage the output shares (a view, or ``inplace``), ``saves`` what autograd
+        keeps (``X<i>`` inputs, ``Y`` the output), ``extra_bytes`` and ``flops`` per sample and fixed, and
+        ``random`` (it draws random numbers: not re-forwarded). Not a recomputation checkpoint only when it is
+        deterministic and does no matmul or convolution (SuperNeurons' cost-aware rule: cheap to re-forward)."""
+        if not srcs:
+            raise ValueError("an operation on the input batch reads at least one layer")
+        params = dict(op=op, param_count=int(param_count), alias=alias, inplace=bool(inplace), saves=list(saves),
+                      extra_bytes=list(extra_bytes), flops=list(flops), random=bool(random),
+                      checkpoint=bool(random or flops[0] > 0 or flops[1] > 0))
+        if fixed_elems:
+            params["fixed_elems"] = int(fixed_elems)
+        if itemsize is not None:
+            params["itemsize"] = int(itemsize)
+        name = self._name("generic", name)
+        self.layers.append(Layer(name, "generic", tuple(srcs), tuple(out_shape), params))
+        return name
 
     def build(self) -> Network:
         return Network(self.name, self.batch, self.layers, self.description)

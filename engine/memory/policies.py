@@ -357,17 +357,24 @@ def sn_offload(inv: Inventory, workspace: str = "fit") -> MemoryPlan:
     return plan
 
 
+def is_checkpoint(layer, checkpoints=SN_CHECKPOINTS) -> bool:
+    """A layer recomputation never re-forwards: a checkpoint op, or a generic layer that is not deterministic
+    and cheap (it draws random numbers or runs a matmul/convolution: ``NetBuilder.generic``), the cost-aware
+    rule of superneurons.txt §3.4 (recompute the cheap layers, keep the expensive ones)."""
+    return layer.op in checkpoints or (layer.op == "generic" and layer.params["checkpoint"])
+
+
 def sn_segments(inv: Inventory, checkpoints=SN_CHECKPOINTS) -> dict[str, list[str]]:
     """Recomputation segments (SuperNeurons arXiv:1801.04380 §3.4): for every non-checkpoint layer, the chain of
     non-checkpoint layers from the one after its checkpoint up to it, following first inputs."""
     net = inv.net
     out = {}
     for name in inv.route:
-        if net.layer(name).op in checkpoints:
+        if is_checkpoint(net.layer(name), checkpoints):
             continue
         chain = [name]
         cur = net.layer(name).inputs[0]
-        while net.layer(cur).op not in checkpoints:
+        while not is_checkpoint(net.layer(cur), checkpoints):
             chain.append(cur)
             cur = net.layer(cur).inputs[0]
         out[name] = list(reversed(chain))

@@ -16,6 +16,10 @@ layer shapes once the framework's tensor rules are fixed. A *convention* holds t
   in-place ReLU saving its output, max-pool int64 indices, bool dropout masks, BN saved statistics,
   gradients of weights allocated when backward produces them, residual ``+=`` in place.
 
+A ``generic`` layer (any other operation of an imported PyTorch model) takes its rule from what PyTorch was
+seen to do there, under every convention (``Convention.layer_rule``): the storage it shares, the inputs and
+output autograd keeps, and the extra tensors it keeps (``S:L:saved``).
+
 Names: ``Y:L`` output of layer L, ``G:L`` gradient w.r.t. it, ``G:L@C`` the part consumer C
 contributes when L fans out, ``W:L``/``dW:L``/``O:L`` weights, their gradients and optimizer state,
 ``M:L`` masks and indices, ``S:L`` saved BN statistics, ``R:L`` BN running statistics.
@@ -71,6 +75,17 @@ class Convention:
 
     def rule(self, op: str) -> OpRule:
         return self.rules.get(op, OpRule(saves=("X",)))
+
+    def layer_rule(self, layer) -> OpRule:
+        """The op's rule; a generic layer's comes from what PyTorch did there (engine/pytorch/trace.py): it
+        writes into the storage it aliases, keeps the inputs (``X<i>``), output and extra it was seen to save,
+        and a view passes its gradient through as a view of dY."""
+        if layer.op != "generic":
+            return self.rule(layer.op)
+        p = layer.params
+        view = p["alias"] is not None and not p["inplace"]
+        return OpRule(inplace=p["alias"] is not None, saves=tuple(p["saves"]) + ("saved",) * any(p["extra_bytes"]),
+                      dx="alias_dy" if view else "new")
 
     def with_options(self, **kw) -> "Convention":
         return replace(self, **kw)
@@ -255,13 +270,18 @@ def build_inventory(net: Network, convention: Convention | str = "superneurons",
     N = net.batch
     tensors: dict[str, Tensor] = {}
 
+    sizes: dict[str, int] = {}
+
     def add(name, cls, nbytes, layer, storage=None, persistent=False):
         st = storage or name
         tensors[name] = Tensor(name, cls, int(nbytes), layer, st, persistent)
+        sizes[st] = max(sizes.get(st, 0), int(nbytes))
         return name
 
     def act_bytes(layer_name) -> int:
-        return N * _elems(net.layer(layer_name).out_shape) * itemsize
+        layer = net.layer(layer_name)
+        return layer.elems(N) * layer.params.get("itemsize", itemsize) if layer.op == "generic" else \
+            N * _elems(layer.out_shape) * itemsize
 
     data = net.layers[0]
     add(f"Y:{data.name}", "input", act_bytes(data.name), data.name, persistent=conv.input_held)
@@ -274,13 +294,22 @@ def build_inventory(net: Network, convention: Convention | str = "superneurons",
     # forward: outputs, in-place aliases, extras, persistent parameters
     for name in route:
         layer = net.layer(name)
-        rule = conv.rule(layer.op)
+        rule = conv.layer_rule(layer)
         src = layer.inputs[0]
-        inplace = rule.inplace and len(net.consumers[src]) == 1 and net.layer(src).op != "data"
-        y_storage = tensors[f"Y:{src}"].storage if inplace else None
-        add(f"Y:{name}", "activations", act_bytes(name), name, storage=y_storage)
+        if layer.op == "generic":   # a view or in-place write shares the storage PyTorch saw it share
+            alias = layer.params["alias"]
+            y_storage = tensors[f"Y:{layer.inputs[alias]}"].storage if alias is not None else None
+        else:
+            inplace = rule.inplace and len(net.consumers[src]) == 1 and net.layer(src).op != "data"
+            y_storage = tensors[f"Y:{src}"].storage if inplace else None
+        nbytes = act_bytes(name) if y_storage is None else min(act_bytes(name), sizes[y_storage])
+        add(f"Y:{name}", "activations", nbytes, name, storage=y_storage)
         uses = [f"Y:{s}" for s in layer.inputs] + [f"Y:{name}"]
         ex_names = {}
+        if layer.op == "generic" and any(layer.params["extra_bytes"]):
+            per, fixed = layer.params["extra_bytes"]
+            ex_names["saved"] = add(f"S:{name}:saved", "activations", per * N + fixed, name)
+            uses.append(ex_names["saved"])
         for ex_name, ex in conv.extras.get(layer.op, {}).items():
             if ex.mode is not None and layer.params.get("mode", "max") != ex.mode:
                 continue
@@ -305,12 +334,14 @@ def build_inventory(net: Network, convention: Convention | str = "superneurons",
     grads_of: dict[str, list[str]] = {}     # produced tensor -> gradient tensors its producer reads
     for name in reversed(route):
         layer = net.layer(name)
-        rule = conv.rule(layer.op)
+        rule = conv.layer_rule(layer)
         uses = bwd_uses[name]
         dy = grads_of.get(name, [])
         for s in rule.saves:
             if s == "X":
                 uses += [f"Y:{i}" for i in layer.inputs]
+            elif s[0] == "X":
+                uses.append(f"Y:{layer.inputs[int(s[1:])]}")
             elif s == "Y":
                 uses.append(f"Y:{name}")
             elif s in extras_of[name]:

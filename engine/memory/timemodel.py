@@ -108,6 +108,8 @@ def roofline_ms(plan: MemoryPlan, layer_name: str, phase: str, params: TimeParam
     y = n * layer.out_elems * item
     x = sum(n * net.layer(s).out_elems * item for s in layer.inputs)
     back = phase == "B"
+    if layer.op == "generic":
+        return _generic_ms(inv, layer, back, params)
     if layer.op == "fc":
         p = layer.params
         flops = 2 * n * p["in_features"] * p["out_features"] * (2 if back else 1)
@@ -119,6 +121,23 @@ def roofline_ms(plan: MemoryPlan, layer_name: str, phase: str, params: TimeParam
         f, b = _TRAFFIC.get(layer.op, (2, 3))
         moved = (b if back else f) * max(x, y)
     return 1e3 * moved / params.hbm
+
+
+def _generic_ms(inv, layer, back: bool, params: TimeParams) -> float:
+    """A generic layer: a view moves nothing; otherwise its inputs, output and kept extra are read or
+    written once forward, twice backward [assume], and its matmul/convolution flops (trace.py's count; the
+    backward twice the forward's) run at ``fc_flops``."""
+    net, p = inv.net, layer.params
+    if p["alias"] is not None and not p["inplace"]:
+        return 0.0
+    n, item = net.batch, inv.itemsize
+    y = layer.elems(n) * p.get("itemsize", item)
+    x = sum(net.layer(s).elems(n) * net.layer(s).params.get("itemsize", item) if net.layer(s).op == "generic"
+            else n * net.layer(s).out_elems * item for s in layer.inputs if net.layer(s).op != "data" or True)
+    extra = p["extra_bytes"][0] * n + p["extra_bytes"][1]
+    flops = (p["flops"][0] * n + p["flops"][1]) * (2 if back else 1)
+    moved = (x + y + extra) * (2 if back else 1)
+    return 1e3 * max(moved / params.hbm, flops / params.fc_flops)
 
 
 @dataclass

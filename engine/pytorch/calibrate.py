@@ -17,7 +17,8 @@ What is measured (CUDA events on the device, median of ``repeats`` after warm-up
   importer names its layers (module name; ``name_1``, ``name_2`` for later calls of one module), plus the loss
   (cross-entropy, the importer's ``prob``). Layers the imported Network does not have (aliases such as
   Flatten) are left out; functional ReLUs, residual adds and concatenations are timed from the Network's
-  shapes (an add or concat's backward passes views: 0 ms); any other functional op stays modelled.
+  shapes (an add or concat's backward passes views: 0 ms); any other generic layer (a function, a tensor
+  method, a module fx keeps whole) is its traced node replayed alone on inputs of the shapes it had.
 
 On a CPU device the same code times with ``time.perf_counter`` (the tests use that to check the names).
 """
@@ -35,6 +36,7 @@ from torch import nn
 
 from ..memory.calibrate import FORMAT, VERSION, merge, save
 from ..memory.timemodel import layer_key
+from .replay import time_generic
 
 MiB = 1 << 20
 FC_SHAPES = ((256, 9216, 4096), (256, 4096, 4096), (64, 25088, 4096), (64, 2048, 1000))  # AlexNet, VGG, ResNet
@@ -300,6 +302,9 @@ def measure_layers(model: nn.Module, input_shape, batch: int, network=None,
             spec = ((network.batch, *network.layer(layer.inputs[0]).out_shape), dtype, torch.contiguous_format)
             fwd, bwd = _time_layer(nn.ReLU(), [spec], device, repeats)
             out[layer.name] = {"F": fwd, "B": bwd, "op": "relu (functional)"}
+    rest = {x.name for x in network.layers if x.op == "generic" and x.name not in out} if network is not None else ()
+    if rest:
+        out.update(time_generic(model, network, input_shape, batch, rest, device, repeats, _time_layer))
     if network is not None and network.layers[-1].op == "softmax" and network.layers[-1].name not in out:
         with torch.no_grad():
             logits = model(example)

@@ -1,7 +1,7 @@
 """Which module runs each layer of a memory plan's network, call by call.
 
-The model is traced as engine/pytorch/importer.py traces it, and every traced operation that became a
-layer is set beside the plan's layer at the same place: a module call gives the module (its first call
+The model is traced as engine/pytorch/importer.py traces it (``traced_steps``), and every traced operation
+that became a layer (a generic one included) is set beside the plan's layer at the same place: a module call gives the module (its first call
 is named after it, later calls ``name_1``, ...), a function a functional layer; a last softmax the plan
 has beyond the model's operations is the loss, run outside the model. Names cannot tell a module's
 second call from a function named like it (``relu_1``), so the trace decides. Mismatches are collected
@@ -26,30 +26,18 @@ KINDS = {
 }
 
 
-def _traced_layers(model: nn.Module, net: Network) -> list[tuple[str, str | None]]:
-    """(op, module name or None) of each operation the importer turns into a layer, in its order."""
+def _traced_layers(model: nn.Module, net: Network) -> tuple[list[tuple[str, str | None]], set[str]]:
+    """(op, module name or None) of each operation the importer turns into a layer, in its order; and the
+    parameters the traced graph reads directly (a module traced through, e.g. torchvision's LayerNorm2d,
+    whose weights a functional generic layer reads)."""
     from . import importer
     try:
-        gm = importer._trace(model, net.layers[0].out_shape, net.name)
+        gm, steps = importer.traced_steps(model, net.layers[0].out_shape, net.name)
     except EngineError as err:
         raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: {err}") from None
-    modules = dict(gm.named_modules())
-    calls: dict[str, int] = {}
-    for node in gm.graph.nodes:
-        if node.op == "call_module":
-            calls[node.target] = calls.get(node.target, 0) + 1
-    out = []
-    for node in gm.graph.nodes:
-        if node.op in ("placeholder", "output"):
-            continue
-        try:
-            step = importer._classify(node, modules, calls)
-        except importer._Unsupported as err:
-            raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: {node.target} "
-                                     f"cannot be a layer ({err})") from None
-        if step is not None and step.op is not None:
-            out.append((step.op, node.target if node.op == "call_module" else None))
-    return out
+    read = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
+    return [(s.op, s.node.target if s.node.op == "call_module" else None) for s in steps
+            if s.op not in (None, "data") and s.node.op != "output"], read
 
 
 class LayerMap:
@@ -58,7 +46,7 @@ class LayerMap:
 
     def __init__(self, model: nn.Module, net: Network):
         modules = dict(model.named_modules())
-        traced = _traced_layers(model, net)
+        traced, read = _traced_layers(model, net)
         layers = net.layers[1:]
         self.functional: set[str] = set()
         self.loss: str | None = None
@@ -86,8 +74,10 @@ class LayerMap:
                 self.names.setdefault(mod, []).append(name)
                 self.modules[name] = mod
         covered = {m for m in self.names}
+        inside = tuple(f"{target}." for _, target in traced if target)   # children of a layer's module (MHA's)
         for mname, mod in modules.items():
-            if next(mod.children(), None) is None and mod not in covered and any(True for _ in mod.parameters(recurse=False)):
+            if next(mod.children(), None) is None and mod not in covered and not mname.startswith(inside) and \
+                    any(f"{mname}.{p}" not in read for p, _ in mod.named_parameters(recurse=False)):
                 problems.append(f"the model's {mname} ({type(mod).__name__}) is not in the plan")
         if problems:
             more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
@@ -99,6 +89,10 @@ class LayerMap:
 
 
 def _mismatch(layer, mname: str, mod: nn.Module) -> list[str]:
+    if layer.op == "generic":
+        kind = type(mod).__name__
+        return [] if kind == layer.params["op"] else [
+            f"plan layer {layer.name} runs a {layer.params['op']} but the model's {mname} is a {kind}"]
     kinds = KINDS.get(layer.op, ())
     if not isinstance(mod, kinds):
         return [f"plan layer {layer.name} is a {layer.op} but the model's {mname} is a {type(mod).__name__}"]
@@ -118,7 +112,11 @@ def _mismatch(layer, mname: str, mod: nn.Module) -> list[str]:
 
 
 def same_shape(layer, shape: tuple[int, ...]) -> bool:
-    """A layer's per-sample output against torch's: exact for feature maps, element count for flat ones."""
+    """A layer's per-sample output against torch's: exact for feature maps, element count for flat ones. A
+    generic layer whose output is not a batch of samples (Swin's windows, ``B*nW`` first) is recorded flat,
+    per sample of the mini-batch: torch's shape after its first dim cannot be compared with it."""
+    if layer.op == "generic" and len(layer.out_shape) == 1 and len(shape) > 1:
+        return True
     if layer.op in ("conv", "pool", "bn", "lrn", "concat", "add") or len(shape) == len(layer.out_shape):
         return tuple(shape) == tuple(layer.out_shape)
     return math.prod(shape) == layer.out_elems

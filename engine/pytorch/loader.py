@@ -4,8 +4,9 @@ The names (``torchvision:NAME``, ``package.module:callable``, each optionally ``
 engine.netnames; here they are built. A ``package.module:callable`` is imported (from ``sys.path`` or
 the current directory) and called with no arguments, and must return an ``nn.Module``, but only once the
 user has named it (``trust``): a name read from a file is data. Models are built on the meta device: the
-import needs shapes only, so no weights are allocated or initialised. ``torch`` is imported only when a
-model is built.
+import needs shapes only, so no weights are allocated or initialised (a builder that computes on tensors
+is built on the CPU with its parameters moved to meta as they are registered). ``torch`` is imported only
+when a model is built.
 """
 
 from __future__ import annotations
@@ -43,11 +44,44 @@ def load_model(name: str, device=None):
                                f"only be a zoo or torchvision: network. Name your own model with --network {source} "
                                f"(or engine.pytorch.loader.trust({source!r}) in Python)")
     torch = _torch(name)
-    with torch.device(device) if device is not None else contextlib.nullcontext():
-        model = _torchvision(attr) if module == "torchvision" else _call(module, attr)
+
+    def build():
+        return _torchvision(attr) if module == "torchvision" else _call(module, attr)
+
+    try:
+        with torch.device(device) if device is not None else contextlib.nullcontext():
+            model = build()
+    except Exception:  # noqa: BLE001 - the builder computes on tensors (regnet's widths): parameters to meta instead
+        if device is None or torch.device(device).type != "meta":
+            raise
+        with _parameters_on_meta(torch):
+            model = build()
     if not isinstance(model, torch.nn.Module):
         raise ModelImportError(f"{source} returned a {type(model).__name__}, not a torch.nn.Module")
     return model, shape
+
+
+@contextlib.contextmanager
+def _parameters_on_meta(torch):
+    """Build on the CPU but move every parameter and buffer to meta as it is registered: for builders that
+    cannot run with meta as the default device (torchvision's regnet_* compute their widths with tensors,
+    "Cannot copy out of meta tensor"). Initialisation then runs on meta, so no weights are filled."""
+    module = torch.nn.Module
+    register_parameter, register_buffer = module.register_parameter, module.register_buffer
+
+    def parameter(self, name, param):
+        if param is not None and param.device.type != "meta":
+            param = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        register_parameter(self, name, param)
+
+    def buffer(self, name, tensor, persistent=True):
+        register_buffer(self, name, tensor.to("meta") if tensor is not None else None, persistent)
+
+    module.register_parameter, module.register_buffer = parameter, buffer
+    try:
+        yield
+    finally:
+        module.register_parameter, module.register_buffer = register_parameter, register_buffer
 
 
 def load_network(name: str, batch: int):
@@ -84,11 +118,16 @@ def _torchvision(model: str):
     except ImportError:
         raise ModelImportError(f"torchvision:{model} needs torchvision: python3 -m pip install -e \".[torch]\"") from None
     known = torchvision.models.list_models(module=torchvision.models)
-    if model not in known:
-        raise ModelImportError(f"unknown torchvision model {model!r}; classification models: {', '.join(known)}")
+    segmentation = torchvision.models.list_models(module=torchvision.models.segmentation)
+    if model not in known + segmentation:
+        raise ModelImportError(f"unknown torchvision model {model!r}; classification models: {', '.join(known)}; "
+                               f"segmentation models: see torchvision.models.list_models(module=torchvision.models."
+                               f"segmentation)")
     with warnings.catch_warnings():  # weight-initialisation notices: the weights are never used
         warnings.simplefilter("ignore")
-        return torchvision.models.get_model(model, weights=None)
+        # a segmentation model's backbone would otherwise download ImageNet weights
+        return torchvision.models.get_model(model, weights=None, **({"weights_backbone": None}
+                                                                    if model in segmentation else {}))
 
 
 def _call(module_name: str, attr: str):
@@ -97,6 +136,9 @@ def _call(module_name: str, attr: str):
         sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
+    except SystemExit as err:
+        raise ModelImportError(f"importing {module_name!r} for {module_name}:{attr} called sys.exit({err.code!r})") \
+            from None
     except Exception as err:  # noqa: BLE001 - the user's module: its own error, on one line
         raise ModelImportError(f"cannot import {module_name!r} for {module_name}:{attr}: "
                                f"{type(err).__name__}: {' '.join(str(err).split())}") from None
@@ -112,6 +154,9 @@ def _call(module_name: str, attr: str):
         raise ModelImportError(f"{module_name}:{attr} is a {type(target).__name__}, not a callable returning a model")
     try:
         return target()
+    except SystemExit as err:  # a builder that exits would end the command with its status, silently
+        raise ModelImportError(f"{module_name}:{attr}() called sys.exit({err.code!r}) instead of returning a "
+                               f"model") from None
     except Exception as err:  # noqa: BLE001 - the user's builder failed: report it in one line
         raise ModelImportError(f"{module_name}:{attr}() failed: {type(err).__name__}: "
                                f"{' '.join(str(err).split())}") from None
