@@ -4,13 +4,15 @@ against stock PyTorch: the loss and every parameter's gradient, relative L2, bes
     python examples/optimize_user_model.py --steps 3                    # one line: optimize(model, budget=...)
     python -m engine torch-plan --network examples.user_model:build@3x64x64 --batch 32 --budget 64MiB -o u.json
     python examples/optimize_user_model.py --apply u.json               # the plan file, in a fresh process
+    python examples/optimize_user_model.py --model torchvision:mobilenet_v3_large --batch 64   # a torchvision model
 
 Needs a GPU host. Prints what optimize profiled (a second run with the same cache measures nothing).
 Each step is also run in float64 (stock PyTorch, the stock model's parameters): under TF32 two convolution
 algorithms differ by their rounding, and through the ReLUs that difference reaches the first layer's
 gradient, so the planned step passes when it is within the tolerance of stock's or no farther from float64
 than stock's own step is (twice stock's distance at most). ``--fp32`` runs strict fp32 (no TF32).
-Exits 1 otherwise, or if a convolution was not planned or ran stock.
+Exits 1 otherwise, or if a convolution was not planned or ran stock. Random ops (dropout) draw the same
+numbers in every model of a step: the generator is reseeded before each forward.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="user", help="user (examples/user_model.py, 3x64x64, 10 classes) or "
+                    "torchvision:NAME (3x224x224, 1000 classes)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--budget", default="64MiB")
@@ -50,7 +54,15 @@ def main() -> int:
         print("error: this example trains on a CUDA GPU and this host has none", file=sys.stderr)
         return 2
     torch.manual_seed(0)
-    stock = build().cuda()
+    if args.model == "user":
+        stock, size, classes = build().cuda(), 64, 10
+    elif args.model.startswith("torchvision:"):
+        import torchvision
+        stock = torchvision.models.get_model(args.model.split(":", 1)[1], weights=None).cuda()
+        size, classes = 224, 1000
+    else:
+        print(f"error: --model is 'user' or torchvision:NAME, got {args.model!r}", file=sys.stderr)
+        return 2
     planned = copy.deepcopy(stock)
     try:
         if args.apply:
@@ -61,14 +73,15 @@ def main() -> int:
     except EngineError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    x = torch.randn(args.batch, 3, 64, 64, device="cuda")
-    target = torch.randint(0, 10, (args.batch,), device="cuda")
+    x = torch.randn(args.batch, 3, size, size, device="cuda")
+    target = torch.randint(0, classes, (args.batch,), device="cuda")
     opts = [torch.optim.SGD(m.parameters(), lr=1e-2, momentum=0.9) for m in (stock, planned)]
     ok = True
     for step in range(args.steps):
         ref = copy.deepcopy(stock).double()
         losses = []
         for model, inp in ((stock, x), (planned, x), (ref, x.double())):
+            torch.manual_seed(1000 + step)   # the same dropout masks in all three
             loss = torch.nn.functional.cross_entropy(model(inp), target)
             loss.backward()
             losses.append(loss.detach())
