@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import socket
+import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -33,6 +35,7 @@ from ..network import Network
 from ..profile import Profile
 from . import KNOB_SAMPLES
 from .cache import ProfileCache
+from .progress import ProfileProgress
 from .work import (DEFAULT_CACHE, Graph, ProfilingCancelled, Settings, assemble, device_key, graphs, measure_settings,
                    timed_measure)
 
@@ -76,9 +79,11 @@ def measure_on_gpu(graph: Graph, settings: Settings, notes: dict[str, str]) -> l
     from .profiler import GraphMeasurer
     measurer = _WORKER.setdefault("measurer", GraphMeasurer())
     try:
-        return measurer.measure(graph, settings, notes)
+        rows = measurer.measure(graph, settings, notes)
     except cp.cuda.runtime.CUDARuntimeError as err:
         raise GPUContextLost(f"CUDA error: {err}") from None
+    _WORKER["split"] = measurer.split
+    return rows
 
 
 def worker_provenance(probe: Callable[[], dict]) -> dict:
@@ -99,7 +104,9 @@ def run_graph(measure: Callable, probe: Callable, graph: Graph, settings: Settin
         rows, timing = timed_measure(measure, graph, settings, notes)
     except GPUContextLost as err:
         raise GPUContextLost(err.args[0], worker.address) from None
-    return {"rows": rows, "provenance": prov, "worker": str(worker.name), "timing": timing}
+    split = _WORKER.pop("split", None)  # seconds per step, when measure is measure_on_gpu
+    return {"rows": rows, "provenance": prov, "worker": str(worker.name),
+            "timing": dict(timing, split=split) if split else timing}
 
 
 # ---------------------------------------------------------------- client side
@@ -171,6 +178,50 @@ def start_cluster(devices: list[str]):
                            silence_logs=logging.ERROR, name="ucudnn-profile")
 
 
+GREETING_WAIT = 5.0      # s for a Dask scheduler's greeting (it sends its handshake as soon as it accepts)
+GREETING_MAX = 1 << 20   # bytes: a handshake is a few hundred; its length prefix read from another protocol is huge
+
+
+def check_scheduler(address: str, timeout: float = GREETING_WAIT) -> None:
+    """One EngineError, within about 2 x ``timeout`` s, when ``address`` (tcp://HOST:PORT) is unreachable or
+    does not greet as a Dask scheduler does.
+
+    A Dask listener writes its handshake first: an 8-byte frame length (struct "Q"), then that many bytes.
+    Dask's client reads that length and allocates it, so a service that speaks first ("SSH-2.0-...") made it
+    allocate exabytes (MemoryError), and one that waits for the client (an HTTP server) left it waiting for
+    minutes. Other schemes (tls://, ucx://) are left to Dask."""
+    scheme, sep, rest = address.partition("://")
+    if sep and scheme != "tcp":
+        return
+    host, _, port = (rest if sep else address).rpartition(":")
+    if not host or not port.isdigit():
+        raise EngineError(f"--scheduler {address!r}: expected tcp://HOST:PORT, such as tcp://127.0.0.1:8786")
+    hint = "start one with 'dask scheduler' and a worker per GPU with 'dask cuda worker ADDRESS'"
+    try:
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+    except OSError as err:
+        raise EngineError(f"cannot reach the Dask scheduler at {address} ({err}); {hint}") from None
+    head, waited = b"", False
+    with sock:
+        sock.settimeout(timeout)
+        try:
+            while len(head) < 8:
+                chunk = sock.recv(8 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        except TimeoutError:
+            waited = True
+        except OSError:
+            pass
+    if len(head) == 8 and struct.unpack("Q", head)[0] <= GREETING_MAX:
+        return
+    what = (f"sent nothing within {timeout:g} s" if waited and not head else
+            f"closed the connection" if not head else f"greeted with {head!r}, not a Dask handshake")
+    raise EngineError(f"{address} is not a Dask scheduler: it {what} (a Dask scheduler greets each client at once); "
+                      f"is it another service, such as the scheduler's web dashboard? {hint}")
+
+
 @contextmanager
 def connect(devices: list[str] | None, scheduler: str | None):
     """A Dask client on a new local cluster of ``devices``, or on the cluster at ``scheduler``."""
@@ -183,6 +234,7 @@ def connect(devices: list[str] | None, scheduler: str | None):
     cluster = None
     try:
         if scheduler:
+            check_scheduler(scheduler)
             timeout = dask.config.get("distributed.comm.timeouts.connect")
             try:
                 client = Client(scheduler, timeout=timeout)
@@ -252,7 +304,7 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
                     cache_path: str | None = None, max_workspace: int = 1 << 30, repeats: int = 5,
                     include_rtc: bool = False, engines: str = "sweep", knob_samples: int = KNOB_SAMPLES,
                     command: str = "", progress: Callable[[int, int, str], None] | None = None,
-                    should_stop: Callable[[], bool] | None = None,
+                    should_stop: Callable[[], bool] | None = None, status: Callable[[dict], None] | None = None,
                     measure: Callable[[Graph, Settings, dict], list[dict]] = measure_on_gpu,
                     probe: Callable[[], dict] = gpu_provenance) -> Profile:
     """engine.gpu.profiler.profile_network spread over Dask workers: one per local GPU of ``gpus``
@@ -262,7 +314,8 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
     The provenance is the workers' common one plus ``gpus`` (every GPU used and the graphs it measured),
     ``graphs`` (counts) and ``failed_graphs`` (each failure's reason) when any failed; its
     ``profiling_seconds`` include starting the workers (``worker_start_seconds``: until they joined, and
-    until their GPUs were checked).
+    until their GPUs were checked); ``time_split`` sums the graphs' seconds per step. ``progress`` and
+    ``status`` as in engine.gpu.profiler.profile_network (the ETA, graphs per GPU).
     """
     if not gpus and not scheduler:
         raise EngineError("profiling with Dask needs local GPUs or the address of a Dask scheduler")
@@ -278,8 +331,10 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
         cache = ProfileCache(os.path.expanduser(cache_path or DEFAULT_CACHE), device_key(ref))
         try:
             run = Run(client, cache, settings, measure, probe, workers)
-            run.profile(work, progress, should_stop)
+            track = ProfileProgress(work, progress)
+            run.profile(work, track, should_stop, status)
             prov = run.provenance(ref, command, scheduler or "local", len(work))
+            prov["time_split"] = track.split_summary()
             prov["profiling_seconds"] = round(time.perf_counter() - t0, 2)
             prov["worker_start_seconds"] = started
             return assemble(cache, work, prov, network, policy, precision, layout)
@@ -311,7 +366,7 @@ class Run:
         self.pending[fut] = (graph, attempt)
         return fut
 
-    def profile(self, work: list[Graph], progress, should_stop) -> None:
+    def profile(self, work: list[Graph], track: ProfileProgress, should_stop, status=None) -> None:
         """Submit the graphs the cache lacks, biggest first, and handle each as it finishes.
 
         Graphs are submitted four per worker at a time (one running, one queued on it, two at the scheduler),
@@ -320,11 +375,11 @@ class Run:
         at a time, so that only its own fault can fail it again."""
         from distributed import as_completed
         todo = [g for g in work if not self.cache.is_done(g.key, g.b, self.options)]
-        self.cached = done = len(work) - len(todo)
+        self.cached = len(work) - len(todo)
         for g in set(work) - set(todo):
             self.learn(self.cache.rows(g.key, g.b))
-        if progress and done:
-            progress(done, len(work), f"{done} graphs from the cache")
+        track.from_cache([g for g in work if g not in set(todo)])
+        track.start()
         waiting = sorted(todo, key=lambda g: -g.cost)[::-1]  # biggest last, popped first
         window = 4 * max(1, len(self.client.scheduler_info(n_workers=-1)["workers"]))
         queue = as_completed(with_results=True, raise_errors=False)  # results fetched in the background
@@ -337,16 +392,21 @@ class Run:
                     queue.add(self.submit(*again.pop(0)))
                 fut, result = next(queue)
                 graph, attempt = self.pending.pop(fut)
+                t = time.perf_counter()
                 note = self.finish(fut, result, graph, attempt)
                 if note is None:
                     again.append((graph, attempt + 1))
                     continue
-                done += 1
-                if progress:
-                    progress(done, len(work), f"{graph.label} {note}")
-                if should_stop and should_stop() and done < len(work):
-                    raise ProfilingCancelled(f"profiling cancelled after {done} of {len(work)} graphs; results so "
-                                             f"far are kept in {self.cache.path}")
+                if fut.status == "finished":
+                    track.finished(graph, result["worker"], result["timing"]["seconds"], result["timing"].get("split"),
+                                   commit=time.perf_counter() - t, note=note)
+                else:
+                    track.failed(graph, note)
+                if status:
+                    status(track.status())
+                if should_stop and should_stop() and track.done < len(work):
+                    raise ProfilingCancelled(f"profiling cancelled after {track.done} of {len(work)} graphs; results "
+                                             f"so far are kept in {self.cache.path}")
         finally:
             if self.pending:
                 self.client.cancel(list(self.pending))
