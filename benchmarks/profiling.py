@@ -2,6 +2,9 @@
 
     python benchmarks/profiling.py measure [--cold 2] [--warm 5]   # GPU host, about 2 minutes
     python benchmarks/profiling.py report                           # anywhere: profiling.md and README's block
+    python benchmarks/profiling.py speed --out DIR                  # GPU host: issue 24's runs (about 5 minutes)
+    python benchmarks/profiling.py speed-compare DIR                # anywhere: the two ResNet-50 profiles compared
+    python benchmarks/profiling.py speed-report                     # anywhere: profiling-speed.md from its JSON
 
 ``measure`` runs the issue's timing target, ``python -m engine profile`` of AlexNet b256 (TF32, NCHW,
 powerOfTwo, engine sweep), as a subprocess: ``--cold`` times each into a new SQLite cache, then
@@ -9,6 +12,16 @@ powerOfTwo, engine sweep), as a subprocess: ``--cold`` times each into a new SQL
 ``pip install`` leaves them. Each run's wall time (the whole command: imports, CUDA start, profiling,
 writing the file) and the profiler's own ``profiling_seconds`` go to the results file, rewritten
 atomically after every run. ``report`` reads that file and the bundled profiles only.
+
+``speed`` (issue 24, profiling a new model in a minute or two) runs, each as the user's command from a cold
+cache and timed by wall clock: B, ResNet-50 b64 TF32 NCHW ``powerOfTwo`` with the engine sweep on processes
+sharing the GPU (engine.gpu.pipeline, the default); D, the depthwise and grouped convolutions of
+benchmarks/depthwise.yaml the same way; A, ResNet-50 again graph after graph (``--build-workers 1``, the serial
+profiler). Before them ``gil`` measures whether cuDNN's plan building runs in parallel on threads (one handle
+each). Each run's profile, its per-graph seconds and time split (from its cache) go to ``--out``;
+``speed-compare`` adds A against B (same plans, times, make_plan's plans at 8, 64 and 256 MiB) and
+``speed-report`` writes benchmarks/reports/profiling-speed.md from the committed JSON. The module is over 400
+lines because it holds both benchmarks of the profiling command and their reports.
 """
 
 from __future__ import annotations
@@ -184,6 +197,253 @@ def report(args) -> None:
     print(f"wrote {args.output} and the block in {args.readme}")
 
 
+
+# ---------------------------------------------------------------- issue 24: profiling speed
+
+RESNET = ["--network", "resnet50", "--batch", "64", "--dtype", "tf32", "--layout", "NCHW", "--policy", "powerOfTwo"]
+DEPTHWISE = ["--network", "benchmarks/depthwise.yaml", "--batch", "128", "--dtype", "tf32", "--layout", "NCHW",
+             "--policy", "128,16,1"]
+SPEED_GOALS = {"resnet50_one_gpu_s": 45.0, "depthwise_graph_median_s": 1.5}
+SPEED_RESULTS = ROOT / "benchmarks" / "reports" / "profiling-speed.json"
+SPEED_REPORT = ROOT / "benchmarks" / "reports" / "profiling-speed.md"
+BUDGETS_MIB = (8, 64, 256)
+
+
+def gil(args) -> None:
+    """Build the engine sweep of 8 ResNet-50 graphs graph after graph on one thread, then on 4 threads with a
+    cuDNN handle each (runtime.context is per thread); prints the seconds of both as JSON."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.gpu import runtime
+    from engine.gpu.graphs import make_graph, sweep
+    from engine.zoo import get_network
+    sigs = [k[0].signature for k in get_network("resnet50", 32).unique_kernels("tf32", "NCHW").values()][:9]
+
+    def job(sig) -> int:
+        cg = make_graph(sig, 32, runtime.context(), include_rtc=False)
+        found = sweep(cg, 4)
+        for i in range(cg.heuristic):
+            try:
+                cg.build(i)
+            except Exception:
+                pass
+        return len(found) + cg.heuristic
+
+    job(sigs[-1])  # libraries loaded, kernels' modules registered
+    t0 = time.perf_counter()
+    plans = sum(job(sg) for sg in sigs[:8])
+    serial = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(4) as pool:
+        plans_threads = sum(pool.map(job, sigs[:8]))
+    threads = time.perf_counter() - t0
+    print(json.dumps({"graphs": 8, "plans": plans, "plans_threads": plans_threads, "serial_s": round(serial, 2),
+                      "threads": 4, "threads_s": round(threads, 2), "speedup": round(serial / threads, 2)}))
+
+
+def per_graph(cache: Path) -> list[dict]:
+    """Each graph's stored timing and time split (the done table), in the order they were stored."""
+    import sqlite3
+    with sqlite3.connect(cache) as db:
+        rows = db.execute("SELECT signature, micro_batch, provenance FROM done ORDER BY rowid").fetchall()
+    out = []
+    for sig, b, prov in rows:
+        p = json.loads(prov)
+        out.append({"signature": sig, "micro_batch": b, "worker": p.get("worker", ""), **p.get("timing", {})})
+    return out
+
+
+def speed_run(name: str, net: list[str], extra: list[str], out: Path, tmp: Path, timeout: float) -> dict:
+    prof = out / f"{name}.profile.json.gz"
+    cmd = [sys.executable, "-m", "engine", "profile", *net, "--cache", str(tmp / f"{name}.sqlite"), "-o", str(prof),
+           *extra]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as err:
+        code, stdout, stderr = "timeout", (err.stdout or b"").decode(), (err.stderr or b"").decode()
+    run = {"command": "python -m engine profile " + " ".join([*net, *extra]), "wall_s": round(time.perf_counter() - t0, 2),
+           "returncode": code, "stdout": stdout.strip()[-1500:],
+           "stderr": [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip()][-3:]}
+    if (tmp / f"{name}.sqlite").exists():
+        run["graphs"] = per_graph(tmp / f"{name}.sqlite")
+    if code == 0:
+        doc = json.loads(gzip.decompress(prof.read_bytes()))
+        p = doc["provenance"]
+        run.update(profiling_s=p["profiling_seconds"], rows=len(doc["rows"]), workers=p.get("workers"),
+                   time_split=p.get("time_split"), provenance={k: p.get(k) for k in (
+                       "gpu", "driver", "cuda_runtime", "cudnn_version", "frontend_version", "cupy_version", "python",
+                       "date")})
+    return run
+
+
+def speed(args) -> None:
+    from benchmarks.profile_multigpu import prepare
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = {"command": "python benchmarks/profiling.py " + " ".join(sys.argv[1:]), "goals": SPEED_GOALS,
+            "code": args.code, "runs": {}}
+    t0 = time.perf_counter()
+    data["prepared"] = prepare(dict(os.environ))
+    g = subprocess.run([sys.executable, str(Path(__file__)), "gil"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    data["gil"] = json.loads(g.stdout) if g.returncode == 0 else {"error": g.stderr.strip()[-500:]}
+    write_json(data, out / "speed.json")
+    print("gil", data["gil"], file=sys.stderr, flush=True)
+    data["versions"] = versions()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, net, extra, limit in (("B", RESNET, [], args.timeout), ("D", DEPTHWISE, [], args.timeout),
+                                        ("A", RESNET, ["--build-workers", "1"], args.timeout)):
+            data["runs"][name] = speed_run(name, net, extra, out, Path(tmp), limit)
+            write_json(data, out / "speed.json")
+            r = data["runs"][name]
+            print(name, r["wall_s"], r["returncode"], r.get("time_split"), file=sys.stderr, flush=True)
+    data["seconds"] = round(time.perf_counter() - t0, 1)
+    write_json(data, out / "speed.json")
+
+
+def versions() -> dict:
+    import importlib.metadata as md
+    out = {}
+    for name in ("cupy-cuda13x", "cupy-cuda12x", "nvidia-cudnn-frontend", "nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "torch",
+                 "dask", "distributed"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def plan_choices(plan) -> list[tuple[str, tuple[tuple[int, str], ...]]]:
+    """What a plan chose: each kernel's micro-batches and cuDNN plans (times and workspaces aside)."""
+    return [(k.id, tuple((m.batch, m.plan) for m in k.micro)) for k in plan.kernels]
+
+
+def speed_compare(args) -> None:
+    """A (graph after graph) against B (processes sharing the GPU): the same (signature, micro-batch, plan) rows
+    and outcome, the plan times' ratio, and make_plan's choices at 8, 64 and 256 MiB, WR and WD."""
+    from benchmarks.profile_multigpu import time_agreement
+    from engine.planner import make_plan
+    from engine.profile import Profile
+    from engine.zoo import get_network
+    folder = Path(args.dir)
+    data = json.loads((folder / "speed.json").read_text())
+    a, b = (Profile.load(folder / f"{n}.profile.json.gz") for n in ("A", "B"))
+    rows = [set(zip(p.table.signature, p.table.micro_batch.astype(int), p.table.plan)) for p in (a, b)]
+    status = [set(zip(p.table.signature, p.table.micro_batch.astype(int), p.table.plan, p.table.status))
+              for p in (a, b)]
+    net = get_network("resnet50", 64)
+    plans = []
+    for mode in ("wr", "wd"):
+        for mib in BUDGETS_MIB:
+            pa, pb = (make_plan(p, net, mode=mode, budget=mib << 20, policy="powerOfTwo") for p in (a, b))
+            ca, cb = plan_choices(pa), plan_choices(pb)
+            plans.append({"mode": mode, "budget_mib": mib, "kernels": len(ca),
+                          "same_kernels": sum(x == y for x, y in zip(ca, cb)), "same": ca == cb,
+                          "time_ms_a": round(pa.totals.time_ms, 3), "time_ms_b": round(pb.totals.time_ms, 3),
+                          "differ": [x[0] for x, y in zip(ca, cb) if x != y][:12]})
+    data["compare"] = {"rows_a": len(rows[0]), "rows_b": len(rows[1]), "same_rows": rows[0] == rows[1],
+                       "only_a": len(rows[0] - rows[1]), "only_b": len(rows[1] - rows[0]),
+                       "same_status": status[0] == status[1], "status_differ": len(status[0] ^ status[1]) // 2,
+                       "time_ratio_b_over_a": time_agreement(a, b), "plans": plans}
+    write_json(data, folder / "speed.json")
+    print(json.dumps(data["compare"], indent=1))
+
+
+def depthwise_graphs(run: dict) -> list[dict]:
+    """The depthwise and grouped graphs of a run (signature ending in a group count above 1)."""
+    return [g for g in run.get("graphs", []) if not g["signature"].endswith("/g1")]
+
+
+def own_seconds(g: dict) -> float:
+    """A graph's own seconds: building and timing it, without waiting for the shared GPU."""
+    return g["seconds"] - g.get("split", {}).get("wait", 0.0)
+
+
+def split_text(s: dict | None) -> str:
+    if not s:
+        return "-"
+    st = s.get("steps", {})
+    return (f"build {s['build']:.1f} s (heuristics {st.get('heuristics', 0):.1f}, sweep {st.get('sweep', 0):.1f}, "
+            f"plans {st.get('build', 0):.1f}); timing {s['timing']:.1f} s; bookkeeping {s['bookkeeping']:.1f} s "
+            f"(notes {st.get('notes', 0):.1f}, cache {st.get('commit', 0):.1f}); waiting for the GPU {s['wait']:.1f} s")
+
+
+def speed_render(data: dict, source: str) -> str:
+    runs = data["runs"]
+    prov = next((r["provenance"] for r in runs.values() if r.get("provenance")), {})
+    v = data.get("versions", {})
+    lines = ["# Profiling a new model in a minute or two (issue 24)", "",
+             f"Written by `python benchmarks/profiling.py speed-report` from [{Path(source).name}]({Path(source).name}) "
+             f"(measured by `{data['command']}` at code {data['code']}, compared by `speed-compare`).", "",
+             f"- GPU: {prov.get('gpu')}, driver {prov.get('driver')}, CUDA runtime {prov.get('cuda_runtime')}, cuDNN "
+             f"{prov.get('cudnn_version')}, cudnn-frontend {prov.get('frontend_version')}, CuPy {prov.get('cupy_version')}, "
+             f"torch {v.get('torch') or 'not installed'}, Python {prov.get('python')}; {prov.get('date')}",
+             "- every run is the user's command from a cold cache, timed by wall clock (imports, CUDA start, worker "
+             "start, profiling, writing the file), after the packages' bytecode was compiled and the GPU libraries "
+             "loaded once", "",
+             "| run | command | wall | profiler's own | graphs | processes | where the graphs' time went (summed) |",
+             "|---|---|---|---|---|---|---|"]
+    for name, what in (("A", "serial"), ("B", "pipelined"), ("D", "pipelined, depthwise")):
+        r = runs.get(name)
+        if not r:
+            continue
+        wall = f"{r['wall_s']} s" if r["returncode"] == 0 else f"{r['wall_s']} s, exit {r['returncode']}"
+        lines.append(f"| {name} ({what}) | `{r['command']}` | {wall} | {r.get('profiling_s', '-')} s | "
+                     f"{len(r.get('graphs', []))} | {r.get('workers', '-')} | {split_text(r.get('time_split'))} |")
+    a, b, d = runs.get("A", {}), runs.get("B", {}), runs.get("D", {})
+    lines += ["", "## Targets", ""]
+    if a.get("returncode") == 0 and b.get("returncode") == 0:
+        lines.append(f"- ResNet-50 b64 on one GPU: **{b['wall_s']} s** pipelined against {a['wall_s']} s graph after "
+                     f"graph ({a['wall_s'] / b['wall_s']:.2f}x); target <= {data['goals']['resnet50_one_gpu_s']:g} s: "
+                     f"{'met' if b['wall_s'] <= data['goals']['resnet50_one_gpu_s'] else '**not met**'}.")
+    dw = depthwise_graphs(d)
+    if dw:
+        med = statistics.median(own_seconds(g) for g in dw)
+        wall = d["wall_s"] / max(len(d.get("graphs", [])), 1)
+        lines.append(f"- Depthwise and grouped graphs ({len(dw)} of run D): median **{med:.2f} s** of a graph's own "
+                     f"building and timing (slowest {max(own_seconds(g) for g in dw):.2f} s); the whole run D took "
+                     f"{wall:.2f} s of wall clock per graph; target <= {data['goals']['depthwise_graph_median_s']:g} s "
+                     f"per graph: {'met' if med <= data['goals']['depthwise_graph_median_s'] else '**not met**'}.")
+    c = data.get("compare")
+    if c:
+        t = c["time_ratio_b_over_a"]
+        same_rows = "the same set" if c["same_rows"] else \
+            f"**not the same**: {c['only_a']} only in A, {c['only_b']} only in B"
+        same_status = "the same" if c["same_status"] else f"differs for {c['status_differ']} rows"
+        lines += ["", "## Serial against pipelined (A against B)", "",
+                  f"- (signature, micro-batch, plan) rows: {c['rows_a']} in A, {c['rows_b']} in B, {same_rows}; "
+                  f"status per row {same_status}",
+                  f"- plan times, B / A over the {t['plans']} plans both timed with repeats: median {t['median']}, "
+                  f"quartiles {t['q1']} to {t['q3']}", "",
+                  "| make_plan | budget | kernels with the same choice | predicted time A / B (ms) | kernels that differ |",
+                  "|---|---|---|---|---|"]
+        for p in c["plans"]:
+            lines.append(f"| {p['mode'].upper()} | {p['budget_mib']} MiB | {p['same_kernels']} of {p['kernels']} | "
+                         f"{p['time_ms_a']} / {p['time_ms_b']} | {', '.join(p['differ']) or '-'} |")
+    gl = data.get("gil", {})
+    if "speedup" in gl:
+        lines += ["", "## Threads or processes", "",
+                  f"Building the engine sweep of {gl['graphs']} ResNet-50 graphs ({gl['plans']} plans): "
+                  f"{gl['serial_s']} s on one thread, {gl['threads_s']} s on {gl['threads']} threads with a cuDNN "
+                  f"handle each ({gl['speedup']}x). The frontend's binding holds the GIL while it builds "
+                  "(engine/gpu/pipeline.py), so the profiler builds on processes."]
+    skips = (b.get("time_split") or {}).get("sweep_skips") or {}
+    if skips:
+        lines += ["", "## What the engine sweep did not time (run B)", "",
+                  "Every engine configuration the sweep tried that did not become a timed plan, by reason (plans "
+                  "the profile records as skipped, such as those above the workspace cap, are rows of the profile):",
+                  "", *(f"- {r}: {n}" for r, n in sorted(skips.items(), key=lambda x: -x[1]))]
+    return "\n".join(lines) + "\n"
+
+
+def speed_report(args) -> None:
+    data = json.loads(Path(args.results).read_text())
+    atomic_write(args.output, speed_render(data, args.results))
+    print(f"wrote {args.output}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -195,8 +455,19 @@ def main() -> None:
     r.add_argument("results", nargs="?", default=str(DEFAULT_RESULTS))
     r.add_argument("-o", "--output", default=str(DEFAULT_REPORT))
     r.add_argument("--readme", default=str(README))
+    sp = sub.add_parser("speed", help="issue 24's runs on the GPU host")
+    sp.add_argument("--out", required=True, help="folder for speed.json and the profiles")
+    sp.add_argument("--code", default="?", help="the commit whose engine runs")
+    sp.add_argument("--timeout", type=float, default=200.0, help="seconds per run")
+    sub.add_parser("gil", help="plan building on one thread and on four (GPU host)")
+    sc = sub.add_parser("speed-compare", help="A against B, from the folder speed wrote")
+    sc.add_argument("dir")
+    sr = sub.add_parser("speed-report", help="profiling-speed.md from the committed JSON")
+    sr.add_argument("results", nargs="?", default=str(SPEED_RESULTS))
+    sr.add_argument("-o", "--output", default=str(SPEED_REPORT))
     args = ap.parse_args()
-    {"measure": measure, "report": report}[args.cmd](args)
+    {"measure": measure, "report": report, "speed": speed, "gil": gil, "speed-compare": speed_compare,
+     "speed-report": speed_report}[args.cmd](args)
 
 
 if __name__ == "__main__":
