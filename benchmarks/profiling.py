@@ -249,7 +249,10 @@ def per_graph(cache: Path) -> list[dict]:
     out = []
     for sig, b, prov in rows:
         p = json.loads(prov)
-        out.append({"signature": sig, "micro_batch": b, "worker": p.get("worker", ""), **p.get("timing", {})})
+        timing = p.get("timing", {})
+        split = {k: v for k, v in timing.get("split", {}).items() if not isinstance(v, dict)}
+        out.append({"signature": sig, "micro_batch": b, "worker": p.get("worker", ""), "start": timing.get("start"),
+                    "seconds": timing.get("seconds"), "split": split})
     return out
 
 
@@ -286,16 +289,18 @@ def speed(args) -> None:
             "code": args.code, "runs": {}}
     t0 = time.perf_counter()
     data["prepared"] = prepare(dict(os.environ))
-    g = subprocess.run([sys.executable, str(Path(__file__)), "gil"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=120)
-    data["gil"] = json.loads(g.stdout) if g.returncode == 0 else {"error": g.stderr.strip()[-500:]}
+    if "gil" in args.runs.split(","):
+        g = subprocess.run([sys.executable, str(Path(__file__)), "gil"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+        data["gil"] = json.loads(g.stdout) if g.returncode == 0 else {"error": g.stderr.strip()[-500:]}
     write_json(data, out / "speed.json")
     print("gil", data["gil"], file=sys.stderr, flush=True)
     data["versions"] = versions()
     with tempfile.TemporaryDirectory() as tmp:
-        for name, net, extra, limit in (("B", RESNET, [], args.timeout), ("D", DEPTHWISE, [], args.timeout),
-                                        ("A", RESNET, ["--build-workers", "1"], args.timeout)):
-            data["runs"][name] = speed_run(name, net, extra, out, Path(tmp), limit)
+        for name, net, extra in (("B", RESNET, []), ("D", DEPTHWISE, []), ("A", RESNET, ["--build-workers", "1"])):
+            if name not in args.runs.split(","):
+                continue
+            data["runs"][name] = speed_run(name, net, extra, out, Path(tmp), args.timeout)
             write_json(data, out / "speed.json")
             r = data["runs"][name]
             print(name, r["wall_s"], r["returncode"], r.get("time_split"), file=sys.stderr, flush=True)
@@ -320,16 +325,21 @@ def plan_choices(plan) -> list[tuple[str, tuple[tuple[int, str], ...]]]:
     return [(k.id, tuple((m.batch, m.plan) for m in k.micro)) for k in plan.kernels]
 
 
-def speed_compare(args) -> None:
-    """A (graph after graph) against B (processes sharing the GPU): the same (signature, micro-batch, plan) rows
-    and outcome, the plan times' ratio, and make_plan's choices at 8, 64 and 256 MiB, WR and WD."""
+def timed_on(plan, times: dict) -> float:
+    """A plan's predicted time with another profile's measurements of the same plans (its choices, their times)."""
+    return sum(times[(k.signature, m.batch, m.plan)] for k in plan.kernels for m in k.micro)
+
+
+def compare_profiles(a, b) -> dict:
+    """Profile ``a`` against ``b`` of the same network: the same (signature, micro-batch, plan) rows and outcome,
+    the plan times' ratio, and make_plan's choices at 8, 64 and 256 MiB, WR and WD, each plan also timed with
+    the other profile's measurements of its choices."""
     from benchmarks.profile_multigpu import time_agreement
     from engine.planner import make_plan
-    from engine.profile import Profile
     from engine.zoo import get_network
-    folder = Path(args.dir)
-    data = json.loads((folder / "speed.json").read_text())
-    a, b = (Profile.load(folder / f"{n}.profile.json.gz") for n in ("A", "B"))
+    times = [{(s, int(m), n): t for s, m, n, t, st in zip(p.table.signature, p.table.micro_batch, p.table.plan,
+                                                           p.table.time_ms, p.table.status) if st == "ok"}
+             for p in (a, b)]
     rows = [set(zip(p.table.signature, p.table.micro_batch.astype(int), p.table.plan)) for p in (a, b)]
     status = [set(zip(p.table.signature, p.table.micro_batch.astype(int), p.table.plan, p.table.status))
               for p in (a, b)]
@@ -342,13 +352,30 @@ def speed_compare(args) -> None:
             plans.append({"mode": mode, "budget_mib": mib, "kernels": len(ca),
                           "same_kernels": sum(x == y for x, y in zip(ca, cb)), "same": ca == cb,
                           "time_ms_a": round(pa.totals.time_ms, 3), "time_ms_b": round(pb.totals.time_ms, 3),
+                          "b_plan_on_a_ms": round(timed_on(pb, times[0]), 3),
+                          "a_plan_on_b_ms": round(timed_on(pa, times[1]), 3),
                           "differ": [x[0] for x, y in zip(ca, cb) if x != y][:12]})
-    data["compare"] = {"rows_a": len(rows[0]), "rows_b": len(rows[1]), "same_rows": rows[0] == rows[1],
-                       "only_a": len(rows[0] - rows[1]), "only_b": len(rows[1] - rows[0]),
-                       "same_status": status[0] == status[1], "status_differ": len(status[0] ^ status[1]) // 2,
-                       "time_ratio_b_over_a": time_agreement(a, b), "plans": plans}
+    return {"rows_a": len(rows[0]), "rows_b": len(rows[1]), "same_rows": rows[0] == rows[1],
+            "only_a": len(rows[0] - rows[1]), "only_b": len(rows[1] - rows[0]),
+            "same_status": status[0] == status[1], "status_differ": len(status[0] ^ status[1]) // 2,
+            "time_ratio_b_over_a": time_agreement(a, b), "plans": plans}
+
+
+def speed_compare(args) -> None:
+    """This run's B against the serial A (of this run, or of ``--serial``'s), and against an earlier run's B
+    (``--noise``: two pipelined runs, so the differences of two measurements alone)."""
+    from engine.profile import Profile
+    folder = Path(args.dir)
+    data = json.loads((folder / "speed.json").read_text())
+    b = Profile.load(folder / "B.profile.json.gz")
+    serial = Path(args.serial or args.dir)
+    data["compare"] = dict(compare_profiles(Profile.load(serial / "A.profile.json.gz"), b),
+                           serial_from=args.serial_name or "this run")
+    if args.noise:
+        data["noise"] = dict(compare_profiles(Profile.load(Path(args.noise) / "B.profile.json.gz"), b),
+                             other_from=args.noise_name or args.noise)
     write_json(data, folder / "speed.json")
-    print(json.dumps(data["compare"], indent=1))
+    print(json.dumps({k: v for k, v in data.items() if k in ("compare", "noise")}, indent=1))
 
 
 def depthwise_graphs(run: dict) -> list[dict]:
@@ -459,9 +486,14 @@ def main() -> None:
     sp.add_argument("--out", required=True, help="folder for speed.json and the profiles")
     sp.add_argument("--code", default="?", help="the commit whose engine runs")
     sp.add_argument("--timeout", type=float, default=200.0, help="seconds per run")
+    sp.add_argument("--runs", default="gil,B,D,A", help="which steps, of gil, B, D and A")
     sub.add_parser("gil", help="plan building on one thread and on four (GPU host)")
     sc = sub.add_parser("speed-compare", help="A against B, from the folder speed wrote")
     sc.add_argument("dir")
+    sc.add_argument("--serial", help="the folder of the serial run A, when another run measured it")
+    sc.add_argument("--serial-name", help="that run's name in the report")
+    sc.add_argument("--noise", help="the folder of an earlier run whose pipelined B to compare with this B")
+    sc.add_argument("--noise-name", help="that run's name in the report")
     sr = sub.add_parser("speed-report", help="profiling-speed.md from the committed JSON")
     sr.add_argument("results", nargs="?", default=str(SPEED_RESULTS))
     sr.add_argument("-o", "--output", default=str(SPEED_REPORT))

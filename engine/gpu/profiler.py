@@ -241,8 +241,12 @@ class GraphMeasurer:
                     ws = self.bufs.ws if self.bufs is not None else None
                     self.bufs = None  # its operands go back to the pool, for the next signature's
                     self.bufs = KernelBuffers(graph.sig, graph.sig.n, workspace=ws)
+                self.bufs.workspace(max((row["workspace"] for _, row in built.todo), default=0))  # grown once
                 built.split["buffers"], t = _lap(t)
+                retimed = ctx.retimed
                 rows = time_graph(built, self.bufs, ctx, repeats=settings.repeats)
+                if ctx.retimed > retimed:
+                    built.split["retimed"] = {"spin shorter than the host's enqueue": ctx.retimed - retimed}
             self.split = built.split
             return rows
         except Exception:

@@ -116,7 +116,8 @@ class ProfileProgress:
     def split_summary(self) -> dict:
         """Seconds summed over this run's measured graphs: "build" (heuristic query, engine sweep, plan
         finalizing), "timing" (operand fills, timed runs), "bookkeeping" (numerical-notes labelling, cache
-        writes), "wait" (for the shared GPU), each step, and the sweep's skips by reason."""
+        writes), "wait" (for the shared GPU), each step, the sweep's skips by reason, and the timings repeated
+        behind a longer spin (runtime.time_repeats)."""
         s = self.split
         out = {"graphs": len(self.samples),
                "build": sum(s.get(k, 0.0) for k in ("heuristics", "sweep", "build")),
@@ -126,6 +127,7 @@ class ProfileProgress:
         out = {k: round(v, 2) for k, v in out.items()}
         out["steps"] = {k: round(v, 2) for k, v in s.items() if not isinstance(v, dict)}
         out["sweep_skips"] = dict(s.get("sweep_skips", {}))
+        out["retimed"] = dict(s.get("retimed", {}))
         return out
 
     def _tell(self, what: str) -> None:
