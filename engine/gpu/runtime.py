@@ -13,6 +13,7 @@ import datetime as _dt
 import platform
 import statistics
 import threading
+import time
 from dataclasses import dataclass
 
 import cupy as cp
@@ -69,23 +70,28 @@ def time_repeats(ctx: Context, fn, repeats: int, warmup: int = 1) -> list[float]
     The spin ahead of the timed region lasts about as long as the host takes to enqueue the repeats
     (SPIN_PER_CALL each), not a fixed 0.5 ms: on ResNet-50 the fixed spin was half of the 58 s of GPU time
     spent timing 30,000 plans (benchmarks/reports/profiling-speed.md). Whether it was long enough is checked,
-    not assumed: if the spin had ended before the last repeat was enqueued (its end event already done),
-    the GPU may have waited for the host between repeats, so they are timed again behind a spin four times
-    longer (``ctx.retimed`` counts these)."""
+    not assumed: if the spin had ended before the last repeat was enqueued (its end event already done), the
+    GPU may have waited for the host inside the timed region, for at most the host's time from the spin's
+    launch to the last event's. Where that bound is over 1 % of the measured total (short kernels: the host
+    was slower than the GPU), the repeats are timed again behind a spin four times longer (``ctx.retimed``
+    counts these); a long kernel keeps the GPU ahead of the host, and its times stand."""
     for r in range(warmup):
         fn(r)
     cycles = SPIN_BASE + SPIN_PER_CALL * repeats
     while True:
         events = [cp.cuda.Event() for _ in range(repeats + 1)]
+        t0 = time.perf_counter()
         block_stream(ctx, cycles)
         events[0].record(ctx.stream)
         for r in range(repeats):
             fn(r)
             events[r + 1].record(ctx.stream)
         ahead = not events[0].done  # the spin still runs: every repeat was queued before the GPU reached it
+        host_ms = 1000 * (time.perf_counter() - t0)
         events[-1].synchronize()
-        if ahead or cycles >= SPIN_MAX:
-            return [cp.cuda.get_elapsed_time(events[i], events[i + 1]) for i in range(repeats)]
+        times = [cp.cuda.get_elapsed_time(events[i], events[i + 1]) for i in range(repeats)]
+        if ahead or host_ms <= 0.01 * sum(times) or cycles >= SPIN_MAX:
+            return times
         ctx.retimed += 1
         cycles *= 4
 
