@@ -25,7 +25,7 @@ import pytest
 from engine.errors import EngineError
 from engine.gpu.cache import ProfileCache
 from engine.gpu.pipeline import run_pipeline, worker_count
-from engine.gpu.progress import ProfileProgress, fit, Sample
+from engine.gpu.progress import ProfileProgress, Sample, features, fit
 from engine.gpu.work import assemble, graphs, measure_settings
 from engine.testing import fake_gpu as fake
 from engine.testing.cli import engine, one_error_line
@@ -160,11 +160,21 @@ def test_worker_count_is_bounded_by_cores_and_memory():
         worker_count(0, **big)
 
 
-def test_fit_recovers_a_linear_cost_model():
-    assert fit([Sample(1, 2.0), Sample(3, 4.0)]) == pytest.approx((1.0, 1.0))
-    assert fit([Sample(5, 2.0), Sample(5, 4.0)]) == (3.0, 0.0)          # one cost: the mean
-    assert fit([Sample(1, 4.0), Sample(3, 2.0)]) == (3.0, 0.0)          # cheaper when bigger: the mean
-    assert fit([Sample(1, 0.0), Sample(2, 3.0)]) == pytest.approx((0.0, 1.2))  # through the origin
+def test_fit_is_non_negative_least_squares():
+    exact = [Sample((1.0, 0.0, x), 2.0 + 3.0 * x) for x in (1.0, 2.0, 5.0)] + [Sample((0.0, 1.0, 2.0), 7.5)]
+    assert fit(exact) == pytest.approx([2.0, 1.5, 3.0])                    # a[kind 0], a[kind 1], c
+    falling = [Sample((1.0, 1.0), 4.0), Sample((1.0, 3.0), 2.0)]            # cheaper when bigger: the mean
+    assert fit(falling) == pytest.approx([3.0, 0.0])
+    origin = [Sample((1.0, 1.0), 0.0), Sample((1.0, 2.0), 3.0)]             # a negative intercept: through 0
+    assert fit(origin) == pytest.approx([0.0, 1.2])
+
+
+def test_features_are_a_direction_flops_and_bytes():
+    g = WORK[0]
+    f = features(g)
+    s = g.sig.with_batch(g.b)
+    assert f[:3] == (1.0, 0.0, 0.0) and f[3] == s.flops / 1e9
+    assert f[4] == (s.x_elems + s.y_elems + s.w_elems) * 4 / 1e9
 
 
 @pytest.mark.parametrize("order", ["biggest first", "network order"])

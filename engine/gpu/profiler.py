@@ -11,6 +11,12 @@ plan more than ``DOMINATED``x slower than a timed plan needing no more workspace
 desirable), keeps a single timed run instead of ``repeats``. Micro-batches are read from rotating
 offsets of a buffer holding twice the mini-batch, so a repeat does not find its input hot in L2.
 Swept plans are stored with ``heuristic_rank`` -1: a framework would never pick them.
+
+A graph is built on the host first (build_graph: heuristics, sweep, notes, every plan finalized; no GPU
+work), then timed (time_graph, in cuDNN's heuristic order, so the likely fastest set the HOPELESS and
+DOMINATED bounds early), so that processes sharing one GPU (engine.gpu.pipeline, the default) build while
+one of them times. Each graph's seconds per step (GraphMeasurer.split) are stored with it in the cache, and
+the profile's ``time_split`` sums them.
 """
 
 from __future__ import annotations

@@ -1,43 +1,63 @@
 """Live progress of a profile: graphs done per GPU and the time left, for the CLI and the dashboard.
 
-The ETA fits each measured graph's own seconds as ``a + c * cost`` (cost: the graph's FLOPs, Graph.cost;
-a graph's host work, building ~60 plans, is about constant, its GPU work grows with the micro-batch) and
-scales the wall time spent measuring so far by the fitted work left over the fitted work done. Graphs go
-biggest first on several workers and in network order on one, so a plain graphs-per-second rate would be
-off by the spread of graph costs; the fit is not, and it holds however many workers run at once.
+The ETA fits each measured graph's own seconds as ``a[kind] + c * GFLOP + d * GB`` (non-negative least
+squares: a graph's host work, building ~60 plans, is about constant per direction; its GPU work grows with
+its FLOPs where the kernels are compute-bound and with its operand bytes where they are memory-bound, as
+depthwise ones are) and scales the wall time spent measuring so far by the fitted work left over the fitted
+work done, so it holds however many processes measure at once. Replayed on the H100 runs of
+benchmarks/reports/profiling-speed.md (each graph's stored end and seconds), it predicts the finish within
+a few percent at the median, but up to a third off (two thirds for a 42-graph run) in the first quarter of
+a run: the first graphs are not like the last (see that report).
 No CuPy here: the Dask client and the tests use it without a GPU.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
+from ..kernels import KernelKind
 from .work import Graph
+
+KINDS = tuple(KernelKind)
 
 
 @dataclass
 class Sample:
-    cost: float
+    features: tuple[float, ...]
     seconds: float
 
 
-def fit(samples: list[Sample]) -> tuple[float, float]:
-    """Least-squares (a, c) of seconds = a + c * cost with a, c >= 0 (a plain mean when costs do not vary)."""
-    n = len(samples)
-    mx = sum(s.cost for s in samples) / n
-    my = sum(s.seconds for s in samples) / n
-    sxx = sum((s.cost - mx) ** 2 for s in samples)
-    if sxx <= 0:
-        return my, 0.0
-    c = sum((s.cost - mx) * (s.seconds - my) for s in samples) / sxx
-    if c <= 0:
-        return my, 0.0
-    a = my - c * mx
-    if a < 0:  # through the origin instead
-        return 0.0, sum(s.cost * s.seconds for s in samples) / sum(s.cost ** 2 for s in samples)
-    return a, c
+def features(graph: Graph) -> tuple[float, ...]:
+    """One intercept per direction, then GFLOP and GB of operands of the graph's micro-batch."""
+    s = graph.sig.with_batch(graph.b)
+    return (*(float(graph.sig.kind is k) for k in KINDS), s.flops / 1e9,
+            (s.x_elems + s.y_elems + s.w_elems) * s.itemsize / 1e9)
+
+
+def fit(samples: list[Sample]) -> np.ndarray:
+    """Non-negative least-squares coefficients of seconds on features: the best of the least-squares fits on
+    every subset of the features whose coefficients are all >= 0 (exact for this handful of features)."""
+    x = np.array([sm.features for sm in samples], dtype=float)
+    y = np.array([sm.seconds for sm in samples], dtype=float)
+    best, coef = float("inf"), np.zeros(x.shape[1])
+    for n in range(1, x.shape[1] + 1):
+        for cols in itertools.combinations(range(x.shape[1]), n):
+            sub = x[:, cols]
+            if not sub.any():
+                continue
+            c, *_ = np.linalg.lstsq(sub, y, rcond=None)
+            if (c < 0).any():
+                continue
+            err = float(((sub @ c - y) ** 2).sum())
+            if err < best - 1e-12:
+                best, coef = err, np.zeros(x.shape[1])
+                coef[list(cols)] = c
+    return coef
 
 
 class ProfileProgress:
@@ -49,8 +69,8 @@ class ProfileProgress:
     def __init__(self, work: list[Graph], callback: Callable[[int, int, str], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter):
         self.total, self.callback, self.clock = len(work), callback, clock
-        self.cost = {(g.key, g.b): float(g.cost) for g in work}
-        self.left = dict(self.cost)
+        self.features = {(g.key, g.b): features(g) for g in work}
+        self.left = dict(self.features)
         self.samples: list[Sample] = []
         self.per_gpu: dict[str, int] = {}
         self.done = self.cached = 0
@@ -83,7 +103,7 @@ class ProfileProgress:
             else:
                 self.split[k] = self.split.get(k, 0.0) + v
         self.left.pop((graph.key, graph.b), None)
-        self.samples.append(Sample(self.cost.get((graph.key, graph.b), float(graph.cost)), seconds))
+        self.samples.append(Sample(features(graph), seconds))
         self.per_gpu[gpu] = self.per_gpu.get(gpu, 0) + 1
         self.done += 1
         self._tell(f"{graph.label} {note}".strip())
@@ -100,9 +120,9 @@ class ProfileProgress:
             return None
         if not self.left:
             return 0.0
-        a, c = fit(self.samples)
-        done = sum(a + c * s.cost for s in self.samples)
-        left = sum(a + c * cost for cost in self.left.values())
+        coef = fit(self.samples)
+        done = sum(float(np.dot(sm.features, coef)) for sm in self.samples)
+        left = sum(float(np.dot(f, coef)) for f in self.left.values())
         if done <= 0:
             return None
         return (self.clock() - self.began) * left / done
