@@ -26,7 +26,7 @@ from engine.errors import EngineError
 from engine.gpu.cache import ProfileCache
 from engine.gpu.pipeline import run_pipeline, worker_count
 from engine.gpu.progress import ProfileProgress, Sample, features, fit
-from engine.gpu.work import assemble, graphs, measure_settings
+from engine.gpu.work import ProfilingCancelled, assemble, graphs, measure_settings
 from engine.testing import fake_gpu as fake
 from engine.testing.cli import engine, one_error_line
 from engine.testing.synthetic import synthetic_rows
@@ -38,11 +38,11 @@ COST = {(g.key, g.b): g.cost for g in WORK}
 SETTINGS = measure_settings()
 
 
-def pipelined(tmp_path, workers=3, cache="cache.sqlite", probe=fake.probe, progress=None, **kw):
+def pipelined(tmp_path, workers=3, cache="cache.sqlite", probe=fake.probe, progress=None, should_stop=None, **kw):
     """run_pipeline on fake GPUs, assembled as profiler.profile_network does; returns (profile, progress)."""
     measure = partial(fake.pipeline_measure, log=str(tmp_path / "log.jsonl"), **kw)
     track = ProfileProgress(WORK, progress)
-    prov, c = run_pipeline(WORK, SETTINGS, "SYNTHETIC", str(tmp_path / cache), workers, track, None, None,
+    prov, c = run_pipeline(WORK, SETTINGS, "SYNTHETIC", str(tmp_path / cache), workers, track, should_stop, None,
                            measure, probe)
     try:
         return assemble(c, WORK, dict(prov, time_split=track.split_summary()), NET, "powerOfTwo", "tf32",
@@ -145,6 +145,18 @@ def test_a_dying_worker_or_a_probe_failure_ends_the_run_with_one_error(tmp_path)
     assert 10 <= len(stored(tmp_path / "cache.sqlite")) // 4 < 56
     with pytest.raises(EngineError, match="a profiling worker cannot profile: RuntimeError: SYNTHETIC: no GPU"):
         pipelined(tmp_path, workers=2, cache="other.sqlite", probe=fake.failing_probe)
+    with pytest.raises(EngineError, match=r"a profiling worker exited \(code 7\) while loading"):
+        pipelined(tmp_path, workers=2, cache="third.sqlite", probe=fake.exiting_probe)
+
+
+def test_cancel_keeps_finished_graphs_and_does_not_wait_for_busy_workers(tmp_path):
+    done = []
+    t0 = time.monotonic()
+    with pytest.raises(ProfilingCancelled, match="cancelled after 3 of 56"):
+        pipelined(tmp_path, workers=3, build=1.0, progress=lambda d, t, m: done.append(d),
+                  should_stop=lambda: len(done) >= 3)
+    assert time.monotonic() - t0 < 25  # three busy workers killed, not waited for (1 s each graph)
+    assert len(stored(tmp_path / "cache.sqlite")) == 3 * 4
 
 
 def test_worker_count_is_bounded_by_cores_and_memory():
@@ -232,7 +244,10 @@ class _Speaker(threading.Thread):
 
     def run(self):
         while True:
-            conn, _ = self.sock.accept()
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed: the test is over
+                return
             conn.sendall(self.greeting)
             threading.Timer(30, conn.close).start()
 
@@ -254,3 +269,5 @@ def test_an_address_that_is_no_dask_scheduler_gets_one_line_within_seconds():
                        "expected tcp://HOST:PORT")
     finally:
         web.shutdown()
+        web.server_close()
+        ssh.sock.close()

@@ -148,6 +148,9 @@ class Pool:
             msg = self.get(deadline - time.monotonic(), what="to start")
             if msg[0] == "dead":
                 raise EngineError(f"a profiling worker cannot profile: {msg[2]}")
+            if msg[0] == "died":
+                raise EngineError(f"a profiling worker exited (code {msg[3]}) while loading CuPy and cuDNN; profile "
+                                  f"graph after graph with --build-workers 1 to see why")
             if msg[0] == "ready":
                 provs[msg[1]] = msg[2]
         return [provs[i] for i in sorted(provs)]
@@ -176,11 +179,16 @@ class Pool:
     def submit(self, n: int, graph: Graph, settings: Settings, notes: dict) -> None:
         self.tasks.put((n, graph, settings, notes))
 
-    def close(self) -> None:
-        for _ in self.procs:
-            self.tasks.put(None)
+    def close(self, finished: bool = True) -> None:
+        """Stop the workers: idle ones end when told (``finished``); after an error or a cancel, busy ones
+        are killed at once (a graph they measure would not be stored)."""
+        if finished:
+            for _ in self.procs:
+                self.tasks.put(None)
+            deadline = time.monotonic() + 10
+            for p in self.procs:
+                p.join(timeout=max(0.1, deadline - time.monotonic()))
         for p in self.procs:
-            p.join(timeout=5)
             if p.is_alive():
                 p.kill()
                 p.join(timeout=5)
@@ -237,13 +245,13 @@ def run_pipeline(work: list[Graph], settings: Settings, command: str, cache_path
                 status(track.status())
             if should_stop and should_stop() and (waiting or sent):
                 raise cancelled(track.done, len(work), cache)
+        pool.close()
         return prov, cache
     except BaseException:
+        pool.close(finished=False)
         if cache is not None:
             cache.close()
         raise
-    finally:
-        pool.close()
 
 
 def learn(notes: dict[str, dict[str, str]], rows: list[dict]) -> None:

@@ -299,7 +299,7 @@ def profile_network(network: Network, *, policy="powerOfTwo", precision: str = "
     Runtime-compiled engines are left out by default (``include_rtc``): each costs 0.6-1.1 s of NVRTC
     per graph (measured on the H100), which would dominate profiling time. ``engines`` is "sweep"
     (the heuristic list plus every other engine configuration, see graphs.sweep) or "heuristics".
-    The provenance's ``time_split`` sums the graphs' seconds per step (see print_split).
+    The provenance's ``time_split`` sums the graphs' seconds per step (ProfileProgress.split_summary).
     """
     from .pipeline import worker_count
     settings = measure_settings(max_workspace=max_workspace, repeats=repeats, include_rtc=include_rtc,

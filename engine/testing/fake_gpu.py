@@ -85,3 +85,7 @@ def pipeline_measure(graph, settings, notes, gpu, log: str, build: float = 0.02,
 
 def failing_probe() -> dict:
     raise RuntimeError("SYNTHETIC: no GPU here")
+
+
+def exiting_probe() -> dict:
+    os._exit(7)
