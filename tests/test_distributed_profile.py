@@ -24,7 +24,8 @@ pytestmark = pytest.mark.slow   # a local Dask cluster: 1-15 s a test
 
 from engine.testing import fake_gpu as fake  # noqa: E402
 from engine.errors import EngineError  # noqa: E402
-from engine.gpu.distributed import local_devices, profile_network, start_cluster  # noqa: E402
+from engine.gpu.cluster import start_cluster  # noqa: E402
+from engine.gpu.distributed import local_devices, profile_network  # noqa: E402
 from engine.gpu.cache import ProfileCache  # noqa: E402
 from engine.gpu.work import ProfilingCancelled, assemble, graphs, measure_settings  # noqa: E402
 from engine.profile import Profile  # noqa: E402

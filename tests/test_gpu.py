@@ -80,18 +80,33 @@ def test_cache_resumes_after_a_killed_profile(tmp_path, monkeypatch):
         def progress(done, total, msg):
             if done == 3:
                 os._exit(3)   # killed mid-run, no cleanup
-        profile_network(tiny_network(), cache_path={str(cache)!r}, repeats=2, progress=progress)
+        profile_network(tiny_network(), cache_path={str(cache)!r}, repeats=2, progress=progress, workers=1)
     """)
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert r.returncode == 3, r.stderr
     from engine.gpu import profiler
     calls = []
-    real = profiler.profile_graph
-    monkeypatch.setattr(profiler, "profile_graph", lambda *a, **k: calls.append(a[:2]) or real(*a, **k))
-    prof = profile_network(tiny_network(), cache_path=str(cache), repeats=2)
+    real = profiler.build_graph
+    monkeypatch.setattr(profiler, "build_graph", lambda *a, **k: calls.append(a[:2]) or real(*a, **k))
+    prof = profile_network(tiny_network(), cache_path=str(cache), repeats=2, workers=1)
     total = len(tiny_network().unique_kernels()) * 4   # sizes 8, 4, 2, 1
     assert len(calls) == total - 3
     assert prof.table.groupby(["signature", "micro_batch"]).ngroups == total
+
+
+def test_processes_sharing_the_gpu_measure_the_plans_of_the_serial_profiler(tmp_path):
+    """The pipeline (3 processes building, one at a time timing) and the serial profiler, from cold caches,
+    measure the same (signature, micro-batch, plan) set with the same outcome per plan."""
+    piped = profile_network(tiny_network(), cache_path=str(tmp_path / "a.sqlite"), repeats=2, workers=3)
+    serial = profile_network(tiny_network(), cache_path=str(tmp_path / "b.sqlite"), repeats=2, workers=1)
+    rows = [set(zip(p.table.signature, p.table.micro_batch, p.table.plan, p.table.status)) for p in (piped, serial)]
+    assert rows[0] == rows[1] and (piped.table.status == "ok").any()
+    assert piped.provenance["workers"] == 3 and serial.provenance["workers"] == 1
+    for p in (piped, serial):
+        s = p.provenance["time_split"]
+        assert s["graphs"] == len({(k, b) for k, b, *_ in rows[0]})
+        assert s["build"] > 0 and s["timing"] > 0 and s["bookkeeping"] > 0
+    assert serial.provenance["time_split"]["wait"] < 0.1  # nobody else holds its GPU
 
 
 def _pieces(s, sizes, ctx, swept=False):

@@ -6,7 +6,9 @@ The GPU modules are imported inside ``run``, so that parsing this command's opti
 from __future__ import annotations
 
 import sys
+from functools import partial
 
+from ..errors import EngineError
 from ..gpu import ENGINES, KNOB_SAMPLES
 from ..precision import DEFAULT_PRECISION, LAYOUTS, PRECISIONS
 from ..units import format_size, parse_size
@@ -53,6 +55,9 @@ def add_arguments(p) -> None:
     p.add_argument("--include-rtc", action="store_true",
                    help="also time runtime-compiled engines (each costs ~1 s of NVRTC per graph)")
     p.add_argument("-o", "--output", help="profile file to write (.profile.json.gz)")
+    p.add_argument("--build-workers", type=int,
+                   help="processes building plans while one at a time times them on this GPU (default: one per CPU "
+                        "core but one, at most 12, as memory allows; 1: build and time graph after graph)")
     p.add_argument("--scheduler", help="profile on the GPUs of an existing Dask cluster, e.g. tcp://HOST:8786 "
                                        "(one single-threaded worker per GPU: dask cuda worker tcp://HOST:8786)")
 
@@ -64,11 +69,16 @@ def run(args) -> int:
     net = get_network(args.network, args.batch)
     cap = parse_size(args.max_workspace)
     command = "python -m engine " + " ".join(sys.argv[1:])
+    extra = {}
+    if args.build_workers is not None:
+        if isinstance(profile_network, partial):  # Dask: one process per GPU
+            raise EngineError("--build-workers applies to profiling on one GPU, not with --gpus or --scheduler")
+        extra["workers"] = args.build_workers
     layout = layout_of(args)
     prof = profile_network(net, policy=args.policy, precision=args.precision, layout=layout,
                            cache_path=args.cache, max_workspace=cap, repeats=args.repeats,
                            include_rtc=args.include_rtc, engines=args.engines, knob_samples=args.knob_samples,
-                           command=command, progress=progress_bar)
+                           command=command, progress=progress_bar, **extra)
     out = args.output or f"{net.name}-b{net.batch}-{args.precision}-{layout.lower()}-{args.policy}.profile.json.gz"
     prof.save(out)
     t = prof.table
@@ -82,8 +92,26 @@ def run(args) -> int:
           f"{(t.status == 'failed').sum()} failed, "
           f"{above} not timed above {format_size(cap)}, {len(skipped) - above} runtime-compiled or filtered "
           f"out) in {prof.provenance['profiling_seconds']} s -> {out}")
+    if prof.provenance.get("time_split"):
+        print(split_line(prof.provenance))
     failed = prof.provenance.get("failed_graphs", [])
     for f in failed:
         print(f"error: {f['signature']} at b={f['micro_batch']} failed ({f['reason']}) and is not in {out}; "
               f"run the same command again to retry it", file=sys.stderr)
     return 2 if failed else 0
+
+
+def split_line(prov: dict) -> str:
+    """Where the profiling time went: the graphs' seconds per step, summed (profiler.GraphMeasurer.split)."""
+    s, steps = prov["time_split"], prov["time_split"].get("steps", {})
+    if not s.get("graphs"):
+        return "time split: every graph came from the cache"
+    part = ", ".join(f"{k} {steps[k]:.1f}" for k in ("heuristics", "sweep", "build") if k in steps)
+    where = f" on {prov['workers']} processes sharing the GPU" if prov.get("workers", 1) > 1 else ""
+    skips = s.get("sweep_skips") or {}
+    skipped = "; sweep configurations not timed: " + ", ".join(f"{n} {r}" for r, n in sorted(skips.items())) \
+        if skips else ""
+    wait = f", waiting for the GPU {s['wait']:.1f} s" if s.get("wait") else ""
+    return (f"time split over {s['graphs']} measured graphs{where}: building {s['build']:.1f} s ({part}), timing "
+            f"{s['timing']:.1f} s, bookkeeping {s['bookkeeping']:.1f} s (notes {steps.get('notes', 0):.1f}, cache "
+            f"{steps.get('commit', 0):.1f}){wait}; wall {prov['profiling_seconds']} s{skipped}")

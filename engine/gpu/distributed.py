@@ -25,7 +25,6 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import contextmanager
 from functools import partial
 
 from ..errors import EngineError, GPUUnavailableError
@@ -33,11 +32,11 @@ from ..network import Network
 from ..profile import Profile
 from . import KNOB_SAMPLES
 from .cache import ProfileCache
+from .cluster import connect
+from .progress import ProfileProgress
 from .work import (DEFAULT_CACHE, Graph, ProfilingCancelled, Settings, assemble, device_key, graphs, measure_settings,
                    timed_measure)
 
-START_TIMEOUT = 120  # s for local workers to start (each imports CuPy and the cuDNN frontend)
-WORKER_WAIT = 60     # s for a worker to join an existing scheduler
 RETRIES = 1          # a graph is submitted at most 1 + RETRIES times
 
 
@@ -76,9 +75,11 @@ def measure_on_gpu(graph: Graph, settings: Settings, notes: dict[str, str]) -> l
     from .profiler import GraphMeasurer
     measurer = _WORKER.setdefault("measurer", GraphMeasurer())
     try:
-        return measurer.measure(graph, settings, notes)
+        rows = measurer.measure(graph, settings, notes)
     except cp.cuda.runtime.CUDARuntimeError as err:
         raise GPUContextLost(f"CUDA error: {err}") from None
+    _WORKER["split"] = measurer.split
+    return rows
 
 
 def worker_provenance(probe: Callable[[], dict]) -> dict:
@@ -99,7 +100,9 @@ def run_graph(measure: Callable, probe: Callable, graph: Graph, settings: Settin
         rows, timing = timed_measure(measure, graph, settings, notes)
     except GPUContextLost as err:
         raise GPUContextLost(err.args[0], worker.address) from None
-    return {"rows": rows, "provenance": prov, "worker": str(worker.name), "timing": timing}
+    split = _WORKER.pop("split", None)  # seconds per step, when measure is measure_on_gpu
+    return {"rows": rows, "provenance": prov, "worker": str(worker.name),
+            "timing": dict(timing, split=split) if split else timing}
 
 
 # ---------------------------------------------------------------- client side
@@ -143,75 +146,6 @@ def choose_profiler(gpus: str | None, scheduler: str | None) -> Callable[..., Pr
     return partial(profile_network, gpus=local_devices(gpus, count, os.environ.get("CUDA_VISIBLE_DEVICES")))
 
 
-def start_cluster(devices: list[str]):
-    """A local Dask cluster of one single-threaded worker per device, each seeing only its GPU.
-
-    Tasks are not retried by the scheduler (our client retries once and knows why). Each worker holds the
-    graph it measures and the next one, so it starts the next without a round trip through the scheduler
-    (1.4 ms between graphs on two H200s, profile-multigpu.md); a dying worker takes both down, so the client
-    retries a failed graph alone.
-    A graph's host side (building ~60 plans) is Python and C++ that a serial profile runs undisturbed, so
-    the workers do too: without Dask's pre-spawn variables (MALLOC_TRIM_THRESHOLD_, set for dataframe
-    workers' memory, turns every large host allocation into an mmap) and without its statistical profiler,
-    which takes the GIL every 10 ms to sample the running task's stack.
-    """
-    import logging
-
-    import dask
-    from distributed import Nanny, Scheduler, SpecCluster
-    workers = {f"gpu{d}": {"cls": Nanny, "options": {"name": f"gpu{d}", "nthreads": 1, "memory_limit": 0,
-                                                      "host": "127.0.0.1", "env": {"CUDA_VISIBLE_DEVICES": d},
-                                                      "silence_logs": logging.ERROR}}
-               for d in devices}
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                          "distributed.scheduler.worker-saturation": 2.0,
-                          "distributed.nanny.pre-spawn-environ": {}, "distributed.worker.profile.enabled": False}):
-        return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
-                               "host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"}},
-                           silence_logs=logging.ERROR, name="ucudnn-profile")
-
-
-@contextmanager
-def connect(devices: list[str] | None, scheduler: str | None):
-    """A Dask client on a new local cluster of ``devices``, or on the cluster at ``scheduler``."""
-    try:
-        import dask
-        from distributed import Client
-    except ImportError as err:
-        raise EngineError(f"profiling on several GPUs needs dask and distributed ({err}); install the 'gpu' "
-                          f"extra: python3 -m pip install -e '.[gpu]'") from None
-    cluster = None
-    try:
-        if scheduler:
-            timeout = dask.config.get("distributed.comm.timeouts.connect")
-            try:
-                client = Client(scheduler, timeout=timeout)
-            except (OSError, TimeoutError, ValueError) as err:
-                raise EngineError(f"cannot reach the Dask scheduler at {scheduler} ({err}); start one with "
-                                  f"'dask scheduler' and a worker per GPU with 'dask cuda worker ADDRESS'") from None
-            wanted, wait, hint = 1, WORKER_WAIT, f"start a worker per GPU: dask cuda worker {scheduler}"
-        else:
-            try:
-                cluster = start_cluster(devices)
-            except Exception as err:
-                raise EngineError(f"cannot start Dask workers on GPUs {','.join(devices)}: {type(err).__name__}: "
-                                  f"{err}") from None
-            client = Client(cluster)
-            wanted, wait, hint = len(devices), START_TIMEOUT, "see the worker messages above"
-        try:
-            client.wait_for_workers(wanted, timeout=wait)
-        except TimeoutError:
-            client.close()
-            raise EngineError(f"fewer than {wanted} Dask worker(s) started within {wait} s; {hint}") from None
-        try:
-            yield client
-        finally:
-            client.close()
-    finally:
-        if cluster is not None:
-            cluster.close()
-
-
 def gpu_id(prov: dict, worker: str) -> str:
     """One GPU's identity across worker restarts: host and GPU uuid (the worker's name without a uuid)."""
     return f"{prov.get('host', '')}/{prov.get('gpu_uuid') or worker}"
@@ -252,7 +186,7 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
                     cache_path: str | None = None, max_workspace: int = 1 << 30, repeats: int = 5,
                     include_rtc: bool = False, engines: str = "sweep", knob_samples: int = KNOB_SAMPLES,
                     command: str = "", progress: Callable[[int, int, str], None] | None = None,
-                    should_stop: Callable[[], bool] | None = None,
+                    should_stop: Callable[[], bool] | None = None, status: Callable[[dict], None] | None = None,
                     measure: Callable[[Graph, Settings, dict], list[dict]] = measure_on_gpu,
                     probe: Callable[[], dict] = gpu_provenance) -> Profile:
     """engine.gpu.profiler.profile_network spread over Dask workers: one per local GPU of ``gpus``
@@ -262,7 +196,8 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
     The provenance is the workers' common one plus ``gpus`` (every GPU used and the graphs it measured),
     ``graphs`` (counts) and ``failed_graphs`` (each failure's reason) when any failed; its
     ``profiling_seconds`` include starting the workers (``worker_start_seconds``: until they joined, and
-    until their GPUs were checked).
+    until their GPUs were checked); ``time_split`` sums the graphs' seconds per step. ``progress`` and
+    ``status`` as in engine.gpu.profiler.profile_network (the ETA, graphs per GPU).
     """
     if not gpus and not scheduler:
         raise EngineError("profiling with Dask needs local GPUs or the address of a Dask scheduler")
@@ -278,8 +213,10 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
         cache = ProfileCache(os.path.expanduser(cache_path or DEFAULT_CACHE), device_key(ref))
         try:
             run = Run(client, cache, settings, measure, probe, workers)
-            run.profile(work, progress, should_stop)
+            track = ProfileProgress(work, progress)
+            run.profile(work, track, should_stop, status)
             prov = run.provenance(ref, command, scheduler or "local", len(work))
+            prov["time_split"] = track.split_summary()
             prov["profiling_seconds"] = round(time.perf_counter() - t0, 2)
             prov["worker_start_seconds"] = started
             return assemble(cache, work, prov, network, policy, precision, layout)
@@ -311,7 +248,7 @@ class Run:
         self.pending[fut] = (graph, attempt)
         return fut
 
-    def profile(self, work: list[Graph], progress, should_stop) -> None:
+    def profile(self, work: list[Graph], track: ProfileProgress, should_stop, status=None) -> None:
         """Submit the graphs the cache lacks, biggest first, and handle each as it finishes.
 
         Graphs are submitted four per worker at a time (one running, one queued on it, two at the scheduler),
@@ -320,11 +257,11 @@ class Run:
         at a time, so that only its own fault can fail it again."""
         from distributed import as_completed
         todo = [g for g in work if not self.cache.is_done(g.key, g.b, self.options)]
-        self.cached = done = len(work) - len(todo)
+        self.cached = len(work) - len(todo)
         for g in set(work) - set(todo):
             self.learn(self.cache.rows(g.key, g.b))
-        if progress and done:
-            progress(done, len(work), f"{done} graphs from the cache")
+        track.from_cache([g for g in work if g not in set(todo)])
+        track.start()
         waiting = sorted(todo, key=lambda g: -g.cost)[::-1]  # biggest last, popped first
         window = 4 * max(1, len(self.client.scheduler_info(n_workers=-1)["workers"]))
         queue = as_completed(with_results=True, raise_errors=False)  # results fetched in the background
@@ -337,16 +274,21 @@ class Run:
                     queue.add(self.submit(*again.pop(0)))
                 fut, result = next(queue)
                 graph, attempt = self.pending.pop(fut)
+                t = time.perf_counter()
                 note = self.finish(fut, result, graph, attempt)
                 if note is None:
                     again.append((graph, attempt + 1))
                     continue
-                done += 1
-                if progress:
-                    progress(done, len(work), f"{graph.label} {note}")
-                if should_stop and should_stop() and done < len(work):
-                    raise ProfilingCancelled(f"profiling cancelled after {done} of {len(work)} graphs; results so "
-                                             f"far are kept in {self.cache.path}")
+                if fut.status == "finished":
+                    track.finished(graph, result["worker"], result["timing"]["seconds"], result["timing"].get("split"),
+                                   commit=time.perf_counter() - t, note=note)
+                else:
+                    track.failed(graph, note)
+                if status:
+                    status(track.status())
+                if should_stop and should_stop() and track.done < len(work):
+                    raise ProfilingCancelled(f"profiling cancelled after {track.done} of {len(work)} graphs; results "
+                                             f"so far are kept in {self.cache.path}")
         finally:
             if self.pending:
                 self.client.cancel(list(self.pending))

@@ -222,7 +222,7 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, f
     return cg
 
 
-def sweep(cg: ConvGraph, knob_samples: int, include_rtc: bool = False) -> list[int]:
+def sweep(cg: ConvGraph, knob_samples: int, include_rtc: bool = False, skips: dict | None = None) -> list[int]:
     """Append the engine configurations outside the heuristic list; return the indices of those that
     build and whose plan name is new.
 
@@ -230,15 +230,24 @@ def sweep(cg: ConvGraph, knob_samples: int, include_rtc: bool = False) -> list[i
     ``knob_samples`` random settings of the knobs the frontend can set (seeded by signature and b, so
     a resumed profile draws the same ones). Settings cuDNN refuses are not plans and are skipped; note
     filters set on the graph (strict fp32, runtime compilation) apply to appended configurations too.
+    A runtime-compiled configuration is dropped before it is built when its behaviour notes say so
+    (without ``include_rtc`` it would be dropped after building anyway: the skip is exact). ``skips``
+    counts, by reason, the configurations that did not become plans.
     """
     g = cg.graph
     known = set(cg.names)
     rng = random.Random(zlib.crc32(f"{cg.sig.key}/{cg.b}".encode()))
+    skips = {} if skips is None else skips
     new = []
+
+    def skip(reason: str) -> None:
+        skips[reason] = skips.get(reason, 0) + 1
+
     for engine_id in range(g.get_engine_count()):
         try:
             knobs = g.get_knobs_for_engine(engine_id)
         except Exception:  # the engine does not support this graph
+            skip("engine does not support the graph")
             continue
         axes = [(k.type, range(int(k.min_value), int(k.max_value) + 1, max(int(k.stride), 1)))
                 for k in knobs if str(k.type).split(".")[-1] != "NOT_SET"]
@@ -253,13 +262,24 @@ def sweep(cg: ConvGraph, knob_samples: int, include_rtc: bool = False) -> list[i
         for knob_values in settings:
             try:
                 index = cg.append(engine_id, knob_values)
-                if cg.names[index] in known:
-                    continue
+            except Exception:
+                skip("knob setting refused")
+                continue
+            if cg.names[index] in known:
+                skip("plan name already listed")
+                continue
+            if not include_rtc and "RUNTIME_COMPILATION" in cg.behavior_notes(index):
+                known.add(cg.names[index])
+                skip("runtime-compiled, not built")
+                continue
+            try:
                 cg.build(index)
             except Exception:
+                skip("build refused")
                 continue
             known.add(cg.names[index])
             if not include_rtc and "RUNTIME_COMPILATION" in cg.behavior_notes(index):
+                skip("runtime-compiled, found after building")
                 continue
             new.append(index)
     return new

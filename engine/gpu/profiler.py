@@ -11,6 +11,12 @@ plan more than ``DOMINATED``x slower than a timed plan needing no more workspace
 desirable), keeps a single timed run instead of ``repeats``. Micro-batches are read from rotating
 offsets of a buffer holding twice the mini-batch, so a repeat does not find its input hot in L2.
 Swept plans are stored with ``heuristic_rank`` -1: a framework would never pick them.
+
+A graph is built on the host first (build_graph: heuristics, sweep, notes, every plan finalized; no GPU
+work), then timed (time_graph, in cuDNN's heuristic order, so the likely fastest set the HOPELESS and
+DOMINATED bounds early), so that processes sharing one GPU (engine.gpu.pipeline, the default) build while
+one of them times. Each graph's seconds per step (GraphMeasurer.split) are stored with it in the cache, and
+the profile's ``time_split`` sums them.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 
 import cupy as cp
 
@@ -26,10 +34,10 @@ from ..network import Network
 from ..precision import PRECISIONS
 from ..profile import Profile
 from . import KNOB_SAMPLES, runtime
-from .cache import ProfileCache
-from .graphs import ALIGN, make_graph, numerical_notes, parse_plan_name, per_sample_bytes, sweep
+from .graphs import ALIGN, ConvGraph, make_graph, numerical_notes, parse_plan_name, per_sample_bytes, sweep
+from .progress import ProfileProgress
 from .work import (DEFAULT_CACHE, DOMINATED, Graph, ProfilingCancelled, Settings, assemble, device_key, graphs,
-                   measure_settings, timed_measure)
+                   cancelled, measure_settings, open_cache, timed_measure)
 
 HOPELESS = 10.0
 
@@ -97,16 +105,34 @@ def label_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str
     return {n: "|".join(_NOTES[sig.key, n]) for n in names}
 
 
-def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max_workspace: int,
-                  repeats: int, include_rtc: bool, knob_samples: int | None = None) -> list[dict]:
-    """Rows (profile.COLUMNS) for every plan of ``sig`` at micro-batch ``b``: the heuristic list, plus
-    the engine sweep with ``knob_samples`` knob settings per engine unless that is None."""
+@dataclass
+class BuiltGraph:
+    """A graph's plans built on the host, before any is timed: the rows (profile.COLUMNS) of every plan,
+    and (plan index, row) of those to time, in the order to time them (cuDNN's heuristic rank first, so the
+    likely fastest are timed first and the HOPELESS/DOMINATED bounds bite early)."""
+
+    cg: ConvGraph
+    rows: list[dict]
+    todo: list[tuple[int, dict]]
+    split: dict = field(default_factory=dict)  # seconds per step, and the sweep's skips by reason
+
+
+def build_graph(sig: KernelSignature, b: int, ctx, *, max_workspace: int, include_rtc: bool,
+                knob_samples: int | None = None) -> BuiltGraph:
+    """Host side of a graph: the heuristic list, the engine sweep with ``knob_samples`` knob settings per
+    engine unless that is None, every plan built, its workspace and notes. Nothing runs on the GPU."""
+    split, t = {}, time.perf_counter()
     cg = make_graph(sig, b, ctx, include_rtc=include_rtc)
     indices = list(range(cg.heuristic))
+    split["heuristics"], t = _lap(t)
     if knob_samples is not None:
-        indices += sweep(cg, knob_samples, include_rtc)
+        skips: dict[str, int] = {}
+        indices += sweep(cg, knob_samples, include_rtc, skips)
+        split["sweep_skips"] = skips
+    split["sweep"], t = _lap(t)
     notes = label_notes(sig, b, ctx, [cg.names[i] for i in indices])
-    rows, best, timed = [], float("inf"), []
+    split["notes"], t = _lap(t)
+    rows, todo = [], []
     for i in indices:
         name = cg.names[i]
         eid, knobs = parse_plan_name(name)
@@ -131,6 +157,18 @@ def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max
         if ws > max_workspace:
             row["status"], row["reason"] = "skipped", f"workspace {ws} B above the profiling cap {max_workspace} B"
             continue
+        todo.append((i, row))
+    split["build"], t = _lap(t)
+    return BuiltGraph(cg, rows, todo, split)
+
+
+def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> list[dict]:
+    """Time the built plans on the GPU, in ``built.todo``'s order; returns every row of the graph."""
+    t = time.perf_counter()
+    cg, b = built.cg, built.cg.b
+    best, timed = float("inf"), []
+    for i, row in built.todo:
+        ws = row["workspace"]
         ws_ptr = bufs.workspace(ws) if ws else 0
         try:
             run = cg.executor(i, ctx)
@@ -152,9 +190,25 @@ def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max
         med = runtime.median(times)
         best = min(best, med)
         if len(times) > 1:
-            timed.append((name, ws, med))
+            timed.append((row["plan"], ws, med))
         row.update(status="ok", time_ms=med, time_min_ms=min(times), time_max_ms=max(times), repeats=len(times))
-    return rows
+    built.split["timing"], _ = _lap(t)
+    return built.rows
+
+
+def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max_workspace: int,
+                  repeats: int, include_rtc: bool, knob_samples: int | None = None) -> list[dict]:
+    """Rows (profile.COLUMNS) for every plan of ``sig`` at micro-batch ``b``: the heuristic list, plus
+    the engine sweep with ``knob_samples`` knob settings per engine unless that is None."""
+    built = build_graph(sig, b, ctx, max_workspace=max_workspace, include_rtc=include_rtc,
+                        knob_samples=knob_samples)
+    return time_graph(built, bufs, ctx, repeats=repeats)
+
+
+def _lap(t0: float) -> tuple[float, float]:
+    """(seconds since t0, now), rounded for storage."""
+    now = time.perf_counter()
+    return round(now - t0, 4), now
 
 
 class GraphMeasurer:
@@ -162,23 +216,40 @@ class GraphMeasurer:
     one signature's sizes in a row, so they are filled once per signature) and the workspace across
     signatures. A Dask worker gets another signature for nearly every graph: freeing CuPy's pool there
     made each graph cudaMalloc its operands and grow its workspace again, so a switch hands the operands
-    back to the pool and keeps the workspace."""
+    back to the pool and keeps the workspace.
 
-    def __init__(self):
+    ``gpu``: a context manager held while the GPU is used (operand fills and timing), so that processes
+    sharing one GPU (engine.gpu.pipeline) time one at a time while the others build; ``split`` holds the
+    last graph's seconds per step (build_graph's, "buffers", "timing", and "wait" for ``gpu``)."""
+
+    def __init__(self, gpu=None):
         self.bufs: KernelBuffers | None = None
+        self.gpu = gpu if gpu is not None else nullcontext()
+        self.split: dict = {}
 
     def measure(self, graph: Graph, settings: Settings, notes: dict[str, str] | None = None) -> list[dict]:
         """Rows of every plan of ``graph`` (profile_graph). ``notes``: numerical notes of the signature's plans
         labelled elsewhere (another GPU's worker), so they are not labelled again here."""
         _NOTES.update({(graph.key, name): v.split("|") if v else [] for name, v in (notes or {}).items()})
-        if self.bufs is None or self.bufs.sig != graph.sig:
-            ws = self.bufs.ws if self.bufs is not None else None
-            self.bufs = None  # its operands go back to the pool, for the next signature's
-            self.bufs = KernelBuffers(graph.sig, graph.sig.n, workspace=ws)
+        ctx = runtime.context()
         try:
-            return profile_graph(graph.sig, graph.b, self.bufs, runtime.context(),
-                                 max_workspace=settings.max_workspace, repeats=settings.repeats,
-                                 include_rtc=settings.include_rtc, knob_samples=settings.knob_samples)
+            built = build_graph(graph.sig, graph.b, ctx, max_workspace=settings.max_workspace,
+                                include_rtc=settings.include_rtc, knob_samples=settings.knob_samples)
+            t = time.perf_counter()
+            with self.gpu:
+                built.split["wait"], t = _lap(t)
+                if self.bufs is None or self.bufs.sig != graph.sig:
+                    ws = self.bufs.ws if self.bufs is not None else None
+                    self.bufs = None  # its operands go back to the pool, for the next signature's
+                    self.bufs = KernelBuffers(graph.sig, graph.sig.n, workspace=ws)
+                self.bufs.workspace(max((row["workspace"] for _, row in built.todo), default=0))  # grown once
+                built.split["buffers"], t = _lap(t)
+                retimed = ctx.retimed
+                rows = time_graph(built, self.bufs, ctx, repeats=settings.repeats)
+                if ctx.retimed > retimed:
+                    built.split["retimed"] = {"spin shorter than the host's enqueue": ctx.retimed - retimed}
+            self.split = built.split
+            return rows
         except Exception:
             self.release()  # an out-of-memory graph must not keep its buffers from the next one
             raise
@@ -188,40 +259,94 @@ class GraphMeasurer:
         cp.get_default_memory_pool().free_all_blocks()
 
 
+_SHARED: dict = {}  # per pipeline worker process: its GraphMeasurer
+
+
+def measure_shared(graph: Graph, settings: Settings, notes: dict[str, str], gpu) -> tuple[list[dict], dict]:
+    """A pipeline worker's measurement (engine.gpu.pipeline): rows and seconds per step of one graph, built
+    on this process's own CUDA context and timed while it holds ``gpu``, the lock of the shared GPU."""
+    measurer = _SHARED.setdefault("measurer", GraphMeasurer(gpu))
+    return measurer.measure(graph, settings, notes), measurer.split
+
+
+def probe() -> dict:
+    """A pipeline worker's GPU, driver, cuDNN and frontend (its CUDA context is made here, before any graph)."""
+    runtime.context()
+    return runtime.provenance()
+
+
 def profile_network(network: Network, *, policy="powerOfTwo", precision: str = "tf32", layout: str = "NCHW",
                     cache_path: str | None = None, max_workspace: int = 1 << 30, repeats: int = 5,
                     include_rtc: bool = False, engines: str = "sweep", knob_samples: int = KNOB_SAMPLES,
-                    command: str = "",
+                    command: str = "", workers: int | None = None,
                     progress: Callable[[int, int, str], None] | None = None,
-                    should_stop: Callable[[], bool] | None = None) -> Profile:
+                    should_stop: Callable[[], bool] | None = None,
+                    status: Callable[[dict], None] | None = None,
+                    measure: Callable = measure_shared, probe: Callable[[], dict] = probe) -> Profile:
     """Profile every unique kernel of ``network`` at the policy's micro-batch sizes on this GPU; returns a
     Profile (engine.gpu.distributed spreads the same graphs over several GPUs).
+
+    ``workers`` processes build plans while one at a time times them on the GPU (engine.gpu.pipeline;
+    None: pipeline.worker_count); 1 measures in this process, graph after graph. ``measure`` and ``probe``
+    run in the workers; the CPU tests pass fakes. ``status`` is called with ProfileProgress.status() after
+    every graph (per-GPU counts and the ETA), ``progress`` as before with the ETA in its message.
 
     Runtime-compiled engines are left out by default (``include_rtc``): each costs 0.6-1.1 s of NVRTC
     per graph (measured on the H100), which would dominate profiling time. ``engines`` is "sweep"
     (the heuristic list plus every other engine configuration, see graphs.sweep) or "heuristics".
+    The provenance's ``time_split`` sums the graphs' seconds per step (ProfileProgress.split_summary).
     """
-    import os
+    from .pipeline import worker_count
     settings = measure_settings(max_workspace=max_workspace, repeats=repeats, include_rtc=include_rtc,
                                 engines=engines, knob_samples=knob_samples)
-    options = settings.options()
-    prov = runtime.provenance(command)
-    cache = ProfileCache(os.path.expanduser(cache_path or DEFAULT_CACHE), device_key(prov))
     work = graphs(network, policy, precision, layout)
-    measurer, t0 = GraphMeasurer(), time.perf_counter()
+    track = ProfileProgress(work, progress)
+    t0 = time.perf_counter()
+    if workers is None:
+        operands = max((sum(per_sample_bytes(g.sig).values()) * 2 * g.sig.n for g in work), default=0)
+        gpu = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["totalGlobalMem"]
+        workers = worker_count(None, max_workspace=max_workspace, operand_bytes=operands, gpu_bytes=gpu)
+    else:
+        workers = worker_count(workers, max_workspace=max_workspace, operand_bytes=0, gpu_bytes=0)
+    if workers == 1:
+        prov, cache = _serial(work, settings, command, cache_path, track, should_stop, status)
+    else:
+        from .pipeline import run_pipeline
+        prov, cache = run_pipeline(work, settings, command, cache_path, workers, track, should_stop, status,
+                                   measure, probe)
     try:
-        for done, graph in enumerate(work):
-            if should_stop and should_stop():
-                raise ProfilingCancelled(f"profiling cancelled after {done} of {len(work)} graphs; "
-                                         f"results so far are kept in {cache.path}")
-            if not cache.is_done(graph.key, graph.b, options):
-                rows, timing = timed_measure(measurer.measure, graph, settings)
-                cache.commit(graph.key, graph.b, options, rows, dict(prov, timing=timing))
-            if progress:
-                progress(done + 1, len(work), graph.label)
         prov["profiling_seconds"] = round(time.perf_counter() - t0, 2)
-        prov["options"] = options
+        prov["options"] = settings.options()
+        prov["workers"] = workers
+        prov["time_split"] = track.split_summary()
         return assemble(cache, work, prov, network, policy, precision, layout)
+    finally:
+        cache.close()
+
+
+def _serial(work, settings, command, cache_path, track, should_stop, status):
+    """Every graph in this process, in network order (a signature's sizes in a row share its buffers)."""
+    prov = runtime.provenance(command)
+    cache = open_cache(cache_path, prov)
+    options = settings.options()
+    measurer = GraphMeasurer()
+    try:
+        track.from_cache([g for g in work if cache.is_done(g.key, g.b, options)])
+        track.start()
+        for graph in work:
+            if should_stop and should_stop():
+                raise cancelled(track.done, len(work), cache)
+            if cache.is_done(graph.key, graph.b, options):
+                continue
+            rows, timing = timed_measure(measurer.measure, graph, settings)
+            t = time.perf_counter()
+            cache.commit(graph.key, graph.b, options, rows, dict(prov, timing=dict(timing, split=measurer.split)))
+            track.finished(graph, "gpu0", timing["seconds"], measurer.split, commit=time.perf_counter() - t)
+            if status:
+                status(track.status())
+        return prov, cache
+    except BaseException:
+        cache.close()
+        raise
     finally:  # also when cancelled or failed: the dashboard profiles inside its server process
         measurer.release()
-        cache.close()

@@ -7,6 +7,7 @@ GPU, against a remote cluster) split, key and assemble the work the same way.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -84,6 +85,16 @@ def timed_measure(measure, *args) -> tuple[list[dict], dict]:
     start, t0 = time.time(), time.perf_counter()
     rows = measure(*args)
     return rows, {"start": round(start, 4), "seconds": round(time.perf_counter() - t0, 4)}
+
+
+def open_cache(cache_path: str | None, prov: dict) -> ProfileCache:
+    """The SQLite cache at ``cache_path`` (default DEFAULT_CACHE) for the device of ``prov``."""
+    return ProfileCache(os.path.expanduser(cache_path or DEFAULT_CACHE), device_key(prov))
+
+
+def cancelled(done: int, total: int, cache: ProfileCache) -> ProfilingCancelled:
+    return ProfilingCancelled(f"profiling cancelled after {done} of {total} graphs; results so far are kept in "
+                              f"{cache.path}")
 
 
 def device_key(prov: dict) -> str:

@@ -63,3 +63,29 @@ def measure(graph, settings, notes, log: str, tag: str, pause: float = 0.01, fau
         raise RuntimeError(f"SYNTHETIC fault at attempt {attempt}")
     time.sleep(pause)
     return synthetic_rows(graph.sig, [graph.b])
+
+
+def pipeline_measure(graph, settings, notes, gpu, log: str, build: float = 0.02, timing: float = 0.005,
+                     die_at: int | None = None) -> tuple[list[dict], dict]:
+    """engine.gpu.pipeline's worker measurement on a fake GPU: ``build`` s of host work, then ``timing`` s
+    holding ``gpu``; logs [pid, signature, b, GPU held from, until] to ``log``. ``die_at``: the worker
+    exits when the log already holds that many graphs."""
+    if die_at is not None and len(log_lines(log)) >= die_at:
+        os._exit(5)
+    time.sleep(build)
+    with gpu:
+        t0 = time.time()
+        time.sleep(timing)
+        t1 = time.time()
+    with open(log, "a") as f:
+        f.write(json.dumps([os.getpid(), graph.key, graph.b, t0, t1, len(notes)]) + "\n")
+    return synthetic_rows(graph.sig, [graph.b]), {"heuristics": build / 2, "sweep": build / 2, "timing": timing,
+                                                  "sweep_skips": {"SYNTHETIC": 1}}
+
+
+def failing_probe() -> dict:
+    raise RuntimeError("SYNTHETIC: no GPU here")
+
+
+def exiting_probe() -> dict:
+    os._exit(7)

@@ -1,0 +1,260 @@
+"""Profiling on one GPU with several host processes: plans are built in parallel while the GPU times
+plans already built.
+
+A graph's time is mostly host time: the heuristic query, the engine sweep's support checks and the
+finalizing of ~60 execution plans, with the GPU idle. So ``workers`` processes share the GPU: each takes
+the next graph, builds all its plans (profiler.build_graph), then waits for the GPU lock and times them
+(profiler.time_graph) while the others build. Timing stays one graph at a time, as in the serial profiler,
+so no kernel shares the GPU with a timed one; the parent process is the cache's only writer and commits
+after every graph, so a kill loses nothing finished.
+
+Why processes, not threads: the cuDNN frontend's Python binding holds the GIL through every call. Its
+only extension module in nvidia-cudnn-frontend 1.32 (``cudnn/_compiled_module...so``, nanobind) does not
+even import ``PyEval_SaveThread``, which ``nb::gil_scoped_release`` and ``Py_BEGIN_ALLOW_THREADS`` call
+(``nm -D`` lists ``PyGILState_Ensure`` and ``_PyThreadState_UncheckedGet`` but no way to release it), so
+``build_operation_graph``, ``create_execution_plans``, ``create_execution_plan`` and
+``build_plan_at_index`` all run with the GIL held and threads would build one plan at a time whatever
+their handles (so whether the backend is safe per handle on several threads never comes into play).
+benchmarks/profiling.py's ``gil`` step built the sweep of 8 ResNet-50 graphs (444 plans) on 4 threads with a
+handle each 1.2x faster than on one (0.25 against 0.30 s on the H100: little, and too short to weigh much).
+
+On ResNet-50 b64 (benchmarks/reports/profiling-speed.md) building is 24 s and labelling notes 12 s of host
+time against 55-63 s of timing, so the GPU is the bottleneck: 12 processes took the command from 92 s to
+60-68 s, with the same (signature, micro-batch, plan) rows and outcomes as the serial profiler and plan times
+within 0.5 % (median).
+
+The GPU lock is an ``fcntl`` lock on a file: the kernel drops it when its holder dies, so a killed worker
+cannot leave the others waiting. Memory is bounded by the number of workers (worker_count): each holds a
+CUDA context, its operands and a workspace of at most ``max_workspace``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import multiprocessing as mp
+import os
+import queue
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+
+from ..errors import EngineError
+from .progress import ProfileProgress
+from .work import Graph, Settings, cancelled, device_key, open_cache, timed_measure
+
+CONTEXT_BYTES = 1 << 30      # a CUDA context with cuDNN's kernels loaded, per worker (GPU memory)
+HOST_BYTES = 3 << 30         # a worker's resident memory: CuPy, cuDNN and its plans (host memory)
+MAX_WORKERS = 12
+START_TIMEOUT = 120          # s for a worker to import CuPy and cuDNN and report its GPU
+
+
+class GPULock:
+    """An exclusive ``flock`` on ``path``, held while a worker uses the GPU; re-entrant per process."""
+
+    def __init__(self, path: str):
+        self.path, self.fd, self.depth = path, None, 0
+
+    def __enter__(self):
+        if self.depth == 0:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.depth -= 1
+        if self.depth == 0:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+def worker_count(requested: int | None, *, max_workspace: int, operand_bytes: int, gpu_bytes: int,
+                 cpus: int | None = None, host_bytes: int | None = None) -> int:
+    """How many processes share the GPU: ``requested``, else one per CPU core but one (the parent commits),
+    at most MAX_WORKERS, and no more than 80 % of the GPU's memory and the host's available memory hold."""
+    if requested is not None:
+        if requested < 1:
+            raise EngineError(f"--build-workers must be at least 1, got {requested}")
+        return requested
+    cpus = cpus or os.cpu_count() or 1
+    if host_bytes is None:
+        try:
+            host_bytes = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError):
+            host_bytes = HOST_BYTES
+    per_gpu = CONTEXT_BYTES + max_workspace + operand_bytes
+    return max(1, min(cpus - 1, MAX_WORKERS, int(0.8 * gpu_bytes) // per_gpu, host_bytes // HOST_BYTES))
+
+
+# ---------------------------------------------------------------- worker processes (module level: spawned)
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit when the parent is gone (a SIGKILLed parent cannot stop its workers)."""
+    while True:
+        if os.getppid() != parent:
+            os._exit(3)
+        time.sleep(0.5)
+
+
+def _worker(index: int, lock_path: str, tasks, results, measure: Callable, probe: Callable, parent: int) -> None:
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    try:
+        prov = probe()
+    except Exception as err:
+        results.put(("dead", index, f"{type(err).__name__}: {err}"))
+        return
+    results.put(("ready", index, prov))
+    lock = GPULock(lock_path)
+    while (task := tasks.get()) is not None:
+        n, graph, settings, notes = task
+        results.put(("start", index, n))
+        try:
+            (rows, split), timing = timed_measure(measure, graph, settings, notes, lock)
+        except Exception as err:
+            results.put(("error", index, n, f"{type(err).__name__}: {str(err).strip()[:300]}"))
+            if "CUDA" in type(err).__name__:  # the context is unusable
+                return
+            continue
+        results.put(("done", index, n, rows, dict(timing, split=split)))
+
+
+# ---------------------------------------------------------------- the parent
+
+
+class Pool:
+    """``workers`` spawned processes sharing this process's GPU, fed graphs through one queue."""
+
+    def __init__(self, workers: int, measure: Callable, probe: Callable):
+        ctx = mp.get_context("spawn")  # a forked CUDA or cuDNN state is unusable in the child
+        self.dir = tempfile.TemporaryDirectory(prefix="ucudnn-gpu-")
+        self.lock_path = os.path.join(self.dir.name, "gpu.lock")
+        self.tasks, self.results = ctx.Queue(), ctx.Queue()
+        self.procs = [ctx.Process(target=_worker, name=f"ucudnn-profile-{i}", daemon=True,
+                                  args=(i, self.lock_path, self.tasks, self.results, measure, probe, os.getpid()))
+                      for i in range(workers)]
+        for p in self.procs:
+            p.start()
+        self.running: dict[int, int] = {}  # worker -> task number
+
+    def started(self) -> list[dict]:
+        """Every worker's provenance once all have started; one EngineError if one cannot profile."""
+        provs: dict[int, dict] = {}
+        deadline = time.monotonic() + START_TIMEOUT
+        while len(provs) < len(self.procs):
+            msg = self.get(deadline - time.monotonic(), what="to start")
+            if msg[0] == "dead":
+                raise EngineError(f"a profiling worker cannot profile: {msg[2]}")
+            if msg[0] == "died":
+                raise EngineError(f"a profiling worker exited (code {msg[3]}) while loading CuPy and cuDNN; profile "
+                                  f"graph after graph with --build-workers 1 to see why")
+            if msg[0] == "ready":
+                provs[msg[1]] = msg[2]
+        return [provs[i] for i in sorted(provs)]
+
+    def get(self, timeout: float, what: str = "") -> tuple:
+        """The next message; EngineError when a worker died or none came within ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                msg = self.results.get(timeout=0.5)
+            except queue.Empty:
+                dead = [(i, p.exitcode) for i, p in enumerate(self.procs) if p.exitcode is not None]
+                if dead:
+                    i, code = dead[0]
+                    return ("died", i, self.running.get(i), code)
+                if time.monotonic() > deadline:
+                    raise EngineError(f"no profiling worker answered within {timeout:.0f} s {what}".rstrip())
+                continue
+            if msg[0] == "start":
+                self.running[msg[1]] = msg[2]
+                continue
+            if msg[0] in ("done", "error"):
+                self.running.pop(msg[1], None)
+            return msg
+
+    def submit(self, n: int, graph: Graph, settings: Settings, notes: dict) -> None:
+        self.tasks.put((n, graph, settings, notes))
+
+    def close(self, finished: bool = True) -> None:
+        """Stop the workers: idle ones end when told (``finished``); after an error or a cancel, busy ones
+        are killed at once (a graph they measure would not be stored)."""
+        if finished:
+            for _ in self.procs:
+                self.tasks.put(None)
+            deadline = time.monotonic() + 10
+            for p in self.procs:
+                p.join(timeout=max(0.1, deadline - time.monotonic()))
+        for p in self.procs:
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+        self.dir.cleanup()
+
+
+def run_pipeline(work: list[Graph], settings: Settings, command: str, cache_path: str | None, workers: int,
+                 track: ProfileProgress, should_stop, status, measure: Callable, probe: Callable):
+    """(provenance, open cache) once the graphs the cache lacks are measured, biggest first, on ``workers``
+    processes sharing this GPU; profiler.profile_network assembles the Profile."""
+    pool = Pool(workers, measure, probe)
+    cache = None
+    try:
+        provs = pool.started()
+        keys = {device_key(p) for p in provs}
+        if len(keys) > 1:
+            raise EngineError(f"the profiling workers see different GPUs or software ({'; '.join(sorted(keys))}); "
+                              f"make one GPU visible (CUDA_VISIBLE_DEVICES)")
+        prov = dict(provs[0], command=command)
+        cache = open_cache(cache_path, prov)
+        options = settings.options()
+        todo = [g for g in work if not cache.is_done(g.key, g.b, options)]
+        notes: dict[str, dict[str, str]] = {}
+        for g in work:
+            if g not in todo:
+                learn(notes, cache.rows(g.key, g.b))
+        track.from_cache([g for g in work if g not in todo])
+        track.start()
+        waiting = sorted(todo, key=lambda g: -g.cost)[::-1]  # biggest last, popped first
+        sent: dict[int, Graph] = {}
+        numbers = itertools.count()
+        window = workers + 2  # a few queued, so that each carries the notes its signature has by then
+        while waiting or sent:
+            while waiting and len(sent) < window:
+                n, g = next(numbers), waiting.pop()
+                sent[n] = g
+                pool.submit(n, g, settings, dict(notes.get(g.key, {})))
+            msg = pool.get(24 * 3600.0)
+            if msg[0] == "died":
+                g = sent.get(msg[2])
+                raise EngineError(f"a profiling worker died (exit code {msg[3]})"
+                                  f"{f' measuring {g.label}' if g else ''}; every finished graph is in "
+                                  f"{cache.path}: run the same command again to resume")
+            graph = sent.pop(msg[2])
+            if msg[0] == "error":
+                raise EngineError(f"{graph.label}: {msg[3]}; every finished graph is in {cache.path}: run the "
+                                  f"same command again to resume")
+            rows, timing = msg[3], msg[4]
+            t = time.perf_counter()
+            cache.commit(graph.key, graph.b, options, rows, dict(prov, worker=f"worker{msg[1]}", timing=timing))
+            learn(notes, rows)
+            track.finished(graph, "gpu0", timing["seconds"], timing.get("split"), commit=time.perf_counter() - t)
+            if status:
+                status(track.status())
+            if should_stop and should_stop() and (waiting or sent):
+                raise cancelled(track.done, len(work), cache)
+        pool.close()
+        return prov, cache
+    except BaseException:
+        pool.close(finished=False)
+        if cache is not None:
+            cache.close()
+        raise
+
+
+def learn(notes: dict[str, dict[str, str]], rows: list[dict]) -> None:
+    """Remember the numerical notes of measured plans, per signature, for the graphs still to send."""
+    for r in rows:
+        notes.setdefault(r["signature"], {})[r["plan"]] = r["numerical_notes"]

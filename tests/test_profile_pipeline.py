@@ -1,0 +1,273 @@
+"""One GPU shared by several profiling processes (engine.gpu.pipeline), on the CPU: spawned workers build on a
+fake GPU (engine/testing/fake_gpu.py, SYNTHETIC rows) and time under the GPU lock; the parent is the only
+writer. Covers: the same rows as graph-by-graph storing, timing one worker at a time, a killed run resuming
+without measuring again, dying and failing workers, the worker count, the ETA maths and the scheduler probe.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from engine.errors import EngineError
+from engine.gpu.cache import ProfileCache
+from engine.gpu.pipeline import run_pipeline, worker_count
+from engine.gpu.progress import ProfileProgress, Sample, features, fit
+from engine.gpu.work import ProfilingCancelled, assemble, graphs, measure_settings
+from engine.testing import fake_gpu as fake
+from engine.testing.cli import engine, one_error_line
+from engine.testing.synthetic import synthetic_rows
+from engine.zoo import get_network
+
+NET = get_network("alexnet", 8)  # 14 unique kernels x sizes 8, 4, 2, 1: 56 graphs
+WORK = graphs(NET, "powerOfTwo", "tf32", "NCHW")
+COST = {(g.key, g.b): g.cost for g in WORK}
+SETTINGS = measure_settings()
+
+
+def pipelined(tmp_path, workers=3, cache="cache.sqlite", probe=fake.probe, progress=None, should_stop=None, **kw):
+    """run_pipeline on fake GPUs, assembled as profiler.profile_network does; returns (profile, progress)."""
+    measure = partial(fake.pipeline_measure, log=str(tmp_path / "log.jsonl"), **kw)
+    track = ProfileProgress(WORK, progress)
+    prov, c = run_pipeline(WORK, SETTINGS, "SYNTHETIC", str(tmp_path / cache), workers, track, should_stop, None,
+                           measure, probe)
+    try:
+        return assemble(c, WORK, dict(prov, time_split=track.split_summary()), NET, "powerOfTwo", "tf32",
+                        "NCHW"), track
+    finally:
+        c.close()
+
+
+def expected_table(tmp_path) -> pd.DataFrame:
+    """The SYNTHETIC rows of every graph stored one by one, as the serial profiler does."""
+    cache = ProfileCache(tmp_path / "serial.sqlite", "SYNTHETIC-GPU|-|-|-")
+    for g in WORK:
+        cache.commit(g.key, g.b, {}, synthetic_rows(g.sig, [g.b]), {})
+    table = assemble(cache, WORK, {}, NET, "powerOfTwo", "tf32", "NCHW").table
+    cache.close()
+    return table
+
+
+def stored(cache) -> pd.DataFrame:
+    with sqlite3.connect(cache) as db:
+        return pd.read_sql("SELECT * FROM measurements ORDER BY signature, micro_batch, plan", db)
+
+
+def test_workers_measure_each_graph_once_one_at_a_time_on_the_gpu_and_merge_in_the_serial_order(tmp_path):
+    prof, track = pipelined(tmp_path, workers=3)
+    log = fake.log_lines(tmp_path / "log.jsonl")
+    assert sorted((k, b) for _, k, b, *_ in log) == sorted(COST)
+    assert len({pid for pid, *_ in log}) > 1  # several processes built
+    held = sorted((t0, t1) for *_, t0, t1, _ in log)
+    assert all(a[1] <= b[0] for a, b in zip(held, held[1:])), "two workers held the GPU at once"
+    pd.testing.assert_frame_equal(prof.table, expected_table(tmp_path))
+    split = prof.provenance["time_split"]
+    assert split["graphs"] == 56 and split["build"] == pytest.approx(56 * 0.02, rel=0.01)
+    assert split["timing"] == pytest.approx(56 * 0.005, rel=0.01) and split["sweep_skips"] == {"SYNTHETIC": 56}
+    assert split["bookkeeping"] > 0  # the cache writes
+    assert track.status()["per_gpu"] == {"gpu0": 56} and track.eta_s() == 0
+    with sqlite3.connect(tmp_path / "cache.sqlite") as db:  # each graph: its worker, when, and its split
+        per_graph = [json.loads(p) for (p,) in db.execute("SELECT provenance FROM done")]
+    assert {p["worker"] for p in per_graph} <= {"worker0", "worker1", "worker2"}
+    assert all(p["timing"]["split"]["timing"] == 0.005 and p["timing"]["seconds"] >= 0.025 for p in per_graph)
+
+
+def test_notes_labelled_once_go_with_later_graphs_of_the_signature(tmp_path):
+    pipelined(tmp_path, workers=2)
+    given = {(k, b): n for _, k, b, _, _, n in fake.log_lines(tmp_path / "log.jsonl")}
+    # graphs go biggest first: each signature's b=1 graph is sent long after its b=8 graph was stored
+    assert all(given[k, 1] == 4 for k, _ in COST)
+
+
+def test_a_killed_run_resumes_without_measuring_again_and_its_workers_exit(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    script = (f"import pathlib, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+              f"import test_profile_pipeline as t; "
+              f"t.pipelined(pathlib.Path({str(tmp_path)!r}), workers=3, build=0.1, timing=0.02)")
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).parent.parent,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline, n = time.monotonic() + 90, 0
+    while n < 15 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+        try:
+            with sqlite3.connect(f"file:{cache}?mode=ro", uri=True) as db:
+                n = db.execute("SELECT count(*) FROM done").fetchone()[0]
+        except sqlite3.OperationalError:  # not created yet
+            pass
+    proc.send_signal(signal.SIGKILL)  # the parent alone, as the OOM killer would
+    _, err = proc.communicate(timeout=30)
+    assert 15 <= n < 56, f"killed after {n} of 56 graphs; {err.decode()[-500:]}"
+    pids = {pid for pid, *_ in fake.log_lines(tmp_path / "log.jsonl")}
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids), "orphaned workers kept running"
+    before = stored(cache)
+    kept = set(zip(before.signature, before.micro_batch))
+    (tmp_path / "log.jsonl").unlink()
+    prof, track = pipelined(tmp_path, workers=2)
+    again = [(k, b) for _, k, b, *_ in fake.log_lines(tmp_path / "log.jsonl")]
+    assert not set(again) & kept and set(again) | kept == set(COST) and len(again) == len(set(again))
+    after = stored(cache)
+    pd.testing.assert_frame_equal(after[after.set_index(["signature", "micro_batch"]).index.isin(kept)]
+                                  .reset_index(drop=True), before)
+    pd.testing.assert_frame_equal(prof.table, expected_table(tmp_path))
+    assert track.status()["from_cache"] == len(kept)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by init in a container) counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_dying_worker_or_a_probe_failure_ends_the_run_with_one_error(tmp_path):
+    with pytest.raises(EngineError, match=r"a profiling worker died \(exit code 5\).*run the same command again"):
+        pipelined(tmp_path, workers=2, die_at=10)
+    assert 10 <= len(stored(tmp_path / "cache.sqlite")) // 4 < 56
+    with pytest.raises(EngineError, match="a profiling worker cannot profile: RuntimeError: SYNTHETIC: no GPU"):
+        pipelined(tmp_path, workers=2, cache="other.sqlite", probe=fake.failing_probe)
+    with pytest.raises(EngineError, match=r"a profiling worker exited \(code 7\) while loading"):
+        pipelined(tmp_path, workers=2, cache="third.sqlite", probe=fake.exiting_probe)
+
+
+def test_cancel_keeps_finished_graphs_and_does_not_wait_for_busy_workers(tmp_path):
+    done = []
+    t0 = time.monotonic()
+    with pytest.raises(ProfilingCancelled, match="cancelled after 3 of 56"):
+        pipelined(tmp_path, workers=3, build=1.0, progress=lambda d, t, m: done.append(d),
+                  should_stop=lambda: len(done) >= 3)
+    assert time.monotonic() - t0 < 25  # three busy workers killed, not waited for (1 s each graph)
+    assert len(stored(tmp_path / "cache.sqlite")) == 3 * 4
+
+
+def test_worker_count_is_bounded_by_cores_and_memory():
+    gib = 1 << 30
+    big = dict(max_workspace=gib, operand_bytes=gib, gpu_bytes=80 * gib, host_bytes=128 * gib)
+    assert worker_count(None, cpus=16, **big) == 12             # MAX_WORKERS
+    assert worker_count(None, cpus=4, **big) == 3               # one core for the parent
+    assert worker_count(None, cpus=16, **dict(big, gpu_bytes=16 * gib)) == 4     # 12.8 GiB / 3 GiB
+    assert worker_count(None, cpus=16, **dict(big, host_bytes=7 * gib)) == 2     # 3 GiB each
+    assert worker_count(None, cpus=1, **big) == 1
+    assert worker_count(5, cpus=1, **big) == 5
+    with pytest.raises(EngineError, match="at least 1"):
+        worker_count(0, **big)
+
+
+def test_fit_is_non_negative_least_squares():
+    exact = [Sample((1.0, 0.0, x), 2.0 + 3.0 * x) for x in (1.0, 2.0, 5.0)] + [Sample((0.0, 1.0, 2.0), 7.5)]
+    assert fit(exact) == pytest.approx([2.0, 1.5, 3.0])                    # a[kind 0], a[kind 1], c
+    falling = [Sample((1.0, 1.0), 4.0), Sample((1.0, 3.0), 2.0)]            # cheaper when bigger: the mean
+    assert fit(falling) == pytest.approx([3.0, 0.0])
+    origin = [Sample((1.0, 1.0), 0.0), Sample((1.0, 2.0), 3.0)]             # a negative intercept: through 0
+    assert fit(origin) == pytest.approx([0.0, 1.2])
+
+
+def test_features_are_a_direction_flops_and_bytes():
+    g = WORK[0]
+    f = features(g)
+    s = g.sig.with_batch(g.b)
+    assert f[:3] == (1.0, 0.0, 0.0) and f[3] == s.flops / 1e9
+    assert f[4] == (s.x_elems + s.y_elems + s.w_elems) * 4 / 1e9
+
+
+@pytest.mark.parametrize("order", ["biggest first", "network order"])
+@pytest.mark.parametrize("workers", [1, 4])
+def test_eta_is_within_15_percent_after_a_tenth_of_the_graphs(order, workers):
+    """SYNTHETIC schedule: each graph takes 0.2 s of host work plus time in proportion to its FLOPs, on
+    ``workers`` greedy workers; the ETA after every graph from the 10th percentile on is within 15 %."""
+    work = sorted(graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW"),
+                  key=lambda g: -g.cost) if order == "biggest first" else \
+        graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")
+    top = max(g.cost for g in work)
+    seconds = [0.2 + 0.8 * g.cost / top for g in work]
+    free, ends = [0.0] * workers, []
+    for s in seconds:  # each graph to the first free worker
+        i = min(range(workers), key=free.__getitem__)
+        free[i] += s
+        ends.append(free[i])
+    order_done = sorted(range(len(work)), key=ends.__getitem__)
+    now = [0.0]
+    track = ProfileProgress(work, clock=lambda: now[0])
+    track.start()
+    finish = max(ends)
+    for n, i in enumerate(order_done, 1):
+        now[0] = ends[i]
+        track.finished(work[i], "gpu0", seconds[i])
+        if n >= 0.1 * len(work) and n < len(work):
+            true_left = finish - now[0]
+            assert abs(track.eta_s() - true_left) <= 0.15 * true_left + 0.5, (n, track.eta_s(), true_left)
+    assert track.eta_s() == 0 and track.status()["done"] == len(work)
+
+
+def test_progress_messages_lead_with_the_eta_and_count_graphs_per_gpu():
+    now, seen = [0.0], []
+    work = WORK[:4]
+    track = ProfileProgress(work, lambda d, t, m: seen.append((d, t, m)), clock=lambda: now[0])
+    track.from_cache(work[:1])
+    track.start()
+    now[0] = 1.0
+    track.finished(work[1], "gpu0", 1.0)
+    now[0] = 2.0
+    track.finished(work[2], "gpu1", 1.0, note="on gpu1")
+    assert seen[0] == (1, 4, "ETA ? | 1 graphs from the cache")
+    assert seen[2][2].startswith("ETA 0:01 gpu0 1, gpu1 1 | ") and seen[2][2].endswith("on gpu1")
+    assert track.status() == {"done": 3, "total": 4, "from_cache": 1, "per_gpu": {"gpu0": 1, "gpu1": 1},
+                              "eta_s": pytest.approx(1.0, abs=0.6), "elapsed_s": 2.0}
+
+
+class _Speaker(threading.Thread):
+    """A local TCP service that speaks first, as SSH does; or silent, waiting for the client."""
+
+    def __init__(self, greeting: bytes):
+        super().__init__(daemon=True)
+        self.greeting, self.sock = greeting, socket.create_server(("127.0.0.1", 0))
+        self.address = f"tcp://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed: the test is over
+                return
+            conn.sendall(self.greeting)
+            threading.Timer(30, conn.close).start()
+
+
+def test_an_address_that_is_no_dask_scheduler_gets_one_line_within_seconds():
+    pytest.importorskip("distributed")
+    ssh = _Speaker(b"SSH-2.0-OpenSSH_9.6\r\n")
+    ssh.start()
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    try:
+        for address, says in ((ssh.address, "greeted with b'SSH-2.0-'"),
+                              (f"tcp://127.0.0.1:{web.server_address[1]}", "sent nothing within 5 s")):
+            t0 = time.monotonic()
+            one_error_line(engine("profile", "--network", "alexnet", "--scheduler", address),
+                           f"{address} is not a Dask scheduler: it {says}")
+            assert time.monotonic() - t0 < 15
+        one_error_line(engine("profile", "--network", "alexnet", "--scheduler", "tcp://127.0.0.1:http"),
+                       "expected tcp://HOST:PORT")
+    finally:
+        web.shutdown()
+        web.server_close()
+        ssh.sock.close()
