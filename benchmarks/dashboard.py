@@ -56,7 +56,7 @@ def server_latency(profile_path: Path, repeats: int = 2) -> dict:
     from pyviz_comms import Comm
 
     from dashboard.jobs import JobRunner
-    from dashboard.plans import PlanCache
+    from dashboard.plans import plan_choice
     from dashboard.result import build_result
     from dashboard.state import PlannerState
     from dashboard.ui import Dashboard
@@ -73,8 +73,8 @@ def server_latency(profile_path: Path, repeats: int = 2) -> dict:
     for _ in range(repeats):
         for v in steps + steps[::-1]:
             t = time.perf_counter()
-            build_result(state.analysis, PlanCache(size=0), state.policy, state.mode, dash.controls.steps[v],
-                         state.kernel)
+            build_result(state.analysis, state.policy, state.mode, dash.controls.steps[v], state.kernel,
+                         choose=plan_choice)  # uncached: the plans made afresh
             evals.append(1000 * (time.perf_counter() - t))
             t = time.perf_counter()
             dash.controls.slider.value = v

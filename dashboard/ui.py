@@ -32,7 +32,7 @@ class Dashboard(pn.viewable.Viewer):
         s = self.state
         doc = session_doc()
         if doc is not None:  # one websocket message per change instead of one per model (panel-patterns §3)
-            s.hold_updates = lambda: pn.io.hold(doc)
+            s.planning.hold = lambda: pn.io.hold(doc)
         self.controls = Controls(state=s)
         self.gpu = GPUView(state=s, gpu=gpu, runner=runner)
         self.summary = SummaryView(state=s)

@@ -236,10 +236,10 @@ def test_export_writes_a_plan_that_loads_back(dash, tmp_path):
 
 def test_loading_a_plan_moves_the_controls(dash, tmp_path):
     s = dash.state
-    s.param.update(mode="WR")
+    s.update(mode="WR")
     s.budget = 2 * MiB
     text = s.plan_json()
-    s.param.update(mode="WD", batch=16)
+    s.update(mode="WD", batch=16)
     dash.plan.upload.param.update(filename="mine.plan.json", value=text.encode())
     assert dash.plan.alert.alert_type == "success" and "mine.plan.json" in dash.plan.alert.object
     assert (s.mode, s.batch, s.budget) == ("WR", 32, 2 * MiB)
@@ -311,7 +311,7 @@ def profile_path_of(folder, network):
 def test_compare_draws_the_same_scope_on_another_gpu_beside_this_one(two_gpus):
     state = PlannerState(profiles=two_gpus, profile="gpua-alexnet-b32")
     dash = Dashboard(state, gpu=(False, "no GPU in tests"), runner=JobRunner())
-    assert state.param.compare.objects == ["", "gpub-alexnet-b32"] and dash.controls.compare.visible
+    assert state.selection.param.compare.objects == ["", "gpub-alexnet-b32"] and dash.controls.compare.visible
     assert list(dash.controls.compare.options) == ["(none)", "gpub-alexnet-b32"]
     assert not len(dash.pareto.plot.other.data["x"])
     dash.controls.compare.value = "gpub-alexnet-b32"
@@ -325,7 +325,7 @@ def test_compare_draws_the_same_scope_on_another_gpu_beside_this_one(two_gpus):
     state.budget = state.budget * 4  # the comparison follows the budget
     assert state.comparison.budget == state.budget
     state.profile = "gpua-vgg16-b32"  # no profile of VGG-16 on another GPU: nothing to compare
-    assert state.param.compare.objects == [""] and state.compare == "" and state.comparison is None
+    assert state.selection.param.compare.objects == [""] and state.compare == "" and state.comparison is None
     assert not dash.controls.compare.visible and not len(dash.pareto.plot.other.data["x"])
 
 

@@ -22,7 +22,7 @@ def get_runner() -> JobRunner:
 
 
 class GPUView(StateView):
-    _watch = ("result", "analysis", "network")
+    _watch = {"planning": ("result",), "selection": ("network", "batch", "precision", "layout")}
 
     def __init__(self, runner: JobRunner | None = None, gpu: tuple[bool, str] | None = None, **params):
         self.runner = runner or get_runner()

@@ -13,29 +13,30 @@ import html
 import panel as pn
 
 from engine.errors import BudgetError, EngineError
-from engine.units import GiB, format_size, parse_size
+from engine.units import GiB, format_size
 
 from ..errors import describe_error
 from ..memory_plot import MemoryPlot
 from ..memory_runs import MEASURE, RESULTS_ENV, Measured
 from .base import StateView
+from .controls import parse_budget
 
 CAPACITIES = {"12 GiB (K40, TITAN X: the papers' GPUs)": 12 * GiB, "16 GiB (P100)": 16 * GiB,
               "32 GiB (V100)": 32 * GiB, "80 GiB (H100)": 80 * GiB, "unbounded": None}
 
 
 class MemoryView(StateView):
-    _watch = ("analysis", "memory_policy", "capacity", "memory_results")
+    _watch = {"selection": ("analysis",), "memory_state": ("memory_policy", "capacity", "memory_results")}
 
     def _build(self) -> None:
         self.plot = MemoryPlot()
         self.plot.fig.css_classes = ["ucd-memory"]
-        self.policy = pn.widgets.Select.from_param(self.state.param.memory_policy, width=220)
+        self.policy = pn.widgets.Select.from_param(self.state.memory_state.param.memory_policy, width=220)
         self.capacity = pn.widgets.Select(label="GPU capacity", options=CAPACITIES, value=self.state.capacity,
                                           width=260)
         self.exact = pn.widgets.TextInput(label="or exactly", placeholder="e.g. 24GiB", width=140)
         self.error = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
-        self.capacity.param.watch(lambda e: setattr(self.state, "capacity", e.new), "value")
+        self.capacity.param.watch(self._pick_capacity, "value")
         self.exact.param.watch(self._exact, "value")
         self.text = self.caption("memory-caption")
         self.measured = self.caption("memory-measured")
@@ -53,17 +54,39 @@ class MemoryView(StateView):
         if active and self._stale:
             self._refresh()
 
+    def _pick_capacity(self, event) -> None:
+        if event.new != self.state.capacity and event.new in self.capacity.options.values():
+            self.state.capacity = event.new
+
     def _exact(self, event) -> None:
         if not event.new.strip():
             return
         try:
-            self.state.capacity = parse_size(event.new) or None
+            self.state.capacity = parse_budget(event.new) or None
         except BudgetError as err:
             self.error.param.update(object=str(err), visible=True)
             return
         self.error.visible = False
 
+    def _sync_capacity(self) -> None:
+        """The dropdown shows the capacity the plan uses: a typed one joins the list as "typed: X"."""
+        cap = self.state.capacity
+        options = dict(CAPACITIES)
+        if cap not in options.values():
+            options[f"typed: {format_size(cap)}"] = cap
+        if self.capacity.options != options or self.capacity.value != cap:
+            self.capacity.param.update(options=options, value=cap)
+        typed = self.exact.value.strip()
+        if typed:
+            try:
+                same = (parse_budget(typed) or None) == cap
+            except BudgetError:
+                same = False
+            if not same:
+                self.exact.value = ""
+
     def _refresh(self, *_events) -> None:
+        self._sync_capacity()
         self._stale = True
         if not self.active or self.state.scope is None:
             return

@@ -20,7 +20,6 @@ COLUMNS = {"kernel": "Kernel", "division": "Micro-batches", "engines": "Engines"
 
 
 class PlanView(StateView):
-    _watch = ("result",)
 
     def _build(self) -> None:
         self.table = pn.widgets.Tabulator(

@@ -52,7 +52,7 @@ def summary_html(s: dict) -> str:
 
 
 class SummaryView(StateView):
-    _watch = ("result", "error")
+    _watch = {"planning": ("result", "error")}
 
     def _build(self) -> None:
         self.pane = self.panel = pn.pane.HTML("", stylesheets=[CSS], sizing_mode="stretch_width")

@@ -11,7 +11,6 @@ from .base import StateView
 
 
 class WorkspaceView(StateView):
-    _watch = ("result",)
 
     def _build(self) -> None:
         self.plot = WorkspacePlot()
