@@ -53,7 +53,8 @@ class SelectionState(param.Parameterized):
 
     def __init__(self, profiles: dict | None = None, environ=None, **params):
         """``profiles``: name -> path or Profile; default: bundled plus the environment's (profiles.py).
-        Keywords pick the profile, engine set and scope (kept where the profile offers them)."""
+        Keywords pick the profile, engine set and scope (kept where the profile offers them); a profile
+        chosen later starts on the scope it records."""
         wanted = {k: params.pop(k) for k in ("profile", *SCOPE) if k in params}
         super().__init__(**params)
         warnings: list[str] = []
@@ -152,10 +153,7 @@ class SelectionState(param.Parameterized):
             if profile is not None and profile.synthetic:
                 notes.append(("warning", SYNTHETIC_NOTE))
         if profile is not None and self._scopes_of != (self.profile,) and wanted is None:
-            # a newly chosen profile: keep the scope only if it offers all of it, else start from its own
-            current = Scope(*(values[k] for k in SCOPE)) if None not in values.values() else None
-            if current not in scopes:
-                values = {}
+            values = recorded_scope(profile, scopes)  # a newly chosen profile shows what it was measured for
         self._scopes, self._scopes_of = scopes, (self.profile,) if profile is not None else None
         options, chosen = cascade(scopes, values, zoo=not self._profiles)
         compare = compare_options(self.profile, list(self._profiles)) if self._profiles else {"(none)": ""}
@@ -201,6 +199,16 @@ def _same(a, b) -> bool:
     if isinstance(a, Analysis) or isinstance(b, Analysis):
         return a is b
     return type(a) is type(b) and a == b
+
+
+def recorded_scope(profile: Profile, scopes: list[Scope]) -> dict:
+    """The first network the profile records at its profiled mini-batch, as control values ({} if none)."""
+    for entry in profile.networks:
+        scope = Scope(entry.get("name"), int(entry.get("batch", 0)), entry.get("precision", "tf32"),
+                      entry.get("layout", "NCHW"))
+        if scope in scopes:
+            return {k: getattr(scope, k) for k in SCOPE}
+    return {}
 
 
 def cascade(scopes: list[Scope], pick: dict, zoo: bool = False) -> tuple[dict, dict]:
