@@ -10,6 +10,8 @@ notebooks and scripts.
 
 from __future__ import annotations
 
+import threading
+
 import param
 
 from engine.errors import EngineError
@@ -58,6 +60,7 @@ class PlannerState(param.Parameterized):
         planning = PlanningState(selection, **{k: v for k, v in controls.items() if k in PLANNING})
         memory = MemoryState(selection, environ, **{k: v for k, v in controls.items() if k in MEMORY})
         super().__init__(selection=selection, planning=planning, memory_state=memory)
+        self.lock = threading.RLock()  # one event at a time per page (views/base.py: StateView.listen)
 
     for _name in SELECTION:
         locals()[_name] = _delegate("selection", _name)

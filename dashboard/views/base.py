@@ -24,7 +24,9 @@ class StateView(pn.viewable.Viewer):
 
     Refreshes edit raw Bokeh models, which Bokeh allows only on the page's own thread with the document
     locked; state changes made on another thread (``--num-threads``, the GPU job) are therefore handed to
-    the page's event loop.
+    the page's event loop. With ``--num-threads`` Panel runs two widget events of one page on two threads at
+    once; every input (``listen``) and every handed-over refresh holds the page's lock (``state.lock``), so
+    one page's state changes one event at a time.
     """
 
     state = param.ClassSelector(class_=PlannerState, constant=True)
@@ -41,9 +43,17 @@ class StateView(pn.viewable.Viewer):
 
     def _dispatch(self, *events) -> None:
         if self._doc is not None and threading.get_ident() != self._thread:
-            self._doc.add_next_tick_callback(lambda: self._refresh(*events))
+            self._doc.add_next_tick_callback(lambda: self.locked(self._refresh, *events))
         else:
             self._refresh(*events)
+
+    def locked(self, fn, *args):
+        with self.state.lock:
+            return fn(*args)
+
+    def listen(self, widget, names, fn) -> None:
+        """``fn(event)`` on a change of a widget's ``names``, under the page's lock."""
+        widget.param.watch(lambda *events: self.locked(fn, *events), names)
 
     def __panel__(self):
         return self.panel

@@ -73,7 +73,7 @@ class Controls(StateView):
             self.widgets[name] = (pn.widgets.RadioButtonGroup(sizing_mode="stretch_width", variant="outline"), plan)
         for name, (widget, part) in self.widgets.items():
             setattr(self, name, widget)
-            widget.param.watch(lambda e, part=part, name=name: self._to_state(part, name, e.new), "value")
+            self.listen(widget, "value", lambda e, part=part, name=name: self._to_state(part, name, e.new))
         self.mode_help = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
         self.steps: list[int] = [0]
         self.slider = BudgetSlider(start=0, end=1, value=0, step=1, sizing_mode="stretch_width", show_value=False,
@@ -83,8 +83,8 @@ class Controls(StateView):
         self.exact_error = pn.pane.Alert("", alert_type="danger", visible=False, margin=(0, 10))
         self.notes = pn.Column(sizing_mode="stretch_width")
         self._syncing = False
-        self.slider.param.watch(self._from_slider, "value")
-        self.exact.param.watch(self._from_text, "value")
+        self.listen(self.slider, "value", self._from_slider)
+        self.listen(self.exact, "value", self._from_text)
         self.panel = pn.Column(
             self.notes, self.profile, self.compare, self.network,
             pn.Row(self.batch, self.precision, self.layout, sizing_mode="stretch_width"),

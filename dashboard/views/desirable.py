@@ -19,7 +19,7 @@ class DesirableView(StateView):
         self.plot.fig.css_classes = ["ucd-desirable"]
         self.pane = pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width")
         self.picker = pn.widgets.Select(label="Kernel", options=[], width=210)
-        self.picker.param.watch(self._pick, "value")
+        self.listen(self.picker, "value", self._pick)
         self._syncing = False
         self._options_of = None
         self.text = self.caption("desirable-caption")

@@ -31,13 +31,15 @@ class MemoryView(StateView):
     def _build(self) -> None:
         self.plot = MemoryPlot()
         self.plot.fig.css_classes = ["ucd-memory"]
-        self.policy = pn.widgets.Select.from_param(self.state.memory_state.param.memory_policy, width=220)
+        self.policy = pn.widgets.Select(label="Memory policy", options=self.state.memory_state.param.memory_policy.objects,
+                                        value=self.state.memory_policy, width=220)
         self.capacity = pn.widgets.Select(label="GPU capacity", options=CAPACITIES, value=self.state.capacity,
                                           width=260)
         self.exact = pn.widgets.TextInput(label="or exactly", placeholder="e.g. 24GiB", width=140)
         self.error = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
-        self.capacity.param.watch(self._pick_capacity, "value")
-        self.exact.param.watch(self._exact, "value")
+        self.listen(self.capacity, "value", self._pick_capacity)
+        self.listen(self.exact, "value", self._exact)
+        self.listen(self.policy, "value", self._pick_policy)
         self.text = self.caption("memory-caption")
         self.measured = self.caption("memory-measured")
         self.measured_error = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
@@ -53,6 +55,10 @@ class MemoryView(StateView):
         self.active = active
         if active and self._stale:
             self._refresh()
+
+    def _pick_policy(self, event) -> None:
+        if event.new is not None and event.new != self.state.memory_policy:
+            self.state.memory_policy = event.new
 
     def _pick_capacity(self, event) -> None:
         if event.new != self.state.capacity and event.new in self.capacity.options.values():
@@ -87,6 +93,8 @@ class MemoryView(StateView):
 
     def _refresh(self, *_events) -> None:
         self._sync_capacity()
+        if self.policy.value != self.state.memory_policy:
+            self.policy.value = self.state.memory_policy
         self._stale = True
         if not self.active or self.state.scope is None:
             return
