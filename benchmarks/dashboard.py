@@ -1,6 +1,6 @@
 """Budget-slider responsiveness of the dashboard (issue "Dashboard", item 5: <= 250 ms for ResNet-50).
 
-Two measurements, both over every step of the budget slider:
+Three measurements; the first two over every step of the budget slider:
 
 * server: in-process, the Python work of one slider move - the engine's plans at the budget
   (engine.planner.make_plan), building the views' frames and updating every Bokeh/Panel model (no browser);
@@ -8,6 +8,11 @@ Two measurements, both over every step of the budget slider:
   Playwright; from the key press on the slider handle (in-page clock) to the last model change that update
   caused, then two animation frames so the canvases have painted. Panel's busy-indicator toggle, which
   Panel debounces by ~0.5 s whatever the app does, is not counted.
+* sessions (``--sessions N``): N pages opened at once on one ``panel serve`` (loopback only, the serve
+  options of ``--serve-args``), each page's load time to its summary, then rounds in which every page moves
+  its slider at once (the same in-page clock); console errors and server tracebacks are counted.
+
+Results go to a JSON file (``--json``) and the Markdown report is written from it (``--report``).
 
 Usage::
 
@@ -17,6 +22,8 @@ Usage::
     python benchmarks/dashboard.py --profile assets/profiles/h100-alexnet-b256-tf32-nchw-powerOfTwo.profile.json.gz \
         --screenshot docs/dashboard.png
     python benchmarks/dashboard.py --synthetic resnet50 --browser    # no measured profile needed
+    python benchmarks/dashboard.py --profile assets/profiles/h100-resnet50-b64-tf32-nchw-powerOfTwo.profile.json.gz \
+        --browser --sessions 10 --json benchmarks/reports/dashboard.json --report benchmarks/reports/dashboard.md
 
 ``--synthetic NET`` makes a SYNTHETIC profile (engine/testing/synthetic.py) and says so in every output.
 """
@@ -24,6 +31,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import platform
 import statistics
@@ -87,8 +96,11 @@ def server_latency(profile_path: Path, repeats: int = 2) -> dict:
             "profile": a.profile.describe()}
 
 
+SERVE_ARGS = ["--num-threads", "4", "--websocket-max-message-size", "104857600"]  # what app.py's docstring says
+
+
 class Served:
-    def __init__(self, profile_path: Path, log: Path):
+    def __init__(self, profile_path: Path, log: Path, serve_args: list[str] = SERVE_ARGS):
         import socket
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -99,7 +111,7 @@ class Served:
         self._out = open(log, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(self.port), "--address", "localhost",
-             "--allow-websocket-origin", f"localhost:{self.port}"], cwd=ROOT, env=env, stdout=self._out,
+             "--allow-websocket-origin", f"localhost:{self.port}", *serve_args], cwd=ROOT, env=env, stdout=self._out,
             stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while "Bokeh app running at" not in log.read_text():
@@ -164,8 +176,58 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
     return {"last_change": stats(last), "painted": stats(painted)}
 
 
-def report(server: dict, browser: dict | None) -> str:
-    sc = server["scope"]
+async def _sessions(url: str, n: int, rounds: int) -> dict:
+    from playwright.async_api import async_playwright
+
+    problems: list[str] = []
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        pages = []
+        for _ in range(n):
+            ctx = await browser.new_context(viewport={"width": 1280, "height": 800})
+            page = await ctx.new_page()
+            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            pages.append(page)
+
+        async def load(page):
+            t = time.perf_counter()
+            await page.goto(url)
+            await page.wait_for_selector("[data-testid=summary-time]", timeout=180_000)
+            return time.perf_counter() - t
+        loads = await asyncio.gather(*(load(p) for p in pages))
+        for page in pages:
+            await page.evaluate(HOOK)
+            await page.locator(".noUi-handle").first.focus()
+
+        async def move(page, key):
+            await page.keyboard.press(key)
+            await page.wait_for_function(SETTLED, timeout=60_000, polling=50)
+            return (await page.evaluate(PAINTED))[0]
+        moves = []
+        for r in range(rounds):
+            key = "ArrowLeft" if (r // 4) % 2 == 0 else "ArrowRight"
+            moves += await asyncio.gather(*(move(p, key) for p in pages))
+        await browser.close()
+    return {"sessions": n, "rounds": rounds, "load_s": stats(list(loads)), "slider_ms": stats(moves),
+            "console_errors": len(problems), "console_examples": problems[:3]}
+
+
+def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        srv = Served(profile_path, Path(tmp) / "serve.log", serve_args)
+        try:
+            out = asyncio.run(_sessions(srv.url, n, rounds))
+        finally:
+            srv.close()
+        log = srv.log.read_text()
+    out["server_tracebacks"] = log.count("Traceback")
+    out["serve_args"] = " ".join(serve_args)
+    return out
+
+
+def report(server: dict, browser: dict | None, sessions: dict | None = None) -> str:
+    sc = argparse.Namespace(**server["scope"]) if isinstance(server["scope"], dict) else server["scope"]
     tag = "SYNTHETIC profile (engine/testing/synthetic.py), not measurements" if server["synthetic"] else "measured profile"
     f = lambda s: f"{s['median']:.1f} / {s['p90']:.1f} / {s['max']:.1f}"
     lines = [
@@ -186,7 +248,18 @@ def report(server: dict, browser: dict | None) -> str:
     if browser:
         lines += [f"| browser: key press -> last view model updated | {f(browser['last_change'])} |",
                   f"| browser: key press -> canvases painted | {f(browser['painted'])} |"]
-    lines += ["", "Target: every view updated within 250 ms of a slider move for ResNet-50.", "",
+    if sessions:
+        g = lambda s, k=1: f"{s['median'] * k:.1f} / {s['p90'] * k:.1f} / {s['max'] * k:.1f}"
+        lines += ["", f"## {sessions['sessions']} concurrent sessions on one server", "",
+                  f"`panel serve app.py {sessions['serve_args']}`; {sessions['sessions']} Chromium pages opened at "
+                  f"once, then {sessions['rounds']} rounds in which every page moves its slider at the same time.",
+                  "", "| what (median / p90 / max) | value |", "|---|---|",
+                  f"| page load to the summary (s) | {g(sessions['load_s'])} |",
+                  f"| slider move -> last view model updated (ms) | {g(sessions['slider_ms'])} |",
+                  f"| console errors / server tracebacks | {sessions['console_errors']} / "
+                  f"{sessions['server_tracebacks']} |", "",
+                  "Targets: page load <= 6 s median, slider p90 <= 500 ms, no errors."]
+    lines += ["", "Target: every view updated within 150 ms of a slider move for ResNet-50 b64 (median).", "",
               "How it is measured and what it includes:", "",
               "- A slider move reuses what was computed once per (profile, network, mini-batch, dtype, layout): "
               "every policy's desirable sets and exact WD network front (`dashboard.analysis.analyse`). The plans "
@@ -214,8 +287,20 @@ def main(argv=None) -> int:
     ap.add_argument("--browser", action="store_true", help="also measure in Chromium against panel serve")
     ap.add_argument("--moves", type=int, default=24, help="slider moves measured in the browser")
     ap.add_argument("--screenshot", type=Path, help="save a 1280x800 screenshot of the served page here")
+    ap.add_argument("--sessions", type=int, default=0, help="also open this many pages at once on one server")
+    ap.add_argument("--rounds", type=int, default=12, help="with --sessions: slider moves per page")
+    ap.add_argument("--serve-args", default=" ".join(SERVE_ARGS), help="panel serve options for --sessions")
+    ap.add_argument("--json", type=Path, help="write the results (JSON) here")
+    ap.add_argument("--from-json", type=Path, help="only write the report from an earlier --json")
     ap.add_argument("--report", type=Path, help="write the Markdown report here")
     args = ap.parse_args(argv)
+    if args.from_json:
+        res = json.loads(args.from_json.read_text())
+        text = report(res["server"], res.get("browser"), res.get("sessions"))
+        if args.report:
+            atomic_write(args.report, text)
+        print(text)
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         path = args.profile
         if args.synthetic:
@@ -226,7 +311,14 @@ def main(argv=None) -> int:
             synthetic_profile(args.synthetic, batch, args.policy).save(path)
         server = server_latency(path)
         browser = browser_latency(path, args.moves, args.screenshot) if args.browser or args.screenshot else None
-    text = report(server, browser)
+        sessions = (sessions_latency(path, args.sessions, args.rounds, args.serve_args.split())
+                    if args.sessions else None)
+    server["scope"] = vars(server["scope"])
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(args.json, json.dumps({"server": server, "browser": browser, "sessions": sessions}, indent=1,
+                                           default=str))
+    text = report(server, browser, sessions)
     print(text)
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)

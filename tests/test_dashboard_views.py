@@ -271,7 +271,7 @@ def test_export_is_disabled_without_a_plan():
 def test_memory_tab_plans_on_demand(dash):
     """The memory planner runs when its tab opens, not on budget moves; its frames reach the plot."""
     mem = dash.memory
-    assert len(mem.plot.stack.data["tick"]) == 0  # nothing planned while the tab is closed
+    assert mem.plot is None and not mem.plots.objects  # nothing planned (or drawn) while the tab is closed
     dash.tabs.active = len(dash.tabs) - 1
     data, lines = mem.plot.stack.data, mem.plot.lines.data
     assert len(data["tick"]) > 0

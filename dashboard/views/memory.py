@@ -29,8 +29,8 @@ class MemoryView(StateView):
     _watch = {"selection": ("analysis",), "memory_state": ("memory_policy", "capacity", "memory_results")}
 
     def _build(self) -> None:
-        self.plot = MemoryPlot()
-        self.plot.fig.css_classes = ["ucd-memory"]
+        self.plot: MemoryPlot | None = None  # made, with its data, when the tab first shows a plan
+        self.plots = pn.Column(sizing_mode="stretch_width")
         self.policy = pn.widgets.Select(label="Memory policy", options=self.state.memory_state.param.memory_policy.objects,
                                         value=self.state.memory_policy, width=220)
         self.capacity = pn.widgets.Select(label="GPU capacity", options=CAPACITIES, value=self.state.capacity,
@@ -45,9 +45,7 @@ class MemoryView(StateView):
         self.measured_error = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
         self.active = False
         self._stale = True
-        self.panel = pn.Column(pn.Row(self.policy, self.capacity, self.exact), self.error,
-                               pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width"),
-                               pn.pane.Bokeh(self.plot.lanes, sizing_mode="stretch_width"), self.text,
+        self.panel = pn.Column(pn.Row(self.policy, self.capacity, self.exact), self.error, self.plots, self.text,
                                self.measured_error, self.measured, sizing_mode="stretch_width")
 
     def show(self, active: bool) -> None:
@@ -109,7 +107,14 @@ class MemoryView(StateView):
         cap = self.state.capacity
         title = (f"Memory timeline: {s['network']} B={s['batch']}, {s['policy']}, "
                  f"capacity {format_size(cap) if cap else 'unbounded'}")
+        first = self.plot is None
+        if first:  # figures enter the page with their data: an empty figure cannot set its ranges
+            self.plot = MemoryPlot()
+            self.plot.fig.css_classes = ["ucd-memory"]
         self.plot.update(frames, title)
+        if first:
+            self.plots[:] = [pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width"),
+                             pn.pane.Bokeh(self.plot.lanes, sizing_mode="stretch_width")]
         fits = "fits" if s["fits"] else "does NOT fit"
         timing = (f"; iteration {s['iteration_ms']:.1f} ms (convolutions {s['conv_ms']:.1f} ms, stalls "
                   f"{s['stall_ms']:.1f} ms)" if s["iteration_ms"] == s["iteration_ms"] else "")
