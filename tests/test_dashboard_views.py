@@ -15,7 +15,8 @@ from dashboard.jobs import JobRunner
 from dashboard.state import PlannerState
 from dashboard.ui import Dashboard
 from dashboard.views.controls import nearest_step
-from engine.units import MiB
+from engine.profile import bundled_profiles
+from engine.units import GiB, MiB
 from engine.testing.synthetic import synthetic_profile
 
 
@@ -82,6 +83,41 @@ def test_exact_budget_text(dash):
     dash.controls.exact.value = "lots"
     assert dash.controls.exact_error.visible and "invalid size" in dash.controls.exact_error.object
     assert dash.state.budget == 3 * MiB
+    dash.controls.exact.value = "120"  # a bare number is refused, not taken as 120 bytes
+    assert "'120' has no unit" in dash.controls.exact_error.object and dash.state.budget == 3 * MiB
+
+
+def test_a_typed_budget_is_kept_exactly_and_shown_the_same_everywhere(dash):
+    c, s = dash.controls, dash.state
+    c.exact.value = "120MiB"
+    assert s.budget == 120 * MiB and s.result.choice.budget == 120 * MiB
+    assert "120 MiB" in c.slider.label and "budget 120 MiB in total" in dash.summary.pane.object
+    assert c.exact.value == "120MiB"  # the typed text stays while it is the budget
+    assert c.steps[c.slider.value] != 120 * MiB  # the slider sits on the nearest step, the plan uses 120 MiB
+    c.mode.value = "WR"
+    assert s.budget == 120 * MiB // len(s.analysis.kernels) and "per kernel" in dash.summary.pane.object
+    c.mode.value = "WD"
+    assert s.budget == 120 * MiB  # exact round trip, not (120 MiB // n) * n
+    s.budget = 120  # 120 B: WD -> WR -> WD comes back to 120 B, not 112 B
+    c.mode.value = "WR"
+    c.mode.value = "WD"
+    assert s.budget == 120
+    s.budget = 5 * MiB
+    c.engines.value = "heuristics"  # the engine set keeps the budget
+    assert s.budget == 5 * MiB and s.result.choice.budget == 5 * MiB
+    c.engines.value = "all"
+    assert s.budget == 5 * MiB
+
+
+def test_memory_capacity_typed_and_dropdown_agree(dash):
+    mem = dash.memory
+    mem.exact.value = "1GiB"
+    assert dash.state.capacity == GiB and mem.capacity.value == GiB
+    assert "typed: 1 GiB" in mem.capacity.options
+    mem.capacity.value = 16 * GiB
+    assert dash.state.capacity == 16 * GiB and mem.exact.value == ""
+    mem.exact.value = "12"
+    assert mem.error.visible and "no unit" in mem.error.object and dash.state.capacity == 16 * GiB
 
 
 def test_mode_and_policy_widgets(dash):
@@ -335,3 +371,28 @@ def test_compare_with_the_same_gpu_says_why_in_one_line(two_gpus):
     state.compare = "gpuc-alexnet-b32"
     assert state.comparison is None and state.result is not None
     assert state.compare_error.startswith("cannot compare with gpuc-alexnet-b32: both profiles were measured on")
+
+
+@pytest.mark.skipif(not bundled_profiles(), reason="no bundled profiles")
+@pytest.mark.parametrize("walk", [
+    ["h100-alexnet-b256-tf32-nchw-all", "h100-alexnet-b256-fp16-nhwc-powerOfTwo"],
+    ["h100-resnet50-b64-tf32-nchw-powerOfTwo", "h100-alexnet-b256-tf32-nchw-all", "h100-vgg16-b64-tf32-nchw-powerOfTwo"],
+])
+def test_profile_switches_keep_widgets_state_and_views_together(walk):
+    """The switches that once tore the page (options changed before values, None sent back by the widgets,
+    a view reading a policy the new analysis lacks), through the widgets with their Bokeh models made."""
+    d = Dashboard(gpu=(False, "no GPU in tests"), runner=JobRunner())
+    pn.panel(d).get_root(Document(), comm=Comm())
+    s, c = d.state, d.controls
+    for name in walk:
+        c.profile.value = name
+        gpu, net, batch, dtype, layout, policy = name.split("-")
+        assert (s.network, s.batch, s.precision, s.layout, s.policy) == (net, int(batch[1:]), dtype, layout.upper(),
+                                                                        policy), name
+        for w in ("network", "batch", "precision", "layout", "policy", "mode", "engines", "profile"):
+            assert getattr(c, w).value == getattr(s, w), (name, w)
+        r = s.result
+        assert r.analysis is s.analysis and r.choice.policy == s.policy and r.choice.feasible and s.error == ""
+        assert f"{net}, B={batch[1:]}, {dtype}, {layout.upper()}" in d.pareto.plot.fig.title.text
+        assert d.desirable.plot.fig.title.text.endswith(f"({policy})")
+        assert f"{net} B={batch[1:]}" in d.summary.pane.object

@@ -66,7 +66,8 @@ class Server:
         self._log = open(log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(self.port), "--address", "localhost",
-             "--allow-websocket-origin", f"localhost:{self.port}", "--num-threads", "2"],
+             "--allow-websocket-origin", f"localhost:{self.port}", "--num-threads", "2",
+             "--websocket-max-message-size", str(100 * 2**20)],  # app.py's serve options
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90
         while "Bokeh app running at" not in self.log():
