@@ -168,7 +168,8 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
                     a, b = page.evaluate(PAINTED)
                     last.append(a)
                     painted.append(b)
-                browser.close()
+                page.wait_for_timeout(1500)  # Panel's trailing busy-indicator messages: closing mid-write
+                browser.close()              # makes Tornado log a WebSocketClosedError traceback
         finally:
             srv.close()
         if "Traceback" in srv.log.read_text():
@@ -192,7 +193,7 @@ async def _sessions(url: str, n: int, rounds: int) -> dict:
 
         async def load(page):
             t = time.perf_counter()
-            await page.goto(url)
+            await page.goto(url, timeout=300_000)
             await page.wait_for_selector("[data-testid=summary-time]", timeout=180_000)
             return time.perf_counter() - t
         loads = await asyncio.gather(*(load(p) for p in pages))
@@ -208,6 +209,7 @@ async def _sessions(url: str, n: int, rounds: int) -> dict:
         for r in range(rounds):
             key = "ArrowLeft" if (r // 4) % 2 == 0 else "ArrowRight"
             moves += await asyncio.gather(*(move(p, key) for p in pages))
+        await asyncio.sleep(1.5)  # as in browser_latency: no page closed mid-write
         await browser.close()
     return {"sessions": n, "rounds": rounds, "load_s": stats(list(loads)), "slider_ms": stats(moves),
             "console_errors": len(problems), "console_examples": problems[:3]}
