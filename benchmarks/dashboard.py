@@ -162,8 +162,13 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
                 handle = page.locator(".noUi-handle").first
                 handle.focus()
                 last, painted = [], []
+                card = page.locator("[data-testid=summary-time] .s")
                 for i in range(moves):
+                    before = card.inner_text()
                     handle.press("ArrowLeft" if (i // 8) % 2 == 0 else "ArrowRight")
+                    deadline = time.monotonic() + 60  # the server's answer, not only the slider's own change
+                    while card.inner_text() == before and time.monotonic() < deadline:
+                        page.wait_for_timeout(10)
                     page.wait_for_function(SETTLED, timeout=20_000)
                     a, b = page.evaluate(PAINTED)
                     last.append(a)
@@ -202,7 +207,14 @@ async def _sessions(url: str, n: int, rounds: int) -> dict:
             await page.locator(".noUi-handle").first.focus()
 
         async def move(page, key):
+            card = page.locator("[data-testid=summary-time] .s")
+            before = await card.inner_text()
             await page.keyboard.press(key)
+            # the slider's own change is local: wait for the server's answer (the budget in the summary), then
+            # for the page to fall quiet, so a slow server is not mistaken for a settled page
+            deadline = time.monotonic() + 120
+            while await card.inner_text() == before and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
             await page.wait_for_function(SETTLED, timeout=60_000, polling=50)
             return (await page.evaluate(PAINTED))[0]
         moves = []
