@@ -192,7 +192,8 @@ async def _sessions(url: str, n: int, rounds: int) -> dict:
         for _ in range(n):
             ctx = await browser.new_context(viewport={"width": 1280, "height": 800})
             page = await ctx.new_page()
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+            page.on("console", lambda m: problems.append(f"{m.text} {m.location.get('url', '')}".strip())
+                    if m.type == "error" else None)
             page.on("pageerror", lambda e: problems.append(str(e)))
             pages.append(page)
 
