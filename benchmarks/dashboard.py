@@ -248,7 +248,9 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
     lines = [
         "# Dashboard: budget-slider latency", "",
         f"Produced by `python benchmarks/dashboard.py` on {platform.node() or 'this machine'} "
-        f"({os.cpu_count()} CPUs, Python {platform.python_version()}); {time.strftime('%Y-%m-%d')}.", "",
+        f"({os.cpu_count()} CPUs, Python {platform.python_version()}); {server.get('date') or time.strftime('%Y-%m-%d')}"
+        + (". 1-minute load average at the start and end of the run (other jobs on this machine): "
+           + " and ".join(f"{x:.1f}" for x in server["load_average"]) if server.get("load_average") else "") + ".", "",
         f"- profile: {tag}: {server['profile']}",
         f"- network: {sc.network}, mini-batch {sc.batch}, {sc.precision} {sc.layout}; policy {server['policy']}, "
         f"mode {server['mode']}; {server['kernels']} kernels; WD front points "
@@ -294,7 +296,7 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    src = ap.add_mutually_exclusive_group(required=True)
+    src = ap.add_mutually_exclusive_group()
     src.add_argument("--profile", type=Path, help="profile file (e.g. the bundled H100 ResNet-50 one)")
     src.add_argument("--synthetic", metavar="NET", help="make a SYNTHETIC profile of this zoo network")
     ap.add_argument("--batch", type=int, default=None, help="with --synthetic: mini-batch (default: the zoo's)")
@@ -316,6 +318,8 @@ def main(argv=None) -> int:
             atomic_write(args.report, text)
         print(text)
         return 0
+    if not (args.profile or args.synthetic):
+        ap.error("one of --profile, --synthetic or --from-json is required")
     with tempfile.TemporaryDirectory() as tmp:
         path = args.profile
         if args.synthetic:
@@ -324,11 +328,14 @@ def main(argv=None) -> int:
             batch = args.batch or DEFAULT_BATCH[args.synthetic]
             path = Path(tmp) / f"SYNTHETIC-{args.synthetic}-b{batch}.profile.json.gz"
             synthetic_profile(args.synthetic, batch, args.policy).save(path)
+        load_before = os.getloadavg()[0]
         server = server_latency(path)
         browser = browser_latency(path, args.moves, args.screenshot) if args.browser or args.screenshot else None
         sessions = (sessions_latency(path, args.sessions, args.rounds, args.serve_args.split())
                     if args.sessions else None)
     server["scope"] = vars(server["scope"])
+    server["load_average"] = [load_before, os.getloadavg()[0]]  # other jobs on this machine, start and end
+    server["date"] = time.strftime("%Y-%m-%d")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(args.json, json.dumps({"server": server, "browser": browser, "sessions": sessions}, indent=1,
