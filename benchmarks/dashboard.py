@@ -1,6 +1,6 @@
 """Budget-slider responsiveness of the dashboard (issue "Dashboard", item 5: <= 250 ms for ResNet-50).
 
-Two measurements, both over every step of the budget slider:
+Three measurements; the first two over every step of the budget slider:
 
 * server: in-process, the Python work of one slider move - the engine's plans at the budget
   (engine.planner.make_plan), building the views' frames and updating every Bokeh/Panel model (no browser);
@@ -8,6 +8,11 @@ Two measurements, both over every step of the budget slider:
   Playwright; from the key press on the slider handle (in-page clock) to the last model change that update
   caused, then two animation frames so the canvases have painted. Panel's busy-indicator toggle, which
   Panel debounces by ~0.5 s whatever the app does, is not counted.
+* sessions (``--sessions N``): N pages opened at once on one ``panel serve`` (loopback only, the serve
+  options of ``--serve-args``), each page's load time to its summary, then rounds in which every page moves
+  its slider at once (the same in-page clock); console errors and server tracebacks are counted.
+
+Results go to a JSON file (``--json``) and the Markdown report is written from it (``--report``).
 
 Usage::
 
@@ -17,6 +22,8 @@ Usage::
     python benchmarks/dashboard.py --profile assets/profiles/h100-alexnet-b256-tf32-nchw-powerOfTwo.profile.json.gz \
         --screenshot docs/dashboard.png
     python benchmarks/dashboard.py --synthetic resnet50 --browser    # no measured profile needed
+    python benchmarks/dashboard.py --profile assets/profiles/h100-resnet50-b64-tf32-nchw-powerOfTwo.profile.json.gz \
+        --browser --sessions 10 --json benchmarks/reports/dashboard.json --report benchmarks/reports/dashboard.md
 
 ``--synthetic NET`` makes a SYNTHETIC profile (engine/testing/synthetic.py) and says so in every output.
 """
@@ -24,6 +31,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import platform
 import statistics
@@ -56,7 +65,7 @@ def server_latency(profile_path: Path, repeats: int = 2) -> dict:
     from pyviz_comms import Comm
 
     from dashboard.jobs import JobRunner
-    from dashboard.plans import PlanCache
+    from dashboard.plans import plan_choice
     from dashboard.result import build_result
     from dashboard.state import PlannerState
     from dashboard.ui import Dashboard
@@ -73,8 +82,8 @@ def server_latency(profile_path: Path, repeats: int = 2) -> dict:
     for _ in range(repeats):
         for v in steps + steps[::-1]:
             t = time.perf_counter()
-            build_result(state.analysis, PlanCache(size=0), state.policy, state.mode, dash.controls.steps[v],
-                         state.kernel)
+            build_result(state.analysis, state.policy, state.mode, dash.controls.steps[v], state.kernel,
+                         choose=plan_choice)  # uncached: the plans made afresh
             evals.append(1000 * (time.perf_counter() - t))
             t = time.perf_counter()
             dash.controls.slider.value = v
@@ -87,8 +96,11 @@ def server_latency(profile_path: Path, repeats: int = 2) -> dict:
             "profile": a.profile.describe()}
 
 
+SERVE_ARGS = ["--num-threads", "4", "--websocket-max-message-size", "104857600"]  # what app.py's docstring says
+
+
 class Served:
-    def __init__(self, profile_path: Path, log: Path):
+    def __init__(self, profile_path: Path, log: Path, serve_args: list[str] = SERVE_ARGS):
         import socket
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -99,7 +111,7 @@ class Served:
         self._out = open(log, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(self.port), "--address", "localhost",
-             "--allow-websocket-origin", f"localhost:{self.port}"], cwd=ROOT, env=env, stdout=self._out,
+             "--allow-websocket-origin", f"localhost:{self.port}", *serve_args], cwd=ROOT, env=env, stdout=self._out,
             stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while "Bokeh app running at" not in log.read_text():
@@ -150,13 +162,19 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
                 handle = page.locator(".noUi-handle").first
                 handle.focus()
                 last, painted = [], []
+                card = page.locator("[data-testid=summary-time] .s")
                 for i in range(moves):
+                    before = card.inner_text()
                     handle.press("ArrowLeft" if (i // 8) % 2 == 0 else "ArrowRight")
+                    deadline = time.monotonic() + 60  # the server's answer, not only the slider's own change
+                    while card.inner_text() == before and time.monotonic() < deadline:
+                        page.wait_for_timeout(10)
                     page.wait_for_function(SETTLED, timeout=20_000)
                     a, b = page.evaluate(PAINTED)
                     last.append(a)
                     painted.append(b)
-                browser.close()
+                page.wait_for_timeout(1500)  # Panel's trailing busy-indicator messages: closing mid-write
+                browser.close()              # makes Tornado log a WebSocketClosedError traceback
         finally:
             srv.close()
         if "Traceback" in srv.log.read_text():
@@ -164,14 +182,75 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
     return {"last_change": stats(last), "painted": stats(painted)}
 
 
-def report(server: dict, browser: dict | None) -> str:
-    sc = server["scope"]
+async def _sessions(url: str, n: int, rounds: int) -> dict:
+    from playwright.async_api import async_playwright
+
+    problems: list[str] = []
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        pages = []
+        for _ in range(n):
+            ctx = await browser.new_context(viewport={"width": 1280, "height": 800})
+            page = await ctx.new_page()
+            page.on("console", lambda m: problems.append(f"{m.text} {m.location.get('url', '')}".strip())
+                    if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            pages.append(page)
+
+        async def load(page):
+            t = time.perf_counter()
+            await page.goto(url, timeout=300_000)
+            await page.wait_for_selector("[data-testid=summary-time]", timeout=180_000)
+            return time.perf_counter() - t
+        loads = await asyncio.gather(*(load(p) for p in pages))
+        for page in pages:
+            await page.evaluate(HOOK)
+            await page.locator(".noUi-handle").first.focus()
+
+        async def move(page, key):
+            card = page.locator("[data-testid=summary-time] .s")
+            before = await card.inner_text()
+            await page.keyboard.press(key)
+            # the slider's own change is local: wait for the server's answer (the budget in the summary), then
+            # for the page to fall quiet, so a slow server is not mistaken for a settled page
+            deadline = time.monotonic() + 120
+            while await card.inner_text() == before and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            await page.wait_for_function(SETTLED, timeout=60_000, polling=50)
+            return (await page.evaluate(PAINTED))[0]
+        moves = []
+        for r in range(rounds):
+            key = "ArrowLeft" if (r // 4) % 2 == 0 else "ArrowRight"
+            moves += await asyncio.gather(*(move(p, key) for p in pages))
+        await asyncio.sleep(1.5)  # as in browser_latency: no page closed mid-write
+        await browser.close()
+    return {"sessions": n, "rounds": rounds, "load_s": stats(list(loads)), "slider_ms": stats(moves),
+            "console_errors": len(problems), "console_examples": problems[:3]}
+
+
+def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        srv = Served(profile_path, Path(tmp) / "serve.log", serve_args)
+        try:
+            out = asyncio.run(_sessions(srv.url, n, rounds))
+        finally:
+            srv.close()
+        log = srv.log.read_text()
+    out["server_tracebacks"] = log.count("Traceback")
+    out["serve_args"] = " ".join(serve_args)
+    return out
+
+
+def report(server: dict, browser: dict | None, sessions: dict | None = None) -> str:
+    sc = argparse.Namespace(**server["scope"]) if isinstance(server["scope"], dict) else server["scope"]
     tag = "SYNTHETIC profile (engine/testing/synthetic.py), not measurements" if server["synthetic"] else "measured profile"
     f = lambda s: f"{s['median']:.1f} / {s['p90']:.1f} / {s['max']:.1f}"
     lines = [
         "# Dashboard: budget-slider latency", "",
         f"Produced by `python benchmarks/dashboard.py` on {platform.node() or 'this machine'} "
-        f"({os.cpu_count()} CPUs, Python {platform.python_version()}); {time.strftime('%Y-%m-%d')}.", "",
+        f"({os.cpu_count()} CPUs, Python {platform.python_version()}); {server.get('date') or time.strftime('%Y-%m-%d')}"
+        + (". 1-minute load average at the start and end of the run (other jobs on this machine): "
+           + " and ".join(f"{x:.1f}" for x in server["load_average"]) if server.get("load_average") else "") + ".", "",
         f"- profile: {tag}: {server['profile']}",
         f"- network: {sc.network}, mini-batch {sc.batch}, {sc.precision} {sc.layout}; policy {server['policy']}, "
         f"mode {server['mode']}; {server['kernels']} kernels; WD front points "
@@ -186,7 +265,18 @@ def report(server: dict, browser: dict | None) -> str:
     if browser:
         lines += [f"| browser: key press -> last view model updated | {f(browser['last_change'])} |",
                   f"| browser: key press -> canvases painted | {f(browser['painted'])} |"]
-    lines += ["", "Target: every view updated within 250 ms of a slider move for ResNet-50.", "",
+    if sessions:
+        g = lambda s, k=1: f"{s['median'] * k:.1f} / {s['p90'] * k:.1f} / {s['max'] * k:.1f}"
+        lines += ["", f"## {sessions['sessions']} concurrent sessions on one server", "",
+                  f"`panel serve app.py {sessions['serve_args']}`; {sessions['sessions']} Chromium pages opened at "
+                  f"once, then {sessions['rounds']} rounds in which every page moves its slider at the same time.",
+                  "", "| what (median / p90 / max) | value |", "|---|---|",
+                  f"| page load to the summary (s) | {g(sessions['load_s'])} |",
+                  f"| slider move -> last view model updated (ms) | {g(sessions['slider_ms'])} |",
+                  f"| console errors / server tracebacks | {sessions['console_errors']} / "
+                  f"{sessions['server_tracebacks']} |", "",
+                  "Targets: page load <= 6 s median, slider p90 <= 500 ms, no errors."]
+    lines += ["", "Target: every view updated within 150 ms of a slider move for ResNet-50 b64 (median).", "",
               "How it is measured and what it includes:", "",
               "- A slider move reuses what was computed once per (profile, network, mini-batch, dtype, layout): "
               "every policy's desirable sets and exact WD network front (`dashboard.analysis.analyse`). The plans "
@@ -206,7 +296,7 @@ def report(server: dict, browser: dict | None) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    src = ap.add_mutually_exclusive_group(required=True)
+    src = ap.add_mutually_exclusive_group()
     src.add_argument("--profile", type=Path, help="profile file (e.g. the bundled H100 ResNet-50 one)")
     src.add_argument("--synthetic", metavar="NET", help="make a SYNTHETIC profile of this zoo network")
     ap.add_argument("--batch", type=int, default=None, help="with --synthetic: mini-batch (default: the zoo's)")
@@ -214,8 +304,22 @@ def main(argv=None) -> int:
     ap.add_argument("--browser", action="store_true", help="also measure in Chromium against panel serve")
     ap.add_argument("--moves", type=int, default=24, help="slider moves measured in the browser")
     ap.add_argument("--screenshot", type=Path, help="save a 1280x800 screenshot of the served page here")
+    ap.add_argument("--sessions", type=int, default=0, help="also open this many pages at once on one server")
+    ap.add_argument("--rounds", type=int, default=12, help="with --sessions: slider moves per page")
+    ap.add_argument("--serve-args", default=" ".join(SERVE_ARGS), help="panel serve options for --sessions")
+    ap.add_argument("--json", type=Path, help="write the results (JSON) here")
+    ap.add_argument("--from-json", type=Path, help="only write the report from an earlier --json")
     ap.add_argument("--report", type=Path, help="write the Markdown report here")
     args = ap.parse_args(argv)
+    if args.from_json:
+        res = json.loads(args.from_json.read_text())
+        text = report(res["server"], res.get("browser"), res.get("sessions"))
+        if args.report:
+            atomic_write(args.report, text)
+        print(text)
+        return 0
+    if not (args.profile or args.synthetic):
+        ap.error("one of --profile, --synthetic or --from-json is required")
     with tempfile.TemporaryDirectory() as tmp:
         path = args.profile
         if args.synthetic:
@@ -224,9 +328,19 @@ def main(argv=None) -> int:
             batch = args.batch or DEFAULT_BATCH[args.synthetic]
             path = Path(tmp) / f"SYNTHETIC-{args.synthetic}-b{batch}.profile.json.gz"
             synthetic_profile(args.synthetic, batch, args.policy).save(path)
+        load_before = os.getloadavg()[0]
         server = server_latency(path)
         browser = browser_latency(path, args.moves, args.screenshot) if args.browser or args.screenshot else None
-    text = report(server, browser)
+        sessions = (sessions_latency(path, args.sessions, args.rounds, args.serve_args.split())
+                    if args.sessions else None)
+    server["scope"] = vars(server["scope"])
+    server["load_average"] = [load_before, os.getloadavg()[0]]  # other jobs on this machine, start and end
+    server["date"] = time.strftime("%Y-%m-%d")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(args.json, json.dumps({"server": server, "browser": browser, "sessions": sessions}, indent=1,
+                                           default=str))
+    text = report(server, browser, sessions)
     print(text)
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)

@@ -9,9 +9,7 @@ sets). ``Analysis`` holds those; the plans themselves come from ``engine.planner
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -27,6 +25,7 @@ from engine.planner import wd_front
 from engine.profile import Profile
 from engine.units import MiB
 
+from .cache import LRU
 from .palette import engine_colors, engine_labels, engines_by_wins
 from .scopes import Scope, complete_policies, network
 
@@ -65,6 +64,11 @@ def execution_order(kernels: list[Kernel]) -> list[int]:
     return fwd + bwd
 
 
+def pieces(conf: Configuration) -> tuple[tuple[int, str], ...]:
+    """What identifies a configuration within one kernel's set: (micro-batch size, engine plan) per piece."""
+    return tuple((m.batch, m.plan) for m in conf.micro)
+
+
 @dataclass(frozen=True)
 class ConfInfo:
     """What the views show of one configuration, computed once (the budget slider re-reads these)."""
@@ -97,7 +101,7 @@ class PolicySets:
     engines: dict[str, str] = field(default_factory=dict, repr=False)   # plan -> engine label
     _info: dict = field(default_factory=dict, repr=False)        # (k, j) -> ConfInfo
     _desirable: dict = field(default_factory=dict, repr=False)   # k -> (points, pieces) of Fig. 8
-    _index: list = field(default_factory=list, repr=False)       # k -> {configuration: j}
+    _index: list = field(default_factory=list, repr=False)       # k -> {division and plans: j}
 
     def info(self, k: int, j: int) -> ConfInfo:
         """Labels and piece arrays of configuration ``j`` of kernel ``k`` (cached)."""
@@ -113,10 +117,12 @@ class PolicySets:
         return hit
 
     def index_of(self, k: int, conf: Configuration) -> int:
-        """Position of ``conf`` in kernel ``k``'s desirable set (a plan's configurations are its elements)."""
+        """Position of ``conf`` (a plan's configuration) in kernel ``k``'s desirable set, found by its pieces'
+        micro-batch sizes and engine plans: a desirable set holds at most one configuration per such
+        division, so nothing is matched on measured times (floats)."""
         if not self._index:
-            self._index = [{c: j for j, c in enumerate(s)} for s in self.sets]
-        return self._index[k][conf]
+            self._index = [{pieces(c): j for j, c in enumerate(s)} for s in self.sets]
+        return self._index[k][pieces(conf)]
 
     @cached_property
     def order(self) -> list[int]:
@@ -156,7 +162,7 @@ def _policy_sets(profile: Profile, net: Network, scope: Scope, policy: str) -> P
     return ps
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity: caches (dashboard/cache.py) key on it
 class Analysis:
     profile: Profile
     scope: Scope
@@ -179,12 +185,11 @@ class Analysis:
         return next((i for i, k in enumerate(self.kernels) if k.id == kernel_id), None)
 
 
-_ANALYSES: OrderedDict = OrderedDict()
-_ANALYSES_LOCK = threading.Lock()
+ANALYSES = LRU(16)
 
 
 def analyse(profile: Profile, scope: Scope, policies: list[str] | None = None) -> Analysis:
-    """Desirable sets and fronts for every complete policy of a scope; an LRU of 8 per process.
+    """Desirable sets and fronts for every complete policy of a scope; an LRU of 16 per process.
 
     Results are read-only and shared by all sessions of the server, so a second visitor's page (or the
     same controls picked again) costs nothing.
@@ -192,18 +197,11 @@ def analyse(profile: Profile, scope: Scope, policies: list[str] | None = None) -
     policies = complete_policies(profile, scope) if policies is None else policies
     if not policies:
         raise ProfileFormatError(f"profile lacks micro-batch {scope.batch} for some kernel of {scope.network}")
-    key = (id(profile), scope, tuple(policies))
-    with _ANALYSES_LOCK:
-        if key in _ANALYSES:
-            _ANALYSES.move_to_end(key)
-            return _ANALYSES[key][1]
-    net = network(scope.network, scope.batch)
-    result = Analysis(profile, scope, net, {p: _policy_sets(profile, net, scope, p) for p in policies})
-    with _ANALYSES_LOCK:
-        _ANALYSES[key] = (profile, result)  # keep the profile alive so its id stays unique
-        while len(_ANALYSES) > 8:
-            _ANALYSES.popitem(last=False)
-    return result
+
+    def make() -> Analysis:
+        net = network(scope.network, scope.batch)
+        return Analysis(profile, scope, net, {p: _policy_sets(profile, net, scope, p) for p in policies})
+    return ANALYSES.get((profile, scope, tuple(policies)), make)
 
 
 # --- budgets --------------------------------------------------------------------------------------
@@ -216,14 +214,19 @@ def equivalent_budget(mode: str, budget: int, n_kernels: int) -> tuple[int, int]
 
 
 def budget_range(analysis: Analysis, mode: str) -> tuple[int, int]:
-    """Slider bounds: from the smallest feasible budget to twice what the fastest plan needs."""
+    """Slider bounds: from the smallest nonzero budget at which some plan changes (below it every budget
+    gives the 0 B plan, so the slider has no steps there) to twice what the fastest plan needs."""
     sets = analysis.policies.values()
     if mode == "WR":
-        lo = max(1024, min(ps.min_workspace for ps in sets))
+        need = min(ps.min_workspace for ps in sets)
+        values = np.unique(np.concatenate([w for ps in sets for w in ps.ws]))
         hi = max(ps.max_workspace for ps in sets)
     else:
-        lo = max(1024, min(int(ps.front.workspace[0]) for ps in sets))
+        need = min(int(ps.front.workspace[0]) for ps in sets)
+        values = np.unique(np.concatenate([np.asarray(ps.front.workspace, dtype=np.int64) for ps in sets]))
         hi = max(int(ps.front.workspace[-1]) for ps in sets)
+    changes = values[(values > 0) & (values >= need)]
+    lo = int(changes[0]) if len(changes) else max(need, 1)
     return lo, max(2 * hi, 4 * lo)
 
 

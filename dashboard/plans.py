@@ -3,13 +3,13 @@ and Verify runs. Imports no Panel.
 
 A ``Choice`` is one such plan seen from the dashboard: the indices of its configurations in the
 analysis' desirable sets (so views reuse what was computed once per scope), its totals, or why there
-is no plan at that budget.
+is no plan at that budget. ``choose`` keeps the most recent ones per process: every session of a server
+shares them, and a slider moved back and forth makes each plan once.
 """
 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from engine.configuration import Configuration
@@ -18,8 +18,10 @@ from engine.plan import Plan
 from engine.planner import make_plan
 
 from .analysis import Analysis, PolicySets
+from .cache import LRU
 
 COMMAND = "dashboard"   # provenance.command of every plan the dashboard makes
+CHOICES = LRU(512)      # (analysis, policy, mode, budget) -> Choice
 
 
 @dataclass(frozen=True)
@@ -46,22 +48,10 @@ class Choice:
         return self.index is not None
 
 
-class PlanCache:
-    """The plans one page made, most recent last (a slider moved back and forth makes each once)."""
-
-    def __init__(self, size: int = 64):
-        self.size = size
-        self._plans: OrderedDict = OrderedDict()
-
-    def choice(self, analysis: Analysis, policy: str, mode: str, budget: int) -> Choice:
-        """The engine's plan for these controls as a Choice; an infeasible budget gives the engine's reason."""
-        budget = int(budget)
-        key = (id(analysis), policy, mode, budget)
-        hit = self._plans.pop(key, None) or (analysis, plan_choice(analysis, policy, mode, budget))
-        self._plans[key] = hit  # the analysis is kept so its id stays unique
-        while len(self._plans) > self.size:
-            self._plans.popitem(last=False)
-        return hit[1]
+def choose(analysis: Analysis, policy: str, mode: str, budget: int) -> Choice:
+    """``plan_choice``, cached per process (plans are deterministic and read-only)."""
+    budget = int(budget)
+    return CHOICES.get((analysis, policy, mode, budget), lambda: plan_choice(analysis, policy, mode, budget))
 
 
 def plan_choice(analysis: Analysis, policy: str, mode: str, budget: int) -> Choice:

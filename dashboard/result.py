@@ -1,9 +1,13 @@
 """What the views draw for one set of controls: the plan, its baselines and every view's frame.
 Imports no Panel.
 
-``build_result`` is the slider path. The plans come from the page's ``PlanCache`` (engine.planner.make_plan):
+``build_result`` is the slider path. The plans come from ``plans.choose`` (engine.planner.make_plan):
 the current one, undivided cuDNN at the same memory, and the other mode at the same total (Fig. 14).
 Everything else is an index into what the analysis computed once per scope.
+
+A ``Result`` is one consistent snapshot: the views draw only from it (its analysis, policy, mode,
+budget, kernel and comparison), never from controls that may already have moved on, so no view can
+show one profile's front with another's plan.
 """
 
 from __future__ import annotations
@@ -14,15 +18,20 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from engine.errors import EngineError
+
 from .analysis import Analysis, equivalent_budget
+from .compare import Comparison, compare
+from .errors import describe_error
 from .frames import desirable_frame, plan_frame, timeline_frame, workspace_frame
-from .plans import Choice, PlanCache
+from .plans import Choice, choose
 
 
 @dataclass
 class Result:
     """Everything the views draw for one (analysis, policy, mode, budget, kernel, measurement)."""
 
+    analysis: Analysis
     choice: Choice                    # the current plan
     baseline: Choice                  # undivided at the same memory (same mode, same budget)
     wr: Choice                        # the current policy under WR and WD at the same total (Fig. 14)
@@ -35,25 +44,51 @@ class Result:
     desirable: pd.DataFrame
     pieces: pd.DataFrame
     summary: dict = field(default_factory=dict)
+    measured: dict | None = None      # per-kernel measured times of this plan (verification), if any
+    comparison: Comparison | None = None  # the same scope on another GPU ("Compare with")
+    compare_error: str = ""           # why the chosen comparison cannot be shown
+    other: Analysis | None = None     # the other GPU's analysis the comparison was made from
+    kernel_asked: str = ""            # the kernel the controls asked for ("" or unknown: the default)
+
+    @property
+    def key(self) -> tuple:
+        """The inputs this snapshot was made from (the state recomputes only when they change)."""
+        c = self.choice
+        return result_key(self.analysis, c.policy, c.mode, c.budget, self.kernel_asked, self.measured, self.other)
 
 
-def build_result(analysis: Analysis, plans: PlanCache, policy: str, mode: str, budget: int, kernel: str = "",
-                 measured: dict | None = None, verified: dict | None = None) -> Result:
-    """The slider path: the engine's plans at ``budget`` and every view's frame."""
+def result_key(analysis, policy, mode, budget, kernel, measured, other) -> tuple:
+    """``Result.key`` of the inputs; measurements compare by content (a dict is unhashable)."""
+    return (analysis, policy, mode, int(budget), kernel, None if measured is None else tuple(sorted(measured.items())),
+            other)
+
+
+def build_result(analysis: Analysis, policy: str, mode: str, budget: int, kernel: str = "",
+                 measured: dict | None = None, verified: dict | None = None, other: Analysis | None = None,
+                 other_name: str = "", choose=choose) -> Result:
+    """The slider path: the engine's plans at ``budget`` and every view's frame; ``other``: the same scope
+    from another GPU's profile (named ``other_name``), compared at the plan's total budget."""
     ps = analysis.policies[policy]
     n = len(ps.kernels)
-    choice = plans.choice(analysis, policy, mode, budget)
-    baseline = plans.choice(analysis, "undivided", mode, budget)
+    choice = choose(analysis, policy, mode, budget)
+    baseline = choose(analysis, "undivided", mode, budget)
     limit, total = equivalent_budget(mode, budget, n)
-    wr = choice if mode == "WR" else plans.choice(analysis, policy, "WR", limit)
-    wd = choice if mode == "WD" else plans.choice(analysis, policy, "WD", total)
+    wr = choice if mode == "WR" else choose(analysis, policy, "WR", limit)
+    wd = choice if mode == "WD" else choose(analysis, policy, "WD", total)
     optimum = ps.unlimited()
     k = analysis.kernel_index(kernel)
     if k is None:  # default: the kernel that takes longest in the current plan (the paper shows conv2 F)
         k = int(np.argmax([ps.t[i][j] for i, j in enumerate(choice.index)])) if choice.feasible else 0
     points, pieces = desirable_frame(ps, k, choice.index[k] if choice.feasible else None)
+    comparison, why = None, ""
+    if other is not None:
+        try:
+            comparison = compare(analysis, other, policy, total)
+        except (EngineError, ValueError, KeyError) as err:
+            why = f"cannot compare with {other_name}: {describe_error(err)}"
     return Result(
-        choice=choice, baseline=baseline, wr=wr, wd=wd, optimum=optimum,
+        analysis=analysis, measured=measured, comparison=comparison, compare_error=why, kernel_asked=kernel,
+        other=other, choice=choice, baseline=baseline, wr=wr, wd=wd, optimum=optimum,
         plan=plan_frame(ps, choice),
         timeline=timeline_frame(ps, choice, measured),
         workspace=workspace_frame(ps, wr, wd),

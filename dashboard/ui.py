@@ -32,7 +32,7 @@ class Dashboard(pn.viewable.Viewer):
         s = self.state
         doc = session_doc()
         if doc is not None:  # one websocket message per change instead of one per model (panel-patterns §3)
-            s.hold_updates = lambda: pn.io.hold(doc)
+            s.planning.hold = lambda: pn.io.hold(doc)
         self.controls = Controls(state=s)
         self.gpu = GPUView(state=s, gpu=gpu, runner=runner)
         self.summary = SummaryView(state=s)
@@ -50,7 +50,7 @@ class Dashboard(pn.viewable.Viewer):
                             ("Plan", self.plan), ("Memory (vDNN, Layrub, SuperNeurons)", self.memory), dynamic=True,
                             sizing_mode="stretch_width")
         memory_tab = len(self.tabs) - 1
-        self.tabs.param.watch(lambda e: self.memory.show(e.new == memory_tab), "active")
+        self.tabs.param.watch(lambda e: self.memory.locked(self.memory.show, e.new == memory_tab), "active")
         self.main = pn.Column(
             self.summary,
             pn.Row(pn.Column(self.pareto, sizing_mode="stretch_width"),

@@ -20,7 +20,7 @@ from dashboard import gpu as G
 from dashboard import palette as PAL
 from dashboard import profiles as PR
 from dashboard import scopes as SC
-from dashboard.plans import Choice, PlanCache, configurations, plan_choice
+from dashboard.plans import CHOICES, Choice, choose, configurations, plan_choice
 from engine.configuration import Configuration, MicroConfig
 from engine.errors import ProfileFormatError
 from engine.plan import align
@@ -130,13 +130,23 @@ def test_baseline_mark_is_the_plans_own_baseline(analysis, mode, budget):
     assert math.isclose(t_opt, c.plan.totals.unlimited_time_ms) and ws_opt == c.plan.totals.unlimited_workspace
 
 
-def test_plan_cache_returns_the_same_plan_object(analysis):
-    cache = PlanCache(size=2)
-    first = cache.choice(analysis, "powerOfTwo", "WD", 8 * MiB)
-    assert cache.choice(analysis, "powerOfTwo", "WD", 8 * MiB).plan is first.plan
-    cache.choice(analysis, "powerOfTwo", "WD", 9 * MiB)
-    cache.choice(analysis, "powerOfTwo", "WD", 10 * MiB)  # evicts the 8 MiB plan
-    assert cache.choice(analysis, "powerOfTwo", "WD", 8 * MiB).plan is not first.plan
+def test_choices_are_shared_per_process_and_bounded(analysis, monkeypatch):
+    from dashboard.cache import LRU
+    monkeypatch.setattr("dashboard.plans.CHOICES", LRU(2))
+    first = choose(analysis, "powerOfTwo", "WD", 8 * MiB)
+    assert choose(analysis, "powerOfTwo", "WD", 8 * MiB).plan is first.plan
+    choose(analysis, "powerOfTwo", "WD", 9 * MiB)
+    choose(analysis, "powerOfTwo", "WD", 10 * MiB)  # evicts the 8 MiB plan
+    assert choose(analysis, "powerOfTwo", "WD", 8 * MiB).plan is not first.plan
+    assert CHOICES.size > 2  # the module's own cache was untouched
+
+
+def test_a_plan_configuration_is_found_by_its_pieces_not_its_times(analysis):
+    """index_of matches (micro-batch, engine plan) per piece: a copy with other (rounded) times still maps."""
+    ps = analysis.policies["powerOfTwo"]
+    conf = ps.sets[3][-1]
+    moved = Configuration(tuple(MicroConfig(m.batch, m.plan, m.time_ms * (1 + 1e-12), m.workspace) for m in conf.micro))
+    assert moved != conf and ps.index_of(3, moved) == len(ps.sets[3]) - 1
 
 
 def test_front_is_optimal_on_a_small_case_by_brute_force(profile):
@@ -174,12 +184,18 @@ def test_equivalent_budget_pairs_wr_and_wd_by_total():
     assert AN.equivalent_budget("WD", 120 * MiB, 15) == (8 * MiB, 120 * MiB)
 
 
-def test_budget_steps_are_log_spaced_and_cover_the_range(analysis):
-    lo, hi = AN.budget_range(analysis, "WD")
+@pytest.mark.parametrize("mode", ["WR", "WD"])
+def test_budget_steps_are_log_spaced_and_cover_the_range(analysis, mode):
+    lo, hi = AN.budget_range(analysis, mode)
     steps = AN.budget_steps(lo, hi)
     assert steps[0] == 0 and steps[1] <= lo and steps[-1] >= hi
     ratios = np.array(steps[2:]) / np.array(steps[1:-1])
     assert np.all(ratios > 1.1) and np.all(ratios < 1.3)
+    # no run of steps where nothing changes: below the second step every budget gives the 0 B plan
+    plans = {plan_choice(analysis, "powerOfTwo", mode, b).index for b in steps[:2]}
+    first_change = min(int(w) for ps in analysis.policies.values()
+                       for w in (np.concatenate(ps.ws) if mode == "WR" else ps.front.workspace) if w > 0)
+    assert steps[1] <= first_change < steps[1] * 1.2 + 1 and len(plans) == 1
 
 
 def test_execution_order_is_forward_then_backward_in_reverse(analysis):

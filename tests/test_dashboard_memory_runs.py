@@ -74,7 +74,7 @@ def results(tmp_path):
 
 def page(profile_path, results_file, policy="vdnn-all-p", capacity=16 * GiB):
     state = PlannerState(profiles={"SYNTHETIC-alexnet": profile_path}, memory_results=str(results_file))
-    state.param.update(memory_policy=policy, capacity=capacity)
+    state.update(memory_policy=policy, capacity=capacity)
     dash = Dashboard(state, gpu=(False, "no GPU in tests"), runner=JobRunner())
     dash.tabs.active = len(dash.tabs) - 1  # the memory tab plans when it opens
     return dash

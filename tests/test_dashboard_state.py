@@ -28,7 +28,7 @@ def test_defaults_come_from_the_profile(state):
     assert (state.profile, state.network, state.batch, state.precision, state.layout) == (
         "SYNTHETIC-alexnet", "alexnet", 32, "tf32", "NCHW")
     assert state.policy == "powerOfTwo" and state.mode == "WD"
-    assert state.param.policy.objects == ["undivided", "powerOfTwo"]
+    assert state.planning.param.policy.objects == ["undivided", "powerOfTwo"]
     assert state.result is not None and state.result.choice.feasible and state.error == ""
     n = len(state.analysis.kernels)
     assert state.budget in state.budget_steps()
@@ -105,10 +105,10 @@ def test_measurement_belongs_to_the_plan_it_verified(state):
 def test_no_profile_still_loads_and_offers_the_zoo():
     s = PlannerState(profiles={})
     assert s.result is None and "No bundled profile" in s.error
-    assert "alexnet" in s.param.network.objects and "resnet50" in s.param.network.objects
+    assert "alexnet" in s.selection.param.network.objects and "resnet50" in s.selection.param.network.objects
     assert s.network and s.batch and s.precision and s.layout
     s.network = "resnet50"
-    assert s.batch in s.param.batch.objects and s.result is None
+    assert s.batch in s.selection.param.batch.objects and s.result is None
 
 
 def test_bad_profile_file_is_reported(tmp_path):
@@ -121,7 +121,7 @@ def test_bad_profile_file_is_reported(tmp_path):
 def test_environment_profiles_and_warnings(profile_path, tmp_path):
     s = PlannerState(environ={PROFILE_ENV: f"{profile_path}:{tmp_path / 'gone.json'}"})
     assert s.profile == "SYNTHETIC-alexnet" and s.result is not None  # what the environment asked for
-    assert set(bundled_profiles()) <= set(s.param.profile.objects)
+    assert set(bundled_profiles()) <= set(s.selection.param.profile.objects)
     assert any("gone.json" in text for _, text in s.messages)
 
 

@@ -15,7 +15,8 @@ from dashboard.jobs import JobRunner
 from dashboard.state import PlannerState
 from dashboard.ui import Dashboard
 from dashboard.views.controls import nearest_step
-from engine.units import MiB
+from engine.profile import bundled_profiles
+from engine.units import GiB, MiB
 from engine.testing.synthetic import synthetic_profile
 
 
@@ -82,6 +83,41 @@ def test_exact_budget_text(dash):
     dash.controls.exact.value = "lots"
     assert dash.controls.exact_error.visible and "invalid size" in dash.controls.exact_error.object
     assert dash.state.budget == 3 * MiB
+    dash.controls.exact.value = "120"  # a bare number is refused, not taken as 120 bytes
+    assert "'120' has no unit" in dash.controls.exact_error.object and dash.state.budget == 3 * MiB
+
+
+def test_a_typed_budget_is_kept_exactly_and_shown_the_same_everywhere(dash):
+    c, s = dash.controls, dash.state
+    c.exact.value = "120MiB"
+    assert s.budget == 120 * MiB and s.result.choice.budget == 120 * MiB
+    assert "120 MiB" in c.slider.label and "budget 120 MiB in total" in dash.summary.pane.object
+    assert c.exact.value == "120MiB"  # the typed text stays while it is the budget
+    assert c.steps[c.slider.value] != 120 * MiB  # the slider sits on the nearest step, the plan uses 120 MiB
+    c.mode.value = "WR"
+    assert s.budget == 120 * MiB // len(s.analysis.kernels) and "per kernel" in dash.summary.pane.object
+    c.mode.value = "WD"
+    assert s.budget == 120 * MiB  # exact round trip, not (120 MiB // n) * n
+    s.budget = 120  # 120 B: WD -> WR -> WD comes back to 120 B, not 112 B
+    c.mode.value = "WR"
+    c.mode.value = "WD"
+    assert s.budget == 120
+    s.budget = 5 * MiB
+    c.engines.value = "heuristics"  # the engine set keeps the budget
+    assert s.budget == 5 * MiB and s.result.choice.budget == 5 * MiB
+    c.engines.value = "all"
+    assert s.budget == 5 * MiB
+
+
+def test_memory_capacity_typed_and_dropdown_agree(dash):
+    mem = dash.memory
+    mem.exact.value = "1GiB"
+    assert dash.state.capacity == GiB and mem.capacity.value == GiB
+    assert "typed: 1 GiB" in mem.capacity.options
+    mem.capacity.value = 16 * GiB
+    assert dash.state.capacity == 16 * GiB and mem.exact.value == ""
+    mem.exact.value = "12"
+    assert mem.error.visible and "no unit" in mem.error.object and dash.state.capacity == 16 * GiB
 
 
 @pytest.mark.slow
@@ -243,10 +279,10 @@ def test_export_writes_a_plan_that_loads_back(dash, tmp_path):
 @pytest.mark.slow
 def test_loading_a_plan_moves_the_controls(dash, tmp_path):
     s = dash.state
-    s.param.update(mode="WR")
+    s.update(mode="WR")
     s.budget = 2 * MiB
     text = s.plan_json()
-    s.param.update(mode="WD", batch=16)
+    s.update(mode="WD", batch=16)
     dash.plan.upload.param.update(filename="mine.plan.json", value=text.encode())
     assert dash.plan.alert.alert_type == "success" and "mine.plan.json" in dash.plan.alert.object
     assert (s.mode, s.batch, s.budget) == ("WR", 32, 2 * MiB)
@@ -280,7 +316,7 @@ def test_export_is_disabled_without_a_plan():
 def test_memory_tab_plans_on_demand(dash):
     """The memory planner runs when its tab opens, not on budget moves; its frames reach the plot."""
     mem = dash.memory
-    assert len(mem.plot.stack.data["tick"]) == 0  # nothing planned while the tab is closed
+    assert mem.plot is None and not mem.plots.objects  # nothing planned (or drawn) while the tab is closed
     dash.tabs.active = len(dash.tabs) - 1
     data, lines = mem.plot.stack.data, mem.plot.lines.data
     assert len(data["tick"]) > 0
@@ -320,7 +356,7 @@ def profile_path_of(folder, network):
 def test_compare_draws_the_same_scope_on_another_gpu_beside_this_one(two_gpus):
     state = PlannerState(profiles=two_gpus, profile="gpua-alexnet-b32")
     dash = Dashboard(state, gpu=(False, "no GPU in tests"), runner=JobRunner())
-    assert state.param.compare.objects == ["", "gpub-alexnet-b32"] and dash.controls.compare.visible
+    assert state.selection.param.compare.objects == ["", "gpub-alexnet-b32"] and dash.controls.compare.visible
     assert list(dash.controls.compare.options) == ["(none)", "gpub-alexnet-b32"]
     assert not len(dash.pareto.plot.other.data["x"])
     dash.controls.compare.value = "gpub-alexnet-b32"
@@ -334,7 +370,7 @@ def test_compare_draws_the_same_scope_on_another_gpu_beside_this_one(two_gpus):
     state.budget = state.budget * 4  # the comparison follows the budget
     assert state.comparison.budget == state.budget
     state.profile = "gpua-vgg16-b32"  # no profile of VGG-16 on another GPU: nothing to compare
-    assert state.param.compare.objects == [""] and state.compare == "" and state.comparison is None
+    assert state.selection.param.compare.objects == [""] and state.compare == "" and state.comparison is None
     assert not dash.controls.compare.visible and not len(dash.pareto.plot.other.data["x"])
 
 
@@ -344,3 +380,28 @@ def test_compare_with_the_same_gpu_says_why_in_one_line(two_gpus):
     state.compare = "gpuc-alexnet-b32"
     assert state.comparison is None and state.result is not None
     assert state.compare_error.startswith("cannot compare with gpuc-alexnet-b32: both profiles were measured on")
+
+
+@pytest.mark.skipif(not bundled_profiles(), reason="no bundled profiles")
+@pytest.mark.parametrize("walk", [
+    ["h100-alexnet-b256-tf32-nchw-all", "h100-alexnet-b256-fp16-nhwc-powerOfTwo"],
+    ["h100-resnet50-b64-tf32-nchw-powerOfTwo", "h100-alexnet-b256-tf32-nchw-all", "h100-vgg16-b64-tf32-nchw-powerOfTwo"],
+])
+def test_profile_switches_keep_widgets_state_and_views_together(walk):
+    """The switches that once tore the page (options changed before values, None sent back by the widgets,
+    a view reading a policy the new analysis lacks), through the widgets with their Bokeh models made."""
+    d = Dashboard(gpu=(False, "no GPU in tests"), runner=JobRunner())
+    pn.panel(d).get_root(Document(), comm=Comm())
+    s, c = d.state, d.controls
+    for name in walk:
+        c.profile.value = name
+        gpu, net, batch, dtype, layout, policy = name.split("-")
+        assert (s.network, s.batch, s.precision, s.layout, s.policy) == (net, int(batch[1:]), dtype, layout.upper(),
+                                                                        policy), name
+        for w in ("network", "batch", "precision", "layout", "policy", "mode", "engines", "profile"):
+            assert getattr(c, w).value == getattr(s, w), (name, w)
+        r = s.result
+        assert r.analysis is s.analysis and r.choice.policy == s.policy and r.choice.feasible and s.error == ""
+        assert f"{net}, B={batch[1:]}, {dtype}, {layout.upper()}" in d.pareto.plot.fig.title.text
+        assert d.desirable.plot.fig.title.text.endswith(f"({policy})")
+        assert f"{net} B={batch[1:]}" in d.summary.pane.object

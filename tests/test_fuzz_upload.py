@@ -32,7 +32,7 @@ def dash(tmp_path_factory):
 def test_malformed_uploads_show_one_line(dash, record_property):
     rng = random.Random(SEED)
     s = dash.state
-    s.param.update(mode="WR")
+    s.mode = "WR"
     s.budget = 2 * MiB
     doc = json.loads(s.plan_json())
     cases = [(label, json.dumps(bad).encode(), "bad.plan.json") for label, bad in plan_mutations(doc, rng)]

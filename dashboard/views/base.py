@@ -18,29 +18,42 @@ def session_doc():
 
 class StateView(pn.viewable.Viewer):
     """A view of one page's state. Subclasses define ``_build`` (create their components once, the layout
-    shown in ``self.panel``) and ``_refresh`` (update them whenever one of ``_watch`` changes on the state).
+    shown in ``self.panel``) and ``_refresh`` (update them whenever one of ``_watch`` changes: part of the
+    state -> names of its params). Views that draw a plan watch only ``planning.result``, the one consistent
+    snapshot, and read nothing else that could already have moved on.
 
     Refreshes edit raw Bokeh models, which Bokeh allows only on the page's own thread with the document
     locked; state changes made on another thread (``--num-threads``, the GPU job) are therefore handed to
-    the page's event loop.
+    the page's event loop. With ``--num-threads`` Panel runs two widget events of one page on two threads at
+    once; every input (``listen``) and every handed-over refresh holds the page's lock (``state.lock``), so
+    one page's state changes one event at a time.
     """
 
     state = param.ClassSelector(class_=PlannerState, constant=True)
-    _watch: tuple[str, ...] = ("result",)
+    _watch: dict[str, tuple[str, ...]] = {"planning": ("result",)}
 
     def __init__(self, **params):
         super().__init__(**params)
         self._doc = session_doc()
         self._thread = threading.get_ident()
         self._build()
-        self.state.param.watch(self._dispatch, list(self._watch))
+        for part, names in self._watch.items():
+            getattr(self.state, part).param.watch(self._dispatch, list(names))
         self._refresh()
 
     def _dispatch(self, *events) -> None:
         if self._doc is not None and threading.get_ident() != self._thread:
-            self._doc.add_next_tick_callback(lambda: self._refresh(*events))
+            self._doc.add_next_tick_callback(lambda: self.locked(self._refresh, *events))
         else:
             self._refresh(*events)
+
+    def locked(self, fn, *args):
+        with self.state.lock:
+            return fn(*args)
+
+    def listen(self, widget, names, fn) -> None:
+        """``fn(event)`` on a change of a widget's ``names``, under the page's lock."""
+        widget.param.watch(lambda *events: self.locked(fn, *events), names)
 
     def __panel__(self):
         return self.panel

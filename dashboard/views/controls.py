@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import panel as pn
 from bokeh.models import CustomJSTickFormatter
@@ -10,6 +11,7 @@ from bokeh.models import CustomJSTickFormatter
 from engine.errors import BudgetError
 from engine.units import format_size, parse_size
 
+from ..selection import SCOPE
 from .base import StateView
 
 MODE_HELP = {"WR": "WR (workspace reuse): the budget is each kernel's own workspace limit.",
@@ -40,35 +42,49 @@ def steps_formatter(steps: list[int]) -> CustomJSTickFormatter:
     return CustomJSTickFormatter(args={"labels": labels}, code="return labels[Math.round(tick)] ?? '';")
 
 
+def parse_budget(text: str) -> int:
+    """A typed budget: a number with a unit (``120MiB``, ``1.5GiB``, ``0B``); a bare number is refused, since
+    the engine would read ``120`` as 120 bytes."""
+    text = text.strip()
+    if re.fullmatch(r"[+-]?[0-9.eE+-]+", text):
+        raise BudgetError(f"{text!r} has no unit: type e.g. {text}MiB or {text}GiB (or {text}B for bytes)")
+    return parse_size(text)
+
+
+SELECTS = {"profile": "Profile", "compare": "Compare with (the same network on another GPU)", "network": "Network",
+           "batch": "Mini-batch size", "precision": "Data type", "layout": "Layout"}
+
+
 class Controls(StateView):
-    _watch = ("analysis", "mode", "budget", "error", "messages")
+    """Widgets are set from the state in one ``param.update(options=..., value=...)`` each, so a widget
+    never holds a value its options lack (which would make Panel send None back to the state); a widget's
+    change is passed on only when the state offers it."""
+
+    _watch = {"selection": ("profile", "engines", *SCOPE, "compare", "analysis", "messages", "error"),
+              "planning": ("policy", "mode", "budget", "result", "error")}
 
     def _build(self) -> None:
-        s = self.state.param
-        self.profile = pn.widgets.Select.from_param(s.profile, label="Profile", sizing_mode="stretch_width")
-        self.compare = pn.widgets.Select.from_param(s.compare, label="Compare with (the same network on another GPU)",
-                                                    sizing_mode="stretch_width")
-        self.network = pn.widgets.Select.from_param(s.network, label="Network", sizing_mode="stretch_width")
-        self.batch = pn.widgets.Select.from_param(s.batch, label="Mini-batch size", sizing_mode="stretch_width")
-        self.precision = pn.widgets.Select.from_param(s.precision, label="Data type", sizing_mode="stretch_width")
-        self.layout = pn.widgets.Select.from_param(s.layout, label="Layout", sizing_mode="stretch_width")
-        self.policy = pn.widgets.RadioButtonGroup.from_param(s.policy, sizing_mode="stretch_width",
-                                                             variant="outline")
-        self.mode = pn.widgets.RadioButtonGroup.from_param(s.mode, sizing_mode="stretch_width",
-                                                           variant="outline")
-        self.engines = pn.widgets.RadioButtonGroup.from_param(s.engines, sizing_mode="stretch_width",
-                                                              variant="outline")
+        sel, plan = self.state.selection, self.state.planning
+        self.widgets: dict[str, tuple] = {}   # name -> (widget, owning part)
+        for name, label in SELECTS.items():
+            self.widgets[name] = (pn.widgets.Select(label=label, sizing_mode="stretch_width"), sel)
+        self.widgets["engines"] = (pn.widgets.RadioButtonGroup(sizing_mode="stretch_width", variant="outline"), sel)
+        for name in ("policy", "mode"):
+            self.widgets[name] = (pn.widgets.RadioButtonGroup(sizing_mode="stretch_width", variant="outline"), plan)
+        for name, (widget, part) in self.widgets.items():
+            setattr(self, name, widget)
+            self.listen(widget, "value", lambda e, part=part, name=name: self._to_state(part, name, e.new))
         self.mode_help = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
         self.steps: list[int] = [0]
-        self.slider = BudgetSlider(start=0, end=1, value=0, step=1, sizing_mode="stretch_width",
+        self.slider = BudgetSlider(start=0, end=1, value=0, step=1, sizing_mode="stretch_width", show_value=False,
                                    label="Workspace budget", format=steps_formatter([0, 0]))
-        self.exact = pn.widgets.TextInput(placeholder="or type a budget, e.g. 120MiB",
+        self.exact = pn.widgets.TextInput(placeholder="or type a budget with its unit, e.g. 120MiB",
                                           sizing_mode="stretch_width")
         self.exact_error = pn.pane.Alert("", alert_type="danger", visible=False, margin=(0, 10))
         self.notes = pn.Column(sizing_mode="stretch_width")
         self._syncing = False
-        self.slider.param.watch(self._from_slider, "value")
-        self.exact.param.watch(self._from_text, "value")
+        self.listen(self.slider, "value", self._from_slider)
+        self.listen(self.exact, "value", self._from_text)
         self.panel = pn.Column(
             self.notes, self.profile, self.compare, self.network,
             pn.Row(self.batch, self.precision, self.layout, sizing_mode="stretch_width"),
@@ -78,56 +94,75 @@ class Controls(StateView):
             pn.pane.Markdown("**Mode**", margin=(5, 10, 0, 10)), self.mode, self.mode_help,
             self.slider, self.exact, self.exact_error, sizing_mode="stretch_width")
 
+    def _to_state(self, part, name: str, value) -> None:
+        """A widget's choice, passed on only when the state offers it (a transient None never is)."""
+        if self._syncing or value is None or value == getattr(part, name):
+            return
+        if value not in part.param[name].objects:
+            return
+        setattr(part, name, value)
+
     def _refresh(self, *events) -> None:
-        state = self.state
-        names = {e.name for e in events} or {"analysis", "mode", "budget", "messages", "error"}
-        if names & {"analysis", "mode"}:
-            self._set_options()
-        if names & {"analysis", "mode", "budget"}:
-            self._set_slider()
-        if names & {"messages", "error"}:
+        state, plan = self.state, self.state.planning
+        names = {e.name for e in events} or {"analysis", "mode", "budget", "messages", "error", "result"}
+        self._syncing = True
+        try:
+            for name, (widget, part) in self.widgets.items():
+                options = dict(part.param[name].get_range())
+                value = getattr(part, name)
+                if list(widget.options.values() if isinstance(widget.options, dict) else widget.options) != list(
+                        options.values()) or widget.value != value:
+                    widget.param.update(options=options, value=value)
+            if names & {"analysis", "mode", "result"}:
+                self._set_options()
+            if names & {"analysis", "mode", "budget", "result"}:
+                self._set_slider()
+        finally:
+            self._syncing = False
+        if names & {"messages", "error", "analysis", "result"}:
             notes = [pn.pane.Alert(text, alert_type=level, margin=(0, 10)) for level, text in state.messages]
-            if state.error and state.result is None:
-                notes.append(pn.pane.Alert(state.error, alert_type="danger", margin=(0, 10)))
+            if plan.error and plan.result is None:
+                notes.append(pn.pane.Alert(plan.error, alert_type="danger", margin=(0, 10)))
             self.notes[:] = notes
-        self.mode_help.object = MODE_HELP[state.mode]
-        self.compare.visible = len(state.param.compare.objects) > 1
+        self.mode_help.object = MODE_HELP[plan.mode]
+        self.compare.visible = len(state.selection.param.compare.objects) > 1
         disabled = state.analysis is None
         for w in (self.slider, self.exact, self.policy, self.mode):
             w.disabled = disabled
 
     def _set_options(self) -> None:
         steps = self.state.budget_steps()
-        self._syncing = True
-        try:
+        if steps != self.steps:
             self.steps = steps
-            self.slider.param.update(
-                label=("Workspace limit per kernel" if self.state.mode == "WR" else "Total workspace budget")
-                + " (log scale)", start=0, end=max(len(steps) - 1, 1), format=steps_formatter(steps))
-        finally:
-            self._syncing = False
+            self.slider.param.update(start=0, end=max(len(steps) - 1, 1), format=steps_formatter(steps))
 
     def _set_slider(self) -> None:
-        self._syncing = True
-        try:
-            self.slider.value = nearest_step(self.steps, self.state.budget)
-            if self.exact.value:
+        """The slider sits on the step nearest the budget; its label shows the budget itself, exactly."""
+        plan = self.state.planning
+        what = "Workspace limit per kernel" if plan.mode == "WR" else "Total workspace budget"
+        self.slider.param.update(value=nearest_step(self.steps, plan.budget),
+                                 label=f"{what}: {budget_label(plan.budget)} (log scale)")
+        typed = self.exact.value.strip()
+        if typed:
+            try:
+                keep = parse_budget(typed) == plan.budget
+            except BudgetError:
+                keep = False
+            if not keep:
                 self.exact.value = ""
-        finally:
-            self._syncing = False
 
     def _from_slider(self, event) -> None:
         if self._syncing or event.new is None or not 0 <= event.new < len(self.steps):
             return
-        self.state.budget = int(self.steps[event.new])
+        self.state.planning.budget = int(self.steps[event.new])
 
     def _from_text(self, event) -> None:
         if self._syncing or not event.new.strip():
             return
         try:
-            budget = parse_size(event.new)
+            budget = parse_budget(event.new)
         except BudgetError as err:
             self.exact_error.param.update(object=str(err), visible=True)
             return
         self.exact_error.visible = False
-        self.state.budget = budget
+        self.state.planning.budget = budget

@@ -13,14 +13,13 @@ from .base import StateView
 
 
 class DesirableView(StateView):
-    _watch = ("analysis", "result")
 
     def _build(self) -> None:
         self.plot = DesirablePlot()
         self.plot.fig.css_classes = ["ucd-desirable"]
         self.pane = pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width")
         self.picker = pn.widgets.Select(label="Kernel", options=[], width=210)
-        self.picker.param.watch(self._pick, "value")
+        self.listen(self.picker, "value", self._pick)
         self._syncing = False
         self._options_of = None
         self.text = self.caption("desirable-caption")
@@ -32,25 +31,27 @@ class DesirableView(StateView):
             self.state.kernel = event.new
 
     def _refresh(self, *_events) -> None:
-        state, analysis, result = self.state, self.state.analysis, self.state.result
-        if analysis is None or result is None or not result.choice.feasible:
+        result = self.state.result
+        if result is None or not result.choice.feasible:
             self.plot.update(pd.DataFrame(), pd.DataFrame(), {}, "Desirable set (no plan at this budget)", None)
             self.text.object = ""
             self._push(self.pane)
             return
+        analysis, c = result.analysis, result.choice
         self._syncing = True
         try:
-            if self._options_of is not analysis:
-                self.picker.options = {f"{k.id} ({k.kind.value})": k.id for k in analysis.kernels}
+            if self._options_of is not analysis:  # options and value in one update: never a value not offered
+                self.picker.param.update(options={f"{k.id} ({k.kind.value})": k.id for k in analysis.kernels},
+                                         value=result.kernel)
                 self._options_of = analysis
-            if self.picker.value != result.kernel:
+            elif self.picker.value != result.kernel:
                 self.picker.value = result.kernel
         finally:
             self._syncing = False
         kernel = result.kernel
         chosen = result.desirable[result.desirable.chosen]
-        title = f"Desirable set of {kernel} ({state.policy})"
-        limit = state.budget if state.mode == "WR" else None
+        title = f"Desirable set of {kernel} ({c.policy})"
+        limit = c.budget if c.mode == "WR" else None
         self.plot.update(result.desirable, result.pieces, analysis.engine_colors, title, limit)
         pick = (f"The plan uses {chosen.division.iloc[0]} ({chosen.engines.iloc[0]}), "
                 f"{chosen.time_ms.iloc[0]:.3f} ms with {format_size(chosen.workspace_mib.iloc[0] * 2**20)} (red)."

@@ -22,7 +22,7 @@ def get_runner() -> JobRunner:
 
 
 class GPUView(StateView):
-    _watch = ("result", "analysis", "network")
+    _watch = {"planning": ("result",), "selection": ("network", "batch", "precision", "layout")}
 
     def __init__(self, runner: JobRunner | None = None, gpu: tuple[bool, str] | None = None, **params):
         self.runner = runner or get_runner()
@@ -42,8 +42,8 @@ class GPUView(StateView):
         self.cancel_btn = pn.widgets.Button(label="Cancel", color="warning", sizing_mode="stretch_width")
         self.progress = pn.indicators.Progress(value=0, max=100, sizing_mode="stretch_width", visible=False)
         self.status = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
-        self.profile_btn.on_click(lambda _e: self.start_profile())
-        self.verify_btn.on_click(lambda _e: self.start_verify())
+        self.profile_btn.on_click(lambda _e: self.locked(self.start_profile))
+        self.verify_btn.on_click(lambda _e: self.locked(self.start_verify))
         self.cancel_btn.on_click(lambda _e: self.runner.cancel())
         self.panel = pn.Column(pn.pane.Markdown("**GPU**", margin=(5, 10, 0, 10)),
                                pn.Row(self.profile_btn, self.verify_btn, sizing_mode="stretch_width"),
@@ -83,7 +83,7 @@ class GPUView(StateView):
     def _from_runner(self, *events) -> None:
         """Runner events arrive on the worker thread; the page may only change on its own loop."""
         if self._doc is not None and threading.get_ident() != self._thread:
-            self._doc.add_next_tick_callback(lambda: self._on_runner(*events))
+            self._doc.add_next_tick_callback(lambda: self.locked(self._on_runner, *events))
         else:
             self._on_runner(*events)
 

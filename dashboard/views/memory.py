@@ -20,32 +20,33 @@ from ..errors import describe_error
 from ..memory_plot import MemoryPlot
 from ..memory_runs import MEASURE, RESULTS_ENV, Measured
 from .base import StateView
+from .controls import parse_budget
 
 CAPACITIES = {"12 GiB (K40, TITAN X: the papers' GPUs)": 12 * GiB, "16 GiB (P100)": 16 * GiB,
               "32 GiB (V100)": 32 * GiB, "80 GiB (H100)": 80 * GiB, "unbounded": None}
 
 
 class MemoryView(StateView):
-    _watch = ("analysis", "memory_policy", "capacity", "memory_results")
+    _watch = {"selection": ("analysis",), "memory_state": ("memory_policy", "capacity", "memory_results")}
 
     def _build(self) -> None:
-        self.plot = MemoryPlot()
-        self.plot.fig.css_classes = ["ucd-memory"]
-        self.policy = pn.widgets.Select.from_param(self.state.param.memory_policy, width=220)
+        self.plot: MemoryPlot | None = None  # made, with its data, when the tab first shows a plan
+        self.plots = pn.Column(sizing_mode="stretch_width")
+        self.policy = pn.widgets.Select(label="Memory policy", options=self.state.memory_state.param.memory_policy.objects,
+                                        value=self.state.memory_policy, width=220)
         self.capacity = pn.widgets.Select(label="GPU capacity", options=CAPACITIES, value=self.state.capacity,
                                           width=260)
         self.exact = pn.widgets.TextInput(label="or exactly", placeholder="e.g. 24GiB", width=140)
         self.error = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
-        self.capacity.param.watch(lambda e: setattr(self.state, "capacity", e.new), "value")
-        self.exact.param.watch(self._exact, "value")
+        self.listen(self.capacity, "value", self._pick_capacity)
+        self.listen(self.exact, "value", self._exact)
+        self.listen(self.policy, "value", self._pick_policy)
         self.text = self.caption("memory-caption")
         self.measured = self.caption("memory-measured")
         self.measured_error = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
         self.active = False
         self._stale = True
-        self.panel = pn.Column(pn.Row(self.policy, self.capacity, self.exact), self.error,
-                               pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width"),
-                               pn.pane.Bokeh(self.plot.lanes, sizing_mode="stretch_width"), self.text,
+        self.panel = pn.Column(pn.Row(self.policy, self.capacity, self.exact), self.error, self.plots, self.text,
                                self.measured_error, self.measured, sizing_mode="stretch_width")
 
     def show(self, active: bool) -> None:
@@ -54,17 +55,45 @@ class MemoryView(StateView):
         if active and self._stale:
             self._refresh()
 
+    def _pick_policy(self, event) -> None:
+        if event.new is not None and event.new != self.state.memory_policy:
+            self.state.memory_policy = event.new
+
+    def _pick_capacity(self, event) -> None:
+        if event.new != self.state.capacity and event.new in self.capacity.options.values():
+            self.state.capacity = event.new
+
     def _exact(self, event) -> None:
         if not event.new.strip():
             return
         try:
-            self.state.capacity = parse_size(event.new) or None
+            self.state.capacity = parse_budget(event.new) or None
         except BudgetError as err:
             self.error.param.update(object=str(err), visible=True)
             return
         self.error.visible = False
 
+    def _sync_capacity(self) -> None:
+        """The dropdown shows the capacity the plan uses: a typed one joins the list as "typed: X"."""
+        cap = self.state.capacity
+        options = dict(CAPACITIES)
+        if cap not in options.values():
+            options[f"typed: {format_size(cap)}"] = cap
+        if self.capacity.options != options or self.capacity.value != cap:
+            self.capacity.param.update(options=options, value=cap)
+        typed = self.exact.value.strip()
+        if typed:
+            try:
+                same = (parse_budget(typed) or None) == cap
+            except BudgetError:
+                same = False
+            if not same:
+                self.exact.value = ""
+
     def _refresh(self, *_events) -> None:
+        self._sync_capacity()
+        if self.policy.value != self.state.memory_policy:
+            self.policy.value = self.state.memory_policy
         self._stale = True
         if not self.active or self.state.scope is None:
             return
@@ -79,7 +108,14 @@ class MemoryView(StateView):
         cap = self.state.capacity
         title = (f"Memory timeline: {s['network']} B={s['batch']}, {s['policy']}, "
                  f"capacity {format_size(cap) if cap else 'unbounded'}")
+        first = self.plot is None
+        if first:  # figures enter the page with their data: an empty figure cannot set its ranges
+            self.plot = MemoryPlot()
+            self.plot.fig.css_classes = ["ucd-memory"]
         self.plot.update(frames, title)
+        if first:
+            self.plots[:] = [pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width"),
+                             pn.pane.Bokeh(self.plot.lanes, sizing_mode="stretch_width")]
         fits = "fits" if s["fits"] else "does NOT fit"
         timing = (f"; iteration {s['iteration_ms']:.1f} ms (convolutions {s['conv_ms']:.1f} ms, stalls "
                   f"{s['stall_ms']:.1f} ms)" if s["iteration_ms"] == s["iteration_ms"] else "")

@@ -24,7 +24,6 @@ def comparison_text(cmp) -> str:
 
 
 class ParetoView(StateView):
-    _watch = ("analysis", "result")
 
     def _build(self) -> None:
         self.plot = ParetoPlot()
@@ -35,19 +34,19 @@ class ParetoView(StateView):
         self.panel = pn.Column(self.pane, self.text, sizing_mode="stretch_width")
 
     def _refresh(self, *_events) -> None:
-        state, analysis, result = self.state, self.state.analysis, self.state.result
-        if analysis is None or result is None:
+        result = self.state.result
+        if result is None:
             self.plot.update_marks([], None)
             self.plot.update_other(None, "")
             self.text.object = ""
             self._push(self.pane)
             return
-        key = (id(analysis), state.policy)
+        analysis, policy = result.analysis, result.choice.policy
         scope = analysis.scope
-        if key != self._fronts_of:
+        if self._fronts_of is None or self._fronts_of[0] is not analysis or self._fronts_of[1] != policy:
             title = f"Network Pareto front: {scope.network}, B={scope.batch}, {scope.precision}, {scope.layout}"
-            self.plot.update_fronts(analysis.fronts, analysis.policies[state.policy].sweep, state.policy, title)
-            self._fronts_of = key
+            self.plot.update_fronts(analysis.fronts, analysis.policies[policy].sweep, policy, title)
+            self._fronts_of = (analysis, policy)
         c, base, (t_opt, ws_opt) = result.choice, result.baseline, result.optimum
         marks = []
         if c.feasible:
@@ -61,12 +60,12 @@ class ParetoView(StateView):
         n = len(analysis.kernels)
         total = c.budget * n if c.mode == "WR" else c.budget
         self.plot.update_marks(marks, total)
-        cmp = state.comparison
-        self.plot.update_other(cmp.front if cmp else None, f"WD front, {state.policy}, {cmp.gpu}" if cmp else "")
+        cmp = result.comparison
+        self.plot.update_other(cmp.front if cmp else None, f"WD front, {policy}, {cmp.gpu}" if cmp else "")
         fronts = ", ".join(f"{name} {len(ps.front.workspace)} points" for name, ps in analysis.policies.items())
         budget = (f"WR limit {format_size(c.budget)} x {n} kernels = {format_size(total)}" if c.mode == "WR"
                   else f"WD total {format_size(total)}")
         self.text.object = (f"Sum over {n} kernels of time and workspace. Dotted line: {budget}. "
                             f"WD fronts: {fronts}." + (comparison_text(cmp) if cmp else "")
-                            + (f" {state.compare_error}." if state.compare_error else ""))
+                            + (f" {result.compare_error}." if result.compare_error else ""))
         self._push(self.pane)

@@ -20,7 +20,6 @@ COLUMNS = {"kernel": "Kernel", "division": "Micro-batches", "engines": "Engines"
 
 
 class PlanView(StateView):
-    _watch = ("result",)
 
     def _build(self) -> None:
         self.table = pn.widgets.Tabulator(
@@ -31,12 +30,12 @@ class PlanView(StateView):
                         "workspace_mib": {"type": "money", "precision": 2, "symbol": ""}},
             header_tooltips={"baseline_ms": "undivided policy at the same budget and mode"},
             layout="fit_data")
-        self.table.param.watch(self._selected, "selection")
+        self.listen(self.table, "selection", self._selected)
         self.download = pn.widgets.FileDownload(callback=self._export, filename="plan.json", label="Export plan (JSON)",
                                                 color="primary", embed=False, auto=True, sizing_mode="stretch_width")
         self.upload = pn.widgets.FileInput(accept=".json,.gz", multiple=False, label="Load a plan file (JSON)",
                                            sizing_mode="stretch_width")
-        self.upload.param.watch(self._load, "value")
+        self.listen(self.upload, ["value", "filename"], self._load)
         self.alert = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
         self._syncing = False
         # export/load stay in reach (the sidebar); the table goes where there is room (a tab)
@@ -81,14 +80,20 @@ class PlanView(StateView):
         self.show("success", f"Exported {self.download.filename}.")
         return io.StringIO(text)
 
-    def _load(self, event) -> None:
+    def _load(self, *events) -> None:
         """Validate an uploaded plan in memory (bounded like any plan file), then show it; every failure is one
-        line in the alert, since an exception escaping a widget callback reaches only the server log."""
-        if event.new is None:  # cleared; an empty file is loaded, and refused, like any other
+        line in the alert, since an exception escaping a widget callback reaches only the server log. An empty
+        file may arrive as a new file name with no content (the browser sends nothing to decode)."""
+        data, name = self.upload.value, self.upload.filename
+        if not any(e.name == "value" and e.new is not None for e in events) and not (
+                any(e.name == "filename" for e in events) and name):
+            return  # cleared
+        name = Path(name or "plan.json").name
+        if not data:
+            self.show("danger", f"Cannot load {name}: the file is empty")
             return
-        name = Path(self.upload.filename or "plan.json").name
         try:
-            plan = plan_from_bytes(bytes(event.new), name)
+            plan = plan_from_bytes(bytes(data), name)
         except (EngineError, ValueError, KeyError) as err:
             self.show("danger", f"Cannot load {name}: {describe_error(err)}")
             return

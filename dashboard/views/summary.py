@@ -17,6 +17,7 @@ CSS = """
 .ucd-card .t {font-size: 0.8em; color: #57606a;}
 .ucd-card .v {font-size: 1.45em; font-weight: 600;}
 .ucd-card .s {font-size: 0.78em; color: #57606a;}
+.ucd-scope {font-size: 0.85em; color: #57606a; margin-bottom: 4px;}
 """
 
 
@@ -52,14 +53,23 @@ def summary_html(s: dict) -> str:
 
 
 class SummaryView(StateView):
-    _watch = ("result", "error")
+    _watch = {"planning": ("result", "error")}
 
     def _build(self) -> None:
         self.pane = self.panel = pn.pane.HTML("", stylesheets=[CSS], sizing_mode="stretch_width")
 
     def _refresh(self, *_events) -> None:
         state = self.state
-        if state.result is None:
+        result = state.result
+        if result is None:
             self.pane.object = card("No plan", "-", state.error or "no profile loaded", "summary-none")
         else:
-            self.pane.object = summary_html(state.result.summary)
+            self.pane.object = scope_html(result.analysis) + summary_html(result.summary)
+
+
+def scope_html(analysis) -> str:
+    """What the cards are about: the GPU the profile was measured on and the scope (from the same snapshot)."""
+    sc, gpu = analysis.scope, analysis.profile.provenance.get("gpu", "unknown GPU")
+    synthetic = "SYNTHETIC profile, " if analysis.profile.synthetic else ""
+    return (f'<div class="ucd-scope" data-testid="summary-scope">{html.escape(synthetic + str(gpu))}: '
+            f'{html.escape(sc.network)} B={sc.batch}, {sc.precision}, {sc.layout}</div>')

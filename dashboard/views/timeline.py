@@ -9,7 +9,6 @@ from .base import StateView
 
 
 class TimelineView(StateView):
-    _watch = ("result",)
 
     def _build(self) -> None:
         self.plot = TimelinePlot()
@@ -19,16 +18,16 @@ class TimelineView(StateView):
         self.panel = pn.Column(self.pane, self.text, sizing_mode="stretch_width")
 
     def _refresh(self, *_events) -> None:
-        state, result = self.state, self.state.result
-        if result is None or state.analysis is None:
+        result = self.state.result
+        if result is None:
             return
         c = result.choice
-        what = "predicted vs measured" if state.measured else "predicted"
+        what = "predicted vs measured" if result.measured else "predicted"
         title = f"Timeline of one training step's convolutions ({what})"
-        self.plot.update(result.timeline, state.analysis.engine_colors, title)
+        self.plot.update(result.timeline, result.analysis.engine_colors, title)
         total = f"{c.time_ms:.2f} ms predicted" if c.feasible else "no plan at this budget"
-        if state.measured:
-            total += f", {sum(state.measured.values()):.2f} ms measured (grey lanes)"
+        if result.measured:
+            total += f", {sum(result.measured.values()):.2f} ms measured (grey lanes)"
         self.text.object = (f"Kernels in execution order (Forward, then BackwardData and BackwardFilter in reverse), "
                             f"each split into its micro-batches and coloured by engine: {total}.")
         self._push(self.pane)

@@ -11,7 +11,6 @@ from .base import StateView
 
 
 class WorkspaceView(StateView):
-    _watch = ("result",)
 
     def _build(self) -> None:
         self.plot = WorkspacePlot()
@@ -26,7 +25,8 @@ class WorkspaceView(StateView):
         def cb(_attr, _old, new):
             if new:
                 src = self.plot.sources[kind]
-                self.state.kernel = src.data["kernel"][new[0]]
+                with self.state.lock:
+                    self.state.kernel = src.data["kernel"][new[0]]
                 src.selected.indices = []
         return cb
 

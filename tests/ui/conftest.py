@@ -1,8 +1,10 @@
 """Browser tests: Playwright driving Debian's Chromium against a real ``panel serve app.py`` subprocess.
 
-The server is given one SYNTHETIC profile through UCUDNN_PROFILE (engine/testing/synthetic.py). Every test
-fails on an error in the browser console or a Traceback in the server's output: server-side errors in
-callbacks reach neither the console nor pytest otherwise.
+``server`` is given one SYNTHETIC profile through UCUDNN_PROFILE (engine/testing/synthetic.py);
+``bundled_server`` serves the real bundled profiles only. Every test fails on an error or warning in the
+browser console, on a request that leaves this machine (assets must be served locally) and on a Traceback
+or an ERROR line in the server's output: server-side errors in callbacks reach neither the console nor
+pytest otherwise.
 """
 
 from __future__ import annotations
@@ -52,17 +54,20 @@ def free_port() -> int:
 class Server:
     """``python -m panel serve app.py`` with its output in a file; ``log()`` reads it so far."""
 
-    def __init__(self, profile: Path, log_path: Path):
+    def __init__(self, profile: Path | None, log_path: Path):
         self.port = free_port()
         self.log_path = log_path
         env = dict(os.environ)
-        env["UCUDNN_PROFILE"] = str(profile)
+        env.pop("UCUDNN_PROFILE", None)
+        if profile is not None:
+            env["UCUDNN_PROFILE"] = str(profile)
         env.pop("UCUDNN_PROFILE_DIR", None)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         self._log = open(log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(self.port), "--address", "localhost",
-             "--allow-websocket-origin", f"localhost:{self.port}", "--num-threads", "2"],
+             "--allow-websocket-origin", f"localhost:{self.port}", "--num-threads", "2",
+             "--websocket-max-message-size", str(100 * 2**20)],  # app.py's serve options
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90
         while "Bokeh app running at" not in self.log():
@@ -93,12 +98,29 @@ def synthetic_profile_file(tmp_path_factory):
     return synthetic_profile("alexnet", 32, "powerOfTwo").save(path)  # SYNTHETIC
 
 
+SERVER_PROBLEM = re.compile(r"Traceback|^ERROR|^WARNING|\bERROR:|\bWARNING:", re.M)
+
+
+def server_problems(log: str) -> list[str]:
+    """Tracebacks and ERROR/WARNING lines of the server's log (Tornado and Bokeh log that way)."""
+    return [line for line in log.splitlines() if SERVER_PROBLEM.search(line)]
+
+
 @pytest.fixture(scope="module")
 def server(synthetic_profile_file, tmp_path_factory):
     srv = Server(synthetic_profile_file, tmp_path_factory.mktemp("ui-server") / "panel-serve.log")
     yield srv
     srv.stop()
-    assert "Traceback" not in srv.log(), srv.log()
+    assert not server_problems(srv.log()), srv.log()
+
+
+@pytest.fixture(scope="module")
+def bundled_server(tmp_path_factory):
+    """The bundled (measured) profiles only, as a new user's ``panel serve app.py`` offers them."""
+    srv = Server(None, tmp_path_factory.mktemp("ui-bundled") / "panel-serve.log")
+    yield srv
+    srv.stop()
+    assert not server_problems(srv.log()), srv.log()
 
 
 @pytest.fixture(scope="module")
@@ -114,23 +136,48 @@ def ui_browser():
 
 
 IGNORED_CONSOLE = re.compile(r"favicon")
+LOCAL = re.compile(r"^(https?|wss?)://(localhost|127\.0\.0\.1)(:\d+)?/|^(data|blob|about):")
+
+
+def open_page(ui_browser, srv):
+    """A 1280x800 page on ``srv``; returns (page, problems): console errors and warnings, page errors and
+    requests to anywhere but the server, as they come."""
+    context = ui_browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
+    pg = context.new_page()
+    problems: list[str] = []
+
+    def console(m):
+        if m.type in ("error", "warning") and not IGNORED_CONSOLE.search(m.location.get("url", "") + m.text):
+            problems.append(f"console {m.type}: {m.text}")
+    pg.on("console", console)
+    pg.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    pg.on("request", lambda r: None if LOCAL.match(r.url) else problems.append(f"remote request: {r.url}"))
+    pg.goto(srv.url)
+    pg.wait_for_selector("[data-testid=summary-time]", timeout=90_000)
+    return pg, problems
+
+
+def close_page(pg, problems, srv):
+    # let the last update's trailing messages (Panel's busy indicator clears ~0.5 s later) reach the page:
+    # closing mid-write makes Tornado log a harmless WebSocketClosedError traceback
+    pg.wait_for_timeout(900)
+    pg.context.close()
+    assert not problems, problems
+    assert not server_problems(srv.log()), srv.log()
 
 
 @pytest.fixture
 def app_page(ui_browser, server):
-    """A 1280x800 page on the served app; after the test, no console errors and no server Traceback."""
-    context = ui_browser.new_context(viewport={"width": 1280, "height": 800}, accept_downloads=True)
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" and not IGNORED_CONSOLE.search(
-        m.location.get("url", "") + m.text) else None)
-    pg.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
-    pg.goto(server.url)
-    pg.wait_for_selector("[data-testid=summary-time]", timeout=60_000)
+    """A page on the SYNTHETIC server; after the test, no console problem and no server Traceback."""
+    pg, problems = open_page(ui_browser, server)
     yield pg
-    # let the last update's trailing messages (Panel's busy indicator clears ~0.5 s later) reach the page:
-    # closing mid-write makes Tornado log a harmless WebSocketClosedError traceback
-    pg.wait_for_timeout(900)
-    context.close()
-    assert not errors, errors
-    assert "Traceback" not in server.log(), server.log()
+    close_page(pg, problems, server)
+
+
+@pytest.fixture
+def bundled_page(ui_browser, bundled_server):
+    """A page on the bundled profiles' server, checked like ``app_page``."""
+    pg, problems = open_page(ui_browser, bundled_server)
+    pg.problems = problems
+    yield pg
+    close_page(pg, problems, bundled_server)

@@ -84,6 +84,28 @@ def test_loading_a_malformed_plan_shows_an_error(app_page):
     assert "not valid JSON" in alert.inner_text()
 
 
+def test_loading_an_empty_file_says_so(app_page):
+    app_page.locator("input[type=file]").set_input_files(
+        files=[{"name": "empty.plan.json", "mimeType": "application/json", "buffer": b""}])
+    app_page.get_by_text("Cannot load empty.plan.json: the file is empty").wait_for(timeout=10_000)
+
+
+def test_a_plan_file_over_20_mb_loads(app_page, tmp_path):
+    """Past Tornado's default 20 MB websocket message the session would drop; app.py's serve options raise it."""
+    with app_page.expect_download() as info:
+        app_page.get_by_role("button", name="Export plan (JSON)").click()
+    path = tmp_path / "big.plan.json"
+    info.value.save_as(path)
+    path.write_text(path.read_text() + " " * (24 * 2**20))  # the same plan, padded past 24 MiB
+    app_page.locator("input[type=file]").set_input_files(str(path))
+    app_page.get_by_text("Loaded big.plan.json").wait_for(timeout=60_000)
+    before = summary(app_page)
+    handle = app_page.locator(".noUi-handle").first
+    handle.focus()
+    handle.press("End")
+    wait_for_change(app_page, lambda: summary(app_page), before)  # the session is still alive
+
+
 def test_loading_an_exported_plan_round_trips(app_page, tmp_path):
     with app_page.expect_download() as info:
         app_page.get_by_role("button", name="Export plan (JSON)").click()

@@ -1,0 +1,160 @@
+"""The served dashboard on the real bundled profiles (measured on an H100 and an H200), in a real browser.
+
+A covering walk opens every bundled profile and switches along a path and back, so each switch of the path
+runs in both directions, including the sequences that once tore the page (tf32 ``all`` -> fp16, ResNet-50 ->
+AlexNet ``all`` -> VGG-16). After every switch the summary and the plots must name the chosen profile's GPU
+and scope; the fixtures fail the test on any console error or warning, any request that leaves the
+machine, and any Traceback or ERROR/WARNING line in the server's log.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from engine.profile import bundled_profiles
+
+pytestmark = pytest.mark.ui
+
+BUNDLED = sorted(bundled_profiles())
+DEFAULT = "h100-alexnet-b256-tf32-nchw-powerOfTwo"
+PATH = ["h100-alexnet-b256-tf32-nchw-all", "h100-alexnet-b256-fp16-nhwc-powerOfTwo",
+        "h100-resnet50-b64-tf32-nchw-powerOfTwo", "h100-alexnet-b256-tf32-nchw-all", "h100-vgg16-b64-tf32-nchw-powerOfTwo",
+        "h100-resnet18-b128-tf32-nchw-powerOfTwo", "h200-resnet50-b64-fp16-nhwc-powerOfTwo",
+        "h100-densenet40-b256-tf32-nchw-powerOfTwo", "h100-googlenet-b128-tf32-nchw-powerOfTwo",
+        "h200-alexnet-b256-tf32-nchw-powerOfTwo", "h100-resnet50-b32-fp16-nhwc-powerOfTwo",
+        "h100-vgg16-b64-fp16-nhwc-powerOfTwo", "h200-alexnet-b256-fp16-nhwc-powerOfTwo",
+        "h100-resnet50-b32-tf32-nchw-powerOfTwo", "h200-resnet50-b64-tf32-nchw-powerOfTwo",
+        "h100-resnet50-b64-fp16-nhwc-powerOfTwo"]
+WALK = PATH + PATH[-2::-1] + [DEFAULT]  # there and back: every step of the path in both directions
+
+# Titles of the Bokeh figures the views draw, read from the page's own document (what the canvas shows).
+TITLES_JS = """() => {
+  const out = {};
+  for (const doc of window.Bokeh.documents) {
+    for (const m of doc.all_models) {
+      const cls = m.css_classes || [];
+      if (m.title != null && m.title.text !== undefined)
+        for (const c of cls) if (c.startsWith("ucd-")) out[c] = m.title.text;
+    }
+  }
+  return out;
+}"""
+
+
+def expected(name: str) -> dict:
+    """What a bundled profile's name says: ``h100-resnet50-b64-tf32-nchw-powerOfTwo``."""
+    gpu, net, batch, dtype, layout, policy = name.split("-")
+    return {"gpu": gpu.upper(), "network": net, "batch": int(batch[1:]), "dtype": dtype, "layout": layout.upper(),
+            "policy": policy}
+
+
+def scope_line(e: dict) -> str:
+    return f"{e['network']} B={e['batch']}, {e['dtype']}, {e['layout']}"
+
+
+def shown(page) -> tuple[str, dict]:
+    return page.locator("[data-testid=summary-scope]").inner_text(), page.evaluate(TITLES_JS)
+
+
+def wait_for_profile(page, name: str, timeout: float = 90.0) -> None:
+    """Until the summary and every plot show ``name``'s GPU, scope and the policy it was measured for (no two
+    neighbours on the walk agree on all of them; first analyses take seconds)."""
+    e = expected(name)
+    deadline = time.monotonic() + timeout
+    while True:
+        text, titles = shown(page)
+        policy = page.locator("[data-testid=summary-time] .s").inner_text()
+        ok = (e["gpu"] in text and text.endswith(scope_line(e)) and f", {e['policy']}, " in policy
+              and titles.get("ucd-desirable", "").endswith(f"({e['policy']})")
+              and scope_line(e).replace(" B=", ", B=") in titles.get("ucd-pareto", "")
+              and titles.get("ucd-desirable", "").startswith("Desirable set of"))
+        if ok:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name}: the page shows {text!r}, {titles}")
+        page.wait_for_timeout(100)
+
+
+def test_every_bundled_profile_opens_and_every_switch_shows_it(bundled_page):
+    page = bundled_page
+    assert set(WALK) == set(BUNDLED), "the walk must open every bundled profile"
+    wait_for_profile(page, DEFAULT)
+    select = page.get_by_label("Profile")
+    for name in WALK:
+        select.select_option(name)
+        wait_for_profile(page, name)
+        e = expected(name)
+        # the controls agree with the snapshot the views draw
+        for label, value in (("Network", e["network"]), ("Mini-batch size", str(e["batch"])),
+                             ("Data type", e["dtype"]), ("Layout", e["layout"])):
+            assert page.get_by_label(label, exact=True).input_value() == value, (name, label)
+        assert page.get_by_text("Sum over ").first.is_visible()
+        assert not page.problems, (name, page.problems)
+
+
+def budget_card(page) -> str:
+    return page.locator("[data-testid=summary-time] .s").inner_text()
+
+
+def wait_text(page, read, pattern: str, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        text = read()
+        if re.search(pattern, text):
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{pattern!r} not in {text!r}")
+        page.wait_for_timeout(50)
+
+
+def test_controls_tabs_and_compare_on_a_measured_profile(bundled_page):
+    """ResNet-50 b64 (H100): a typed budget is kept exactly and shown the same everywhere, WR <-> WD comes
+    back to it, engine sets keep it, each tab draws, Compare with shows the H200, capacities agree."""
+    page = bundled_page
+    name = "h100-resnet50-b64-tf32-nchw-powerOfTwo"
+    page.get_by_label("Profile").select_option(name)
+    wait_for_profile(page, name)
+    exact = page.get_by_placeholder("or type a budget with its unit, e.g. 120MiB")
+    exact.fill("120")
+    exact.press("Enter")
+    page.get_by_text("'120' has no unit").wait_for(timeout=10_000)
+    exact.fill("120MiB")
+    exact.press("Enter")
+    wait_text(page, lambda: budget_card(page), r"budget 120 MiB in total")
+    page.get_by_text("Total workspace budget: 120 MiB (log scale)").wait_for(timeout=10_000)
+    page.get_by_role("button", name="WR", exact=True).click()
+    wait_text(page, lambda: budget_card(page), r"WR, powerOfTwo, budget .* per kernel")
+    page.get_by_role("button", name="WD", exact=True).click()
+    wait_text(page, lambda: budget_card(page), r"WD, powerOfTwo, budget 120 MiB in total")
+    for engines in ("heuristics", "deterministic", "all"):
+        page.get_by_role("button", name=engines, exact=True).click()
+        page.wait_for_timeout(300)
+        wait_text(page, lambda: budget_card(page), r"budget 120 MiB in total")
+    page.get_by_role("button", name="undivided", exact=True).click()
+    wait_text(page, lambda: page.locator("[data-testid=summary-speedup] .v").inner_text(), r"^1\.00x$")
+    page.get_by_role("button", name="powerOfTwo", exact=True).click()
+    wait_text(page, lambda: budget_card(page), r"WD, powerOfTwo, budget 120 MiB")
+
+    predicted = page.locator("[data-testid=summary-time] .v").inner_text()
+    page.locator(".bk-tab").filter(has_text="Timeline (Fig. 3)").click()
+    page.get_by_text(f"{predicted} predicted").first.wait_for(timeout=20_000)
+    page.locator(".bk-tab").filter(has_text="Plan").click()
+    page.locator(".tabulator-cell", has_text="conv1:F").first.wait_for(timeout=20_000)
+    page.locator(".bk-tab").filter(has_text="Memory").click()
+    page.get_by_text("Peak ").first.wait_for(timeout=60_000)
+    capacity = page.get_by_placeholder("e.g. 24GiB")
+    capacity.fill("1GiB")
+    capacity.press("Enter")
+    wait_text(page, lambda: page.get_by_label("GPU capacity").evaluate(
+        "s => s.options[s.selectedIndex].text"), r"^typed: 1 GiB$")
+    page.locator(".bk-tab").filter(has_text="Workspace division").click()
+
+    compare = page.get_by_label("Compare with (the same network on another GPU)")
+    compare.select_option("h200-resnet50-b64-tf32-nchw-powerOfTwo")
+    page.get_by_text("NVIDIA H200's WD front from its own profile").first.wait_for(timeout=60_000)
+    compare.select_option(label="(none)")
+    wait_text(page, lambda: page.get_by_text("Sum over ").first.inner_text(), r"^(?!.*H200)")
+    assert not page.problems, page.problems
