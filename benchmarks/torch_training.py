@@ -165,18 +165,12 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
                 run()
             torch.cuda.synchronize()
             wall = (time.perf_counter() - t0) / 3 * 1e3
-        conv = kernels = host_us = 0.0
-        calls = 0
-        for e in prof.key_averages():
-            if e.key in CONV_OPS:
-                conv += e.device_time_total / 1e3
-                host_us += e.cpu_time_total
-                calls += e.count
-        out["host_us_per_op"] = host_us / calls if calls else None
-        for e in prof.events():
-            if e.device_type.name == "CUDA":
-                kernels += e.device_time / 1e3
-        out["conv_ms"] = conv / 3
+        events = prof.events()
+        conv = conv_time(events)
+        out["host_us_per_op"] = conv.pop("host_us") / conv["calls"] if conv["calls"] else None
+        out["conv_ms"] = conv.pop("ms") / 3
+        out["conv_profile"] = conv   # how the profiler's attribution was read (conv_time)
+        kernels = sum(e.device_time for e in events if e.device_type.name == "CUDA") / 1e3
         out["gpu_busy"] = min(kernels / 3 / wall, 1.0) if wall else None
         out["profiled_step_ms"] = wall
         if kind in ("wr", "wd"):
@@ -186,6 +180,46 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
     except Exception as err:  # recorded, so one failing case does not lose the others
         out["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
     return out
+
+
+def conv_time(events) -> dict:
+    """Convolution device time (ms over the profiled steps), each GPU kernel counted once.
+
+    Summing ``device_time_total`` of the CONV_OPS keys (``key_averages``) counts a kernel once per conv
+    event it sits under: that sum includes each event's children, so a conv op nested in another (a planned
+    op falling back to stock cuDNN, or the same op key recorded twice) is counted twice, and a kernel linked
+    to several CPU events (events that share a correlation id) once per event. Here every kernel event of
+    the trace is taken once and counted as convolution time when the CPU op it was launched from, or one of
+    that op's ancestors, is a convolution op; without kernel-to-op links (an older profiler), only
+    outermost conv events are summed. Also returned: the host time of those outermost events, their
+    count, and what the naive sum would have been (``naive_ms``) with the counts that explain a difference."""
+    cpu = [e for e in events if e.device_type.name == "CPU"]
+    kernels = [e for e in events if e.device_type.name == "CUDA"]
+
+    def in_conv(e) -> bool:
+        while e is not None:
+            if e.key in CONV_OPS:
+                return True
+            e = e.cpu_parent
+        return False
+
+    conv = [e for e in cpu if e.key in CONV_OPS]
+    outer = [e for e in conv if not in_conv(e.cpu_parent)]
+    by_id: dict[int, list] = {}
+    for e in cpu:
+        by_id.setdefault(e.id, []).append(e)
+    linked = [k for k in kernels if getattr(k, "linked_correlation_id", 0) > 0]
+    if linked:
+        ms = sum(k.time_range.end - k.time_range.start for k in linked
+                 if any(in_conv(op) for op in by_id.get(k.linked_correlation_id, ()))) / 1e3
+    else:
+        ms = sum(e.device_time_total for e in outer) / 1e3
+    return {"ms": ms, "host_us": sum(e.cpu_time_total for e in outer), "calls": len(outer),
+            "method": "kernels" if linked else "outermost events",
+            "naive_ms": sum(e.device_time_total for e in conv) / 1e3, "conv_events": len(conv),
+            "nested_conv_events": len(conv) - len(outer),
+            "shared_ids": sum(len(v) for v in by_id.values() if len(v) > 1),
+            "kernel_links": sum(len(e.kernels) for e in cpu), "kernel_events": len(kernels)}
 
 
 class ConvHooks:
