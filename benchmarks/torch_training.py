@@ -168,6 +168,7 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
         conv = conv_time(prof)
         out["host_us_per_op"] = conv.pop("host_us") / conv["calls"] if conv["calls"] else None
         out["conv_ms"] = conv.pop("ms") / 3
+        conv["naive_ms"] /= 3   # per step, as conv_ms
         out["conv_profile"] = conv   # how the profiler's attribution was read (conv_time)
         kernels = sum(e.device_time for e in prof.events() if e.device_type.name == "CUDA") / 1e3
         out["gpu_busy"] = min(kernels / 3 / wall, 1.0) if wall else None
@@ -184,16 +185,15 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
 def conv_time(prof) -> dict:
     """Convolution device time (ms over the profiled steps), each GPU kernel counted once.
 
-    Summing ``device_time_total`` of the CONV_OPS keys (``key_averages``) counted some kernels two or three
-    times (VGG-16 TF32, WR plan at 64 MiB, on the H100 with PyTorch 2.11: 395 ms of "conv" kernels over 3
-    steps of 61 ms). torch.profiler links a kernel to every CPU event whose id equals the kernel's linked
-    correlation id, and CUPTI's correlation ids (of runtime and driver calls, such as the cuDNN frontend's
-    launches) share that number space with PyTorch's op ids: 12,000 kernel links for 5,000 kernels there.
-    Here a kernel is matched to the runtime or driver call that launched it by CUPTI's own correlation id
-    (one id space), and counted once when that call was made during a convolution op on the host: the
-    backward runs on the autograd thread while the main thread waits in ``backward()``, so host times do
-    not interleave. Also returned: the outermost conv ops' host time and count, and for comparison the sum
-    per profiler links (``naive_ms``) and the kernel and link counts behind the difference."""
+    Summing ``device_time_total`` of the CONV_OPS keys (``key_averages``) counts a kernel once per CPU event
+    torch.profiler linked it to, and that linking is not stable: two runs of one case (VGG-16 TF32, WR plan
+    at 64 MiB, H100, PyTorch 2.11, 5,004 kernels in 3 steps) gave 11,996 kernel links and a "conv" sum of
+    131.7 ms per 59.7 ms step, then 5,239 links and 45.0 ms (benchmarks/reports/torch_training-op-path-2.log).
+    Here each kernel event is matched to the runtime or driver call that launched it by CUPTI's correlation
+    id and counted once when that call was made during a convolution op on the host (the backward runs on
+    the autograd thread while the main thread waits in ``backward()``, so host times do not interleave).
+    Also returned: the outermost conv ops' host time and count, the per-link sum (``naive_ms``), the counts
+    behind a difference, and the kernels whose launching call is not in the trace (not counted)."""
     import bisect
 
     events = prof.events()
