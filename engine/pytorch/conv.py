@@ -24,7 +24,6 @@ import torch
 
 from ..gpu.graphs import ALIGN
 from ..gpu.pieces import Pieces
-from ..kernels import KernelSignature
 from ..precision import PRECISIONS
 
 TORCH_DTYPE = {name: getattr(torch, p.torch_dtype) for name, p in PRECISIONS.items()}
