@@ -77,7 +77,7 @@ def legacy_ops(torch, layers: dict):
         def __init__(self, L):
             self.forward, self.backward_filter = Pieces(L.forward, L.context), Pieces(L.backward_filter, L.context)
             self.backward_data = Pieces(L.backward_data, L.context) if L.backward_data is not None else None
-            self.L, self.context, self.arena = L, L.context, L.ws[L.forward.sig.kind]
+            self.L, self.context, self.arena = L, L.context, L.ws_f
             self.calls = {"forward": 0, "backward_data": 0, "backward_filter": 0}
             self.per_call = False
 
@@ -311,7 +311,7 @@ def measure_layer(torch, precision: str, layout: str) -> dict:
     for h, L in layers.items():
         p = len(L.forward)
         y = torch.empty_like(gy)
-        ws = L.ws[L.forward.sig.kind]
+        ws = L.ws_f
         ptrs = (x.data_ptr(), w.data_ptr(), y.data_ptr())
         old_k = old_layers[h].forward
 

@@ -165,18 +165,12 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
                 run()
             torch.cuda.synchronize()
             wall = (time.perf_counter() - t0) / 3 * 1e3
-        conv = kernels = host_us = 0.0
-        calls = 0
-        for e in prof.key_averages():
-            if e.key in CONV_OPS:
-                conv += e.device_time_total / 1e3
-                host_us += e.cpu_time_total
-                calls += e.count
-        out["host_us_per_op"] = host_us / calls if calls else None
-        for e in prof.events():
-            if e.device_type.name == "CUDA":
-                kernels += e.device_time / 1e3
-        out["conv_ms"] = conv / 3
+        conv = conv_time(prof)
+        out["host_us_per_op"] = conv.pop("host_us") / conv["calls"] if conv["calls"] else None
+        out["conv_ms"] = conv.pop("ms") / 3
+        conv["naive_ms"] /= 3   # per step, as conv_ms
+        out["conv_profile"] = conv   # how the profiler's attribution was read (conv_time)
+        kernels = sum(e.device_time for e in prof.events() if e.device_type.name == "CUDA") / 1e3
         out["gpu_busy"] = min(kernels / 3 / wall, 1.0) if wall else None
         out["profiled_step_ms"] = wall
         if kind in ("wr", "wd"):
@@ -186,6 +180,60 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
     except Exception as err:  # recorded, so one failing case does not lose the others
         out["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
     return out
+
+
+def conv_time(prof) -> dict:
+    """Convolution device time (ms over the profiled steps), each GPU kernel counted once.
+
+    Summing ``device_time_total`` of the CONV_OPS keys (``key_averages``) counts a kernel once per CPU event
+    torch.profiler linked it to, and that linking is not stable: two runs of one case (VGG-16 TF32, WR plan
+    at 64 MiB, H100, PyTorch 2.11, 5,004 kernels in 3 steps) gave 11,996 kernel links and a "conv" sum of
+    131.7 ms per 59.7 ms step, then 5,239 links and 45.0 ms (benchmarks/reports/torch_training-op-path-2.log).
+    Here each kernel event is matched to the runtime or driver call that launched it by CUPTI's correlation
+    id and counted once when that call was made during a convolution op on the host (the backward runs on
+    the autograd thread while the main thread waits in ``backward()``, so host times do not interleave).
+    Also returned: the outermost conv ops' host time and count, the per-link sum (``naive_ms``), the counts
+    behind a difference, and the kernels whose launching call is not in the trace (not counted)."""
+    import bisect
+
+    events = prof.events()
+    cpu = [e for e in events if e.device_type.name == "CPU"]
+    conv = [e for e in cpu if e.key in CONV_OPS]
+
+    def in_conv(e) -> bool:
+        while e is not None:
+            if e.key in CONV_OPS:
+                return True
+            e = e.cpu_parent
+        return False
+
+    outer = [e for e in conv if not in_conv(e.cpu_parent)]
+    raw = prof.profiler.kineto_results.events()
+    spans = sorted((k.start_ns(), k.end_ns()) for k in raw
+                   if k.device_type().name == "CPU" and k.name() in CONV_OPS)
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    starts = [m[0] for m in merged]
+    launch = {k.correlation_id(): k.start_ns() for k in raw
+              if k.device_type().name == "CPU" and k.name().startswith("cu")}   # cudaLaunchKernel, cuLaunchKernel...
+
+    def during_conv(t: int | None) -> bool:
+        i = bisect.bisect_right(starts, t) - 1 if t is not None else -1
+        return i >= 0 and t <= merged[i][1]
+
+    kernels = [k for k in raw if k.device_type().name == "CUDA"]
+    ms = sum(k.duration_ns() for k in kernels if during_conv(launch.get(k.correlation_id()))) / 1e6
+    return {"ms": ms, "host_us": sum(e.cpu_time_total for e in outer), "calls": len(outer),
+            "naive_ms": sum(e.device_time_total for e in conv) / 1e3, "conv_events": len(conv),
+            "nested_conv_events": len(conv) - len(outer),
+            "unmatched_kernels": sum(k.correlation_id() not in launch for k in kernels),
+            "unlinked_launches": sum(k.linked_correlation_id() == 0 for k in raw
+                                     if k.device_type().name == "CPU" and k.name().startswith("cu")),
+            "kernel_links": sum(len(e.kernels) for e in cpu), "kernel_events": len(kernels)}
 
 
 class ConvHooks:

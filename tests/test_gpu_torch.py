@@ -331,6 +331,36 @@ def test_torch_compile_and_cuda_graph_give_the_same_gradients():
     compare(stock, planned, TOL["tf32"], "CUDA graph: ")
 
 
+def test_eager_direct_calls_equal_the_registered_ops_and_the_profile_counts_each_kernel_once():
+    """Eager steps call the op implementations directly (engine.pytorch.conv.PlannedConvFunction); under
+    torch.profiler the registered ops run. Both launch the same plans, so the gradients agree; and
+    benchmarks/torch_training.conv_time counts each convolution kernel once (at most all kernel time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from benchmarks.torch_training import conv_time
+    from engine.pytorch import apply_plan
+    _, planned = models("alexnet")
+    apply_plan(planned, plan_for("alexnet", "tf32"))
+    x = torch.randn(BATCH, 3, 224, 224, device="cuda")
+    t = torch.randint(0, 10, (BATCH,), device="cuda")
+    step(planned, x, t)
+    eager = [p.grad.clone() for p in planned.parameters()]
+    for p in planned.parameters():
+        p.grad = None
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step(planned, x, t)
+        torch.cuda.synchronize()
+    for (name, p), e in zip(planned.named_parameters(), eager):
+        assert rel(p.grad, e) <= 1e-4, name
+    events = prof.events()
+    keys = {e.key for e in events}
+    assert {"ucudnn::conv_forward", "ucudnn::conv_backward_data", "ucudnn::conv_backward_filter"} <= keys
+    conv = conv_time(prof)
+    total = sum(e.device_time for e in events if e.device_type.name == "CUDA") / 1e3
+    assert conv["calls"] == 5 + 4 + 5, conv   # 5 forwards, 4 BackwardData (not the input's), 5 BackwardFilter
+    assert 0 < conv["ms"] <= total and conv["unmatched_kernels"] * 20 <= conv["kernel_events"], (conv, total)
+
+
 def test_mismatched_plan_is_refused():
     from engine.pytorch import apply_plan
     _, planned = models("alexnet")

@@ -72,23 +72,29 @@ class PlannedConv2d(nn.Conv2d):
     def _setup(self, handle: int, name: str, applied: AppliedPlan) -> None:
         L = ops.layer(handle)
         self._handle, self._name, self._applied = handle, name, applied
-        self._shape = (L.sig.n, L.sig.c, L.sig.h, L.sig.w)
+        self._shape = torch.Size((L.sig.n, L.sig.c, L.sig.h, L.sig.w))
         self._dtype = ops.TORCH_DTYPE[L.sig.precision]
+        self._amp = self._dtype != torch.float32   # autocast casts to the planned precision
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_autocast_enabled("cuda") and self._dtype != torch.float32:
-            x, w = x.to(self._dtype), self.weight.to(self._dtype)
-        else:
-            w = self.weight
-        if tuple(x.shape) != self._shape or x.dtype != self._dtype or w.dtype != self._dtype or x.device != w.device:
+        # the hot path of every planned layer and step: attributes read once, no tuple or device objects built
+        dt, w, bias = self._dtype, self.weight, self.bias
+        if self._amp and torch.is_autocast_enabled("cuda"):
+            w = w.to(dt)   # a new fp16 copy per call, as stock autocast's cast (its cache lives one region)
+            if x.dtype != dt:
+                x = x.to(dt)
+            if bias is not None:
+                bias = bias.to(dt)
+        if x.shape != self._shape or x.dtype != dt or w.dtype != dt or x.get_device() != w.get_device():
             fb = self._applied.fallbacks
             if self._name not in fb:
                 warnings.warn(f"{self._name}: input {tuple(x.shape)} {x.dtype} on {x.device} is not what the plan was "
-                              f"made for ({self._shape} {self._dtype} on {w.device}); running stock PyTorch",
+                              f"made for ({tuple(self._shape)} {dt} on {w.device}); running stock PyTorch",
                               stacklevel=2)
             fb[self._name] = fb.get(self._name, 0) + 1
             return super().forward(x)
-        bias = self.bias.to(self._dtype) if self.bias is not None else None
+        if bias is not None and bias.dtype != dt:
+            bias = bias.to(dt)
         return ops.planned_conv(x, w, bias, self._handle)
 
 
@@ -198,7 +204,7 @@ def detach_plan(model: nn.Module) -> AppliedPlan:
         if isinstance(mod, PlannedConv2d):
             applied.handles[name] = mod._handle
             mod.__class__ = nn.Conv2d
-            for attr in ("_handle", "_name", "_applied", "_shape", "_dtype"):
+            for attr in ("_handle", "_name", "_applied", "_shape", "_dtype", "_amp"):
                 mod.__dict__.pop(attr, None)
     return applied
 

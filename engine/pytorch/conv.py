@@ -24,7 +24,6 @@ import torch
 
 from ..gpu.graphs import ALIGN
 from ..gpu.pieces import Pieces
-from ..kernels import KernelSignature
 from ..precision import PRECISIONS
 
 TORCH_DTYPE = {name: getattr(torch, p.torch_dtype) for name, p in PRECISIONS.items()}
@@ -67,7 +66,7 @@ class PlannedLayer:
     plan frees it; the registry below keeps only its address."""
 
     __slots__ = ("name", "forward", "backward_data", "backward_filter", "context", "sig", "fmt", "x_shape",
-                 "y_shape", "stride", "padding", "dilation", "groups", "ws")
+                 "y_shape", "stride", "padding", "dilation", "groups", "ws_f", "ws_bd", "ws_bf")
 
     def __init__(self, name: str, forward: Pieces, backward_data: Pieces | None, backward_filter: Pieces,
                  arena: int | None, context: TorchContext, stride, padding, dilation, groups: int):
@@ -78,8 +77,9 @@ class PlannedLayer:
         self.fmt = MEMORY_FORMAT[s.layout]
         self.x_shape, self.y_shape = (s.n, s.c, s.h, s.w), (s.n, s.k, s.out_h, s.out_w)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-        self.ws = {k.sig.kind: None if arena is None else arena + k.offset
-                   for k in (forward, backward_data, backward_filter) if k is not None}
+        # workspace addresses per kernel, read without a lookup on the hot path
+        self.ws_f, self.ws_bd, self.ws_bf = (None if arena is None or k is None else arena + k.offset
+                                             for k in (forward, backward_data, backward_filter))
 
 
 _LAYERS: list[PlannedLayer | None] = []
@@ -109,11 +109,10 @@ def _dense(t: torch.Tensor, fmt) -> torch.Tensor:
     return t if t.data_ptr() % ALIGN == 0 else t.clone(memory_format=fmt)
 
 
-def _workspace(L: PlannedLayer, k: Pieces, device) -> tuple[int, torch.Tensor | None]:
-    """(address of ``k``'s workspace, the tensor that holds it when taken per call). A per-call block must
-    stay referenced until the kernel's launches are queued; freed after, the caching allocator reuses it only
-    for work queued later on the same stream."""
-    ws = L.ws[k.sig.kind]
+def _workspace(ws: int | None, k: Pieces, device) -> tuple[int, torch.Tensor | None]:
+    """(address of ``k``'s workspace, the tensor that holds it when taken per call; ``ws``: its arena
+    address or None). A per-call block must stay referenced until the kernel's launches are queued; freed
+    after, the caching allocator reuses it only for work queued later on the same stream."""
     if ws is not None:
         return ws, None
     buf = torch.empty(max(k.workspace, 1), dtype=torch.uint8, device=device)
@@ -129,7 +128,7 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, h
     x, weight = _dense(x, fmt), _dense(weight, fmt)
     y = torch.empty(L.y_shape, dtype=x.dtype, device=x.device, memory_format=fmt)
     L.context.bind()
-    ws, _keep = _workspace(L, k, x.device)
+    ws, _keep = _workspace(L.ws_f, k, x.device)
     k.launch(x.data_ptr(), weight.data_ptr(), y.data_ptr(), ws)
     if bias is not None:
         y.add_(bias.view(1, -1, 1, 1))
@@ -146,7 +145,7 @@ def _backward_data(grad_y: torch.Tensor, weight: torch.Tensor, handle: int) -> t
     grad_y, weight = _dense(grad_y, fmt), _dense(weight, fmt)
     dx = torch.empty(L.x_shape, dtype=grad_y.dtype, device=grad_y.device, memory_format=fmt)
     L.context.bind()
-    ws, _keep = _workspace(L, k, grad_y.device)
+    ws, _keep = _workspace(L.ws_bd, k, grad_y.device)
     k.launch(grad_y.data_ptr(), weight.data_ptr(), dx.data_ptr(), ws)  # roles of BackwardData: x = dY, y = dX
     return dx
 
@@ -158,7 +157,7 @@ def _backward_filter(x: torch.Tensor, grad_y: torch.Tensor, weight: torch.Tensor
     x, grad_y = _dense(x, fmt), _dense(grad_y, fmt)
     dw = torch.empty_like(weight, memory_format=fmt)
     L.context.bind()
-    ws, _keep = _workspace(L, k, x.device)
+    ws, _keep = _workspace(L.ws_bf, k, x.device)
     xp, dwp, yp = x.data_ptr(), dw.data_ptr(), grad_y.data_ptr()   # roles of BackwardFilter: x = X, y = dY, w = dW
     if len(k) == 1:
         k.launch(xp, dwp, yp, ws)
@@ -204,24 +203,41 @@ conv_backward_data = torch.ops.ucudnn.conv_backward_data.default
 conv_backward_filter = torch.ops.ucudnn.conv_backward_filter.default
 
 
+_compiling = torch.compiler.is_compiling
+_profiling = torch._C._autograd._profiler_enabled
+
+
 class PlannedConvFunction(torch.autograd.Function):
-    """One autograd node per planned layer, with x, weight and bias as its inputs (as stock cuDNN's)."""
+    """One autograd node per planned layer, with x, weight and bias as its inputs (as stock cuDNN's).
+
+    In eager mode the op implementations are called directly: the dispatcher's round trip into a Python
+    kernel costs a few microseconds per call, three calls per layer and step (issue 22: ResNet-50 fp16 AMP
+    is host-bound). Under ``torch.compile`` (and export) the registered ops are called, so the graph holds
+    them opaque; under torch.profiler too, so their device time is attributed to ``ucudnn::*`` events. The
+    launches are the same either way."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, handle):
         ctx.save_for_backward(x, weight)
         ctx.handle = handle
-        return conv_forward(x, weight, bias, handle)
+        if _compiling() or _profiling():
+            return conv_forward(x, weight, bias, handle)
+        return _forward(x, weight, bias, handle)
 
     @staticmethod
     def backward(ctx, grad_y):
         x, weight = ctx.saved_tensors
+        h, (need_x, need_w, need_b, _) = ctx.handle, ctx.needs_input_grad
         grad_x = grad_w = grad_b = None
-        if ctx.needs_input_grad[0]:
-            grad_x = conv_backward_data(grad_y, weight, ctx.handle)
-        if ctx.needs_input_grad[1]:
-            grad_w = conv_backward_filter(x, grad_y, weight, ctx.handle)
-        if ctx.needs_input_grad[2]:   # summed in fp32 for fp16/bf16, as dW's pieces are
+        if _compiling() or _profiling():
+            bd, bf = conv_backward_data, conv_backward_filter
+        else:
+            bd, bf = _backward_data, _backward_filter
+        if need_x:
+            grad_x = bd(grad_y, weight, h)
+        if need_w:
+            grad_w = bf(x, grad_y, weight, h)
+        if need_b:   # summed in fp32 for fp16/bf16, as dW's pieces are
             grad_b = grad_y.sum((0, 2, 3), dtype=torch.float32).to(grad_y.dtype)
         return grad_x, grad_w, grad_b, None
 
