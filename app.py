@@ -20,5 +20,8 @@ if pn.state.served:
     dash = Dashboard()
     pn.template.BootstrapTemplate(
         title="ucudnn-explorer: micro-batched convolutions under workspace budgets",
-        sidebar=[dash.sidebar], main=[dash.main], sidebar_width=340, header_background="#1f4e79",
+        sidebar=[dash.sidebar],
+        main=[dash.main],
+        sidebar_width=340,
+        header_background="#1f4e79",
     ).servable()

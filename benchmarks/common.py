@@ -25,8 +25,9 @@ from engine.fileio import atomic_write  # noqa: E402
 def git_commit() -> str:
     """This checkout's commit (``git describe --always --dirty``), "unknown" outside git."""
     try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=ROOT,
-                             timeout=20).stdout.strip()
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=ROOT, timeout=20
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         out = ""
     return out or "unknown"
@@ -38,8 +39,10 @@ def provenance(command: str, **extra) -> dict:
     import torch
 
     from engine.gpu import runtime
-    return dict(runtime.provenance(command), torch=torch.__version__, torch_cudnn=torch.backends.cudnn.version(),
-                **extra)
+
+    return dict(
+        runtime.provenance(command), torch=torch.__version__, torch_cudnn=torch.backends.cudnn.version(), **extra
+    )
 
 
 def save_json(path: Path, doc: dict) -> None:
@@ -47,8 +50,9 @@ def save_json(path: Path, doc: dict) -> None:
     atomic_write(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
-def run_case(cmd: list[str], base: dict, timeout: float, env: dict | None = None, failed: dict | None = None,
-             stamp: bool = False) -> dict:
+def run_case(
+    cmd: list[str], base: dict, timeout: float, env: dict | None = None, failed: dict | None = None, stamp: bool = False
+) -> dict:
     """Run one case's process; its result is the last JSON line it prints, with ``wall_s`` (and, with ``stamp``,
     ``measured_at``). A timeout, a non-zero exit or no JSON gives ``base`` with ``failed`` and one ``error`` line
     (the last line of stderr that names an error)."""
@@ -89,5 +93,9 @@ def timed_steps(run, steps: int, warmup: int, after=None) -> dict:
             seen.append(after())
     torch.cuda.synchronize()
     times = sorted(ev[i].elapsed_time(ev[i + 1]) for i in range(steps))
-    return {"step_ms": statistics.median(times), "step_ms_p10": times[len(times) // 10],
-            "step_ms_p90": times[(9 * len(times)) // 10], "after": seen}
+    return {
+        "step_ms": statistics.median(times),
+        "step_ms_p10": times[len(times) // 10],
+        "step_ms_p90": times[(9 * len(times)) // 10],
+        "after": seen,
+    }

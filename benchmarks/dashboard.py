@@ -82,18 +82,28 @@ def server_latency(profile_path: Path, repeats: int = 2) -> dict:
     for _ in range(repeats):
         for v in steps + steps[::-1]:
             t = time.perf_counter()
-            build_result(state.analysis, state.policy, state.mode, dash.controls.steps[v], state.kernel,
-                         choose=plan_choice)  # uncached: the plans made afresh
+            build_result(
+                state.analysis, state.policy, state.mode, dash.controls.steps[v], state.kernel, choose=plan_choice
+            )  # uncached: the plans made afresh
             evals.append(1000 * (time.perf_counter() - t))
             t = time.perf_counter()
             dash.controls.slider.value = v
             full.append(1000 * (time.perf_counter() - t))
     a = state.analysis
-    return {"analysis_s": analysis_s, "steps": len(steps), "kernels": len(a.kernels),
-            "front_points": {p: len(ps.front.workspace) for p, ps in a.policies.items()},
-            "timeline_pieces": len(state.result.timeline), "state": stats(evals), "views": stats(full),
-            "scope": a.scope, "policy": state.policy, "mode": state.mode, "synthetic": a.profile.synthetic,
-            "profile": a.profile.describe()}
+    return {
+        "analysis_s": analysis_s,
+        "steps": len(steps),
+        "kernels": len(a.kernels),
+        "front_points": {p: len(ps.front.workspace) for p, ps in a.policies.items()},
+        "timeline_pieces": len(state.result.timeline),
+        "state": stats(evals),
+        "views": stats(full),
+        "scope": a.scope,
+        "policy": state.policy,
+        "mode": state.mode,
+        "synthetic": a.profile.synthetic,
+        "profile": a.profile.describe(),
+    }
 
 
 SERVE_ARGS = ["--num-threads", "4", "--websocket-max-message-size", "104857600"]  # what app.py's docstring says
@@ -102,6 +112,7 @@ SERVE_ARGS = ["--num-threads", "4", "--websocket-max-message-size", "104857600"]
 class Served:
     def __init__(self, profile_path: Path, log: Path, serve_args: list[str] = SERVE_ARGS):
         import socket
+
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -110,9 +121,25 @@ class Served:
         self.log = log
         self._out = open(log, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(self.port), "--address", "localhost",
-             "--allow-websocket-origin", f"localhost:{self.port}", *serve_args], cwd=ROOT, env=env, stdout=self._out,
-            stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "panel",
+                "serve",
+                "app.py",
+                "--port",
+                str(self.port),
+                "--address",
+                "localhost",
+                "--allow-websocket-origin",
+                f"localhost:{self.port}",
+                *serve_args,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 120
         while "Bokeh app running at" not in log.read_text():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -174,7 +201,7 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
                     last.append(a)
                     painted.append(b)
                 page.wait_for_timeout(1500)  # Panel's trailing busy-indicator messages: closing mid-write
-                browser.close()              # makes Tornado log a WebSocketClosedError traceback
+                browser.close()  # makes Tornado log a WebSocketClosedError traceback
         finally:
             srv.close()
         if "Traceback" in srv.log.read_text():
@@ -192,8 +219,12 @@ async def _sessions(url: str, n: int, rounds: int) -> dict:
         for _ in range(n):
             ctx = await browser.new_context(viewport={"width": 1280, "height": 800})
             page = await ctx.new_page()
-            page.on("console", lambda m: problems.append(f"{m.text} {m.location.get('url', '')}".strip())
-                    if m.type == "error" else None)
+            page.on(
+                "console",
+                lambda m: (
+                    problems.append(f"{m.text} {m.location.get('url', '')}".strip()) if m.type == "error" else None
+                ),
+            )
             page.on("pageerror", lambda e: problems.append(str(e)))
             pages.append(page)
 
@@ -202,6 +233,7 @@ async def _sessions(url: str, n: int, rounds: int) -> dict:
             await page.goto(url, timeout=300_000)
             await page.wait_for_selector("[data-testid=summary-time]", timeout=180_000)
             return time.perf_counter() - t
+
         loads = await asyncio.gather(*(load(p) for p in pages))
         for page in pages:
             await page.evaluate(HOOK)
@@ -218,14 +250,21 @@ async def _sessions(url: str, n: int, rounds: int) -> dict:
                 await asyncio.sleep(0.02)
             await page.wait_for_function(SETTLED, timeout=60_000, polling=50)
             return (await page.evaluate(PAINTED))[0]
+
         moves = []
         for r in range(rounds):
             key = "ArrowLeft" if (r // 4) % 2 == 0 else "ArrowRight"
             moves += await asyncio.gather(*(move(p, key) for p in pages))
         await asyncio.sleep(1.5)  # as in browser_latency: no page closed mid-write
         await browser.close()
-    return {"sessions": n, "rounds": rounds, "load_s": stats(list(loads)), "slider_ms": stats(moves),
-            "console_errors": len(problems), "console_examples": problems[:3]}
+    return {
+        "sessions": n,
+        "rounds": rounds,
+        "load_s": stats(list(loads)),
+        "slider_ms": stats(moves),
+        "console_errors": len(problems),
+        "console_examples": problems[:3],
+    }
 
 
 def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[str]) -> dict:
@@ -243,54 +282,81 @@ def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[s
 
 def report(server: dict, browser: dict | None, sessions: dict | None = None) -> str:
     sc = argparse.Namespace(**server["scope"]) if isinstance(server["scope"], dict) else server["scope"]
-    tag = "SYNTHETIC profile (engine/testing/synthetic.py), not measurements" if server["synthetic"] else "measured profile"
+    tag = (
+        "SYNTHETIC profile (engine/testing/synthetic.py), not measurements"
+        if server["synthetic"]
+        else "measured profile"
+    )
     f = lambda s: f"{s['median']:.1f} / {s['p90']:.1f} / {s['max']:.1f}"
     lines = [
-        "# Dashboard: budget-slider latency", "",
+        "# Dashboard: budget-slider latency",
+        "",
         f"Produced by `python benchmarks/dashboard.py` on {platform.node() or 'this machine'} "
-        f"({os.cpu_count()} CPUs, Python {platform.python_version()}); {server.get('date') or time.strftime('%Y-%m-%d')}"
-        + (". 1-minute load average at the start and end of the run (other jobs on this machine): "
-           + " and ".join(f"{x:.1f}" for x in server["load_average"]) if server.get("load_average") else "") + ".", "",
+        f"({os.cpu_count()} CPUs, Python {platform.python_version()}); "
+        f"{server.get('date') or time.strftime('%Y-%m-%d')}"
+        + (
+            ". 1-minute load average at the start and end of the run (other jobs on this machine): "
+            + " and ".join(f"{x:.1f}" for x in server["load_average"])
+            if server.get("load_average")
+            else ""
+        )
+        + ".",
+        "",
         f"- profile: {tag}: {server['profile']}",
         f"- network: {sc.network}, mini-batch {sc.batch}, {sc.precision} {sc.layout}; policy {server['policy']}, "
         f"mode {server['mode']}; {server['kernels']} kernels; WD front points "
         + ", ".join(f"{p} {n}" for p, n in server["front_points"].items()),
         f"- {server['steps']} slider steps (4 per octave); the timeline has ~{server['timeline_pieces']} "
         f"micro-batch pieces",
-        f"- one-off analysis (desirable sets + fronts for every policy): {server['analysis_s']:.2f} s", "",
-        "| what (ms, median / p90 / max) | per slider move |", "|---|---|",
+        f"- one-off analysis (desirable sets + fronts for every policy): {server['analysis_s']:.2f} s",
+        "",
+        "| what (ms, median / p90 / max) | per slider move |",
+        "|---|---|",
         f"| server: choose configurations + build every view's frame | {f(server['state'])} |",
         f"| server: the above + update every Bokeh/Panel model | {f(server['views'])} |",
     ]
     if browser:
-        lines += [f"| browser: key press -> last view model updated | {f(browser['last_change'])} |",
-                  f"| browser: key press -> canvases painted | {f(browser['painted'])} |"]
+        lines += [
+            f"| browser: key press -> last view model updated | {f(browser['last_change'])} |",
+            f"| browser: key press -> canvases painted | {f(browser['painted'])} |",
+        ]
     if sessions:
         g = lambda s, k=1: f"{s['median'] * k:.1f} / {s['p90'] * k:.1f} / {s['max'] * k:.1f}"
-        lines += ["", f"## {sessions['sessions']} concurrent sessions on one server", "",
-                  f"`panel serve app.py {sessions['serve_args']}`; {sessions['sessions']} Chromium pages opened at "
-                  f"once, then {sessions['rounds']} rounds in which every page moves its slider at the same time.",
-                  "", "| what (median / p90 / max) | value |", "|---|---|",
-                  f"| page load to the summary (s) | {g(sessions['load_s'])} |",
-                  f"| slider move -> last view model updated (ms) | {g(sessions['slider_ms'])} |",
-                  f"| console errors / server tracebacks | {sessions['console_errors']} / "
-                  f"{sessions['server_tracebacks']} |", "",
-                  "Targets: page load <= 6 s median, slider p90 <= 500 ms, no errors."]
-    lines += ["", "Target: every view updated within 150 ms of a slider move for ResNet-50 b64 (median).", "",
-              "How it is measured and what it includes:", "",
-              "- A slider move reuses what was computed once per (profile, network, mini-batch, dtype, layout): "
-              "every policy's desirable sets and exact WD network front (`dashboard.analysis.analyse`). The plans "
-              "shown come from `engine.planner.make_plan`, the CLI's call: WR picks each kernel's fastest "
-              "configuration within the limit by binary search in its desirable set, WD solves the 0-1 ILP over "
-              "the aligned sets; the front only draws the curve.",
-              "- The server row is in-process (no browser), over every slider step in both directions, twice.",
-              "- The browser rows drive Debian's Chromium (software rendering, `--disable-gpu`) with the arrow keys on "
-              "the slider handle against `panel serve app.py`; the clock runs in the page, from the keydown to the "
-              "last change of any Bokeh model that update caused (then two animation frames for 'painted'). The "
-              "visible page holds the summary, the Pareto front, the desirable set and the workspace division; the "
-              "timeline, plan table and memory tabs are drawn when opened (Panel's dynamic tabs), from the same state.",
-              "- Chromium, the server and the test driver share this machine's CPUs (and other sessions may be using "
-              "them too), so the tail (max) is noisy; the median is the figure to compare with the target."]
+        lines += [
+            "",
+            f"## {sessions['sessions']} concurrent sessions on one server",
+            "",
+            f"`panel serve app.py {sessions['serve_args']}`; {sessions['sessions']} Chromium pages opened at "
+            f"once, then {sessions['rounds']} rounds in which every page moves its slider at the same time.",
+            "",
+            "| what (median / p90 / max) | value |",
+            "|---|---|",
+            f"| page load to the summary (s) | {g(sessions['load_s'])} |",
+            f"| slider move -> last view model updated (ms) | {g(sessions['slider_ms'])} |",
+            f"| console errors / server tracebacks | {sessions['console_errors']} / {sessions['server_tracebacks']} |",
+            "",
+            "Targets: page load <= 6 s median, slider p90 <= 500 ms, no errors.",
+        ]
+    lines += [
+        "",
+        "Target: every view updated within 150 ms of a slider move for ResNet-50 b64 (median).",
+        "",
+        "How it is measured and what it includes:",
+        "",
+        "- A slider move reuses what was computed once per (profile, network, mini-batch, dtype, layout): "
+        "every policy's desirable sets and exact WD network front (`dashboard.analysis.analyse`). The plans "
+        "shown come from `engine.planner.make_plan`, the CLI's call: WR picks each kernel's fastest "
+        "configuration within the limit by binary search in its desirable set, WD solves the 0-1 ILP over "
+        "the aligned sets; the front only draws the curve.",
+        "- The server row is in-process (no browser), over every slider step in both directions, twice.",
+        "- The browser rows drive Debian's Chromium (software rendering, `--disable-gpu`) with the arrow keys on "
+        "the slider handle against `panel serve app.py`; the clock runs in the page, from the keydown to the "
+        "last change of any Bokeh model that update caused (then two animation frames for 'painted'). The "
+        "visible page holds the summary, the Pareto front, the desirable set and the workspace division; the "
+        "timeline, plan table and memory tabs are drawn when opened (Panel's dynamic tabs), from the same state.",
+        "- Chromium, the server and the test driver share this machine's CPUs (and other sessions may be using "
+        "them too), so the tail (max) is noisy; the median is the figure to compare with the target.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -325,21 +391,24 @@ def main(argv=None) -> int:
         if args.synthetic:
             from engine.zoo import DEFAULT_BATCH
             from engine.testing.synthetic import synthetic_profile
+
             batch = args.batch or DEFAULT_BATCH[args.synthetic]
             path = Path(tmp) / f"SYNTHETIC-{args.synthetic}-b{batch}.profile.json.gz"
             synthetic_profile(args.synthetic, batch, args.policy).save(path)
         load_before = os.getloadavg()[0]
         server = server_latency(path)
         browser = browser_latency(path, args.moves, args.screenshot) if args.browser or args.screenshot else None
-        sessions = (sessions_latency(path, args.sessions, args.rounds, args.serve_args.split())
-                    if args.sessions else None)
+        sessions = (
+            sessions_latency(path, args.sessions, args.rounds, args.serve_args.split()) if args.sessions else None
+        )
     server["scope"] = vars(server["scope"])
     server["load_average"] = [load_before, os.getloadavg()[0]]  # other jobs on this machine, start and end
     server["date"] = time.strftime("%Y-%m-%d")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(args.json, json.dumps({"server": server, "browser": browser, "sessions": sessions}, indent=1,
-                                           default=str))
+        atomic_write(
+            args.json, json.dumps({"server": server, "browser": browser, "sessions": sessions}, indent=1, default=str)
+        )
     text = report(server, browser, sessions)
     print(text)
     if args.report:

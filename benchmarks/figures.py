@@ -11,8 +11,10 @@ from engine.fileio import atomic_write
 def pyplot():
     """matplotlib.pyplot on the Agg backend (reports are made on hosts without a display)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 

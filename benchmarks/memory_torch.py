@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import common  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
 
-NETWORKS = {"alexnet": 256, "resnet50": 64, "vgg16": 64}   # zoo default batches
+NETWORKS = {"alexnet": 256, "resnet50": 64, "vgg16": 64}  # zoo default batches
 MiB = 2**20
 
 
@@ -42,11 +42,19 @@ def predict(name: str, batch: int) -> dict:
     res = plan_memory(net, "liveness", convention="pytorch", optimizer_copies=1)
     s, t = res.summary, res.ticks
     persistent = float((t.weights + t.optimizer + t.bn_stats).iloc[0])
-    return {"peak": s["peak"], "step": s["peak_step"], "layer": s["peak_layer"], "phase": s["peak_phase"],
-            "persistent": persistent, "input": float(t.input.iloc[0]), "params": net.param_count,
-            "by_class": {c: float(t[c].iloc[s["peak_tick"]]) for c in
-                         ("weights", "weight_grads", "optimizer", "bn_stats", "input", "activations", "gradients",
-                          "masks")}}
+    return {
+        "peak": s["peak"],
+        "step": s["peak_step"],
+        "layer": s["peak_layer"],
+        "phase": s["peak_phase"],
+        "persistent": persistent,
+        "input": float(t.input.iloc[0]),
+        "params": net.param_count,
+        "by_class": {
+            c: float(t[c].iloc[s["peak_tick"]])
+            for c in ("weights", "weight_grads", "optimizer", "bn_stats", "input", "activations", "gradients", "masks")
+        },
+    }
 
 
 def measure(name: str, batch: int, device) -> dict:
@@ -67,7 +75,7 @@ def measure(name: str, batch: int, device) -> dict:
         loss.backward()
         opt.step()
 
-    step()                                   # warm-up: cuDNN heuristics, momentum buffers, allocator
+    step()  # warm-up: cuDNN heuristics, momentum buffers, allocator
     opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
@@ -95,23 +103,29 @@ def main(argv=None) -> int:
         return 2
     device = torch.device("cuda")
     torch.backends.cudnn.benchmark = False
-    prov = common.provenance("python benchmarks/memory_torch.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                             commit=common.git_commit())
-    lines = ["# Memory planner vs PyTorch: peak memory of one training step", "",
-             f"- date: {prov['date']}; commit {prov['commit']}; command: `{prov['command']}`",
-             f"- GPU: {prov['gpu']}, driver {prov['driver']}; torch {prov['torch']}, cuDNN {prov['cudnn_version']}, "
-             f"frontend {prov['frontend_version']}, python {platform.python_version()}",
-             "- step: warm-up step, then one measured step (zero_grad(set_to_none), forward, CrossEntropyLoss, "
-             "backward, SGD momentum 0.9); fp32 (PyTorch default TF32 settings), cudnn.benchmark=False, "
-             "torchvision models, random 224x224 input",
-             "- measured: `torch.cuda.max_memory_allocated()` after `reset_peak_memory_stats()` (weights, momentum, "
-             "input batch, everything the step allocates, cuDNN workspace included; CUDA context excluded)",
-             "- predicted: `plan_memory(net, 'liveness', convention='pytorch', optimizer_copies=1)`: "
-             "autograd's saved tensors per layer, liveness from first to last use, no profile: no convolution "
-             "workspace (a lower bound)",
-             "", "| network | batch | params (zoo / torch) | predicted peak | measured peak | ratio pred/meas | "
-             "predicted persistent | measured before step | predicted peak at |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    prov = common.provenance(
+        "python benchmarks/memory_torch.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        commit=common.git_commit(),
+    )
+    lines = [
+        "# Memory planner vs PyTorch: peak memory of one training step",
+        "",
+        f"- date: {prov['date']}; commit {prov['commit']}; command: `{prov['command']}`",
+        f"- GPU: {prov['gpu']}, driver {prov['driver']}; torch {prov['torch']}, cuDNN {prov['cudnn_version']}, "
+        f"frontend {prov['frontend_version']}, python {platform.python_version()}",
+        "- step: warm-up step, then one measured step (zero_grad(set_to_none), forward, CrossEntropyLoss, "
+        "backward, SGD momentum 0.9); fp32 (PyTorch default TF32 settings), cudnn.benchmark=False, "
+        "torchvision models, random 224x224 input",
+        "- measured: `torch.cuda.max_memory_allocated()` after `reset_peak_memory_stats()` (weights, momentum, "
+        "input batch, everything the step allocates, cuDNN workspace included; CUDA context excluded)",
+        "- predicted: `plan_memory(net, 'liveness', convention='pytorch', optimizer_copies=1)`: "
+        "autograd's saved tensors per layer, liveness from first to last use, no profile: no convolution "
+        "workspace (a lower bound)",
+        "",
+        "| network | batch | params (zoo / torch) | predicted peak | measured peak | ratio pred/meas | "
+        "predicted persistent | measured before step | predicted peak at |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     details = []
     names = [n.strip() for n in args.networks.split(",") if n.strip()]
     for name in names:
@@ -119,21 +133,31 @@ def main(argv=None) -> int:
         try:
             p = predict(name, batch)
             m = measure(name, batch, device)
-            torch.cuda.empty_cache()          # the model and batch went out of scope with measure()
+            torch.cuda.empty_cache()  # the model and batch went out of scope with measure()
             ratio = p["peak"] / m["peak"]
-            lines.append(f"| {name} | {batch} | {p['params']:,} / {m['params']:,} | {p['peak'] / MiB:,.1f} MiB | "
-                         f"{m['peak'] / MiB:,.1f} MiB | {ratio:.3f} | {(p['persistent'] + p['input']) / MiB:,.1f} MiB "
-                         f"| {m['before'] / MiB:,.1f} MiB | step {p['step']} ({p['layer']} {p['phase']}) |")
-            details.append(f"- {name}: predicted peak by class (MiB): " + ", ".join(
-                f"{k} {v / MiB:,.1f}" for k, v in p["by_class"].items()) +
-                f"; measured after step {m['after'] / MiB:,.1f} MiB; step time {m['ms']:.1f} ms")
+            lines.append(
+                f"| {name} | {batch} | {p['params']:,} / {m['params']:,} | {p['peak'] / MiB:,.1f} MiB | "
+                f"{m['peak'] / MiB:,.1f} MiB | {ratio:.3f} | {(p['persistent'] + p['input']) / MiB:,.1f} MiB "
+                f"| {m['before'] / MiB:,.1f} MiB | step {p['step']} ({p['layer']} {p['phase']}) |"
+            )
+            details.append(
+                f"- {name}: predicted peak by class (MiB): "
+                + ", ".join(f"{k} {v / MiB:,.1f}" for k, v in p["by_class"].items())
+                + f"; measured after step {m['after'] / MiB:,.1f} MiB; step time {m['ms']:.1f} ms"
+            )
         except Exception as err:  # keep going: one network's failure must not hide the others
             lines.append(f"| {name} | {batch} | | | | failed: {type(err).__name__}: {err} | | | |")
             details.append(f"- {name}: " + traceback.format_exc().strip().splitlines()[-1])
-    lines += ["", "Target: ratio within 0.90-1.10. Known differences, all small: the measurement includes cuDNN "
-              "and cuBLAS workspaces and allocator rounding to 512 bytes; torchvision's AlexNet/VGG keep an "
-              "AdaptiveAvgPool2d that is an identity at 224x224 but still allocates its output and saves its "
-              "input; labels and loss scalars are not modelled.", "", *details, ""]
+    lines += [
+        "",
+        "Target: ratio within 0.90-1.10. Known differences, all small: the measurement includes cuDNN "
+        "and cuBLAS workspaces and allocator rounding to 512 bytes; torchvision's AlexNet/VGG keep an "
+        "AdaptiveAvgPool2d that is an identity at 224x224 but still allocates its output and saves its "
+        "input; labels and loss scalars are not modelled.",
+        "",
+        *details,
+        "",
+    ]
     text = "\n".join(lines)
     atomic_write(args.out, text)
     print(text)

@@ -9,7 +9,8 @@ its heuristic order, as the planner's ``heuristic`` workspace rule assumes), ``m
 own process and appends each result to the JSON file as it comes (atomically; ``--resume`` keeps what is there,
 and ``--budget-s`` stops launching cases in time for a 10-minute GPU call). Each lent call may land on another
 machine: a calibration measured on another GPU host runs again first (each host's is kept in the file, and every
-case records the GPU it ran on and the one its prediction was calibrated on). Every case process runs with ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, so a cap fails
+case records the GPU it ran on and the one its prediction was calibrated on). Every case process runs with
+``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, so a cap fails
 where the tensors stop fitting rather than where fixed segments fragment. Parts (``--parts``):
 
 - ``calibrate``: the time model of this host (engine.pytorch.calibrate: pinned copies both ways and duplex,
@@ -58,8 +59,13 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.memory_training_case import run_case  # noqa: E402
 from benchmarks.memory_training_measure import measure  # noqa: E402
-from benchmarks.memory_training_predict import (CAPACITIES_GIB, MODELS, calibration, predict_capacity,  # noqa: E402
-                                                repredict)
+from benchmarks.memory_training_predict import (
+    CAPACITIES_GIB,
+    MODELS,
+    calibration,
+    predict_capacity,  # noqa: E402
+    repredict,
+)
 from benchmarks.memory_training_report import report  # noqa: E402
 
 
@@ -67,10 +73,17 @@ def pair_batch(text: str) -> tuple[str, int]:
     """``NET/GIB=BATCH`` of ``--pair-at``."""
     key, _, batch = text.partition("=")
     net, _, gib = key.partition("/")
-    if net not in MODELS or not gib.isdigit() or int(gib) not in CAPACITIES_GIB or not batch.isdigit() or \
-            int(batch) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not NET/GIB=BATCH with NET one of {', '.join(MODELS)}, "
-                                         f"GIB one of {', '.join(map(str, CAPACITIES_GIB))} and BATCH >= 1")
+    if (
+        net not in MODELS
+        or not gib.isdigit()
+        or int(gib) not in CAPACITIES_GIB
+        or not batch.isdigit()
+        or int(batch) < 1
+    ):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not NET/GIB=BATCH with NET one of {', '.join(MODELS)}, "
+            f"GIB one of {', '.join(map(str, CAPACITIES_GIB))} and BATCH >= 1"
+        )
     return key, int(batch)
 
 
@@ -80,28 +93,63 @@ def main(argv=None) -> int:
     m = sub.add_parser("measure")
     m.add_argument("-o", "--output", default="benchmarks/reports/memory_training.json")
     m.add_argument("--configs", nargs="+", default=list(MODELS), choices=list(MODELS))
-    m.add_argument("--parts", nargs="+", default=["calibrate", "policies", "search", "timed"],
-                   choices=["calibrate", "policies", "search", "timed"])
-    m.add_argument("--precision", type=float, default=0.02,
-                   help="a capacity search ends when the batches fitting and failing are this close (relative)")
+    m.add_argument(
+        "--parts",
+        nargs="+",
+        default=["calibrate", "policies", "search", "timed"],
+        choices=["calibrate", "policies", "search", "timed"],
+    )
+    m.add_argument(
+        "--precision",
+        type=float,
+        default=0.02,
+        help="a capacity search ends when the batches fitting and failing are this close (relative)",
+    )
     m.add_argument("--warmup", type=int, default=3)
     m.add_argument("--steps", type=int, default=20)
     m.add_argument("--timeout", type=int, default=150, help="seconds per case process")
     m.add_argument("--try-timeout", type=int, default=120, help="seconds per capacity try")
-    m.add_argument("--capacities", nargs="+", type=int, default=list(CAPACITIES_GIB), choices=list(CAPACITIES_GIB),
-                   metavar="GIB", help="capacity runs, GiB (default: 12 16)")
-    m.add_argument("--parallel", type=int, default=5,
-                   help="tries at once per capacity search (all searches run at once, their tries together under "
-                        "the GPU's memory and half the host's)")
-    m.add_argument("--search-all", nargs="*", type=int, default=[12], metavar="GIB",
-                   help="capacities at which stock and every paper policy are searched (at the others: stock and "
-                        "the best paper policy; default: 12)")
-    m.add_argument("--budget-s", type=float, default=420,
-                   help="launch no new case after this many seconds (with --timeout, under a 10-minute call)")
+    m.add_argument(
+        "--capacities",
+        nargs="+",
+        type=int,
+        default=list(CAPACITIES_GIB),
+        choices=list(CAPACITIES_GIB),
+        metavar="GIB",
+        help="capacity runs, GiB (default: 12 16)",
+    )
+    m.add_argument(
+        "--parallel",
+        type=int,
+        default=5,
+        help="tries at once per capacity search (all searches run at once, their tries together under "
+        "the GPU's memory and half the host's)",
+    )
+    m.add_argument(
+        "--search-all",
+        nargs="*",
+        type=int,
+        default=[12],
+        metavar="GIB",
+        help="capacities at which stock and every paper policy are searched (at the others: stock and "
+        "the best paper policy; default: 12)",
+    )
+    m.add_argument(
+        "--budget-s",
+        type=float,
+        default=420,
+        help="launch no new case after this many seconds (with --timeout, under a 10-minute call)",
+    )
     m.add_argument("--resume", action="store_true", help="keep results already in the output file")
-    m.add_argument("--pair-at", nargs="*", default={}, type=pair_batch, metavar="NET/GIB=BATCH",
-                   help="time the best paper policy and its per-step plan at this batch (e.g. vgg16/12=256) instead "
-                        "of the paper policy's timed batch")
+    m.add_argument(
+        "--pair-at",
+        nargs="*",
+        default={},
+        type=pair_batch,
+        metavar="NET/GIB=BATCH",
+        help="time the best paper policy and its per-step plan at this batch (e.g. vgg16/12=256) instead "
+        "of the paper policy's timed batch",
+    )
     c = sub.add_parser("case")
     for a in ("kind", "net", "variant"):
         c.add_argument(a)
@@ -122,8 +170,20 @@ def main(argv=None) -> int:
     r.add_argument("--readme", help="the file whose block to rewrite (default README.md)")
     args = ap.parse_args(argv)
     if args.cmd == "case":
-        print(json.dumps(run_case(args.kind, args.net, "" if args.variant == "-" else args.variant, args.batch,
-                                  args.capacity or None, args.time_params, args.warmup, args.steps)))
+        print(
+            json.dumps(
+                run_case(
+                    args.kind,
+                    args.net,
+                    "" if args.variant == "-" else args.variant,
+                    args.batch,
+                    args.capacity or None,
+                    args.time_params,
+                    args.warmup,
+                    args.steps,
+                )
+            )
+        )
         return 0
     if args.cmd == "predict-capacity":
         print(json.dumps(predict_capacity(args.net, args.capacity, calibration(args.time_params)[1])))  # no GPU here

@@ -13,14 +13,22 @@ if str(ROOT) not in sys.path:
 import json  # noqa: E402
 
 from benchmarks.common import timed_steps  # noqa: E402
-from benchmarks.memory_training_predict import (STEP, _profile, calibration, memory_result, predicted,  # noqa: E402
-                                                predicted_ticks, torch_name)
+from benchmarks.memory_training_predict import (
+    STEP,
+    _profile,
+    calibration,
+    memory_result,
+    predicted,  # noqa: E402
+    predicted_ticks,
+    torch_name,
+)
 from engine.memory.policies import get_policy  # noqa: E402
 
 
 def _setup(net: str, batch: int, capacity: int | None):
     import torch
     import torchvision
+
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -39,7 +47,7 @@ def _runtime(model, res, plan=None):
     tracing the model with torch.fx, which sees stock ``nn.Conv2d`` leaves only before ``apply_plan`` swaps their
     class (its hooks stay on the same module objects after)."""
     rt = None
-    if get_policy(res.policy).pytorch != "stock":   # stock PyTorch: nothing to install
+    if get_policy(res.policy).pytorch != "stock":  # stock PyTorch: nothing to install
         try:
             from engine.pytorch import apply_memory_policy
         except ImportError as err:
@@ -47,6 +55,7 @@ def _runtime(model, res, plan=None):
         rt = apply_memory_policy(model, res)
     if plan is not None:
         from engine.pytorch import apply_plan
+
         apply_plan(model, plan)
     return rt
 
@@ -68,11 +77,18 @@ def _steps(torch, model, x, target, rt, warmup: int, steps: int, res=None) -> di
         loss.backward()
 
     timed = timed_steps(step, steps, warmup, after=lambda: _snapshot(rt))
-    out = {"step_ms": timed["step_ms"], "step_ms_p10": timed["step_ms_p10"], "step_ms_p90": timed["step_ms_p90"],
-           "peak": torch.cuda.max_memory_allocated(), "peak_reserved": torch.cuda.max_memory_reserved(),
-           "steps": steps, "stats": timed["after"]}
+    out = {
+        "step_ms": timed["step_ms"],
+        "step_ms_p10": timed["step_ms_p10"],
+        "step_ms_p90": timed["step_ms_p90"],
+        "peak": torch.cuda.max_memory_allocated(),
+        "peak_reserved": torch.cuda.max_memory_reserved(),
+        "steps": steps,
+        "stats": timed["after"],
+    }
     if res is not None:
         from engine.pytorch import apply_memory_policy
+
         tracer = rt if rt is not None else apply_memory_policy(model, res)
         tracer.trace_memory()
         torch.cuda.reset_peak_memory_stats()
@@ -88,19 +104,30 @@ def _steps(torch, model, x, target, rt, warmup: int, steps: int, res=None) -> di
 
 def gpu_uuid() -> str:
     import torch
+
     return str(torch.cuda.get_device_properties(0).uuid)
 
 
-def run_case(kind: str, net: str, variant: str, batch: int, capacity: int | None, time_params: str | None,
-             warmup: int, steps: int) -> dict:
+def run_case(
+    kind: str,
+    net: str,
+    variant: str,
+    batch: int,
+    capacity: int | None,
+    time_params: str | None,
+    warmup: int,
+    steps: int,
+) -> dict:
     """kind: ``step`` (predict and measure), ``try`` (does it fit: 2 steps), ``calibrate-host``,
     ``calibrate-layers``."""
     out = {"kind": kind, "model": net, "variant": variant, "batch": batch, "capacity": capacity}
     if kind == "calibrate-host":
         from engine.pytorch.calibrate import measure
+
         return dict(out, doc=measure([], host=True), gpu_uuid=gpu_uuid())
     if kind == "calibrate-layers":
         from engine.pytorch.calibrate import measure
+
         return dict(out, doc=measure([(torch_name(net), batch)], host=False), gpu_uuid=gpu_uuid())
     import torch
 
@@ -116,13 +143,28 @@ def run_case(kind: str, net: str, variant: str, batch: int, capacity: int | None
         plan = None
         if variant.endswith(STEP):
             from engine.memory import step_plan
-            plan = step_plan(res, _profile(net), command=f"benchmarks/memory_training.py {kind} {net} {variant} {batch}")
-            out["plan"] = {"conv_ms": plan.totals.time_ms, "max_workspace": plan.totals.max_workspace,
-                           "divided": sum(len(k.micro) > 1 for k in plan.kernels), "kernels": len(plan.kernels)}
+
+            plan = step_plan(
+                res, _profile(net), command=f"benchmarks/memory_training.py {kind} {net} {variant} {batch}"
+            )
+            out["plan"] = {
+                "conv_ms": plan.totals.time_ms,
+                "max_workspace": plan.totals.max_workspace,
+                "divided": sum(len(k.micro) > 1 for k in plan.kernels),
+                "kernels": len(plan.kernels),
+            }
         torch, model, x, target = _setup(net, batch, capacity)
         rt = _runtime(model, res, plan) if res is not None else None
-        got = _steps(torch, model, x, target, rt, 1 if kind == "try" else warmup, 1 if kind == "try" else steps,
-                     res if kind == "step" else None)
+        got = _steps(
+            torch,
+            model,
+            x,
+            target,
+            rt,
+            1 if kind == "try" else warmup,
+            1 if kind == "try" else steps,
+            res if kind == "step" else None,
+        )
         if rt is not None:
             out["notes"] = rt.notes
         out.update(ok=True, **({} if kind == "try" else got))

@@ -12,6 +12,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.figures import pyplot, write_png  # noqa: E402
 from benchmarks.memory_training_predict import STOCK, GiB, MODELS, POLICIES, _r  # noqa: E402
 
+
 def plot(doc, nets, path: Path) -> None:
     plt = pyplot()
     fig, axes = plt.subplots(2, max(1, len(nets)), figsize=(4.5 * max(1, len(nets)), 7), squeeze=False)
@@ -19,10 +20,12 @@ def plot(doc, nets, path: Path) -> None:
         rows = [(p, _r(doc, "step", net, p, MODELS[net])) for p in POLICIES]
         rows = [(p, r) for p, r in rows if r and "error" not in r]
         ys = range(len(rows))
-        for i, (what, pred, meas, unit) in enumerate((("peak", lambda r: r["predicted"]["peak"] / GiB,
-                                                       lambda r: r["peak"] / GiB, "GiB"),
-                                                      ("step", lambda r: r["predicted"]["iteration_ms"],
-                                                       lambda r: r["step_ms"], "ms"))):
+        for i, (what, pred, meas, unit) in enumerate(
+            (
+                ("peak", lambda r: r["predicted"]["peak"] / GiB, lambda r: r["peak"] / GiB, "GiB"),
+                ("step", lambda r: r["predicted"]["iteration_ms"], lambda r: r["step_ms"], "ms"),
+            )
+        ):
             ax = axes[i][j]
             ax.barh([y - 0.2 for y in ys], [pred(r) for _, r in rows], height=0.4, color="#bbb", label="predicted")
             ax.barh([y + 0.2 for y in ys], [meas(r) for _, r in rows], height=0.4, color="#1f77b4", label="measured")
@@ -38,8 +41,9 @@ def plot(doc, nets, path: Path) -> None:
 def plot_ticks(doc, nets, path: Path, variants=(STOCK, "vdnn-all-p", "sn-recompute")) -> None:
     """Per plan tick: the predicted total beside the measured peak of the traced step."""
     plt = pyplot()
-    fig, axes = plt.subplots(len(variants), max(1, len(nets)), figsize=(5 * max(1, len(nets)), 2.6 * len(variants)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(variants), max(1, len(nets)), figsize=(5 * max(1, len(nets)), 2.6 * len(variants)), squeeze=False
+    )
     for j, net in enumerate(nets):
         for i, variant in enumerate(variants):
             ax = axes[i][j]

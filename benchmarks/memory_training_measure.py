@@ -21,12 +21,21 @@ from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from benchmarks import common  # noqa: E402
 from benchmarks.common import save_json  # noqa: E402
 from benchmarks.memory_training_case import gpu_uuid  # noqa: E402
-from benchmarks.memory_training_predict import (ALLOC_CONF, CONVENTION, GiB, MODELS, POLICIES,  # noqa: E402
-                                                WORKSPACE, calibration, time_params_path, torch_name)
+from benchmarks.memory_training_predict import (
+    ALLOC_CONF,
+    CONVENTION,
+    GiB,
+    MODELS,
+    POLICIES,  # noqa: E402
+    WORKSPACE,
+    calibration,
+    time_params_path,
+    torch_name,
+)
 from benchmarks.memory_training_search import capacity  # noqa: E402
 from engine.memory.reserve import RESERVE  # noqa: E402
 
-ENTRY = Path(__file__).with_name("memory_training.py")   # the CLI every case process runs
+ENTRY = Path(__file__).with_name("memory_training.py")  # the CLI every case process runs
 
 
 def case_key(r: dict) -> str:
@@ -34,14 +43,27 @@ def case_key(r: dict) -> str:
 
 
 def child(args, kind, net, variant="", batch=0, capacity=None, timeout=300) -> dict:
-    cmd = [sys.executable, str(ENTRY), "case", kind, net, variant or "-", str(batch), str(capacity or 0),
-           "--warmup", str(args.warmup), "--steps", str(args.steps)]
+    cmd = [
+        sys.executable,
+        str(ENTRY),
+        "case",
+        kind,
+        net,
+        variant or "-",
+        str(batch),
+        str(capacity or 0),
+        "--warmup",
+        str(args.warmup),
+        "--steps",
+        str(args.steps),
+    ]
     tp = time_params_path(Path(args.output))
     if tp.exists():
         cmd += ["--time-params", str(tp)]
     base = {"kind": kind, "model": net, "variant": variant, "batch": batch, "capacity": capacity}
-    return common.run_case(cmd, base, timeout, env=dict(os.environ, PYTORCH_CUDA_ALLOC_CONF=ALLOC_CONF),
-                           failed={"ok": False})
+    return common.run_case(
+        cmd, base, timeout, env=dict(os.environ, PYTORCH_CUDA_ALLOC_CONF=ALLOC_CONF), failed={"ok": False}
+    )
 
 
 class Budget(Exception):
@@ -58,9 +80,12 @@ def measure(args) -> int:
     # kept: successes and out-of-memory answers; other failures run again under --resume (once per call); a
     # calibration from another GPU host (each lent machine may be another) runs again: copy rates are the host's
     here = gpu_uuid()
-    done = {case_key(r): r for r in doc["results"] if ("error" not in r or r.get("oom"))
-            and (not r["kind"].startswith("calibrate") or r.get("gpu_uuid") == here)}
-    lock = threading.RLock()       # capacity searches run in threads: one writer of ``doc``, ``done`` and the file
+    done = {
+        case_key(r): r
+        for r in doc["results"]
+        if ("error" not in r or r.get("oom")) and (not r["kind"].startswith("calibrate") or r.get("gpu_uuid") == here)
+    }
+    lock = threading.RLock()  # capacity searches run in threads: one writer of ``doc``, ``done`` and the file
 
     def budget():
         if time.time() - t_start > args.budget_s:
@@ -73,8 +98,10 @@ def measure(args) -> int:
         """Cases that differ only in the batch, at once, each process inside ``hold(batch)`` when given (capacity
         tries: the GPU memory and pinned host memory they may take together); results in the order of
         ``batches``. ``again``: run here even where a result is kept (it replaces that one)."""
-        keys = [case_key({"kind": kind, "model": net, "variant": variant, "batch": b, "capacity": capacity})
-                for b in batches]
+        keys = [
+            case_key({"kind": kind, "model": net, "variant": variant, "batch": b, "capacity": capacity})
+            for b in batches
+        ]
         with lock:
             todo = [(k, b) for k, b in zip(keys, batches) if again or k not in done]
         if todo:
@@ -84,6 +111,7 @@ def measure(args) -> int:
                 with hold(kb[1]) if hold else contextlib.nullcontext():
                     budget()
                     return child(args, kind, net, variant, kb[1], capacity, timeout)
+
             with ThreadPoolExecutor(max_workers=len(todo)) as pool:
                 futures = [pool.submit(one, kb) for kb in todo]
             for (key, _), fut in zip(todo, futures):
@@ -91,13 +119,31 @@ def measure(args) -> int:
                     continue
                 res = fut.result()
                 with lock:
-                    if key in done and again:   # kept, not lost: the report lists what a new run replaced
-                        doc.setdefault("replaced", []).append(dict(
-                            done[key], replaced_in_call=len(doc["calls"]), why="its pair ran again on one host"))
+                    if key in done and again:  # kept, not lost: the report lists what a new run replaced
+                        doc.setdefault("replaced", []).append(
+                            dict(done[key], replaced_in_call=len(doc["calls"]), why="its pair ran again on one host")
+                        )
                     doc["results"] = [r for r in doc["results"] if case_key(r) != key] + [res]
                     done[key] = res
-                    print(json.dumps({k: res.get(k) for k in ("kind", "model", "variant", "batch", "capacity", "ok",
-                                                              "step_ms", "peak", "error")}), flush=True)
+                    print(
+                        json.dumps(
+                            {
+                                k: res.get(k)
+                                for k in (
+                                    "kind",
+                                    "model",
+                                    "variant",
+                                    "batch",
+                                    "capacity",
+                                    "ok",
+                                    "step_ms",
+                                    "peak",
+                                    "error",
+                                )
+                            }
+                        ),
+                        flush=True,
+                    )
             with lock:
                 save_json(out, doc)
             if any(isinstance(f.exception(), Budget) for f in futures):
@@ -108,23 +154,27 @@ def measure(args) -> int:
     pending = {}
     capacity_runs = bool({"search", "timed"} & set(args.parts))
     from engine.memory.calibrate import load as load_tp, measured_layers, merge, save as save_tp
+
     calibrated_on = calibration(time_params_path(out))[2]
     mine = load_tp(time_params_path(out)) if calibrated_on == here and "calibrate" not in args.parts else None
     if "calibrate" not in args.parts and calibrated_on != here:
-        print(f"the calibration beside {out} is not this host's ({calibrated_on or 'none'}): calibrating first",
-              flush=True)
+        print(
+            f"the calibration beside {out} is not this host's ({calibrated_on or 'none'}): calibrating first",
+            flush=True,
+        )
     # this host's calibration lacks the layer times of a network it has not run yet: measured before its cases
     lacking = [net for net in args.configs if mine is None or not measured_layers(mine, torch_name(net), MODELS[net])]
     try:
         if lacking:
             docs = ([run("calibrate-host", "host")] if mine is None else [{"doc": mine}]) + [
-                run("calibrate-layers", net, batch=MODELS[net]) for net in lacking]
+                run("calibrate-layers", net, batch=MODELS[net]) for net in lacking
+            ]
             ok = [d["doc"] for d in docs if d and "doc" in d]
             if ok:
                 merged = merge(*ok)
                 merged["provenance"]["gpu_uuid"] = here
                 save_tp(time_params_path(out), merged)
-                doc.setdefault("calibrations", {})[here] = merged   # each host's, for `predict` of its cases
+                doc.setdefault("calibrations", {})[here] = merged  # each host's, for `predict` of its cases
                 save_json(out, doc)
         # capacity predictions are CPU work (with the calibration's framework bytes): beside the GPU cases
         if capacity_runs:
@@ -137,12 +187,16 @@ def measure(args) -> int:
                 for policy in POLICIES:
                     run("step", net, policy, MODELS[net])
         if capacity_runs:
-            entries = {(net, gib): e for net in args.configs for gib in args.capacities
-                       if (e := capacity_prediction(args, doc, out, pending, net, gib)) is not None}
+            entries = {
+                (net, gib): e
+                for net in args.configs
+                for gib in args.capacities
+                if (e := capacity_prediction(args, doc, out, pending, net, gib)) is not None
+            }
             capacity(args, doc, out, run, run_many, lock, entries)
     except Budget:
         print(f"budget of {args.budget_s} s spent: run again with --resume to go on", flush=True)
-        for (net, gib), p in list(pending.items()):   # finished predictions are kept, the others stopped
+        for (net, gib), p in list(pending.items()):  # finished predictions are kept, the others stopped
             if p.poll() is None:
                 p.kill()
             else:
@@ -157,8 +211,9 @@ def start_prediction(net: str, gib: int, time_params: Path) -> subprocess.Popen:
     cmd = [sys.executable, str(ENTRY), "predict-capacity", net, str(gib * GiB)]
     if time_params.exists():
         cmd += ["--time-params", str(time_params)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    )
 
 
 def capacity_prediction(args, doc, out, pending, net, gib) -> dict | None:
@@ -173,7 +228,7 @@ def capacity_prediction(args, doc, out, pending, net, gib) -> dict | None:
         proc.kill()
         print(f"{key}: the max-batch prediction did not finish within {args.timeout} s", flush=True)
         return None
-    if proc.returncode:   # not kept: --resume tries again
+    if proc.returncode:  # not kept: --resume tries again
         print(f"{key}: the max-batch prediction failed: {(se.strip().splitlines() or ['?'])[-1][:300]}", flush=True)
         return None
     entry = doc["capacity"][key] = json.loads(so.strip().splitlines()[-1])
@@ -183,6 +238,13 @@ def capacity_prediction(args, doc, out, pending, net, gib) -> dict | None:
 
 def provenance(command: str) -> dict:
     import torch
-    return common.provenance(command, total_memory=torch.cuda.get_device_properties(0).total_memory,
-                             convention=CONVENTION, workspace_rule=WORKSPACE, reserve=RESERVE, allocator=ALLOC_CONF,
-                             commit=common.git_commit())
+
+    return common.provenance(
+        command,
+        total_memory=torch.cuda.get_device_properties(0).total_memory,
+        convention=CONVENTION,
+        workspace_rule=WORKSPACE,
+        reserve=RESERVE,
+        allocator=ALLOC_CONF,
+        commit=common.git_commit(),
+    )

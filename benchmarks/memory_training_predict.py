@@ -23,7 +23,7 @@ CAPACITIES_GIB = (12, 16)
 # (1 - engine.memory.reserve.RESERVE) x capacity by plan_memory (pytorch convention): room for the caching
 # allocator's reserved-but-unallocated blocks and for prediction error
 FILLS = tuple(p for p in POLICIES if get_policy(p).fills_capacity)
-STOCK = next(p for p in POLICIES if get_policy(p).pytorch == "stock")   # liveness: stock PyTorch, nothing installed
+STOCK = next(p for p in POLICIES if get_policy(p).pytorch == "stock")  # liveness: stock PyTorch, nothing installed
 WORKSPACE = "heuristic"  # stock cuDNN in PyTorch with cudnn.benchmark off: its heuristic order
 CONVENTION = "pytorch"
 MAX_BATCH = 8192
@@ -31,7 +31,7 @@ GiB = 1 << 30
 # every case process: the caching allocator maps pages as it grows instead of cutting fixed segments, so a cap
 # fails where the tensors stop fitting, not where fragmentation does (the planner models tensors, not segments)
 ALLOC_CONF = "expandable_segments:True"
-STEP = "+steps"          # variant suffix: the paper policy with the per-step micro-batched workspace plan
+STEP = "+steps"  # variant suffix: the paper policy with the per-step micro-batched workspace plan
 
 
 def profile_name(net: str) -> str:
@@ -44,6 +44,7 @@ def torch_name(net: str) -> str:
 
 def _profile(net: str):
     from engine.profile import Profile, resolve_profile
+
     return Profile.load(resolve_profile(profile_name(net)))
 
 
@@ -52,11 +53,13 @@ def calibration(path) -> tuple:
     if not path or not Path(path).exists():
         return None, 0, ""
     from engine.memory.calibrate import load
+
     return calibration_of(load(path))
 
 
 def calibration_of(doc: dict) -> tuple:
     from engine.memory.calibrate import framework_bytes, time_params
+
     return time_params(doc), framework_bytes(doc), doc.get("provenance", {}).get("gpu_uuid", "")
 
 
@@ -72,19 +75,40 @@ def memory_result(net: str, batch: int, variant: str, capacity: int | None, time
     (1 - reserve) of it (plan_memory's rule, engine/memory/reserve.py)."""
     from engine.memory import plan_memory
     from engine.pytorch.loader import load_network
+
     policy, steps = variant.removesuffix(STEP), variant.endswith(STEP)
-    return plan_memory(load_network(torch_name(net), batch), policy, capacity=capacity, profile=_profile(net),
-                       workspace="wr" if steps else WORKSPACE, convention=CONVENTION, time_params=time_params,
-                       framework_bytes=framework)
+    return plan_memory(
+        load_network(torch_name(net), batch),
+        policy,
+        capacity=capacity,
+        profile=_profile(net),
+        workspace="wr" if steps else WORKSPACE,
+        convention=CONVENTION,
+        time_params=time_params,
+        framework_bytes=framework,
+    )
 
 
 def predicted(res) -> dict:
     """What the report sets beside the measurement (JSON-clean: no NaN)."""
     s = res.to_dict(ticks=False)["summary"]
-    keys = ("peak", "iteration_ms", "conv_ms", "stall_ms", "compute_ms", "offload_bytes", "prefetch_bytes",
-            "recompute_count", "fits", "min_capacity", "layer_runs_measured", "layer_runs_modelled")
-    return dict({k: s[k] for k in keys}, time_model=res.time_note, workspace_rule=res.workspace_rule,
-                convention=res.convention)
+    keys = (
+        "peak",
+        "iteration_ms",
+        "conv_ms",
+        "stall_ms",
+        "compute_ms",
+        "offload_bytes",
+        "prefetch_bytes",
+        "recompute_count",
+        "fits",
+        "min_capacity",
+        "layer_runs_measured",
+        "layer_runs_modelled",
+    )
+    return dict(
+        {k: s[k] for k in keys}, time_model=res.time_note, workspace_rule=res.workspace_rule, convention=res.convention
+    )
 
 
 def predicted_ticks(res) -> list:
@@ -97,25 +121,48 @@ def predict_capacity(net: str, capacity: int, framework: int = 0, best: str | No
     """Largest mini-batch predicted to fit: stock, each paper policy, and the best paper policy (or ``best``, the
     one a run already searched) + STEP."""
     from engine.memory import max_batch
+
     prof, limit = _profile(net), batch_limit(net)
     out = {}
     for policy in POLICIES:
-        out[policy] = max_batch(torch_name(net), policy, capacity, profile=prof, workspace=WORKSPACE,
-                                convention=CONVENTION, limit=limit, framework_bytes=framework)
+        out[policy] = max_batch(
+            torch_name(net),
+            policy,
+            capacity,
+            profile=prof,
+            workspace=WORKSPACE,
+            convention=CONVENTION,
+            limit=limit,
+            framework_bytes=framework,
+        )
     best = best or best_policy(out)
-    out[best + STEP] = max_batch(torch_name(net), best, capacity, profile=prof, workspace="wr",
-                                 convention=CONVENTION, limit=limit, framework_bytes=framework)
+    out[best + STEP] = max_batch(
+        torch_name(net),
+        best,
+        capacity,
+        profile=prof,
+        workspace="wr",
+        convention=CONVENTION,
+        limit=limit,
+        framework_bytes=framework,
+    )
     return {"predicted": out, "best": best, "limit": limit}
 
 
 def _r(doc, kind, net, variant, batch, capacity=None):
     """The result of one case in a results file (None if it did not run)."""
-    return next((r for r in doc["results"] if (r["kind"], r["model"], r["variant"], r["batch"], r["capacity"]) ==
-                 (kind, net, variant, batch, capacity)), None)
+    return next(
+        (
+            r
+            for r in doc["results"]
+            if (r["kind"], r["model"], r["variant"], r["batch"], r["capacity"]) == (kind, net, variant, batch, capacity)
+        ),
+        None,
+    )
 
 
 def best_policy(predicted: dict) -> str:
-    return max(PAPER, key=lambda p: predicted[p])   # ties: the earlier (cheaper) policy
+    return max(PAPER, key=lambda p: predicted[p])  # ties: the earlier (cheaper) policy
 
 
 def time_params_path(out: Path) -> Path:
@@ -135,7 +182,7 @@ def repredict(args) -> int:
     for r in doc["results"]:
         if r["kind"] != "step" or "predicted" not in r:
             continue
-        tp, framework, r["calibration_uuid"] = own.get(r.get("gpu_uuid"), latest)   # the case's own host if kept
+        tp, framework, r["calibration_uuid"] = own.get(r.get("gpu_uuid"), latest)  # the case's own host if kept
         res = memory_result(r["model"], r["batch"], r["variant"], r["capacity"], tp, framework)
         r["predicted"], r["predicted_ticks"] = predicted(res), predicted_ticks(res)
     tp, framework, _ = latest
@@ -143,11 +190,13 @@ def repredict(args) -> int:
         if "predicted" in entry:
             net, gib = key.split("/")
             entry["predicted"] = predict_capacity(net, int(gib) * GiB, framework, entry["best"])["predicted"]
-            if best_policy(entry["predicted"]) not in (entry["best"], entry.get("host_limited")):   # best then
+            if best_policy(entry["predicted"]) not in (entry["best"], entry.get("host_limited")):  # best then
                 entry["best_now"] = best_policy(entry["predicted"])
-    doc["predicted_at"] = {"commit": git_commit(),
-                           "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                           "command": f"python benchmarks/memory_training.py predict {args.results}"}
+    doc["predicted_at"] = {
+        "commit": git_commit(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": f"python benchmarks/memory_training.py predict {args.results}",
+    }
     save_json(out, doc)
     print(f"predictions in {out} recomputed at {doc['predicted_at']['commit']}")
     return 0

@@ -13,8 +13,20 @@ if str(ROOT) not in sys.path:
 import json  # noqa: E402
 
 from benchmarks.memory_training_figures import plot, plot_ticks  # noqa: E402
-from benchmarks.memory_training_predict import (CAPACITIES_GIB, CONVENTION, FILLS, GiB, MAX_BATCH,  # noqa: E402
-                                                MODELS, PAPER, POLICIES, STEP, STOCK, WORKSPACE, _r)
+from benchmarks.memory_training_predict import (
+    CAPACITIES_GIB,
+    CONVENTION,
+    FILLS,
+    GiB,
+    MAX_BATCH,  # noqa: E402
+    MODELS,
+    PAPER,
+    POLICIES,
+    STEP,
+    STOCK,
+    WORKSPACE,
+    _r,
+)
 from benchmarks.readme import README, write_block  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
 from engine.memory.reserve import RESERVE  # noqa: E402
@@ -43,9 +55,11 @@ def _ratio(a, b) -> str:
 
 
 def policy_rows(doc, net) -> list[str]:
-    lines = ["| policy | peak GiB predicted | measured | pred/meas | step ms predicted | measured (10-90 %) | "
-             "pred/meas | offloaded MiB/step pred / meas | re-forwards pred / recomputed meas |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| policy | peak GiB predicted | measured | pred/meas | step ms predicted | measured (10-90 %) | "
+        "pred/meas | offloaded MiB/step pred / meas | re-forwards pred / recomputed meas |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for policy in POLICIES:
         r = _r(doc, "step", net, policy, MODELS[net])
         label = f"{policy} (stock PyTorch)" if policy == STOCK else policy
@@ -54,16 +68,19 @@ def policy_rows(doc, net) -> list[str]:
             continue
         p = r.get("predicted", {})
         if "error" in r:
-            lines.append(f"| {label} | {_gib(p.get('peak'))} | {r['error'][:200]} | | "
-                         f"{p.get('iteration_ms') or 0:.1f} | | | | |")
+            lines.append(
+                f"| {label} | {_gib(p.get('peak'))} | {r['error'][:200]} | | {p.get('iteration_ms') or 0:.1f} | | | | |"
+            )
             continue
         off = per_step(r["stats"], "offloaded_bytes")
         rec = per_step(r["stats"], "recomputed_layers")
-        lines.append(f"| {label} | {_gib(p['peak'])} | {_gib(r['peak'])} | {_ratio(p['peak'], r['peak'])} | "
-                     f"{p['iteration_ms']:.1f} | {r['step_ms']:.1f} ({r['step_ms_p10']:.1f}-{r['step_ms_p90']:.1f}) | "
-                     f"{_ratio(p['iteration_ms'], r['step_ms'])} | {p['offload_bytes'] / 2**20:.0f} / "
-                     f"{'-' if off is None else f'{off / 2**20:.0f}'} | {p['recompute_count']} / "
-                     f"{'-' if rec is None else f'{rec:g}'} |")
+        lines.append(
+            f"| {label} | {_gib(p['peak'])} | {_gib(r['peak'])} | {_ratio(p['peak'], r['peak'])} | "
+            f"{p['iteration_ms']:.1f} | {r['step_ms']:.1f} ({r['step_ms_p10']:.1f}-{r['step_ms_p90']:.1f}) | "
+            f"{_ratio(p['iteration_ms'], r['step_ms'])} | {p['offload_bytes'] / 2**20:.0f} / "
+            f"{'-' if off is None else f'{off / 2**20:.0f}'} | {p['recompute_count']} / "
+            f"{'-' if rec is None else f'{rec:g}'} |"
+        )
     return lines
 
 
@@ -79,9 +96,11 @@ def capacity_rows(doc, net) -> list[str]:
 
 
 def capacity_head(then: str = "") -> list[str]:
-    return [f"| capacity | variant | largest batch predicted{then} | found | found/predicted | timed at batch | "
-            f"step ms predicted{then} / measured (10-90 %) | images/s | peak GiB predicted{then} / measured |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    return [
+        f"| capacity | variant | largest batch predicted{then} | found | found/predicted | timed at batch | "
+        f"step ms predicted{then} / measured (10-90 %) | images/s | peak GiB predicted{then} / measured |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
 
 
 def capacity_entry_rows(doc, net, gib, e, results=None) -> list[str]:
@@ -97,8 +116,9 @@ def capacity_entry_rows(doc, net, gib, e, results=None) -> list[str]:
         f = found.get(variant.removesuffix(STEP))
         pred = e["predicted"].get(variant)
         fails = None if pair else fails_above(src, net, variant, gib * GiB, f)
-        shown = "-" if f is None else (f"{f} (paper policy's)" if pair else f"{f}" + (f" ({fails} fails)" if fails
-                                                                                        else ""))
+        shown = (
+            "-" if f is None else (f"{f} (paper policy's)" if pair else f"{f}" + (f" ({fails} fails)" if fails else ""))
+        )
         if variant in e.get("skipped", {}):
             shown = "not searched"
         ratio = f"{f / pred:.3f}" if f and pred and not pair and not at_limit(e, pred) else ""
@@ -114,8 +134,10 @@ def capacity_entry_rows(doc, net, gib, e, results=None) -> list[str]:
             continue
         p = r.get("predicted", {})
         pms = f"{p['iteration_ms']:.1f} / " if p.get("iteration_ms") else ""
-        rows.append(f"{head} {pms}{r['step_ms']:.1f} ({r['step_ms_p10']:.1f}-{r['step_ms_p90']:.1f}) | "
-                    f"{b / r['step_ms'] * 1e3:,.0f} | {_gib(p.get('peak'))} / {_gib(r['peak'])} |")
+        rows.append(
+            f"{head} {pms}{r['step_ms']:.1f} ({r['step_ms_p10']:.1f}-{r['step_ms_p90']:.1f}) | "
+            f"{b / r['step_ms'] * 1e3:,.0f} | {_gib(p.get('peak'))} / {_gib(r['peak'])} |"
+        )
     return rows
 
 
@@ -126,8 +148,14 @@ def at_limit(e: dict, predicted: int) -> bool:
 
 def fails_above(doc, net: str, variant: str, cap: int, found: int | None) -> int | None:
     """The smallest batch above ``found`` whose try ran out of memory (how close the search came)."""
-    failed = [r["batch"] for r in doc["results"] if r["kind"] == "try" and r.get("oom") and
-              (r["model"], r["variant"], r["capacity"]) == (net, variant, cap) and r["batch"] > (found or 0)]
+    failed = [
+        r["batch"]
+        for r in doc["results"]
+        if r["kind"] == "try"
+        and r.get("oom")
+        and (r["model"], r["variant"], r["capacity"]) == (net, variant, cap)
+        and r["batch"] > (found or 0)
+    ]
     return min(failed, default=None)
 
 
@@ -147,23 +175,50 @@ def per_step_comparison(doc, key: str, e: dict) -> str | None:
         if r is None:
             return "not run"
         return f"{r['step_ms']:.1f} ms" if "error" not in r else ("out of memory" if r.get("oom") else "failed")
-    pairs = {t: (_r(doc, "step", net, best + STEP, t, cap), _r(doc, "step", net, best, t, cap)) for t in sorted(
-        {r["batch"] for r in doc["results"] if r["kind"] == "step" and r["model"] == net and r["capacity"] == cap
-         and r["variant"] in (best, best + STEP)}, reverse=True)}
+
+    pairs = {
+        t: (_r(doc, "step", net, best + STEP, t, cap), _r(doc, "step", net, best, t, cap))
+        for t in sorted(
+            {
+                r["batch"]
+                for r in doc["results"]
+                if r["kind"] == "step"
+                and r["model"] == net
+                and r["capacity"] == cap
+                and r["variant"] in (best, best + STEP)
+            },
+            reverse=True,
+        )
+    }
     mine, paper = pairs.get(b, (None, None))
     if mine and paper and "error" not in mine and "error" not in paper:
         gain = paper["step_ms"] / mine["step_ms"] - 1
-        hosts = ("on one host" if mine.get("gpu_uuid") == paper.get("gpu_uuid") else
-                 "on two hosts: not a comparison the target accepts")
+        hosts = (
+            "on one host"
+            if mine.get("gpu_uuid") == paper.get("gpu_uuid")
+            else "on two hosts: not a comparison the target accepts"
+        )
         p = mine.get("predicted", {})
-        stalls = (f"; its plan predicts {p['stall_ms']:.0f} ms of the {p['iteration_ms']:.0f} ms step waiting on host "
-                  f"copies, which no convolution speed shortens" if p.get("stall_ms") and p.get("iteration_ms") else "")
+        stalls = (
+            f"; its plan predicts {p['stall_ms']:.0f} ms of the {p['iteration_ms']:.0f} ms step waiting on host "
+            f"copies, which no convolution speed shortens"
+            if p.get("stall_ms") and p.get("iteration_ms")
+            else ""
+        )
         only = [t for t, (m, s) in pairs.items() if m and "error" not in m and s and s.get("oom")]
-        alone = (f"; at batch {', '.join(map(str, only))} only the per-step plan trained (stock convolutions ran out "
-                 "of memory)") if only else ""
-        return (f"{label} at batch {b}: {mine['step_ms']:.1f} ms against {paper['step_ms']:.1f} ms with stock "
-                f"convolutions ({'faster' if gain > 0 else 'slower'} by {abs(gain):.1%}; target: faster), {hosts}"
-                f"{stalls}{alone}")
+        alone = (
+            (
+                f"; at batch {', '.join(map(str, only))} only the per-step plan trained (stock convolutions ran out "
+                "of memory)"
+            )
+            if only
+            else ""
+        )
+        return (
+            f"{label} at batch {b}: {mine['step_ms']:.1f} ms against {paper['step_ms']:.1f} ms with stock "
+            f"convolutions ({'faster' if gain > 0 else 'slower'} by {abs(gain):.1%}; target: faster), {hosts}"
+            f"{stalls}{alone}"
+        )
     steps = "; ".join(f"batch {t}: {outcome(m)} per-step, {outcome(s)} stock" for t, (m, s) in pairs.items())
     return f"{label}: no batch where both trained ({steps})"
 
@@ -182,16 +237,20 @@ def replaced_lines(doc) -> list[str]:
     for r in rows:
         cap = f", {r['capacity'] // GiB} GiB" if r.get("capacity") else ""
         got = f"{r['step_ms']:.1f} ms" if "error" not in r else ("out of memory" if r.get("oom") else "failed")
-        out.append(f"| {r['model']} {r['variant']} b{r['batch']}{cap} | {(r.get('gpu_uuid') or '?')[:12]} | {got} | "
-                   f"{_gib(r.get('peak')) if 'error' not in r else '-'} | {r.get('replaced_in_call', '?')} | "
-                   f"{r.get('why', '')} |")
+        out.append(
+            f"| {r['model']} {r['variant']} b{r['batch']}{cap} | {(r.get('gpu_uuid') or '?')[:12]} | {got} | "
+            f"{_gib(r.get('peak')) if 'error' not in r else '-'} | {r.get('replaced_in_call', '?')} | "
+            f"{r.get('why', '')} |"
+        )
     if rows and tries:
         out.append("")
     for (net, variant, cap, why), rs in tries.items():
         fit = max((r["batch"] for r in rs if r.get("ok")), default="-")
         oom = min((r["batch"] for r in rs if r.get("oom")), default="-")
-        out.append(f"- {net} {variant} under {cap // GiB} GiB, its search ({len(rs)} tries): trained up to batch "
-                   f"{fit}, out of memory from {oom}; {why}")
+        out.append(
+            f"- {net} {variant} under {cap // GiB} GiB, its search ({len(rs)} tries): trained up to batch "
+            f"{fit}, out of memory from {oom}; {why}"
+        )
     return out
 
 
@@ -199,8 +258,11 @@ def accuracy_lines(doc, details: bool = True) -> list[str]:
     """The issue's targets, computed from the results: peaks within 10 % and step times within 15 % of the
     prediction, largest batches within 5 %, and the per-step workspace against the same paper policy."""
     peak_ok, time_ok, peak_miss, time_miss = 0, 0, [], []
-    cases = [r for r in doc["results"] if r["kind"] == "step" and r["capacity"] is None and "error" not in r
-             and "predicted" in r]
+    cases = [
+        r
+        for r in doc["results"]
+        if r["kind"] == "step" and r["capacity"] is None and "error" not in r and "predicted" in r
+    ]
     for r in cases:
         p = r["predicted"]
         e_peak = r["peak"] / p["peak"] - 1
@@ -212,11 +274,13 @@ def accuracy_lines(doc, details: bool = True) -> list[str]:
             peak_miss.append(f"{name} {e_peak:+.0%}")
         if abs(e_time) > 0.15:
             time_miss.append(f"{name} {e_time:+.0%}")
-    lines = [f"- measured peak within 10 % of predicted: {peak_ok} of {len(cases)} cases"
-             + (f" (not: {', '.join(peak_miss)})" if peak_miss else ""),
-             f"- measured step time within 15 % of predicted (calibrated): {time_ok} of {len(cases)} cases"
-             + (f" (not: {', '.join(time_miss)}; measured / predicted - 1)" if time_miss else "")]
-    per_gib: dict[int, list[int]] = {}       # capacity -> [within 5 %, compared, at the prediction's limit]
+    lines = [
+        f"- measured peak within 10 % of predicted: {peak_ok} of {len(cases)} cases"
+        + (f" (not: {', '.join(peak_miss)})" if peak_miss else ""),
+        f"- measured step time within 15 % of predicted (calibrated): {time_ok} of {len(cases)} cases"
+        + (f" (not: {', '.join(time_miss)}; measured / predicted - 1)" if time_miss else ""),
+    ]
+    per_gib: dict[int, list[int]] = {}  # capacity -> [within 5 %, compared, at the prediction's limit]
     detail = []
     for key, e in doc.get("capacity", {}).items():
         count = per_gib.setdefault(int(key.split("/")[1]), [0, 0, 0])
@@ -224,26 +288,34 @@ def accuracy_lines(doc, details: bool = True) -> list[str]:
             pred = e["predicted"].get(variant)
             if f and pred and at_limit(e, pred):
                 count[2] += 1
-                detail.append(f"- {key} GiB, {variant}: largest batch found {f}, predicted at least {pred} (the "
-                              "prediction's limit: no comparison)")
+                detail.append(
+                    f"- {key} GiB, {variant}: largest batch found {f}, predicted at least {pred} (the "
+                    "prediction's limit: no comparison)"
+                )
             elif f and pred:
                 count[0] += abs(f / pred - 1) <= 0.05
                 count[1] += 1
-                detail.append(f"- {key} GiB, {variant}: largest batch found {f}, predicted {pred} "
-                              f"({f / pred - 1:+.1%}; target within 5 %)")
+                detail.append(
+                    f"- {key} GiB, {variant}: largest batch found {f}, predicted {pred} "
+                    f"({f / pred - 1:+.1%}; target within 5 %)"
+                )
         for variant, why in e.get("search_error", {}).items():
             lines.append(f"- {key} GiB, {variant}: the search did not finish ({why})")
         for variant, why in e.get("skipped", {}).items():
             lines.append(f"- {key} GiB, {variant}: not searched ({why})")
         if e.get("host_limited"):
-            lines.append(f"- {key} GiB: {e['best']} is timed, the best paper policy this host can run "
-                         f"({e['host_limited']} is predicted best)")
+            lines.append(
+                f"- {key} GiB: {e['best']} is timed, the best paper policy this host can run "
+                f"({e['host_limited']} is predicted best)"
+            )
         line = per_step_comparison(doc, key, e)
         if line:
             lines.append(line)
-    summary = [f"- under {gib} GiB, largest batch found within 5 % of predicted: {ok} of {n} searches"
-               + (f" ({lim} more reached the prediction's limit)" if lim else "")
-               for gib, (ok, n, lim) in sorted(per_gib.items())]
+    summary = [
+        f"- under {gib} GiB, largest batch found within 5 % of predicted: {ok} of {n} searches"
+        + (f" ({lim} more reached the prediction's limit)" if lim else "")
+        for gib, (ok, n, lim) in sorted(per_gib.items())
+    ]
     return lines[:2] + summary + lines[2:] + (detail if details else [])
 
 
@@ -252,9 +324,15 @@ def earlier_lines(doc) -> list[str]:
     out = []
     for run in doc.get("earlier_runs", []):
         prov = run["provenance"]
-        out += [f"### Earlier run: {prov['date']}", "", run.get("why", ""), "",
-                f"- command: `{prov['command']}`; {prov.get('gpu')}; allocator: "
-                f"{prov.get('allocator', 'default (fixed segments)')}", ""]
+        out += [
+            f"### Earlier run: {prov['date']}",
+            "",
+            run.get("why", ""),
+            "",
+            f"- command: `{prov['command']}`; {prov.get('gpu')}; allocator: "
+            f"{prov.get('allocator', 'default (fixed segments)')}",
+            "",
+        ]
         for key, e in run.get("capacity", {}).items():
             net, gib = key.split("/")
             out += [*capacity_head(" then"), *capacity_entry_rows(doc, net, int(gib), e, run["results"]), ""]
@@ -265,7 +343,8 @@ def calibration_lines(doc) -> list[str]:
     """The time model each lent machine calibrated (a run of several calls keeps every host's), and the cases each
     predicted."""
     cals = doc.get("calibrations") or {
-        r.get("gpu_uuid", "?"): r["doc"] for r in doc["results"] if r["kind"] == "calibrate-host" and "doc" in r}
+        r.get("gpu_uuid", "?"): r["doc"] for r in doc["results"] if r["kind"] == "calibrate-host" and "doc" in r
+    }
     if not cals:
         return ["- time model: not calibrated in this run (assumed constants)"]
     cases = [r for r in doc["results"] if r["kind"] == "step" and "predicted" in r]
@@ -274,12 +353,14 @@ def calibration_lines(doc) -> list[str]:
         c, h, f = tp.get("copy", {}), tp.get("hbm", {}), tp.get("fc", {})
         layers = sum(len(v) for v in tp.get("layers", {}).values())
         used = sum(r.get("calibration_uuid") == uuid for r in cases)
-        lines.append(f"- time model calibrated on {uuid} (predicts {used} of the {len(cases)} timed cases): pinned "
-                     f"copies {c.get('h2d', 0) / 1e9:.1f} GB/s host->device, {c.get('d2h', 0) / 1e9:.1f} GB/s "
-                     f"device->host alone, {c.get('duplex_h2d', 0) / 1e9:.1f} / {c.get('duplex_d2h', 0) / 1e9:.1f} "
-                     f"GB/s both at once; elementwise HBM {h.get('rate', 0) / 1e12:.2f} TB/s; FC GEMM "
-                     f"{f.get('flops', 0) / 1e12:.1f} TFLOP/s; {layers} non-conv layer times measured (used at the "
-                     "models' own batches; other batches model them by roofline)")
+        lines.append(
+            f"- time model calibrated on {uuid} (predicts {used} of the {len(cases)} timed cases): pinned "
+            f"copies {c.get('h2d', 0) / 1e9:.1f} GB/s host->device, {c.get('d2h', 0) / 1e9:.1f} GB/s "
+            f"device->host alone, {c.get('duplex_h2d', 0) / 1e9:.1f} / {c.get('duplex_d2h', 0) / 1e9:.1f} "
+            f"GB/s both at once; elementwise HBM {h.get('rate', 0) / 1e12:.2f} TB/s; FC GEMM "
+            f"{f.get('flops', 0) / 1e12:.1f} TFLOP/s; {layers} non-conv layer times measured (used at the "
+            "models' own batches; other batches model them by roofline)"
+        )
     return lines + host_lines(doc)
 
 
@@ -287,37 +368,50 @@ def host_lines(doc) -> list[str]:
     """Which lent machine measured what: each lent call may land on another machine, and copy rates are a host's.
     Says how many cases were predicted with a calibration measured on another machine than their own."""
     cases = [r for r in doc["results"] if r["kind"] == "step" and "predicted" in r]
-    other = sorted({(r.get("gpu_uuid") or "?", r.get("calibration_uuid") or "?") for r in cases
-                    if r.get("gpu_uuid") != r.get("calibration_uuid")})
+    other = sorted(
+        {
+            (r.get("gpu_uuid") or "?", r.get("calibration_uuid") or "?")
+            for r in cases
+            if r.get("gpu_uuid") != r.get("calibration_uuid")
+        }
+    )
     if not other:
         return []
     n = sum(r.get("gpu_uuid") != r.get("calibration_uuid") for r in cases)
-    return [f"- NOTE: {n} of {len(cases)} cases were predicted with a calibration from another lent machine than "
-            f"the one they ran on (" + "; ".join(f"ran on {g}, calibrated on {c}" for g, c in other) + "): their "
-            "predicted times carry that machine's copy rates"]
+    return [
+        f"- NOTE: {n} of {len(cases)} cases were predicted with a calibration from another lent machine than "
+        f"the one they ran on (" + "; ".join(f"ran on {g}, calibrated on {c}" for g, c in other) + "): their "
+        "predicted times carry that machine's copy rates"
+    ]
 
 
 def report(args) -> int:
     doc = json.loads(Path(args.results).read_text())
     prov = doc["provenance"]
-    nets = [n for n in MODELS if any(r["model"] == n for r in doc["results"]) or
-            any(k.startswith(f"{n}/") for k in doc.get("capacity", {}))]
+    nets = [
+        n
+        for n in MODELS
+        if any(r["model"] == n for r in doc["results"]) or any(k.startswith(f"{n}/") for k in doc.get("capacity", {}))
+    ]
     synthetic = " (SYNTHETIC data)" if prov.get("synthetic") else ""
-    lines = [f"# Memory policies in PyTorch training steps: predicted vs measured{synthetic}", "",
-             f"- GPU: {prov['gpu']}, cuDNN {prov.get('cudnn_version')}, PyTorch {prov.get('torch')}; date "
-             f"{prov['date']}; command: `{prov['command']}`; report: "
-             f"`python benchmarks/memory_training.py report {args.results}`",
-             "- step: zero grads (set to None), forward, cross-entropy, backward; torchvision models, TF32, NCHW, "
-             "`cudnn.benchmark` off; each case in its own process; median step time over the timed steps after "
-             "warm-up, 10-90 % range in brackets; peak = `torch.cuda.max_memory_allocated` over the timed steps; "
-             "one more step traced per plan tick (`MemoryRuntime.trace_memory`) gives the per-tick figure",
-             f"- allocator: `PYTORCH_CUDA_ALLOC_CONF={prov.get('allocator', 'default')}` in every case process"
-             + ("" if prov.get("allocator") else " (fixed segments: fragmentation counts against a cap)"),
-             f"- predicted: `plan_memory` on the imported network, tensors as PyTorch allocates them (convention "
-             f"`{CONVENTION}`), workspace rule `{WORKSPACE}` (cuDNN's heuristic first, as PyTorch without "
-             f"`cudnn.benchmark`); plans that fill the capacity (per-step plans, rule `wr`, and "
-             f"{', '.join(FILLS)}) are made for {1 - RESERVE:.0%} of it, the rest left to the caching allocator",
-             *calibration_lines(doc)]
+    lines = [
+        f"# Memory policies in PyTorch training steps: predicted vs measured{synthetic}",
+        "",
+        f"- GPU: {prov['gpu']}, cuDNN {prov.get('cudnn_version')}, PyTorch {prov.get('torch')}; date "
+        f"{prov['date']}; command: `{prov['command']}`; report: "
+        f"`python benchmarks/memory_training.py report {args.results}`",
+        "- step: zero grads (set to None), forward, cross-entropy, backward; torchvision models, TF32, NCHW, "
+        "`cudnn.benchmark` off; each case in its own process; median step time over the timed steps after "
+        "warm-up, 10-90 % range in brackets; peak = `torch.cuda.max_memory_allocated` over the timed steps; "
+        "one more step traced per plan tick (`MemoryRuntime.trace_memory`) gives the per-tick figure",
+        f"- allocator: `PYTORCH_CUDA_ALLOC_CONF={prov.get('allocator', 'default')}` in every case process"
+        + ("" if prov.get("allocator") else " (fixed segments: fragmentation counts against a cap)"),
+        f"- predicted: `plan_memory` on the imported network, tensors as PyTorch allocates them (convention "
+        f"`{CONVENTION}`), workspace rule `{WORKSPACE}` (cuDNN's heuristic first, as PyTorch without "
+        f"`cudnn.benchmark`); plans that fill the capacity (per-step plans, rule `wr`, and "
+        f"{', '.join(FILLS)}) are made for {1 - RESERVE:.0%} of it, the rest left to the caching allocator",
+        *calibration_lines(doc),
+    ]
     for i, call in enumerate(doc.get("calls", []), 1):
         lines.append(f"- call {i}: {call['date']} on {call['gpu_uuid']}: `{call['command']}`")
     lines += [f"- note: {n}" for n in doc.get("notes", [])]
@@ -330,42 +424,58 @@ def report(args) -> int:
         r = _r(doc, "step", net, STOCK, MODELS[net])
         if r and r.get("predicted", {}).get("time_model"):
             lines += [f"- {r['predicted']['time_model']}", ""]
-        lines += ["Under a memory cap (`torch.cuda.set_per_process_memory_fraction`):", "",
-                  *capacity_rows(doc, net), ""]
+        lines += [
+            "Under a memory cap (`torch.cuda.set_per_process_memory_fraction`):",
+            "",
+            *capacity_rows(doc, net),
+            "",
+        ]
         for gib in CAPACITIES_GIB:
             e = doc.get("capacity", {}).get(f"{net}/{gib}", {})
             if "predicted" in e:
-                lines.append(f"- {gib} GiB, largest batch predicted per policy: " + ", ".join(
-                    f"{k} {v}" for k, v in e["predicted"].items()) +
-                    "".join(f"; search for {k} failed: {v}" for k, v in e.get("search_error", {}).items()))
+                lines.append(
+                    f"- {gib} GiB, largest batch predicted per policy: "
+                    + ", ".join(f"{k} {v}" for k, v in e["predicted"].items())
+                    + "".join(f"; search for {k} failed: {v}" for k, v in e.get("search_error", {}).items())
+                )
         lines.append("")
     if doc.get("earlier_runs"):
         lines += ["## Earlier runs", "", *earlier_lines(doc)]
     if doc.get("replaced"):
-        lines += ["## Replaced results", "", "Cases run again later; their measurements as "
-                  "they were:", "", *replaced_lines(doc), ""]
-    lines += ["## Reading it", "",
-              "- pred/meas of the peak near 1 means the planner's tensor inventory is PyTorch's: the prediction counts "
-              "the input batch as held by the training loop, cuDNN's workspace as PyTorch picks it (the first plan "
-              "in cuDNN's heuristic order it can allocate, plans the profiler did not time included) and the "
-              "cuBLAS/cuBLASLt workspaces PyTorch keeps (measured by the calibration); it has no allocator rounding "
-              "or fragmentation.",
-              "- Offloaded bytes and recomputations measured are the runtime's own counters (per step).",
-              "- Predicted step times under a cap: at a mini-batch the profile never measured (every capacity "
-              "case's), the `heuristic` rule takes cuDNN's order at the largest measured size below it, each plan's "
-              "time scaled by the batch and its workspace grown as it grew between the two largest sizes: cuDNN may "
-              "rank plans otherwise at the batch itself, and the scaled times are those of the measured size's "
-              "efficiency. The targets compare step times at the models' own batches only.",
-              "- The per-step WR row runs at the batch the paper policy was timed at; where the per-step plan does "
-              "not fit there, both run at its predicted largest batch (at most 97 % of the first), and where the "
-              "paper policy alone does not fit at that batch, both run once more at 97 % of it, so the two step "
-              "times compare at one batch, one cap and one host (kept results from two hosts run again; the "
-              "replaced ones are listed). Its largest batch predicted is for the plan's (1 - reserve) capacity.",
-              "- A capacity-aware SuperNeurons plan fills the capacity it is made for: its LRU offloads only what "
-              "must go, so its predicted peak sits within a few hundredths of a GiB of that capacity at every batch. "
-              f"Made for the whole cap, the caching allocator's unallocated blocks did not fit beside it (the "
-              f"replaced results); made for {1 - RESERVE:.0%} of it, its largest batch is predicted for that and "
-              "found a little above, where the allocator's blocks take less than the reserve.", ""]
+        lines += [
+            "## Replaced results",
+            "",
+            "Cases run again later; their measurements as they were:",
+            "",
+            *replaced_lines(doc),
+            "",
+        ]
+    lines += [
+        "## Reading it",
+        "",
+        "- pred/meas of the peak near 1 means the planner's tensor inventory is PyTorch's: the prediction counts "
+        "the input batch as held by the training loop, cuDNN's workspace as PyTorch picks it (the first plan "
+        "in cuDNN's heuristic order it can allocate, plans the profiler did not time included) and the "
+        "cuBLAS/cuBLASLt workspaces PyTorch keeps (measured by the calibration); it has no allocator rounding "
+        "or fragmentation.",
+        "- Offloaded bytes and recomputations measured are the runtime's own counters (per step).",
+        "- Predicted step times under a cap: at a mini-batch the profile never measured (every capacity "
+        "case's), the `heuristic` rule takes cuDNN's order at the largest measured size below it, each plan's "
+        "time scaled by the batch and its workspace grown as it grew between the two largest sizes: cuDNN may "
+        "rank plans otherwise at the batch itself, and the scaled times are those of the measured size's "
+        "efficiency. The targets compare step times at the models' own batches only.",
+        "- The per-step WR row runs at the batch the paper policy was timed at; where the per-step plan does "
+        "not fit there, both run at its predicted largest batch (at most 97 % of the first), and where the "
+        "paper policy alone does not fit at that batch, both run once more at 97 % of it, so the two step "
+        "times compare at one batch, one cap and one host (kept results from two hosts run again; the "
+        "replaced ones are listed). Its largest batch predicted is for the plan's (1 - reserve) capacity.",
+        "- A capacity-aware SuperNeurons plan fills the capacity it is made for: its LRU offloads only what "
+        "must go, so its predicted peak sits within a few hundredths of a GiB of that capacity at every batch. "
+        f"Made for the whole cap, the caching allocator's unallocated blocks did not fit beside it (the "
+        f"replaced results); made for {1 - RESERVE:.0%} of it, its largest batch is predicted for that and "
+        "found a little above, where the allocator's blocks take less than the reserve.",
+        "",
+    ]
     md = Path(args.output or Path(args.results).with_suffix(".md"))
     atomic_write(md, "\n".join(lines).encode())
     plot(doc, nets, md.with_suffix(".png"))
@@ -380,10 +490,12 @@ def report(args) -> int:
 def readme_block(doc: dict) -> str:
     prov = doc["provenance"]
     nets = [n for n in MODELS if any(r["model"] == n for r in doc["results"])]
-    head = (f"Memory policies in PyTorch training steps on the {prov['gpu']} (PyTorch {prov.get('torch')}, "
-            f"{prov['date'][:10]}{', SYNTHETIC data' if prov.get('synthetic') else ''}): peak GiB and step ms, "
-            "predicted / measured. Every case, the capacity runs and the method: "
-            "[benchmarks/reports/memory_training.md](benchmarks/reports/memory_training.md).")
+    head = (
+        f"Memory policies in PyTorch training steps on the {prov['gpu']} (PyTorch {prov.get('torch')}, "
+        f"{prov['date'][:10]}{', SYNTHETIC data' if prov.get('synthetic') else ''}): peak GiB and step ms, "
+        "predicted / measured. Every case, the capacity runs and the method: "
+        "[benchmarks/reports/memory_training.md](benchmarks/reports/memory_training.md)."
+    )
     lines = [head, "", "| model | " + " | ".join(POLICIES) + " |", "|---|" + "---|" * len(POLICIES)]
     for net in nets:
         cells = []
@@ -395,9 +507,17 @@ def readme_block(doc: dict) -> str:
                 cells.append("failed")
             else:
                 p = r["predicted"]
-                cells.append(f"{_gib(p['peak'])} / {_gib(r['peak'])} GiB, {p['iteration_ms']:.0f} / "
-                             f"{r['step_ms']:.0f} ms")
+                cells.append(
+                    f"{_gib(p['peak'])} / {_gib(r['peak'])} GiB, {p['iteration_ms']:.0f} / {r['step_ms']:.0f} ms"
+                )
         lines.append(f"| {net} b{MODELS[net]} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + ["", "Against the targets (computed from the same file):", "",
-                               *accuracy_lines(doc, details=False),
-                               *host_lines(doc)])
+    return "\n".join(
+        lines
+        + [
+            "",
+            "Against the targets (computed from the same file):",
+            "",
+            *accuracy_lines(doc, details=False),
+            *host_lines(doc),
+        ]
+    )

@@ -16,8 +16,16 @@ import threading  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 
 from benchmarks.common import save_json  # noqa: E402
-from benchmarks.memory_training_predict import (STEP, STOCK, GiB, MAX_BATCH, MODELS, PAPER,  # noqa: E402
-                                                batch_limit, memory_result)
+from benchmarks.memory_training_predict import (
+    STEP,
+    STOCK,
+    GiB,
+    MAX_BATCH,
+    MODELS,
+    PAPER,  # noqa: E402
+    batch_limit,
+    memory_result,
+)
 
 
 class SearchError(Exception):
@@ -43,18 +51,22 @@ def capacity(args, doc, out, run, run_many, lock, entries: dict) -> None:
 
         def too_much(guess, pinned):
             return pinned * guess > HOST_SHARE * host_memory()
+
         if "host_limited" not in e and too_much(*pinning(e["best"])):
             # the host cannot hold what the predicted best pins: time the best paper policy it can run instead
             runnable = [p for p in PAPER if not too_much(*pinning(p))]
             if runnable:
                 e["host_limited"], e["best"] = e["best"], max(runnable, key=lambda p: e["predicted"][p] or 0)
-        order = [STOCK, e["best"]] + [p for p in PAPER if p != e["best"] and (
-            gib in args.search_all or p == e.get("host_limited"))]
+        order = [STOCK, e["best"]] + [
+            p for p in PAPER if p != e["best"] and (gib in args.search_all or p == e.get("host_limited"))
+        ]
         for variant in order:
             guess, pinned = pinning(variant)
             if too_much(guess, pinned):
-                skipped[variant] = (f"would pin {pinned * guess / GiB:.0f} GiB of host memory at the predicted batch, "
-                                    f"more than {HOST_SHARE:.0%} of this host's {host_memory() / GiB:.0f} GiB")
+                skipped[variant] = (
+                    f"would pin {pinned * guess / GiB:.0f} GiB of host memory at the predicted batch, "
+                    f"more than {HOST_SHARE:.0%} of this host's {host_memory() / GiB:.0f} GiB"
+                )
             elif variant not in found and "search" in args.parts:
                 searches.append((net, gib, variant, guess, pinned))
     width = max(2, min(args.parallel, int(GPU_SHARE * total / (min(args.capacities) * GiB)) // max(1, len(searches))))
@@ -64,18 +76,23 @@ def capacity(args, doc, out, run, run_many, lock, entries: dict) -> None:
 
         def fits_many(batches):
             answers = {}
-            for b, r in zip(batches, run_many("try", net, variant, batches, cap, args.try_timeout,
-                                              hold=lambda b: slots.hold(cap, pinned * b))):
+            for b, r in zip(
+                batches,
+                run_many(
+                    "try", net, variant, batches, cap, args.try_timeout, hold=lambda b: slots.hold(cap, pinned * b)
+                ),
+            ):
                 if "error" in r and not r.get("oom"):
                     raise SearchError(r["error"])
                 answers[b] = bool(r.get("ok"))
             return answers
+
         try:
             got = search(fits_many, guess, width, batch_limit(net), args.precision)
             with lock:
                 e["found"][variant] = got
                 e["search_error"].pop(variant, None)
-        except SearchError as err:   # recorded, not kept as an answer: --resume searches again
+        except SearchError as err:  # recorded, not kept as an answer: --resume searches again
             with lock:
                 e["search_error"][variant] = str(err)
         with lock:
@@ -89,7 +106,7 @@ def capacity(args, doc, out, run, run_many, lock, entries: dict) -> None:
                 raise f.exception()
     if "timed" not in args.parts:
         return
-    for (net, gib), e in sorted(entries.items(), key=lambda kv: kv[0][1]):   # timed: one at a time, the GPU quiet
+    for (net, gib), e in sorted(entries.items(), key=lambda kv: kv[0][1]):  # timed: one at a time, the GPU quiet
         cap, found, stepped = gib * GiB, e["found"], e.setdefault("stepped", {})
         for variant in (STOCK, e["best"]):
             if found.get(variant):
@@ -97,7 +114,7 @@ def capacity(args, doc, out, run, run_many, lock, entries: dict) -> None:
                 save_json(out, doc)
         b, pair = stepped.get(e["best"]), e["best"] + STEP
         chosen = args.pair_at.get(f"{net}/{gib}")
-        if chosen:     # the user's batch: no prediction lowers it first
+        if chosen:  # the user's batch: no prediction lowers it first
             stepped[pair] = timed_pair(run, net, e["best"], chosen, cap)
             save_json(out, doc)
         elif b:
@@ -123,6 +140,7 @@ def timed_pair(run, net: str, policy: str, batch: int, cap: int, predicted: int 
     does not fit at that batch, both run once more at 97 % of it, so the two step times compare at one batch and
     one cap. The two run on one host: where their kept results come from two, both run again here. Returns the
     batch."""
+
     def pair(b, again=False):
         return run("step", net, policy + STEP, b, cap, again=again), run("step", net, policy, b, cap, again=again)
 
@@ -144,9 +162,9 @@ def pinned_per_sample(net: str, variant: str, batch: int, cap: int) -> float:
     return memory_result(net, batch, variant, cap).summary["offload_bytes"] / batch
 
 
-GPU_SHARE = 0.85   # the memory caps of tries at once (a cap is a limit, not a reservation: beyond, they would fail)
-HOST_SHARE = 0.5   # pinned buffers of tries at once (five offloading tries pinned more than a 128 GiB host had);
-                   # a search whose tries alone would pin more is skipped: the host, not the GPU, would limit it
+GPU_SHARE = 0.85  # the memory caps of tries at once (a cap is a limit, not a reservation: beyond, they would fail)
+HOST_SHARE = 0.5  # pinned buffers of tries at once (five offloading tries pinned more than a 128 GiB host had);
+# a search whose tries alone would pin more is skipped: the host, not the GPU, would limit it
 
 
 def host_memory() -> int:
@@ -191,7 +209,7 @@ def search(fits_many, guess: int, width: int = 1, top: int = MAX_BATCH, precisio
     narrowing to ``precision``, never above ``top``. ``fits`` is assumed monotone; where it is not, the largest
     batch seen fitting wins."""
     guess = max(1, min(guess, top))
-    lo, hi = 0, top + 1                # lo fits (0: none known), hi does not (top + 1: none known)
+    lo, hi = 0, top + 1  # lo fits (0: none known), hi does not (top + 1: none known)
 
     def ask(batches) -> None:
         nonlocal lo, hi
@@ -201,16 +219,16 @@ def search(fits_many, guess: int, width: int = 1, top: int = MAX_BATCH, precisio
                 lo = max(lo, b)
             else:
                 hi = min(hi, b)
-        if hi <= lo:                   # not monotone: trust the fit, forget the failure below it
+        if hi <= lo:  # not monotone: trust the fit, forget the failure below it
             hi = top + 1
 
     near = (1.0, 0.96, 1.04, 0.92, 1.1, 0.85, 1.2, 0.75, 1.4)
     ask([int(guess * f) for f in near[:width]])
     grow = 1
-    while hi > top and lo < top:                      # everything tried so far fits: grow
+    while hi > top and lo < top:  # everything tried so far fits: grow
         ask([min(top, max(lo + i, int(lo * (1 + 0.04 * grow * i)))) for i in range(1, width + 1)])
         grow *= 2
-    while lo == 0 and hi > 1:                         # nothing fits yet: shrink
+    while lo == 0 and hi > 1:  # nothing fits yet: shrink
         ask([max(1, int(hi * f)) for f in (0.8, 0.6, 0.4, 0.25, 0.1, 0.05, 0.01)[:width]])
     while hi <= top and hi - lo > max(1, int(lo * precision)):
         n = min(width, hi - lo - 1)

@@ -41,13 +41,13 @@ from engine.fileio import atomic_write  # noqa: E402
 PIECES = (1, 2, 4, 8)
 BATCH = 64
 CALLS, REPEATS, WARMUP, DRAIN = 64, 3, 16, 16
-SPIN_HZ = 1.98e9   # the H100's SM clock: torch.cuda._sleep spins for cycles
+SPIN_HZ = 1.98e9  # the H100's SM clock: torch.cuda._sleep spins for cycles
 TARGETS = {"per_piece_us": 15.0, "per_call_us": 30.0}
 
 
 # --- the old path (engine/pytorch/conv.py at 40e3c99), kept here only as the baseline ----------------------
 
-_REGISTERED: dict = {}   # the ops below are registered once per process; later layers join their registry
+_REGISTERED: dict = {}  # the ops below are registered once per process; later layers join their registry
 
 
 def legacy_ops(torch, layers: dict):
@@ -61,8 +61,10 @@ def legacy_ops(torch, layers: dict):
 
     class Pieces:
         def __init__(self, k, ctx):
-            self.pieces = [(start, b, cg.executor(index, ctx), cg.built[index])
-                           for (start, b, _name), (cg, index) in zip(k.micro, k.graphs)]
+            self.pieces = [
+                (start, b, cg.executor(index, ctx), cg.built[index])
+                for (start, b, _name), (cg, index) in zip(k.micro, k.graphs)
+            ]
             self.per = k.per
 
         @property
@@ -179,8 +181,9 @@ def legacy_ops(torch, layers: dict):
             if L.backward_data is not None:
                 grad_x = conv_backward_data(grad_y, weight, ctx.handle)
             else:
-                grad_x = torch.nn.grad.conv2d_input(x.shape, weight, grad_y, L.L.stride, L.L.padding, L.L.dilation,
-                                                    L.L.groups)
+                grad_x = torch.nn.grad.conv2d_input(
+                    x.shape, weight, grad_y, L.L.stride, L.L.padding, L.L.dilation, L.L.groups
+                )
         if ctx.needs_input_grad[1]:
             grad_w = conv_backward_filter(x, grad_y, weight, ctx.handle)
         if ctx.needs_input_grad[2]:
@@ -197,6 +200,7 @@ def registrations(torch, ops):
     register_autograd), each a callable (x, w, b, handle) -> y."""
     if "registrations" in _REGISTERED:
         return _REGISTERED["registrations"]
+
     def setup_context(ctx, inputs, output):
         ctx.save_for_backward(inputs[0], inputs[1])
         ctx.handle = inputs[3]
@@ -208,23 +212,39 @@ def registrations(torch, ops):
             gw = bf(x, grad_y, weight, ctx.handle) if ctx.needs_input_grad[1] else None
             gb = grad_y.sum((0, 2, 3), dtype=torch.float32).to(grad_y.dtype) if ctx.needs_input_grad[2] else None
             return gx, gw, gb, None
+
         return backward
 
     out = {}
-    f = torch.library.custom_op("ucudnn_co::conv_forward", ops._forward, mutates_args=(),
-                                schema="(Tensor x, Tensor weight, Tensor? bias, int handle) -> Tensor")
-    bd = torch.library.custom_op("ucudnn_co::conv_backward_data", ops._backward_data, mutates_args=(),
-                                 schema="(Tensor grad_y, Tensor weight, int handle) -> Tensor")
-    bf = torch.library.custom_op("ucudnn_co::conv_backward_filter", ops._backward_filter, mutates_args=(),
-                                 schema="(Tensor x, Tensor grad_y, Tensor weight, int handle) -> Tensor")
+    f = torch.library.custom_op(
+        "ucudnn_co::conv_forward",
+        ops._forward,
+        mutates_args=(),
+        schema="(Tensor x, Tensor weight, Tensor? bias, int handle) -> Tensor",
+    )
+    bd = torch.library.custom_op(
+        "ucudnn_co::conv_backward_data",
+        ops._backward_data,
+        mutates_args=(),
+        schema="(Tensor grad_y, Tensor weight, int handle) -> Tensor",
+    )
+    bf = torch.library.custom_op(
+        "ucudnn_co::conv_backward_filter",
+        ops._backward_filter,
+        mutates_args=(),
+        schema="(Tensor x, Tensor grad_y, Tensor weight, int handle) -> Tensor",
+    )
     f.register_autograd(backward_with(bd, bf), setup_context=setup_context)
     out["custom_op + register_autograd"] = f
     lib = torch.library.Library("ucudnn_lib", "DEF")
     lib.define("conv_forward(Tensor x, Tensor weight, Tensor? bias, int handle) -> Tensor")
     lib.impl("conv_forward", ops._forward, "CUDA")
-    torch.library.register_autograd("ucudnn_lib::conv_forward",
-                                    backward_with(ops.conv_backward_data, ops.conv_backward_filter),
-                                    setup_context=setup_context, lib=lib)
+    torch.library.register_autograd(
+        "ucudnn_lib::conv_forward",
+        backward_with(ops.conv_backward_data, ops.conv_backward_filter),
+        setup_context=setup_context,
+        lib=lib,
+    )
     out["Library + register_autograd"] = torch.ops.ucudnn_lib.conv_forward.default
     out["Library + autograd.Function"] = ops.planned_conv
     out["_keep"] = lib
@@ -233,6 +253,7 @@ def registrations(torch, ops):
 
 
 # --- measuring -------------------------------------------------------------------------------------------
+
 
 def host_and_elapsed_us(torch, fn) -> tuple[float, float]:
     """(median host us per call with the GPU held busy, elapsed us per call on a free GPU) of ``fn()``.
@@ -265,7 +286,7 @@ def host_and_elapsed_us(torch, fn) -> tuple[float, float]:
 def first_plan(plans, sig, b: int, cap: int = 64 << 20) -> str:
     """Name of cuDNN's first heuristic plan for (sig, b) that builds within ``cap`` bytes of workspace."""
     cg = plans.graph(sig, b)
-    for i, name in enumerate(cg.names[:cg.heuristic]):
+    for i, name in enumerate(cg.names[: cg.heuristic]):
         try:
             if cg.build(i) <= cap:
                 return name
@@ -295,8 +316,7 @@ def measure_layer(torch, precision: str, layout: str) -> dict:
         built = []
         for kind in kinds:
             sig = KernelSignature(kind, BATCH, 64, 14, 14, 64, 3, 3, 1, 1, precision=precision, layout=layout)
-            built.append(Pieces(f"bench:{kind.short}", sig, [(b, first_plan(plans, sig.with_batch(b), b))] * p,
-                                plans))
+            built.append(Pieces(f"bench:{kind.short}", sig, [(b, first_plan(plans, sig.with_batch(b), b))] * p, plans))
         L = ops.PlannedLayer(f"p{p}", *built, arena.data_ptr(), ctx, (1, 1), (1, 1), (1, 1), 1)
         layers[ops.register(L)] = L
     old_forward, old_filter, old_layers = legacy_ops(torch, layers)
@@ -334,7 +354,7 @@ def measure_layer(torch, precision: str, layout: str) -> dict:
         }
         for name, f in regs.items():
             if not name.startswith("_"):
-                cases[f"forward+backward/{name}"] = (lambda f=f: f(xg, wg, bg, h).backward(gy))
+                cases[f"forward+backward/{name}"] = lambda f=f: f(xg, wg, bg, h).backward(gy)
         cases["forward+backward/old"] = lambda: old_forward(xg, wg, bg, h).backward(gy)
         for case, fn in cases.items():
             host, elapsed = host_and_elapsed_us(torch, fn)
@@ -342,8 +362,10 @@ def measure_layer(torch, precision: str, layout: str) -> dict:
             print(f"{precision} {case:48s} pieces {p}: host {host:7.2f} us  elapsed {elapsed:8.2f} us", flush=True)
     agree = 0.0  # the old and new ops run the same plans: their results must be identical
     for h in layers:
-        for new, old in ((ops.conv_forward(x, w, bias, h), old_forward(x, w, bias, h)),
-                         (ops.conv_backward_filter(x, gy, w, h), old_filter(x, gy, w, h))):
+        for new, old in (
+            (ops.conv_forward(x, w, bias, h), old_forward(x, w, bias, h)),
+            (ops.conv_backward_filter(x, gy, w, h), old_filter(x, gy, w, h)),
+        ):
             agree = max(agree, float((new.float() - old.float()).abs().max()))
     return {"precision": precision, "layout": layout, "rows": rows, "max_abs_diff_new_vs_old": agree}
 
@@ -362,9 +384,11 @@ def measure_model(torch, steps: int) -> dict:
     profile = Profile.load(resolve_profile("h100-resnet50-b64-fp16-nhwc-powerOfTwo"))
     here = provenance()
     if (profile.provenance["gpu"], profile.provenance["cudnn_version"]) != (here["gpu"], here["cudnn_version"]):
-        return {"skipped": f"the bundled profile is of {profile.provenance['gpu']} cuDNN "
-                           f"{profile.provenance['cudnn_version']}, this is {here['gpu']} cuDNN "
-                           f"{here['cudnn_version']}"}
+        return {
+            "skipped": f"the bundled profile is of {profile.provenance['gpu']} cuDNN "
+            f"{profile.provenance['cudnn_version']}, this is {here['gpu']} cuDNN "
+            f"{here['cudnn_version']}"
+        }
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     fmt = torch.channels_last
@@ -380,6 +404,7 @@ def measure_model(torch, steps: int) -> dict:
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=False)
+
         for _ in range(5):
             step()
         times = []
@@ -395,20 +420,30 @@ def measure_model(torch, steps: int) -> dict:
     out = {"model": "resnet50", "batch": 64, "precision": "fp16 channels_last AMP", "steps": steps}
     model = torchvision.models.resnet50().cuda().to(memory_format=fmt)
     out["stock_ms"] = timed(model)
-    plan = make_plan(profile, get_network("resnet50", 64), mode="wr", budget=256 << 20, policy="powerOfTwo",
-                     command="benchmarks/op_host_cost.py --model")
+    plan = make_plan(
+        profile,
+        get_network("resnet50", 64),
+        mode="wr",
+        budget=256 << 20,
+        policy="powerOfTwo",
+        command="benchmarks/op_host_cost.py --model",
+    )
     t0 = time.perf_counter()
     apply_plan(model, plan)
     out["apply_s"] = round(time.perf_counter() - t0, 1)
     layers = {m._handle: ops.layer(m._handle) for m in model.modules() if hasattr(m, "_handle")}
     kernels = [k for L in layers.values() for k in (L.forward, L.backward_data, L.backward_filter) if k is not None]
     notes = [cg.behavior_notes(i) for k in kernels for cg, i in k.graphs]
-    out.update(kernels=len(kernels), pieces=sum(len(k) for k in kernels), plans=len(notes),
-               native_cuda_graph=sum("SUPPORTS_CUDA_GRAPH_NATIVE_API" in n for n in notes))
+    out.update(
+        kernels=len(kernels),
+        pieces=sum(len(k) for k in kernels),
+        plans=len(notes),
+        native_cuda_graph=sum("SUPPORTS_CUDA_GRAPH_NATIVE_API" in n for n in notes),
+    )
     out["new_ms"] = timed(model)
     old_forward, _f, _old = legacy_ops(torch, layers)
     new_op = ops.planned_conv
-    ops.planned_conv = old_forward   # PlannedConv2d.forward looks it up per call
+    ops.planned_conv = old_forward  # PlannedConv2d.forward looks it up per call
     try:
         out["old_ms"] = timed(model)
     finally:
@@ -421,12 +456,23 @@ def measure(args) -> None:
     import torch
 
     from engine.gpu.runtime import provenance
+
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    data = {"format": "ucudnn-explorer-op-host-cost", "version": 1,
-            "provenance": provenance("python benchmarks/op_host_cost.py " + " ".join(sys.argv[1:])),
-            "torch": torch.__version__, "method": {"calls": CALLS, "repeats": REPEATS, "warmup": WARMUP,
-                                                   "drain_every": DRAIN, "batch": BATCH, "pieces": PIECES},
-            "layers": [measure_layer(torch, "tf32", "NCHW"), measure_layer(torch, "fp16", "NHWC")]}
+    data = {
+        "format": "ucudnn-explorer-op-host-cost",
+        "version": 1,
+        "provenance": provenance("python benchmarks/op_host_cost.py " + " ".join(sys.argv[1:])),
+        "torch": torch.__version__,
+        "method": {
+            "calls": CALLS,
+            "repeats": REPEATS,
+            "warmup": WARMUP,
+            "drain_every": DRAIN,
+            "batch": BATCH,
+            "pieces": PIECES,
+        },
+        "layers": [measure_layer(torch, "tf32", "NCHW"), measure_layer(torch, "fp16", "NHWC")],
+    }
     if args.model:
         data["model"] = measure_model(torch, args.steps)
     atomic_write(Path(args.output), json.dumps(data, indent=1))
@@ -435,14 +481,20 @@ def measure(args) -> None:
 
 # --- the report ------------------------------------------------------------------------------------------
 
+
 def summary(layer: dict) -> dict:
     """Per case: host us per call at each piece count, and the slope per piece."""
     by = {}
     for r in layer["rows"]:
         by.setdefault(r["case"], {})[r["pieces"]] = r
-    return {case: {"host": {p: r["host_us"] for p, r in ps.items()},
-                   "elapsed": {p: r["elapsed_us"] for p, r in ps.items()},
-                   "per_piece": slope(list(ps), [r["host_us"] for r in ps.values()])} for case, ps in by.items()}
+    return {
+        case: {
+            "host": {p: r["host_us"] for p, r in ps.items()},
+            "elapsed": {p: r["elapsed_us"] for p, r in ps.items()},
+            "per_piece": slope(list(ps), [r["host_us"] for r in ps.values()]),
+        }
+        for case, ps in by.items()
+    }
 
 
 def _registrations(data: dict) -> str:
@@ -462,70 +514,104 @@ def report(args) -> None:
     data = json.loads(Path(args.input).read_text())
     prov, method = data["provenance"], data["method"]
     per_piece, per_call = TARGETS["per_piece_us"], TARGETS["per_call_us"]
-    lines = ["# Host cost of the planned PyTorch convolution", "",
-             "<!-- generated: python benchmarks/op_host_cost.py report; do not edit -->", "",
-             f"{prov['gpu']}, driver {prov.get('driver', '?')}, cuDNN {prov['cudnn_version']}, "
-             f"cudnn-frontend {prov.get('frontend_version', '?')}, PyTorch {data['torch']}, {prov['date']}. "
-             f"Method: benchmarks/op_host_cost.py's docstring ({method['calls']} calls x {method['repeats']} "
-             f"repeats, median host time per call; mini-batch {method['batch']} in 1, 2, 4 or 8 equal pieces, one "
-             f"convolution 64->64 3x3 at 14x14). Targets (issue 22): <= {per_piece:g} us per piece, "
-             f"<= {per_call:g} us per planned op call.", "",
-             "## Against the targets", "",
-             "| precision | path | launch per piece | forward per piece | forward call, 1 piece (with bias) | "
-             "BackwardFilter call, 1 piece |", "|---|---|---|---|---|---|"]
+    lines = [
+        "# Host cost of the planned PyTorch convolution",
+        "",
+        "<!-- generated: python benchmarks/op_host_cost.py report; do not edit -->",
+        "",
+        f"{prov['gpu']}, driver {prov.get('driver', '?')}, cuDNN {prov['cudnn_version']}, "
+        f"cudnn-frontend {prov.get('frontend_version', '?')}, PyTorch {data['torch']}, {prov['date']}. "
+        f"Method: benchmarks/op_host_cost.py's docstring ({method['calls']} calls x {method['repeats']} "
+        f"repeats, median host time per call; mini-batch {method['batch']} in 1, 2, 4 or 8 equal pieces, one "
+        f"convolution 64->64 3x3 at 14x14). Targets (issue 22): <= {per_piece:g} us per piece, "
+        f"<= {per_call:g} us per planned op call.",
+        "",
+        "## Against the targets",
+        "",
+        "| precision | path | launch per piece | forward per piece | forward call, 1 piece (with bias) | "
+        "BackwardFilter call, 1 piece |",
+        "|---|---|---|---|---|---|",
+    ]
 
     def mark(v, limit):
         return f"{v:.1f}" + ("" if v <= limit else " (above)")
+
     for layer in data["layers"]:
         s = summary(layer)
         for path in ("new", "old"):
-            lines.append(f"| {layer['precision']} {layer['layout']} | {path} | "
-                         f"{mark(s[f'launch/{path}']['per_piece'], per_piece)} | "
-                         f"{mark(s[f'forward/{path}']['per_piece'], per_piece)} | "
-                         f"{mark(s[f'forward/{path}']['host'][1], per_call)} | "
-                         f"{mark(s[f'backward_filter/{path}']['host'][1], per_call)} |")
-    lines += ["", "Host us, median. *launch*: the pieces' launches alone (new: engine.gpu.pieces over pointer arrays; "
-              "old: a dict-based execute per piece), no op around them; *per piece*: the least-squares slope of host "
-              "time over 1, 2, 4 and 8 pieces. Host time is measured with the GPU held busy by a spin kernel, so "
-              "each call only enqueues work.", "",
-              "## Registration", "",
-              f"Lowest forward+backward host time per (precision, pieces): {_registrations(data)}. Each of those "
-              "numbers holds one `Tensor.backward()` call, whose own fixed cost is most of it (see the tables).", ""]
+            lines.append(
+                f"| {layer['precision']} {layer['layout']} | {path} | "
+                f"{mark(s[f'launch/{path}']['per_piece'], per_piece)} | "
+                f"{mark(s[f'forward/{path}']['per_piece'], per_piece)} | "
+                f"{mark(s[f'forward/{path}']['host'][1], per_call)} | "
+                f"{mark(s[f'backward_filter/{path}']['host'][1], per_call)} |"
+            )
+    lines += [
+        "",
+        "Host us, median. *launch*: the pieces' launches alone (new: engine.gpu.pieces over pointer arrays; "
+        "old: a dict-based execute per piece), no op around them; *per piece*: the least-squares slope of host "
+        "time over 1, 2, 4 and 8 pieces. Host time is measured with the GPU held busy by a spin kernel, so "
+        "each call only enqueues work.",
+        "",
+        "## Registration",
+        "",
+        f"Lowest forward+backward host time per (precision, pieces): {_registrations(data)}. Each of those "
+        "numbers holds one `Tensor.backward()` call, whose own fixed cost is most of it (see the tables).",
+        "",
+    ]
     for layer in data["layers"]:
         s = summary(layer)
         ps = sorted({p for c in s.values() for p in c["host"]})
-        lines += [f"## {layer['precision']} {layer['layout']}: host us per call", "",
-                  "| case | " + " | ".join(f"{p} piece{'s' if p > 1 else ''}" for p in ps) + " | per piece |",
-                  "|---|" + "---|" * (len(ps) + 1)]
+        lines += [
+            f"## {layer['precision']} {layer['layout']}: host us per call",
+            "",
+            "| case | " + " | ".join(f"{p} piece{'s' if p > 1 else ''}" for p in ps) + " | per piece |",
+            "|---|" + "---|" * (len(ps) + 1),
+        ]
         for case, c in s.items():
             cells = [f"{c['host'][p]:.1f}" if p in c["host"] else "-" for p in ps]
             lines.append(f"| {case} | " + " | ".join(cells) + f" | {c['per_piece']:.1f} |")
-        lines += ["", "Elapsed us per call with the GPU free (CUDA events over back-to-back calls): " + ", ".join(
-                      f"{case} {c['elapsed'][ps[0]]:.0f}-{c['elapsed'][ps[-1]]:.0f}" for case, c in s.items()
-                      if case.startswith(("forward/", "backward_filter/"))) + ". "
-                  f"New and old ops' results differ by at most {layer['max_abs_diff_new_vs_old']:g} (they run the "
-                  f"same plans).", ""]
+        lines += [
+            "",
+            "Elapsed us per call with the GPU free (CUDA events over back-to-back calls): "
+            + ", ".join(
+                f"{case} {c['elapsed'][ps[0]]:.0f}-{c['elapsed'][ps[-1]]:.0f}"
+                for case, c in s.items()
+                if case.startswith(("forward/", "backward_filter/"))
+            )
+            + ". "
+            f"New and old ops' results differ by at most {layer['max_abs_diff_new_vs_old']:g} (they run the "
+            f"same plans).",
+            "",
+        ]
     m = data.get("model")
     if m and "skipped" not in m:
-        lines += ["## A training step", "",
-                  f"{m['model']} b{m['batch']} {m['precision']}, eager, median of {m['steps']} steps (CUDA events), "
-                  f"WR plan at 256 MiB per kernel from the bundled H100 profile: stock PyTorch "
-                  f"(`cudnn.benchmark=True`) **{m['stock_ms']:.2f} ms**, old ops **{m['old_ms']:.2f} ms** "
-                  f"({m['old_ms'] / m['stock_ms']:.2f}x stock), new ops **{m['new_ms']:.2f} ms** "
-                  f"({m['new_ms'] / m['stock_ms']:.2f}x stock). The plan has {m['kernels']} kernels in {m['pieces']} "
-                  f"pieces; {m['native_cuda_graph']} of its {m['plans']} built execution plans carry "
-                  f"SUPPORTS_CUDA_GRAPH_NATIVE_API (needed for a per-layer native CUDA graph, populate_cuda_graph). "
-                  f"apply_plan took {m['apply_s']:.1f} s.", ""]
+        lines += [
+            "## A training step",
+            "",
+            f"{m['model']} b{m['batch']} {m['precision']}, eager, median of {m['steps']} steps (CUDA events), "
+            f"WR plan at 256 MiB per kernel from the bundled H100 profile: stock PyTorch "
+            f"(`cudnn.benchmark=True`) **{m['stock_ms']:.2f} ms**, old ops **{m['old_ms']:.2f} ms** "
+            f"({m['old_ms'] / m['stock_ms']:.2f}x stock), new ops **{m['new_ms']:.2f} ms** "
+            f"({m['new_ms'] / m['stock_ms']:.2f}x stock). The plan has {m['kernels']} kernels in {m['pieces']} "
+            f"pieces; {m['native_cuda_graph']} of its {m['plans']} built execution plans carry "
+            f"SUPPORTS_CUDA_GRAPH_NATIVE_API (needed for a per-layer native CUDA graph, populate_cuda_graph). "
+            f"apply_plan took {m['apply_s']:.1f} s.",
+            "",
+        ]
     elif m:
         lines += ["## A training step", "", f"Not run: {m['skipped']}.", ""]
     for path in args.earlier:  # the same step in earlier runs of this script: how far it moves between runs
         earlier = json.loads(Path(path).read_text())
         e, ep = earlier.get("model"), earlier["provenance"]
         if e and "skipped" not in e:
-            lines += [f"An earlier run ({ep['date']}, {ep['gpu']} {ep.get('gpu_uuid', '')}, `{Path(path).name}`): "
-                      f"stock {e['stock_ms']:.2f} ms, old ops {e['old_ms']:.2f} ms "
-                      f"({e['old_ms'] / e['stock_ms']:.2f}x), new ops {e['new_ms']:.2f} ms "
-                      f"({e['new_ms'] / e['stock_ms']:.2f}x).", ""]
+            lines += [
+                f"An earlier run ({ep['date']}, {ep['gpu']} {ep.get('gpu_uuid', '')}, `{Path(path).name}`): "
+                f"stock {e['stock_ms']:.2f} ms, old ops {e['old_ms']:.2f} ms "
+                f"({e['old_ms'] / e['stock_ms']:.2f}x), new ops {e['new_ms']:.2f} ms "
+                f"({e['new_ms'] / e['stock_ms']:.2f}x).",
+                "",
+            ]
     out = Path(args.input).with_suffix(".md")
     atomic_write(out, "\n".join(lines))
     print(f"wrote {out}")

@@ -56,7 +56,7 @@ from engine.profile import Profile  # noqa: E402
 from engine.zoo import get_network  # noqa: E402
 from benchmarks.readme import README, write_block  # noqa: E402
 
-SPEEDUP = 1.8      # acceptance: two GPUs at least this much faster than one
+SPEEDUP = 1.8  # acceptance: two GPUs at least this much faster than one
 RUN_TIMEOUT = 420  # s per profile command
 RUNS = ROOT / "benchmarks" / "reports" / "profile-multigpu"
 REPORT = ROOT / "benchmarks" / "reports" / "profile-multigpu.md"
@@ -78,8 +78,28 @@ def visible_gpus() -> int:
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
-PACKAGES = ("engine", "cupy", "cudnn", "numpy", "pandas", "dask", "distributed", "tornado", "cloudpickle", "msgpack",
-            "toolz", "tblib", "zict", "psutil", "yaml", "jinja2", "sortedcontainers", "fsspec", "partd", "click")
+PACKAGES = (
+    "engine",
+    "cupy",
+    "cudnn",
+    "numpy",
+    "pandas",
+    "dask",
+    "distributed",
+    "tornado",
+    "cloudpickle",
+    "msgpack",
+    "toolz",
+    "tblib",
+    "zict",
+    "psutil",
+    "yaml",
+    "jinja2",
+    "sortedcontainers",
+    "fsspec",
+    "partd",
+    "click",
+)
 
 
 def prepare(env: dict) -> dict:
@@ -92,24 +112,48 @@ def prepare(env: dict) -> dict:
         spec = importlib.util.find_spec(name)
         for folder in (spec.submodule_search_locations or []) if spec else []:
             compileall.compile_dir(folder, quiet=2, workers=0)
-    probe = subprocess.run([sys.executable, "-c", "from engine.gpu import runtime; runtime.provenance()"], cwd=ROOT,
-                           env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    probe = subprocess.run(
+        [sys.executable, "-c", "from engine.gpu import runtime; runtime.provenance()"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
     if probe.returncode != 0:
         raise BenchError(f"the GPU probe failed: {(probe.stderr.strip().splitlines() or ['?'])[-1][-300:]}")
     return {"seconds": round(time.perf_counter() - t0, 2), "compiled": list(PACKAGES)}
 
 
 def profile_cmd(args, cache: Path, out: Path, gpus: str | None) -> list[str]:
-    cmd = [sys.executable, "-m", "engine", "profile", "--network", args.network, "--batch", str(args.batch),
-           "--dtype", args.dtype, "--layout", args.layout, "--policy", args.policy, "--cache", str(cache),
-           "-o", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine",
+        "profile",
+        "--network",
+        args.network,
+        "--batch",
+        str(args.batch),
+        "--dtype",
+        args.dtype,
+        "--layout",
+        args.layout,
+        "--policy",
+        args.policy,
+        "--cache",
+        str(cache),
+        "-o",
+        str(out),
+    ]
     return cmd + (["--gpus", gpus] if gpus else [])
 
 
 def start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
     """The command in its own process group (so a kill takes its Dask workers too), stderr to ``log``."""
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=open(log, "w"), text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=open(log, "w"), text=True, start_new_session=True
+    )
 
 
 def finish(proc: subprocess.Popen, what: str, log: Path) -> str:
@@ -154,9 +198,13 @@ def graph_timing(cache_a: Path, cache_b: Path) -> dict:
     """Where B's time per graph goes, from the timing each cache stores with every graph (ms resolution, unlike
     the progress log): how much longer the same graph took inside the profiler on a Dask worker than in A, and
     how long a worker sat between two graphs (the task's dispatch)."""
+
     def load(cache: Path) -> dict:
         with sqlite3.connect(cache, timeout=5) as db:
-            return {(s, b): json.loads(p) for s, b, p in db.execute("SELECT signature, micro_batch, provenance FROM done")}
+            return {
+                (s, b): json.loads(p) for s, b, p in db.execute("SELECT signature, micro_batch, provenance FROM done")
+            }
+
     a, b = load(cache_a), load(cache_b)
     both = [k for k in a if "timing" in a[k] and "timing" in b.get(k, {})]
     if not both:
@@ -167,10 +215,15 @@ def graph_timing(cache_a: Path, cache_b: Path) -> dict:
         mine = sorted((g["timing"]["start"], g["timing"]["seconds"]) for g in b.values() if g.get("worker") == worker)
         gaps += [s2 - s1 - d1 for (s1, d1), (s2, _) in zip(mine, mine[1:])]
     ms = lambda v, f=statistics.mean: round(1000 * f(v), 1)  # noqa: E731
-    return {"graphs": len(both), "a_graph_ms": ms([a[k]["timing"]["seconds"] for k in both]),
-            "b_graph_ms": ms([b[k]["timing"]["seconds"] for k in both]),
-            "in_graph_extra_ms": ms(inside), "in_graph_extra_median_ms": ms(inside, statistics.median),
-            "between_graphs_ms": ms(gaps), "between_graphs_median_ms": ms(gaps, statistics.median)}
+    return {
+        "graphs": len(both),
+        "a_graph_ms": ms([a[k]["timing"]["seconds"] for k in both]),
+        "b_graph_ms": ms([b[k]["timing"]["seconds"] for k in both]),
+        "in_graph_extra_ms": ms(inside),
+        "in_graph_extra_median_ms": ms(inside, statistics.median),
+        "between_graphs_ms": ms(gaps),
+        "between_graphs_median_ms": ms(gaps, statistics.median),
+    }
 
 
 def plans(profile: Profile) -> set[tuple[str, int, str]]:
@@ -185,8 +238,12 @@ def time_agreement(a: Profile, b: Profile) -> dict:
     ok = [p.table[(p.table.status == "ok") & (p.table.repeats > 1)][cols] for p in (a, b)]
     both = ok[0].merge(ok[1], on=cols[:3], suffixes=("_a", "_b"))
     ratio = both.time_ms_b / both.time_ms_a
-    return {"plans": int(len(both)), "median": round(float(ratio.median()), 4),
-            "q1": round(float(ratio.quantile(0.25)), 4), "q3": round(float(ratio.quantile(0.75)), 4)}
+    return {
+        "plans": int(len(both)),
+        "median": round(float(ratio.median()), 4),
+        "q1": round(float(ratio.quantile(0.25)), 4),
+        "q3": round(float(ratio.quantile(0.75)), 4),
+    }
 
 
 def kill_and_resume(args, tmp: Path, out: Path, env: dict, total: int) -> dict:
@@ -197,8 +254,10 @@ def kill_and_resume(args, tmp: Path, out: Path, env: dict, total: int) -> dict:
     proc = start(cmd, env, out / "run-C-killed.log")
     while stored_graphs(cache) < total // 2:
         if proc.poll() is not None:
-            raise BenchError(f"run C ended (status {proc.returncode}) before half of the graphs were stored; "
-                             f"see {out / 'run-C-killed.log'}")
+            raise BenchError(
+                f"run C ended (status {proc.returncode}) before half of the graphs were stored; "
+                f"see {out / 'run-C-killed.log'}"
+            )
         if time.perf_counter() - t0 > RUN_TIMEOUT:
             os.killpg(proc.pid, signal.SIGKILL)
             raise BenchError(f"run C stored fewer than {total // 2} graphs in {RUN_TIMEOUT} s")
@@ -218,12 +277,18 @@ def kill_and_resume(args, tmp: Path, out: Path, env: dict, total: int) -> dict:
     prof = Profile.load(prof_path)
     g = prof.provenance["graphs"]
     changed = sorted(k for k in before if after.get(k) != before[k])
-    return {"command": " ".join(cmd), "killed_after_s": killed_after, "stored_at_kill": len(before),
-            "resume_wall_s": wall, "resume_summary": summary, "resume_graphs": g,
-            "stored_rows_changed": [f"{s} b={b}" for s, b in changed],
-            "resume_measured_only_missing": g["from_cache"] == len(before) and g["measured"] == total - len(before),
-            "complete_after_resume": len(after) == total and g["failed"] == 0,
-            "profile": prof}
+    return {
+        "command": " ".join(cmd),
+        "killed_after_s": killed_after,
+        "stored_at_kill": len(before),
+        "resume_wall_s": wall,
+        "resume_summary": summary,
+        "resume_graphs": g,
+        "stored_rows_changed": [f"{s} b={b}" for s, b in changed],
+        "resume_measured_only_missing": g["from_cache"] == len(before) and g["measured"] == total - len(before),
+        "complete_after_resume": len(after) == total and g["failed"] == 0,
+        "profile": prof,
+    }
 
 
 def bundle_name(gpu: str, args) -> str:
@@ -237,10 +302,12 @@ def per_graph(g: dict | None) -> str:
     """The line of a run's report on graph timing (runs before 2026-11-23-run4 stored none)."""
     if not g:
         return "- per-graph timing: not stored by this run's code"
-    return (f"- per graph, from the timing stored with each graph ({g['graphs']} graphs): {g['a_graph_ms']} ms in A, "
-            f"{g['b_graph_ms']} ms on a Dask worker in B (extra: mean {g['in_graph_extra_ms']} ms, median "
-            f"{g['in_graph_extra_median_ms']} ms); a worker's idle time between two graphs: mean "
-            f"{g['between_graphs_ms']} ms, median {g['between_graphs_median_ms']} ms")
+    return (
+        f"- per graph, from the timing stored with each graph ({g['graphs']} graphs): {g['a_graph_ms']} ms in A, "
+        f"{g['b_graph_ms']} ms on a Dask worker in B (extra: mean {g['in_graph_extra_ms']} ms, median "
+        f"{g['in_graph_extra_median_ms']} ms); a worker's idle time between two graphs: mean "
+        f"{g['between_graphs_ms']} ms, median {g['between_graphs_median_ms']} ms"
+    )
 
 
 def markdown(r: dict) -> str:
@@ -248,44 +315,44 @@ def markdown(r: dict) -> str:
     gpus = ", ".join(f"{g['worker']}: {g['gpu']} {g['gpu_uuid']} ({g['graphs']} graphs)" for g in p["gpus"])
     ok = lambda v: "yes" if v else "**NO**"  # noqa: E731
     t = r["time_agreement"]
-    return f"""# Profiling on {len(p['gpus'])} GPUs with Dask: {r['workload']}
+    return f"""# Profiling on {len(p["gpus"])} GPUs with Dask: {r["workload"]}
 
-- GPUs: {gpus}; host {p['host']}
-- driver {p['driver']}, CUDA runtime {p['cuda_runtime']}, cuDNN {p['cudnn_version']}, frontend {p['frontend_version']},
-  CuPy {p['cupy_version']}, Python {p['python']}, dask {r['versions']['dask']}, distributed {r['versions']['distributed']};
-  {r['date']}
-- command: `{r['command']}`; each run below is `python -m engine profile ...` in a subprocess on a cold SQLite
+- GPUs: {gpus}; host {p["host"]}
+- driver {p["driver"]}, CUDA runtime {p["cuda_runtime"]}, cuDNN {p["cudnn_version"]}, frontend {p["frontend_version"]},
+  CuPy {p["cupy_version"]}, Python {p["python"]}, dask {r["versions"]["dask"]}, distributed {r["versions"]["distributed"]};
+  {r["date"]}
+- command: `{r["command"]}`; each run below is `python -m engine profile ...` in a subprocess on a cold SQLite
   cache, timed by wall clock (Python start, imports and the Dask workers' start included); "profiling" is the
   profile's own `profiling_seconds` (for B, from starting the Dask workers on). Local Dask workers: plain `distributed` Nannies, one per GPU, pinned by
   `CUDA_VISIBLE_DEVICES` (engine/gpu/distributed.py says why not dask-cuda).
 
 | run | GPUs | wall | profiling | graphs | plan rows |
 |---|---|---|---|---|---|
-| A: single-GPU profiler (`CUDA_VISIBLE_DEVICES={a['visible']}`) | 1 | {a['wall_s']} s | {a['profiling_s']} s | {a['graphs']} | {a['plan_rows']} |
-| B: `--gpus {r['gpus']}` (Dask) | {len(p['gpus'])} | {b['wall_s']} s | {b['profiling_s']} s | {b['graphs']} | {b['plan_rows']} |
+| A: single-GPU profiler (`CUDA_VISIBLE_DEVICES={a["visible"]}`) | 1 | {a["wall_s"]} s | {a["profiling_s"]} s | {a["graphs"]} | {a["plan_rows"]} |
+| B: `--gpus {r["gpus"]}` (Dask) | {len(p["gpus"])} | {b["wall_s"]} s | {b["profiling_s"]} s | {b["graphs"]} | {b["plan_rows"]} |
 
-- before A: {f"the packages' bytecode compiled and the GPU libraries loaded once ({r['prepared']['seconds']} s)" if r.get('prepared') else "nothing prepared (the first run importing a package compiled its bytecode)"}
-- B's profiling began with starting its Dask workers: joined after {p.get('worker_start_seconds', {}).get('joined', '?')} s, GPUs
-  checked after {p.get('worker_start_seconds', {}).get('checked', '?')} s
-- speed-up of B over A: **{r['speedup_wall']}x** wall ({r['speedup_profiling']}x profiling); target >= {SPEEDUP}x:
-  {ok(r['checks']['speedup'])}
-- same set of measured (signature, micro-batch, plan): {ok(r['checks']['same_plans'])} ({r['plans']['A']} in A,
-  {r['plans']['B']} in B, {r['plans']['only_A']} only in A, {r['plans']['only_B']} only in B)
-- plan times, B/A over the {t['plans']} plans both timed with repeats: median {t['median']}, quartiles {t['q1']} to {t['q3']}
-{per_graph(r.get('graph_timing'))}
+- before A: {f"the packages' bytecode compiled and the GPU libraries loaded once ({r['prepared']['seconds']} s)" if r.get("prepared") else "nothing prepared (the first run importing a package compiled its bytecode)"}
+- B's profiling began with starting its Dask workers: joined after {p.get("worker_start_seconds", {}).get("joined", "?")} s, GPUs
+  checked after {p.get("worker_start_seconds", {}).get("checked", "?")} s
+- speed-up of B over A: **{r["speedup_wall"]}x** wall ({r["speedup_profiling"]}x profiling); target >= {SPEEDUP}x:
+  {ok(r["checks"]["speedup"])}
+- same set of measured (signature, micro-batch, plan): {ok(r["checks"]["same_plans"])} ({r["plans"]["A"]} in A,
+  {r["plans"]["B"]} in B, {r["plans"]["only_A"]} only in A, {r["plans"]["only_B"]} only in B)
+- plan times, B/A over the {t["plans"]} plans both timed with repeats: median {t["median"]}, quartiles {t["q1"]} to {t["q3"]}
+{per_graph(r.get("graph_timing"))}
 
-## Kill and resume (run C, `--gpus {r['gpus']}`, cold cache)
+## Kill and resume (run C, `--gpus {r["gpus"]}`, cold cache)
 
-- killed (SIGKILL to the command's process group, Dask workers included) after {c['killed_after_s']} s, with
-  {c['stored_at_kill']} of {a['graphs']} graphs stored
-- the same command again: {c['resume_wall_s']} s wall; {c['resume_graphs']['from_cache']} graphs from the cache,
-  {c['resume_graphs']['measured']} measured, {c['resume_graphs']['failed']} failed
-- graphs stored before the kill whose rows or provenance changed: {len(c['stored_rows_changed'])}
-  (nothing stored was measured again: {ok(r['checks']['resume_reprofiles_nothing'])}); the resume measured exactly
-  the missing graphs: {ok(r['checks']['resume_measured_only_missing'])}; complete: {ok(r['checks']['resume_complete'])};
-  same plans as A: {ok(r['checks']['resume_same_plans'])}
+- killed (SIGKILL to the command's process group, Dask workers included) after {c["killed_after_s"]} s, with
+  {c["stored_at_kill"]} of {a["graphs"]} graphs stored
+- the same command again: {c["resume_wall_s"]} s wall; {c["resume_graphs"]["from_cache"]} graphs from the cache,
+  {c["resume_graphs"]["measured"]} measured, {c["resume_graphs"]["failed"]} failed
+- graphs stored before the kill whose rows or provenance changed: {len(c["stored_rows_changed"])}
+  (nothing stored was measured again: {ok(r["checks"]["resume_reprofiles_nothing"])}); the resume measured exactly
+  the missing graphs: {ok(r["checks"]["resume_measured_only_missing"])}; complete: {ok(r["checks"]["resume_complete"])};
+  same plans as A: {ok(r["checks"]["resume_same_plans"])}
 
-Bundle candidate: `{r['bundle']}` (run B's profile).
+Bundle candidate: `{r["bundle"]}` (run B's profile).
 """
 
 
@@ -326,10 +393,15 @@ def overheads(run: Path, doc: dict) -> dict:
         last[w] = t
     span_a, span_b = a[-1][0], b[-1][0]
     runs = doc["runs"]
-    return {"span_a": span_a, "span_b": span_b,
-            "before_a": round(runs["A"]["profiling_s"] - span_a, 2), "before_b": round(runs["B"]["profiling_s"] - span_b, 2),
-            "speedup_span": round(span_a / span_b, 2), "extra_ms": round(1000 * sum(extra) / len(extra), 1),
-            "extra_graphs": len(extra)}
+    return {
+        "span_a": span_a,
+        "span_b": span_b,
+        "before_a": round(runs["A"]["profiling_s"] - span_a, 2),
+        "before_b": round(runs["B"]["profiling_s"] - span_b, 2),
+        "speedup_span": round(span_a / span_b, 2),
+        "extra_ms": round(1000 * sum(extra) / len(extra), 1),
+        "extra_graphs": len(extra),
+    }
 
 
 def load_runs() -> list[tuple[dict, dict, dict]]:
@@ -344,8 +416,10 @@ def load_runs() -> list[tuple[dict, dict, dict]]:
 
 def resume_ok(checks: dict) -> bool:
     """Run C's checks: nothing stored measured again, exactly the missing graphs measured, complete, same plans."""
-    return all(checks[k] for k in ("resume_reprofiles_nothing", "resume_measured_only_missing", "resume_complete",
-                                   "resume_same_plans"))
+    return all(
+        checks[k]
+        for k in ("resume_reprofiles_nothing", "resume_measured_only_missing", "resume_complete", "resume_same_plans")
+    )
 
 
 def split(g: dict | None) -> str:
@@ -355,30 +429,40 @@ def split(g: dict | None) -> str:
 
 def render(rows) -> str:
     ok = lambda v: "yes" if v else "**no**"  # noqa: E731
-    table = ["| run | code | A wall | B wall | speed-up (wall) | profiling | first to last graph stored | "
-             "before the first graph, A / B | B's extra per graph and GPU | of which: in the graph / between graphs | "
-             "same plans | kill + resume | prepared |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    table = [
+        "| run | code | A wall | B wall | speed-up (wall) | profiling | first to last graph stored | "
+        "before the first graph, A / B | B's extra per graph and GPU | of which: in the graph / between graphs | "
+        "same plans | kill + resume | prepared |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r, d, o in rows:
         c = d["checks"]
-        table.append(f"| [{r['dir']}](profile-multigpu/{r['dir']}/profile-multigpu.md) | {r['code']} | "
-                     f"{d['runs']['A']['wall_s']} s | {d['runs']['B']['wall_s']} s | **{d['speedup_wall']}x** | "
-                     f"{d['speedup_profiling']}x | {o['speedup_span']}x ({o['span_a']} / {o['span_b']} s) | "
-                     f"{o['before_a']} / {o['before_b']} s | {o['extra_ms']} ms ({o['extra_graphs']} graphs) | "
-                     f"{split(d.get('graph_timing'))} | {ok(c['same_plans'])} | {ok(resume_ok(c))} | {'yes' if d.get('prepared') else 'no'} |")
+        table.append(
+            f"| [{r['dir']}](profile-multigpu/{r['dir']}/profile-multigpu.md) | {r['code']} | "
+            f"{d['runs']['A']['wall_s']} s | {d['runs']['B']['wall_s']} s | **{d['speedup_wall']}x** | "
+            f"{d['speedup_profiling']}x | {o['speedup_span']}x ({o['span_a']} / {o['span_b']} s) | "
+            f"{o['before_a']} / {o['before_b']} s | {o['extra_ms']} ms ({o['extra_graphs']} graphs) | "
+            f"{split(d.get('graph_timing'))} | {ok(c['same_plans'])} | {ok(resume_ok(c))} | {'yes' if d.get('prepared') else 'no'} |"
+        )
     changes = "\n".join(f"- {r['dir']} ({r['code']}): {r['change']}" for r, _, _ in rows)
     last = rows[-1][1]
     p = last["provenance"]
-    timed = [(r["dir"], d["provenance"]["worker_start_seconds"]) for r, d, _ in rows
-             if "worker_start_seconds" in d["provenance"]]
-    starts = "".join(f" In {name} B's Dask workers had joined {w['joined']} s after its profiling began and their GPUs "
-                     f"were checked at {w['checked']} s." for name, w in timed)
-    return f"""# Profiling on two GPUs with Dask: {last['workload']}
+    timed = [
+        (r["dir"], d["provenance"]["worker_start_seconds"])
+        for r, d, _ in rows
+        if "worker_start_seconds" in d["provenance"]
+    ]
+    starts = "".join(
+        f" In {name} B's Dask workers had joined {w['joined']} s after its profiling began and their GPUs "
+        f"were checked at {w['checked']} s."
+        for name, w in timed
+    )
+    return f"""# Profiling on two GPUs with Dask: {last["workload"]}
 
 Written by `python benchmarks/profile_multigpu.py report` from the runs in
 [profile-multigpu/runs.json](profile-multigpu/runs.json); each run's own report, JSON and logs are in its folder.
-Every run: `{last['command']}` on a lent host with two {p['gpu']} (driver {p['driver']}, cuDNN
-{p['cudnn_version']}, frontend {p['frontend_version']}, dask {last['versions']['dask']}), each run on another
+Every run: `{last["command"]}` on a lent host with two {p["gpu"]} (driver {p["driver"]}, cuDNN
+{p["cudnn_version"]}, frontend {p["frontend_version"]}, dask {last["versions"]["dask"]}), each run on another
 host. A is the single-GPU profiler with one GPU visible, B `--gpus 0,1` (one Dask worker per GPU), both from a
 cold cache, timed by wall clock as the user's command; target: B at least {SPEEDUP}x faster than A.
 
@@ -407,19 +491,21 @@ def readme_block(rows) -> str:
     walls = ", ".join(f"{d['speedup_wall']}x" for _, d, _ in rows)
     spans = ", ".join(f"{oo['speedup_span']}x" for _, _, oo in rows)
     last, code = rows[-1][1]["speedup_wall"], rows[-1][0]["code"]
-    met = (f"met by the last run, of code {code}" if last >= SPEEDUP else f"not met by the last run, of code {code}")
+    met = f"met by the last run, of code {code}" if last >= SPEEDUP else f"not met by the last run, of code {code}"
     if len(rows) > 1:
         met += "; the runs before it ran earlier code"
     same = sum(d["checks"]["same_plans"] for _, d, _ in rows)
     resumed = sum(resume_ok(d["checks"]) for _, d, _ in rows)
     every = lambda n: "Every run" if n == len(rows) else f"{n} of {len(rows)} runs"  # noqa: E731
-    return (f"- Profiling on two GPUs with Dask (`python -m engine profile --gpus 0,1`), ResNet-50 b64 TF32 "
-            f"`powerOfTwo` with the engine sweep from a cold cache, on {len(rows)} lent hosts with two {gpu}: "
-            f"{walls} faster than one GPU by wall clock (target {SPEEDUP}x: {met}); the measuring alone {spans}. "
-            f"{every(same)} measured the same plans on one and on two GPUs, and {every(resumed).lower()} resumed a "
-            f"run killed half-way by measuring only the missing graphs. In the last run the two-GPU command spent {o['before_b']} s before "
-            f"storing its first graph (one GPU: {o['before_a']} s) and a graph took {o['extra_ms']} ms longer on a "
-            f"Dask worker than alone ([benchmarks/reports/profile-multigpu.md](benchmarks/reports/profile-multigpu.md)).")
+    return (
+        f"- Profiling on two GPUs with Dask (`python -m engine profile --gpus 0,1`), ResNet-50 b64 TF32 "
+        f"`powerOfTwo` with the engine sweep from a cold cache, on {len(rows)} lent hosts with two {gpu}: "
+        f"{walls} faster than one GPU by wall clock (target {SPEEDUP}x: {met}); the measuring alone {spans}. "
+        f"{every(same)} measured the same plans on one and on two GPUs, and {every(resumed).lower()} resumed a "
+        f"run killed half-way by measuring only the missing graphs. In the last run the two-GPU command spent {o['before_b']} s before "
+        f"storing its first graph (one GPU: {o['before_a']} s) and a graph took {o['extra_ms']} ms longer on a "
+        f"Dask worker than alone ([benchmarks/reports/profile-multigpu.md](benchmarks/reports/profile-multigpu.md))."
+    )
 
 
 def write_report() -> int:
@@ -467,28 +553,51 @@ def main(argv=None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     pa, pb, pc = plans(prof_a), plans(prof_b), plans(prof_c)
     speedup = round(wall_a / wall_b, 2)
-    runs = {name: {"command": " ".join(cmd), "wall_s": wall, "summary": summary,
-                   "profiling_s": prof.provenance["profiling_seconds"], "plan_rows": len(prof.table),
-                   "graphs": int(prof.table.groupby(["signature", "micro_batch"]).ngroups)}
-            for name, cmd, wall, summary, prof in (("A", cmd_a, wall_a, sum_a, prof_a), ("B", cmd_b, wall_b, sum_b, prof_b))}
+    runs = {
+        name: {
+            "command": " ".join(cmd),
+            "wall_s": wall,
+            "summary": summary,
+            "profiling_s": prof.provenance["profiling_seconds"],
+            "plan_rows": len(prof.table),
+            "graphs": int(prof.table.groupby(["signature", "micro_batch"]).ngroups),
+        }
+        for name, cmd, wall, summary, prof in (("A", cmd_a, wall_a, sum_a, prof_a), ("B", cmd_b, wall_b, sum_b, prof_b))
+    }
     runs["A"]["visible"] = devices[0]
     report = {
         "workload": f"{args.network} b{args.batch} {args.dtype} {args.layout} {args.policy}, engine sweep",
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": "python benchmarks/profile_multigpu.py " + " ".join(argv),
-        "gpus": args.gpus, "graphs": total, "prepared": prepared,
+        "gpus": args.gpus,
+        "graphs": total,
+        "prepared": prepared,
         "versions": {p: importlib.metadata.version(p) for p in ("dask", "distributed")},
-        "provenance": prof_b.provenance, "provenance_single_gpu": prof_a.provenance, "runs": runs,
+        "provenance": prof_b.provenance,
+        "provenance_single_gpu": prof_a.provenance,
+        "runs": runs,
         "speedup_wall": speedup,
         "speedup_profiling": round(prof_a.provenance["profiling_seconds"] / prof_b.provenance["profiling_seconds"], 2),
-        "plans": {"A": len(pa), "B": len(pb), "only_A": len(pa - pb), "only_B": len(pb - pa),
-                  "examples_only_A": sorted(map(list, pa - pb))[:5], "examples_only_B": sorted(map(list, pb - pa))[:5]},
-        "time_agreement": time_agreement(prof_a, prof_b), "graph_timing": timing,
-        "kill_resume": c, "bundle": bundle.name,
-        "checks": {"speedup": speedup >= SPEEDUP, "same_plans": pa == pb,
-                   "resume_reprofiles_nothing": not c["stored_rows_changed"],
-                   "resume_measured_only_missing": c["resume_measured_only_missing"],
-                   "resume_complete": c["complete_after_resume"], "resume_same_plans": pc == pa},
+        "plans": {
+            "A": len(pa),
+            "B": len(pb),
+            "only_A": len(pa - pb),
+            "only_B": len(pb - pa),
+            "examples_only_A": sorted(map(list, pa - pb))[:5],
+            "examples_only_B": sorted(map(list, pb - pa))[:5],
+        },
+        "time_agreement": time_agreement(prof_a, prof_b),
+        "graph_timing": timing,
+        "kill_resume": c,
+        "bundle": bundle.name,
+        "checks": {
+            "speedup": speedup >= SPEEDUP,
+            "same_plans": pa == pb,
+            "resume_reprofiles_nothing": not c["stored_rows_changed"],
+            "resume_measured_only_missing": c["resume_measured_only_missing"],
+            "resume_complete": c["complete_after_resume"],
+            "resume_same_plans": pc == pa,
+        },
     }
     atomic_write(out / "profile-multigpu.json", json.dumps(report, indent=1, default=str))
     atomic_write(out / "profile-multigpu.md", markdown(report))

@@ -17,8 +17,10 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 def markers(name: str) -> tuple[str, str]:
     """Markers of block ``name`` ("script" or "script:part"), naming the script that writes it."""
     script = name.split(":")[0]
-    return (f"<!-- generated: {name} (python benchmarks/{script}.py); do not edit -->",
-            f"<!-- end generated: {name} -->")
+    return (
+        f"<!-- generated: {name} (python benchmarks/{script}.py); do not edit -->",
+        f"<!-- end generated: {name} -->",
+    )
 
 
 def read_block(text: str, name: str) -> str:

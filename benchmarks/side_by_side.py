@@ -61,11 +61,13 @@ README_LIMIT = 64 * MiB
 PAPER_WD_BUDGET = 120 * MiB  # the paper's AlexNet budget (mu-cuDNN §IV-C)
 UNLIMITED = 1 << 40
 HEURISTIC = " [heuristic list only]"
-ROWS = {"framework": "(a) framework: heuristic order, first that fits",
-        "undivided": "(b) best undivided engine",
-        "wr": "(c) WR powerOfTwo",
-        "wd": "(d) WD",
-        "optimum": "unlimited optimum"}
+ROWS = {
+    "framework": "(a) framework: heuristic order, first that fits",
+    "undivided": "(b) best undivided engine",
+    "wr": "(c) WR powerOfTwo",
+    "wd": "(d) WD",
+    "optimum": "unlimited optimum",
+}
 VERIFY = {("wr", 64 * MiB), ("wd", PAPER_WD_BUDGET)}  # (row, budget) verified against float64
 DEFAULT_RESULTS = ROOT / "benchmarks" / "reports" / "side_by_side_results.json.gz"
 DEFAULT_REPORT = ROOT / "benchmarks" / "reports" / "side_by_side.md"
@@ -77,17 +79,36 @@ def tag(e: dict) -> str:
 
 # ----------------------------------------------------------------------------------- planning (CPU)
 def _kernels(plan_kernels) -> list[dict]:
-    return [{"id": k.id, "signature": k.signature, "workspace": k.workspace, "offset": k.offset,
-             "micro": [{"batch": m.batch, "plan": m.plan, "time_ms": m.time_ms, "workspace": m.workspace}
-                       for m in k.micro]} for k in plan_kernels]
+    return [
+        {
+            "id": k.id,
+            "signature": k.signature,
+            "workspace": k.workspace,
+            "offset": k.offset,
+            "micro": [
+                {"batch": m.batch, "plan": m.plan, "time_ms": m.time_ms, "workspace": m.workspace} for m in k.micro
+            ],
+        }
+        for k in plan_kernels
+    ]
 
 
-def _config(row: str, limit: int | None, budget: int, mode: str, kernels: list[dict], arena: int | None,
-            engines: str) -> dict:
+def _config(
+    row: str, limit: int | None, budget: int, mode: str, kernels: list[dict], arena: int | None, engines: str
+) -> dict:
     ws = [k["workspace"] for k in kernels]
-    return {"row": row, "engines": engines, "limit": limit, "budget": budget, "mode": mode, "kernels": kernels,
-            "predicted_ms": sum(m["time_ms"] for k in kernels for m in k["micro"]),
-            "workspace_sum": sum(ws), "workspace_max": max(ws), "arena": arena}
+    return {
+        "row": row,
+        "engines": engines,
+        "limit": limit,
+        "budget": budget,
+        "mode": mode,
+        "kernels": kernels,
+        "predicted_ms": sum(m["time_ms"] for k in kernels for m in k["micro"]),
+        "workspace_sum": sum(ws),
+        "workspace_max": max(ws),
+        "arena": arena,
+    }
 
 
 def plan_network(name: str, batch: int, precision: str, layout: str, profile_name: str) -> dict:
@@ -102,10 +123,18 @@ def plan_network(name: str, batch: int, precision: str, layout: str, profile_nam
     engine_sets = [("all", full)]
     if full.swept and name == "alexnet" and precision == "tf32":
         engine_sets.append(("heuristics", full.restrict("heuristics")))
-    entry = {"network": name, "batch": batch, "precision": precision, "layout": layout, "profile": profile_name,
-             "profile_provenance": {k: full.provenance.get(k) for k in ("gpu", "cudnn_version", "frontend_version",
-                                                                         "date")},
-             "swept": full.swept, "kernel_count": len(kernels), "configs": [], "infeasible": []}
+    entry = {
+        "network": name,
+        "batch": batch,
+        "precision": precision,
+        "layout": layout,
+        "profile": profile_name,
+        "profile_provenance": {k: full.provenance.get(k) for k in ("gpu", "cudnn_version", "frontend_version", "date")},
+        "swept": full.swept,
+        "kernel_count": len(kernels),
+        "configs": [],
+        "infeasible": [],
+    }
 
     def add(row, limit, budget, engines, prof, mode, policy):
         try:
@@ -121,13 +150,28 @@ def plan_network(name: str, batch: int, precision: str, layout: str, profile_nam
             if engines == "all":
                 first = [full.heuristic_first(k.signature.key, batch, L) for k in kernels]
                 if all(first):
-                    ks = [{"id": k.id, "signature": k.signature.key, "workspace": m.workspace, "offset": None,
-                           "micro": [{"batch": m.batch, "plan": m.plan, "time_ms": m.time_ms,
-                                      "workspace": m.workspace}]} for k, m in zip(kernels, first)]
+                    ks = [
+                        {
+                            "id": k.id,
+                            "signature": k.signature.key,
+                            "workspace": m.workspace,
+                            "offset": None,
+                            "micro": [
+                                {"batch": m.batch, "plan": m.plan, "time_ms": m.time_ms, "workspace": m.workspace}
+                            ],
+                        }
+                        for k, m in zip(kernels, first)
+                    ]
                     entry["configs"].append(_config("framework", L, L, "wr", ks, None, "heuristics"))
                 else:
-                    entry["infeasible"].append({"row": "framework", "engines": "heuristics", "limit": L,
-                                                "reason": "no heuristic-list plan at the full batch fits"})
+                    entry["infeasible"].append(
+                        {
+                            "row": "framework",
+                            "engines": "heuristics",
+                            "limit": L,
+                            "reason": "no heuristic-list plan at the full batch fits",
+                        }
+                    )
                 add("undivided", L, L, engines, prof, "wr", "undivided")
             add("wr", L, L, engines, prof, "wr", "powerOfTwo")
             if engines == "all":
@@ -145,9 +189,16 @@ def _time_config(cfg: dict, batch: int, ctx, plans, bufs: dict, repeats: int, ca
     from engine.gpu.profiler import KernelBuffers
     from engine.kernels import KernelSignature
 
-    runs = [KernelRun(k["id"], KernelSignature.from_key(k["signature"], batch),
-                      [(m["batch"], m["plan"]) for m in k["micro"]], k["workspace"], k["offset"])
-            for k in cfg["kernels"]]
+    runs = [
+        KernelRun(
+            k["id"],
+            KernelSignature.from_key(k["signature"], batch),
+            [(m["batch"], m["plan"]) for m in k["micro"]],
+            k["workspace"],
+            k["offset"],
+        )
+        for k in cfg["kernels"]
+    ]
     exes = [KernelExecutor(r, plans) for r in runs]
     arena = Arena(runs, exes, cfg["mode"])
     out = []
@@ -158,8 +209,9 @@ def _time_config(cfg: dict, batch: int, ctx, plans, bufs: dict, repeats: int, ca
                 bufs[r.sig.key] = KernelBuffers(r.sig, batch)
             b = bufs[r.sig.key]
             ptrs, w_arr, ws_ptr = b.pointers(batch, 0), b.w, arena.pointer(r)
-            times = runtime.time_repeats(ctx, lambda i: ex.enqueue(ptrs, ws_ptr, ctx, w_array=w_arr),
-                                         repeats=repeats, warmup=2)
+            times = runtime.time_repeats(
+                ctx, lambda i: ex.enqueue(ptrs, ws_ptr, ctx, w_array=w_arr), repeats=repeats, warmup=2
+            )
             cache[key] = runtime.median(times)
         out.append(cache[key])
     cfg["arena_allocated"] = arena.size
@@ -172,6 +224,7 @@ def _torch_convs(name: str, batch: int, prec: str, layout: str, repeats: int) ->
     import torch.nn.functional as F
 
     from engine.zoo import get_network
+
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = PRECISIONS[prec].allow_tf32
     dtype = getattr(torch, PRECISIONS[prec].torch_dtype)
@@ -185,13 +238,18 @@ def _torch_convs(name: str, batch: int, prec: str, layout: str, repeats: int) ->
         x = torch.randn(batch, c, h, w, device="cuda", dtype=dtype).to(memory_format=fmt).requires_grad_(need_dx)
         wt = torch.randn(p["k"], c // p["groups"], p["r"], p["s"], device="cuda", dtype=dtype)
         wt = wt.to(memory_format=fmt).requires_grad_(True)
-        kw = dict(stride=(p["stride_h"], p["stride_w"]), padding=(p["pad_h"], p["pad_w"]),
-                  dilation=(p["dil_h"], p["dil_w"]), groups=p["groups"])
+        kw = dict(
+            stride=(p["stride_h"], p["stride_w"]),
+            padding=(p["pad_h"], p["pad_w"]),
+            dilation=(p["dil_h"], p["dil_w"]),
+            groups=p["groups"],
+        )
         y = F.conv2d(x, wt, **kw)
         dy = torch.randn_like(y)
 
         def step():
             F.conv2d(x, wt, **kw).backward(dy)
+
         for _ in range(3):
             step()
         torch.cuda.synchronize()
@@ -205,11 +263,21 @@ def _torch_convs(name: str, batch: int, prec: str, layout: str, repeats: int) ->
         torch.cuda.synchronize()
         total += statistics.median(ev[i].elapsed_time(ev[i + 1]) for i in range(repeats))
         # peak above the live tensors, less the step's own outputs (y, dx, dw): an upper bound on workspace
-        extra = torch.cuda.max_memory_allocated() - base - y.numel() * y.element_size() \
-            - (x.numel() * x.element_size() if need_dx else 0) - wt.numel() * wt.element_size()
+        extra = (
+            torch.cuda.max_memory_allocated()
+            - base
+            - y.numel() * y.element_size()
+            - (x.numel() * x.element_size() if need_dx else 0)
+            - wt.numel() * wt.element_size()
+        )
         extra_max = max(extra_max, extra)
-    return {"measured_ms": total, "extra_bytes_max": int(max(extra_max, 0)), "torch": torch.__version__,
-            "cudnn": torch.backends.cudnn.version(), "allow_tf32": torch.backends.cudnn.allow_tf32}
+    return {
+        "measured_ms": total,
+        "extra_bytes_max": int(max(extra_max, 0)),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "allow_tf32": torch.backends.cudnn.allow_tf32,
+    }
 
 
 def release_gpu_memory() -> None:
@@ -220,6 +288,7 @@ def release_gpu_memory() -> None:
     import gc
 
     import cupy as cp
+
     gc.collect()
     cp.get_default_memory_pool().free_all_blocks()
     if "torch" in sys.modules:
@@ -239,8 +308,15 @@ def measure(args) -> None:
     t0 = time.time()
     ctx = runtime.context()
     prov = runtime.provenance("python benchmarks/side_by_side.py " + " ".join(sys.argv[1:]))
-    data = {"format": "ucudnn-explorer-side-by-side", "version": 2, "provenance": prov, "runs": args.runs,
-            "repeats": args.repeats, "limits": list(LIMITS), "networks": []}
+    data = {
+        "format": "ucudnn-explorer-side-by-side",
+        "version": 2,
+        "provenance": prov,
+        "runs": args.runs,
+        "repeats": args.repeats,
+        "limits": list(LIMITS),
+        "networks": [],
+    }
     for spec in NETWORKS:
         if args.only and f"{spec[0]}-b{spec[1]}-{spec[2]}" not in args.only:
             continue
@@ -269,24 +345,33 @@ def measure(args) -> None:
                 cfg.setdefault("kernel_ms", []).append(kernel_ms)
                 cfg.setdefault("measured_ms", []).append(sum(kernel_ms))
                 if entry["precision"] == "tf32" and cfg["engines"] == "all" and (cfg["row"], cfg["budget"]) in VERIFY:
-                    plan = {"mode": cfg["mode"], "network": {"name": entry["network"], "batch": entry["batch"]},
-                            "kernels": cfg["kernels"]}
+                    plan = {
+                        "mode": cfg["mode"],
+                        "network": {"name": entry["network"], "batch": entry["batch"]},
+                        "kernels": cfg["kernels"],
+                    }
                     try:
                         rep = verify_plan(plan, repeats=args.repeats)
                     except Exception as err:
-                        cfg.setdefault("errors", []).append(f"verify, run {run + 1}: {type(err).__name__}: "
-                                                            f"{str(err)[:300]}")
+                        cfg.setdefault("errors", []).append(
+                            f"verify, run {run + 1}: {type(err).__name__}: {str(err)[:300]}"
+                        )
                         continue
-                    cfg.setdefault("verify", []).append(rep["totals"] | {
-                        "max_rel_l2": max(k["rel_l2"] for k in rep["kernels"]),
-                        "kernel_ratio_min": min(k["ratio"] for k in rep["kernels"]),
-                        "kernel_ratio_max": max(k["ratio"] for k in rep["kernels"])})
+                    cfg.setdefault("verify", []).append(
+                        rep["totals"]
+                        | {
+                            "max_rel_l2": max(k["rel_l2"] for k in rep["kernels"]),
+                            "kernel_ratio_min": min(k["ratio"] for k in rep["kernels"]),
+                            "kernel_ratio_max": max(k["ratio"] for k in rep["kernels"]),
+                        }
+                    )
             plans = bufs = cache = None  # this network's buffers and plans go back before PyTorch runs
             release_gpu_memory()
             if args.torch:
                 try:
-                    t = _torch_convs(entry["network"], entry["batch"], entry["precision"], entry["layout"],
-                                     args.repeats)
+                    t = _torch_convs(
+                        entry["network"], entry["batch"], entry["precision"], entry["layout"], args.repeats
+                    )
                 except Exception as err:  # PyTorch is an optional extra
                     t = {"error": f"{type(err).__name__}: {err}"}
                 entry.setdefault("torch", []).append(t)
@@ -318,16 +403,23 @@ def ms_range(xs: list[float]) -> str:
 def label(c: dict) -> str:
     text = ROWS[c["row"]]
     if c["row"] == "wd":
-        text += f" total {format_size(c['budget'])}" + (" (the paper's AlexNet budget)" if c["limit"] is None
-                                                         else " (kernels x limit)")
+        text += f" total {format_size(c['budget'])}" + (
+            " (the paper's AlexNet budget)" if c["limit"] is None else " (kernels x limit)"
+        )
     return text + (HEURISTIC if c["engines"] == "heuristics" and c["row"] != "framework" else "")
 
 
 def find(e: dict, row: str, limit: int | None, engines: str = "all") -> dict | None:
     if row == "framework":
         engines = "heuristics"
-    return next((c for c in e["configs"] if c["row"] == row and c["limit"] == limit and c["engines"] == engines
-                 and c.get("measured_ms")), None)
+    return next(
+        (
+            c
+            for c in e["configs"]
+            if c["row"] == row and c["limit"] == limit and c["engines"] == engines and c.get("measured_ms")
+        ),
+        None,
+    )
 
 
 def torch_times(e: dict) -> list[float]:
@@ -335,70 +427,90 @@ def torch_times(e: dict) -> list[float]:
 
 
 def network_name(e: dict) -> str:
-    names = {"alexnet": "AlexNet", "resnet18": "ResNet-18", "resnet50": "ResNet-50", "vgg16": "VGG-16",
-             "densenet40": "DenseNet-40", "googlenet": "GoogLeNet"}
-    return (f"{names.get(e['network'], e['network'])} b{e['batch']} {e['precision'].upper()} {e['layout']}"
-            + ("" if e["swept"] else " (heuristic list only)"))
+    names = {
+        "alexnet": "AlexNet",
+        "resnet18": "ResNet-18",
+        "resnet50": "ResNet-50",
+        "vgg16": "VGG-16",
+        "densenet40": "DenseNet-40",
+        "googlenet": "GoogLeNet",
+    }
+    return f"{names.get(e['network'], e['network'])} b{e['batch']} {e['precision'].upper()} {e['layout']}" + (
+        "" if e["swept"] else " (heuristic list only)"
+    )
 
 
 def runs_made(data: dict) -> int:
-    return max((len(c["measured_ms"]) for e in data["networks"] for c in e["configs"] if c.get("measured_ms")),
-               default=0)
+    return max(
+        (len(c["measured_ms"]) for e in data["networks"] for c in e["configs"] if c.get("measured_ms")), default=0
+    )
 
 
 def readme_block(data: dict) -> str:
     """README's results: the table at README_LIMIT per kernel, the two effects in separate columns, and notes."""
     p, lim = data["provenance"], format_size(README_LIMIT)
-    lines = [f"Measured on the {p['gpu']} with cuDNN {p['cudnn_version']} and frontend {p['frontend_version']} "
-             f"({p['date'][:10]}): total convolution time of one training step (every Forward, BackwardData and "
-             f"BackwardFilter kernel), each configuration executed by `engine.gpu` and timed with CUDA events; median "
-             f"of {runs_made(data)} runs, range in brackets. (a) is what a framework does under a workspace limit: per "
-             "kernel, the first plan in cuDNN's heuristic order that fits, undivided. (b) is the fastest undivided "
-             "plan that fits among every engine the profile measured (the engine sweep; for profiles of the "
-             "heuristic list only, the fastest of that list), so (a)/(b) is the sweep's gain; (c) micro-batches on "
-             "top of (b), so (b)/(c) is micro-batching's. Every limit, WD and the workspace used: "
-             "[benchmarks/reports/side_by_side.md](benchmarks/reports/side_by_side.md).", "",
-             f"| network | (a) framework, {lim}/kernel | (b) best undivided engine, {lim}/kernel | "
-             f"(c) WR powerOfTwo, {lim}/kernel | sweep (a)/(b) | micro-batching (b)/(c) | unlimited optimum | "
-             "PyTorch `cudnn.benchmark` |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Measured on the {p['gpu']} with cuDNN {p['cudnn_version']} and frontend {p['frontend_version']} "
+        f"({p['date'][:10]}): total convolution time of one training step (every Forward, BackwardData and "
+        f"BackwardFilter kernel), each configuration executed by `engine.gpu` and timed with CUDA events; median "
+        f"of {runs_made(data)} runs, range in brackets. (a) is what a framework does under a workspace limit: per "
+        "kernel, the first plan in cuDNN's heuristic order that fits, undivided. (b) is the fastest undivided "
+        "plan that fits among every engine the profile measured (the engine sweep; for profiles of the "
+        "heuristic list only, the fastest of that list), so (a)/(b) is the sweep's gain; (c) micro-batches on "
+        "top of (b), so (b)/(c) is micro-batching's. Every limit, WD and the workspace used: "
+        "[benchmarks/reports/side_by_side.md](benchmarks/reports/side_by_side.md).",
+        "",
+        f"| network | (a) framework, {lim}/kernel | (b) best undivided engine, {lim}/kernel | "
+        f"(c) WR powerOfTwo, {lim}/kernel | sweep (a)/(b) | micro-batching (b)/(c) | unlimited optimum | "
+        "PyTorch `cudnn.benchmark` |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for e in data["networks"]:
         a, b, c = (find(e, r, README_LIMIT) for r in ("framework", "undivided", "wr"))
         o = find(e, "optimum", None)
         if not (a and b and c and o):
             continue
         t = torch_times(e)
-        lines.append(f"| {network_name(e)} | {ms_range(a['measured_ms'])} | {ms_range(b['measured_ms'])} | "
-                     f"{ms_range(c['measured_ms'])} | {med(a['measured_ms']) / med(b['measured_ms']):.2f}x | "
-                     f"{med(b['measured_ms']) / med(c['measured_ms']):.2f}x | {ms_range(o['measured_ms'])} | "
-                     f"{ms_range(t) if t else 'not run'} |")
+        lines.append(
+            f"| {network_name(e)} | {ms_range(a['measured_ms'])} | {ms_range(b['measured_ms'])} | "
+            f"{ms_range(c['measured_ms'])} | {med(a['measured_ms']) / med(b['measured_ms']):.2f}x | "
+            f"{med(b['measured_ms']) / med(c['measured_ms']):.2f}x | {ms_range(o['measured_ms'])} | "
+            f"{ms_range(t) if t else 'not run'} |"
+        )
     lines.append("")
     for e in data["networks"]:
         wd, a8, o = find(e, "wd", None), find(e, "framework", 8 * MiB), find(e, "optimum", None)
         if not (wd and a8 and o):
             continue
         h = find(e, "wd", None, "heuristics")
-        lines.append(f"- WD with the paper's budget of {format_size(PAPER_WD_BUDGET)} for all {e['kernel_count']} "
-                     f"kernels of {network_name(e)}: {ms_range(wd['measured_ms'])} ms"
-                     + (f" ({ms_range(h['measured_ms'])} ms with the heuristic list only)" if h else "")
-                     + f", {med(a8['measured_ms']) / med(wd['measured_ms']):.2f}x faster than (a) at 8 MiB per kernel "
-                     f"and {med(wd['measured_ms']) / med(o['measured_ms']):.2f}x the unlimited optimum.")
+        lines.append(
+            f"- WD with the paper's budget of {format_size(PAPER_WD_BUDGET)} for all {e['kernel_count']} "
+            f"kernels of {network_name(e)}: {ms_range(wd['measured_ms'])} ms"
+            + (f" ({ms_range(h['measured_ms'])} ms with the heuristic list only)" if h else "")
+            + f", {med(a8['measured_ms']) / med(wd['measured_ms']):.2f}x faster than (a) at 8 MiB per kernel "
+            f"and {med(wd['measured_ms']) / med(o['measured_ms']):.2f}x the unlimited optimum."
+        )
     for e in data["networks"]:
         for c in e["configs"]:
             v = c.get("verify", [])
             if v:
-                lines.append(f"- {label(c)} for {network_name(e)} at {format_size(c['budget'])}, verified in each of "
-                             f"{len(v)} runs against an undivided float64 cuDNN reference: "
-                             f"{'every kernel within tolerance' if all(x['all_passed'] for x in v) else 'FAILED'} "
-                             f"(largest relative L2 error {max(x['max_rel_l2'] for x in v):.1e}), measured "
-                             f"{ms_range([x['measured_ms'] for x in v])} ms against {v[0]['predicted_ms']:.2f} ms "
-                             "predicted.")
+                lines.append(
+                    f"- {label(c)} for {network_name(e)} at {format_size(c['budget'])}, verified in each of "
+                    f"{len(v)} runs against an undivided float64 cuDNN reference: "
+                    f"{'every kernel within tolerance' if all(x['all_passed'] for x in v) else 'FAILED'} "
+                    f"(largest relative L2 error {max(x['max_rel_l2'] for x in v):.1e}), measured "
+                    f"{ms_range([x['measured_ms'] for x in v])} ms against {v[0]['predicted_ms']:.2f} ms "
+                    "predicted."
+                )
     spread = [(max(t) / min(t), e) for e in data["networks"] if len(t := torch_times(e)) > 1]
     if spread:
         r, e = max(spread, key=lambda x: x[0])
         t = torch_times(e)
-        lines.append(f"- PyTorch's column is `F.conv2d` forward and backward per layer with `cudnn.benchmark` and "
-                     f"unlimited memory; it varies from run to run most for {network_name(e)}: {min(t):.2f} to "
-                     f"{max(t):.2f} ms.")
+        lines.append(
+            f"- PyTorch's column is `F.conv2d` forward and backward per layer with `cudnn.benchmark` and "
+            f"unlimited memory; it varies from run to run most for {network_name(e)}: {min(t):.2f} to "
+            f"{max(t):.2f} ms."
+        )
     return "\n".join(lines)
 
 
@@ -406,29 +518,35 @@ def render(data: dict, source: str) -> str:
     p = data["provenance"]
     runs = runs_made(data)
     unswept = [network_name(e) for e in data["networks"] if not e["swept"]]
-    lines = ["# Side-by-side: framework fallback, engine sweep, WR, WD and PyTorch (measured)", "",
-             f"- GPU: {p['gpu']} (driver {p['driver']}, CUDA runtime {p['cuda_runtime']}), cuDNN "
-             f"{p['cudnn_version']}, cudnn-frontend {p['frontend_version']}, CuPy {p['cupy_version']}",
-             f"- date: {p['date']}; command: `{p['command']}`; {data.get('seconds', '?')} s in all; "
-             f"results: `{source}`; this report: `python benchmarks/side_by_side.py report`",
-             f"- times: total convolution time of one training step (all F, BD, BF kernels); each kernel's "
-             f"configuration executed by engine.gpu.executor and timed with CUDA events (2 warm-ups, median of "
-             f"{data['repeats']} back-to-back repeats); every time is the median of {runs} runs over all "
-             f"networks, with their range in brackets; predicted = the profile's sum of piece times",
-             "- plans: engine.planner.make_plan on the bundled profiles; (a) takes per kernel the first plan in "
-             "cuDNN's heuristic order whose workspace fits the limit (what a framework does); (b) is make_plan with "
-             "policy `undivided`, the fastest single plan at the full batch among every measured engine; (c) adds "
-             "micro-batching to (b); (d) divides one total budget by the ILP",
-             "- workspace: (a)-(c) and the optimum = sum of per-kernel workspaces (one per kernel, as Caffe and "
-             "mu-cuDNN's WR model) and the largest; WD = its one arena; PyTorch = largest peak allocation above a "
-             "layer's tensors (an upper bound on its workspace)",
-             "- PyTorch: per conv layer, `F.conv2d` then autograd backward, timed with CUDA events around "
-             "back-to-back steps after warm-up; these include host overhead a small layer cannot hide, and "
-             "`cudnn.benchmark` may pick other algorithms from run to run",
-             f"- `{HEURISTIC.strip()}`: the same measurements restricted to cuDNN's heuristic list"
-             + (f"; {', '.join(unswept)} were profiled without the engine sweep, so all their rows "
-                "are heuristic-list only" if unswept else ""),
-             ""]
+    lines = [
+        "# Side-by-side: framework fallback, engine sweep, WR, WD and PyTorch (measured)",
+        "",
+        f"- GPU: {p['gpu']} (driver {p['driver']}, CUDA runtime {p['cuda_runtime']}), cuDNN "
+        f"{p['cudnn_version']}, cudnn-frontend {p['frontend_version']}, CuPy {p['cupy_version']}",
+        f"- date: {p['date']}; command: `{p['command']}`; {data.get('seconds', '?')} s in all; "
+        f"results: `{source}`; this report: `python benchmarks/side_by_side.py report`",
+        f"- times: total convolution time of one training step (all F, BD, BF kernels); each kernel's "
+        f"configuration executed by engine.gpu.executor and timed with CUDA events (2 warm-ups, median of "
+        f"{data['repeats']} back-to-back repeats); every time is the median of {runs} runs over all "
+        f"networks, with their range in brackets; predicted = the profile's sum of piece times",
+        "- plans: engine.planner.make_plan on the bundled profiles; (a) takes per kernel the first plan in "
+        "cuDNN's heuristic order whose workspace fits the limit (what a framework does); (b) is make_plan with "
+        "policy `undivided`, the fastest single plan at the full batch among every measured engine; (c) adds "
+        "micro-batching to (b); (d) divides one total budget by the ILP",
+        "- workspace: (a)-(c) and the optimum = sum of per-kernel workspaces (one per kernel, as Caffe and "
+        "mu-cuDNN's WR model) and the largest; WD = its one arena; PyTorch = largest peak allocation above a "
+        "layer's tensors (an upper bound on its workspace)",
+        "- PyTorch: per conv layer, `F.conv2d` then autograd backward, timed with CUDA events around "
+        "back-to-back steps after warm-up; these include host overhead a small layer cannot hide, and "
+        "`cudnn.benchmark` may pick other algorithms from run to run",
+        f"- `{HEURISTIC.strip()}`: the same measurements restricted to cuDNN's heuristic list"
+        + (
+            f"; {', '.join(unswept)} were profiled without the engine sweep, so all their rows are heuristic-list only"
+            if unswept
+            else ""
+        ),
+        "",
+    ]
     for e in data["networks"]:
         measured = [c for c in e["configs"] if c.get("measured_ms")]
         if not measured:
@@ -436,33 +554,47 @@ def render(data: dict, source: str) -> str:
         opt = find(e, "optimum", None)
         if opt is None:
             continue
-        lines += [f"## {network_name(e)}", "", f"profile `{e['profile']}`, {e['kernel_count']} kernels", "",
-                  "| configuration | limit / budget | predicted ms | measured ms | vs (a) at the same limit | "
-                  "vs optimum | workspace sum (WD: arena) | workspace max |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {network_name(e)}",
+            "",
+            f"profile `{e['profile']}`, {e['kernel_count']} kernels",
+            "",
+            "| configuration | limit / budget | predicted ms | measured ms | vs (a) at the same limit | "
+            "vs optimum | workspace sum (WD: arena) | workspace max |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for c in measured:
             # the paper's WD budget is set beside (a) at 8 MiB a kernel, its share rounded down
             per = c["limit"] if c["limit"] is not None else (8 * MiB if c["row"] == "wd" else None)
             a = find(e, "framework", per) if per else None
             m = med(c["measured_ms"])
             vs_a = f"{med(a['measured_ms']) / m:.2f}x faster" if a and c["row"] != "framework" else ""
-            lim = ("unlimited" if c["row"] == "optimum" else
-                   format_size(c["budget"]) + (" total" if c["mode"] == "wd" else " per kernel"))
+            lim = (
+                "unlimited"
+                if c["row"] == "optimum"
+                else format_size(c["budget"]) + (" total" if c["mode"] == "wd" else " per kernel")
+            )
             ws = format_size(c["arena"]) if c["mode"] == "wd" else format_size(c["workspace_sum"])
-            lines.append(f"| {label(c)} | {lim} | {c['predicted_ms']:.2f} | {ms_range(c['measured_ms'])} | {vs_a} | "
-                         f"{m / med(opt['measured_ms']):.2f}x | {ws} | {format_size(c['workspace_max'])} |")
+            lines.append(
+                f"| {label(c)} | {lim} | {c['predicted_ms']:.2f} | {ms_range(c['measured_ms'])} | {vs_a} | "
+                f"{m / med(opt['measured_ms']):.2f}x | {ws} | {format_size(c['workspace_max'])} |"
+            )
         t = [x for x in e.get("torch", []) if "measured_ms" in x]
         if t:
             v = t[0]
-            lines.append(f"| PyTorch {v['torch']} F.conv2d fwd+bwd, cudnn.benchmark, allow_tf32={v['allow_tf32']} | "
-                         f"unlimited | | {ms_range([x['measured_ms'] for x in t])} | | "
-                         f"{med([x['measured_ms'] for x in t]) / med(opt['measured_ms']):.2f}x | | "
-                         f"{format_size(max(x['extra_bytes_max'] for x in t))} |")
+            lines.append(
+                f"| PyTorch {v['torch']} F.conv2d fwd+bwd, cudnn.benchmark, allow_tf32={v['allow_tf32']} | "
+                f"unlimited | | {ms_range([x['measured_ms'] for x in t])} | | "
+                f"{med([x['measured_ms'] for x in t]) / med(opt['measured_ms']):.2f}x | | "
+                f"{format_size(max(x['extra_bytes_max'] for x in t))} |"
+            )
         for err in {x["error"] for x in e.get("torch", []) if "error" in x}:
             lines.append(f"| PyTorch | | | not run: {err} | | | | |")
         lines.append("")
         for i in e["infeasible"]:
-            lines.append(f"- infeasible: {ROWS[i['row']]} at {format_size(i['limit']) if i['limit'] else '-'}: "
-                         f"{i['reason']}")
+            lines.append(
+                f"- infeasible: {ROWS[i['row']]} at {format_size(i['limit']) if i['limit'] else '-'}: {i['reason']}"
+            )
         for c in e["configs"]:
             for err in c.get("errors", []):
                 lines.append(f"- failed: {label(c)} at {format_size(c['budget'])}: {err}")
@@ -477,7 +609,8 @@ def render(data: dict, source: str) -> str:
                     f"{ms_range([v['measured_ms'] for v in for_runs])} ms against {for_runs[0]['predicted_ms']:.2f} "
                     f"ms predicted; per kernel measured/predicted from "
                     f"{min(v['kernel_ratio_min'] for v in for_runs):.2f} to "
-                    f"{max(v['kernel_ratio_max'] for v in for_runs):.2f}")
+                    f"{max(v['kernel_ratio_max'] for v in for_runs):.2f}"
+                )
         lines.append("")
     return "\n".join(lines)
 

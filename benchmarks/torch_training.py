@@ -57,8 +57,13 @@ from engine.precision import PRECISIONS  # noqa: E402
 
 MODELS = {"alexnet": 256, "resnet50": 64, "vgg16": 64}
 PRESSURE_MIB = (64, 256)
-CONV_OPS = ("aten::cudnn_convolution", "aten::convolution_backward", "ucudnn::conv_forward",
-            "ucudnn::conv_backward_data", "ucudnn::conv_backward_filter")
+CONV_OPS = (
+    "aten::cudnn_convolution",
+    "aten::convolution_backward",
+    "ucudnn::conv_forward",
+    "ucudnn::conv_backward_data",
+    "ucudnn::conv_backward_filter",
+)
 MIB = 1 << 20
 FILLER_RULE = "a planned case's arena counts inside its X; the filler goes back to the device before profiling"
 
@@ -69,6 +74,7 @@ def profile_name(net: str, batch: int, precision: str) -> str:
 
 
 # --- one case, in its own process ----------------------------------------------------------------
+
 
 def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -> dict:
     import torch
@@ -99,13 +105,23 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
         from engine.profile import Profile, resolve_profile
         from engine.pytorch import apply_plan
         from engine.zoo import get_network
+
         profile = Profile.load(resolve_profile(profile_name(net, batch, precision)))
-        plan = make_plan(profile, get_network(net, batch), mode=kind, budget=limit_mib * MIB, policy="powerOfTwo",
-                         command=f"benchmarks/torch_training.py case {net} {precision} {case}")
+        plan = make_plan(
+            profile,
+            get_network(net, batch),
+            mode=kind,
+            budget=limit_mib * MIB,
+            policy="powerOfTwo",
+            command=f"benchmarks/torch_training.py case {net} {precision} {case}",
+        )
         apply_plan(model, plan)
         arena = model.ucudnn.workspace
-        out.update(predicted_conv_ms=plan.totals.time_ms, plan_workspace=plan.totals.workspace,
-                   unplanned=model.ucudnn.unplanned)
+        out.update(
+            predicted_conv_ms=plan.totals.time_ms,
+            plan_workspace=plan.totals.workspace,
+            unplanned=model.ucudnn.unplanned,
+        )
     out["arena"] = arena
 
     def step():
@@ -150,8 +166,9 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
         free, total = torch.cuda.mem_get_info()
         out["device_used"] = total - free - (filler.numel() if filler is not None else 0)
         out["peak"] = torch.cuda.max_memory_allocated() - (filler.numel() if filler is not None else 0)
-        out["step_ms"], out["step_ms_p10"], out["step_ms_p90"] = (timed[k] for k in ("step_ms", "step_ms_p10",
-                                                                                    "step_ms_p90"))
+        out["step_ms"], out["step_ms_p10"], out["step_ms_p90"] = (
+            timed[k] for k in ("step_ms", "step_ms_p10", "step_ms_p90")
+        )
         if filler is not None:  # one more step, untimed: the memory free to each convolution under this filler
             out["free_at_convs"] = free_at_convs(model, step)
         # the profiler (CUPTI) needs device memory of its own: the filler goes first. The algorithms stay as
@@ -159,6 +176,7 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
         del filler
         torch.cuda.empty_cache()  # back to the device, not only to PyTorch's cache
         from torch.profiler import ProfilerActivity, profile
+
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             t0 = time.perf_counter()
             for _ in range(3):
@@ -168,8 +186,8 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
         conv = conv_time(prof)
         out["host_us_per_op"] = conv.pop("host_us") / conv["calls"] if conv["calls"] else None
         out["conv_ms"] = conv.pop("ms") / 3
-        conv["naive_ms"] /= 3   # per step, as conv_ms
-        out["conv_profile"] = conv   # how the profiler's attribution was read (conv_time)
+        conv["naive_ms"] /= 3  # per step, as conv_ms
+        out["conv_profile"] = conv  # how the profiler's attribution was read (conv_time)
         kernels = sum(e.device_time for e in prof.events() if e.device_type.name == "CUDA") / 1e3
         out["gpu_busy"] = min(kernels / 3 / wall, 1.0) if wall else None
         out["profiled_step_ms"] = wall
@@ -209,8 +227,7 @@ def conv_time(prof) -> dict:
 
     outer = [e for e in conv if not in_conv(e.cpu_parent)]
     raw = prof.profiler.kineto_results.events()
-    spans = sorted((k.start_ns(), k.end_ns()) for k in raw
-                   if k.device_type().name == "CPU" and k.name() in CONV_OPS)
+    spans = sorted((k.start_ns(), k.end_ns()) for k in raw if k.device_type().name == "CPU" and k.name() in CONV_OPS)
     merged: list[list[int]] = []
     for start, end in spans:
         if merged and start <= merged[-1][1]:
@@ -218,8 +235,9 @@ def conv_time(prof) -> dict:
         else:
             merged.append([start, end])
     starts = [m[0] for m in merged]
-    launch = {k.correlation_id(): k.start_ns() for k in raw
-              if k.device_type().name == "CPU" and k.name().startswith("cu")}   # cudaLaunchKernel, cuLaunchKernel...
+    launch = {
+        k.correlation_id(): k.start_ns() for k in raw if k.device_type().name == "CPU" and k.name().startswith("cu")
+    }  # cudaLaunchKernel, cuLaunchKernel...
 
     def during_conv(t: int | None) -> bool:
         i = bisect.bisect_right(starts, t) - 1 if t is not None else -1
@@ -227,13 +245,20 @@ def conv_time(prof) -> dict:
 
     kernels = [k for k in raw if k.device_type().name == "CUDA"]
     ms = sum(k.duration_ns() for k in kernels if during_conv(launch.get(k.correlation_id()))) / 1e6
-    return {"ms": ms, "host_us": sum(e.cpu_time_total for e in outer), "calls": len(outer),
-            "naive_ms": sum(e.device_time_total for e in conv) / 1e3, "conv_events": len(conv),
-            "nested_conv_events": len(conv) - len(outer),
-            "unmatched_kernels": sum(k.correlation_id() not in launch for k in kernels),
-            "unlinked_launches": sum(k.linked_correlation_id() == 0 for k in raw
-                                     if k.device_type().name == "CPU" and k.name().startswith("cu")),
-            "kernel_links": sum(len(e.kernels) for e in cpu), "kernel_events": len(kernels)}
+    return {
+        "ms": ms,
+        "host_us": sum(e.cpu_time_total for e in outer),
+        "calls": len(outer),
+        "naive_ms": sum(e.device_time_total for e in conv) / 1e3,
+        "conv_events": len(conv),
+        "nested_conv_events": len(conv) - len(outer),
+        "unmatched_kernels": sum(k.correlation_id() not in launch for k in kernels),
+        "unlinked_launches": sum(
+            k.linked_correlation_id() == 0 for k in raw if k.device_type().name == "CPU" and k.name().startswith("cu")
+        ),
+        "kernel_links": sum(len(e.kernels) for e in cpu),
+        "kernel_events": len(kernels),
+    }
 
 
 class ConvHooks:
@@ -243,12 +268,15 @@ class ConvHooks:
 
     def __init__(self, model, before, after):
         import torch
+
         self.handles = []
         for m in model.modules():
             if isinstance(m, torch.nn.Conv2d):
-                self.handles += [m.register_forward_pre_hook(lambda mod, args: before(mod, "F", args[0].shape)),
-                                 m.register_forward_hook(self._forward_done(before, after)),
-                                 m.weight.register_post_accumulate_grad_hook(lambda w, mod=m: after(mod, "B"))]
+                self.handles += [
+                    m.register_forward_pre_hook(lambda mod, args: before(mod, "F", args[0].shape)),
+                    m.register_forward_hook(self._forward_done(before, after)),
+                    m.weight.register_post_accumulate_grad_hook(lambda w, mod=m: after(mod, "B")),
+                ]
 
     def _forward_done(self, before, after):
         def hook(mod, args, output):
@@ -256,6 +284,7 @@ class ConvHooks:
             if output.grad_fn is not None:
                 shape = args[0].shape
                 output.grad_fn.register_prehook(lambda grads: before(mod, "B", shape))
+
         return hook
 
     def remove(self):
@@ -267,6 +296,7 @@ def squeeze_at_convs(model, x_bytes: int, amp: bool):
     """Until ``.remove()``, cap PyTorch's allocator at each convolution to what it holds plus the layer's own new
     tensors plus ``x_bytes`` (``set_per_process_memory_fraction``, so cuBLAS and cuDNN handles are not starved)."""
     import torch
+
     total = torch.cuda.mem_get_info()[1]
     item = 2 if amp else 4
     state = {"count": 0}
@@ -275,13 +305,18 @@ def squeeze_at_convs(model, x_bytes: int, amp: bool):
         torch.cuda.empty_cache()
         n, _, h, w = shape
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = mod.kernel_size, mod.stride, mod.padding, mod.dilation
-        out = n * mod.out_channels * ((h + 2 * ph - dh * (kh - 1) - 1) // sh + 1) * ((w + 2 * pw - dw * (kw - 1) - 1) // sw + 1)
+        out = (
+            n
+            * mod.out_channels
+            * ((h + 2 * ph - dh * (kh - 1) - 1) // sh + 1)
+            * ((w + 2 * pw - dw * (kw - 1) - 1) // sw + 1)
+        )
         x, weights = n * shape[1] * h * w, mod.weight.numel()
         if phase == "F":  # the output, and under autocast the casts of input and weight
             own = out * item + ((x + weights) * item if amp else 0)
         else:  # grad input, grad weight (under autocast also its fp32 cast), grad bias
             own = x * item + weights * (item + (4 if amp else 0)) + 4 * mod.out_channels
-        cap = torch.cuda.memory_reserved() + own + x_bytes + (8 << 20)   # 8 MiB: block rounding of those tensors
+        cap = torch.cuda.memory_reserved() + own + x_bytes + (8 << 20)  # 8 MiB: block rounding of those tensors
         torch.cuda.set_per_process_memory_fraction(min(cap / total, 1.0))
         state["count"] += 1
 
@@ -295,12 +330,14 @@ def squeeze_at_convs(model, x_bytes: int, amp: bool):
             hooks.remove()
             torch.cuda.set_per_process_memory_fraction(1.0)
             return state["count"]
+
     return Handle()
 
 
 def free_at_convs(model, step) -> list[int]:
     """Bytes PyTorch could give each convolution call of one step (device free + its cache's unused blocks)."""
     import torch
+
     seen = []
 
     def before(mod, phase, shape):
@@ -318,6 +355,7 @@ def free_at_convs(model, step) -> list[int]:
 
 # --- driver ---------------------------------------------------------------------------------------
 
+
 def provenance(command: str) -> dict:
     """The profiler's provenance of this GPU (engine.gpu.runtime) plus the PyTorch build and this checkout's commit."""
     return common.provenance(command, commit=common.git_commit())
@@ -334,7 +372,9 @@ def child(net, precision, case, steps, own) -> dict:
     cmd = [sys.executable, __file__, "case", net, precision, case, "--steps", str(steps)]
     if own is not None:
         cmd += ["--own", str(own)]
-    return common.run_case(cmd, {"model": net, "precision": precision, "case": case}, 300, env=legacy_env(case), stamp=True)
+    return common.run_case(
+        cmd, {"model": net, "precision": precision, "case": case}, 300, env=legacy_env(case), stamp=True
+    )
 
 
 def keep(doc: dict, res: dict) -> None:
@@ -354,12 +394,17 @@ def default_cases(pressure: list[int], precision: str) -> list[str]:
     cases and the CUDA graphs."""
     low, high = min(pressure), max(pressure)
     if precision != "tf32":
-        return ["stock-free", f"wr-{low}-free", f"wr-{high}-free"] + [c for x in pressure for c in (f"legacy-{x}", f"stock-{x}", f"stock-{x}-each",
-                                                                f"wr-{x}", f"wd-{x}")
-                                 if x == low or not c.endswith(("-each", f"wd-{x}"))]
-    return (["stock-free", "stock-free-graph", f"wr-{low}-free", f"wr-{high}-free"] + [c for x in pressure for c in (f"legacy-{x}", f"stock-{x}",
-                                                                                 f"stock-{x}-each", f"wr-{x}", f"wd-{x}")]
-            + [f"wr-{low}-graph"])
+        return ["stock-free", f"wr-{low}-free", f"wr-{high}-free"] + [
+            c
+            for x in pressure
+            for c in (f"legacy-{x}", f"stock-{x}", f"stock-{x}-each", f"wr-{x}", f"wd-{x}")
+            if x == low or not c.endswith(("-each", f"wd-{x}"))
+        ]
+    return (
+        ["stock-free", "stock-free-graph", f"wr-{low}-free", f"wr-{high}-free"]
+        + [c for x in pressure for c in (f"legacy-{x}", f"stock-{x}", f"stock-{x}-each", f"wr-{x}", f"wd-{x}")]
+        + [f"wr-{low}-graph"]
+    )
 
 
 def measure(args) -> int:
@@ -373,8 +418,14 @@ def measure(args) -> int:
     for spec in args.configs:
         net, precision = spec.split(":")
         cases = args.cases or default_cases(args.pressure, precision)
-        probe = next((r for r in doc["results"] if (r["model"], r["precision"], r["case"]) ==
-                      (net, precision, "probe") and "error" not in r), None)
+        probe = next(
+            (
+                r
+                for r in doc["results"]
+                if (r["model"], r["precision"], r["case"]) == (net, precision, "probe") and "error" not in r
+            ),
+            None,
+        )
         if probe is None and any(needs_filler(c) for c in cases):
             probe = child(net, precision, f"wr-{min(args.pressure)}", args.steps, None)
             probe["case"] = "probe"
@@ -385,8 +436,25 @@ def measure(args) -> int:
             if (net, precision, case) in done:
                 continue
             res = child(net, precision, case, args.steps, own)
-            print(json.dumps({k: res.get(k) for k in ("model", "precision", "case", "step_ms", "conv_ms",
-                                                      "gpu_busy", "peak", "arena", "error")}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        k: res.get(k)
+                        for k in (
+                            "model",
+                            "precision",
+                            "case",
+                            "step_ms",
+                            "conv_ms",
+                            "gpu_busy",
+                            "peak",
+                            "arena",
+                            "error",
+                        )
+                    }
+                ),
+                flush=True,
+            )
             keep(doc, res)
             save_json(out, doc)
     return 0
@@ -394,60 +462,75 @@ def measure(args) -> int:
 
 # --- report (no GPU) ------------------------------------------------------------------------------
 
+
 def report(args) -> int:
     from engine.units import format_size
+
     doc = json.loads(Path(args.results).read_text())
     prov = doc["provenance"]
     rows = [r for r in doc["results"] if not r["case"].startswith("probe")]
-    lines = ["# PyTorch training steps with planned convolutions (measured)", "",
-             f"- GPU: {prov['gpu']} (driver {prov['driver']}), cuDNN {prov['cudnn_version']}, cudnn-frontend "
-             f"{prov['frontend_version']}, PyTorch {prov['torch']}",
-             *[f"- run {i + 1}: {r['date']}, `{r['command']}`" for i, r in enumerate(doc.get("runs", [prov]))],
-             f"- each case's start time is `measured_at` in the JSON; report: "
-             f"`python benchmarks/torch_training.py report {args.results}`",
-             "- each case in its own process; median step time (forward, backward, SGD update) over the timed "
-             "steps after 5 warm-up steps, with the 10-90 % range; conv = device time of the convolution ops "
-             "(torch.profiler, 3 steps); GPU busy = kernel time / wall time of those steps",
-             "- stock-X: a filler tensor leaves X MiB beside the step's own device memory at its peak (probe: the "
-             "planned WR step's device memory in use, less its arena); stock-X-each: X MiB free beside each "
-             "convolution's own new tensors while cuDNN chooses its algorithms (first step), as for the isolated "
-             "convolutions measured alone; wr-X: WR plan, X per kernel; wd-X: WD "
-             "plan, X in total; -graph: the whole step replayed as one CUDA graph", ""]
+    lines = [
+        "# PyTorch training steps with planned convolutions (measured)",
+        "",
+        f"- GPU: {prov['gpu']} (driver {prov['driver']}), cuDNN {prov['cudnn_version']}, cudnn-frontend "
+        f"{prov['frontend_version']}, PyTorch {prov['torch']}",
+        *[f"- run {i + 1}: {r['date']}, `{r['command']}`" for i, r in enumerate(doc.get("runs", [prov]))],
+        f"- each case's start time is `measured_at` in the JSON; report: "
+        f"`python benchmarks/torch_training.py report {args.results}`",
+        "- each case in its own process; median step time (forward, backward, SGD update) over the timed "
+        "steps after 5 warm-up steps, with the 10-90 % range; conv = device time of the convolution ops "
+        "(torch.profiler, 3 steps); GPU busy = kernel time / wall time of those steps",
+        "- stock-X: a filler tensor leaves X MiB beside the step's own device memory at its peak (probe: the "
+        "planned WR step's device memory in use, less its arena); stock-X-each: X MiB free beside each "
+        "convolution's own new tensors while cuDNN chooses its algorithms (first step), as for the isolated "
+        "convolutions measured alone; wr-X: WR plan, X per kernel; wd-X: WD "
+        "plan, X in total; -graph: the whole step replayed as one CUDA graph",
+        "",
+    ]
     for key in sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (list(MODELS).index(k[0]), k[1])):
         sub = ordered([r for r in rows if (r["model"], r["precision"]) == key])
         free = next((r for r in sub if r["case"] == "stock-free" and "step_ms" in r), None)
-        lines += [f"## {key[0]} b{MODELS[key[0]]} {key[1]}{' channels_last AMP' if key[1] == 'fp16' else ' NCHW'}", "",
-                  "| case | step ms (10-90 %) | conv ms | stock-free conv / conv | GPU busy | host us / conv op | peak "
-                  "| workspace arena |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {key[0]} b{MODELS[key[0]]} {key[1]}{' channels_last AMP' if key[1] == 'fp16' else ' NCHW'}",
+            "",
+            "| case | step ms (10-90 %) | conv ms | stock-free conv / conv | GPU busy | host us / conv op | peak "
+            "| workspace arena |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in sub:
             if "error" in r:
                 lines.append(f"| {r['case']} | {r['error']} | | | | | | |")
                 continue
             vs = f"{free['conv_ms'] / r['conv_ms']:.2f}" if free and r.get("conv_ms") else "-"
             conv = f"{r['conv_ms']:.2f}" if r["conv_ms"] else "- (graph)"
-            lines.append(f"| {r['case']} | {r['step_ms']:.2f} ({r['step_ms_p10']:.2f}-{r['step_ms_p90']:.2f}) | "
-                         f"{conv} | {vs} | {r['gpu_busy']:.0%} | {host_us(r)} | {format_size(r['peak'])} | "
-                         f"{format_size(r['arena']) if r['arena'] else '-'} |")
+            lines.append(
+                f"| {r['case']} | {r['step_ms']:.2f} ({r['step_ms_p10']:.2f}-{r['step_ms_p90']:.2f}) | "
+                f"{conv} | {vs} | {r['gpu_busy']:.0%} | {host_us(r)} | {format_size(r['peak'])} | "
+                f"{format_size(r['arena']) if r['arena'] else '-'} |"
+            )
         lines.append("")
         lines += comparisons(sub, free) + [""]
-    lines += ["## Reading it", "",
-              "- stock-X (X MiB free at the step's peak) barely slows stock PyTorch: PyTorch sizes cuDNN workspace from "
-              "what its caching allocator can get at that moment, and away from the peak the step has far more than X "
-              "free (the free-at-convolutions lines above, measured in the run). The slow-down measured for isolated "
-              "convolutions appears when every convolution has only X free while cuDNN chooses: stock-X-each.",
-              "- GPU busy well below 90 % in a planned case means the step is host-bound: every micro-batch is one "
-              "Python-level cuDNN launch; the -graph cases (one CUDA graph per step) remove that cost. In a graph "
-              "replay torch.profiler does not attribute kernels to operators, so those rows have no conv time.",
-              "- GPU busy of a case run under a filler (stock-X, wr-X, wd-X) is understated: the filler is released and "
-              "the allocator's cache emptied before the profiled steps, so those steps grow the allocator again "
-              "(cudaMalloc on the host path). Step times come from the timed steps, before that.",
-              "- stock-X-each failed where the allocator cap left a convolution less than its own tensors: cuBLAS "
-              "creating its handle (AlexNet TF32) and the casts autocast adds (fp16). Those rows are missing, not "
-              "estimated.",
-              f"- WD at a total of X MiB divides X among all kernels ({kernel_counts(rows)}), so each gets a small "
-              "fraction of what WR gives it at X per kernel.",
-              *verify_flags(rows), ""]
+    lines += [
+        "## Reading it",
+        "",
+        "- stock-X (X MiB free at the step's peak) barely slows stock PyTorch: PyTorch sizes cuDNN workspace from "
+        "what its caching allocator can get at that moment, and away from the peak the step has far more than X "
+        "free (the free-at-convolutions lines above, measured in the run). The slow-down measured for isolated "
+        "convolutions appears when every convolution has only X free while cuDNN chooses: stock-X-each.",
+        "- GPU busy well below 90 % in a planned case means the step is host-bound: every micro-batch is one "
+        "Python-level cuDNN launch; the -graph cases (one CUDA graph per step) remove that cost. In a graph "
+        "replay torch.profiler does not attribute kernels to operators, so those rows have no conv time.",
+        "- GPU busy of a case run under a filler (stock-X, wr-X, wd-X) is understated: the filler is released and "
+        "the allocator's cache emptied before the profiled steps, so those steps grow the allocator again "
+        "(cudaMalloc on the host path). Step times come from the timed steps, before that.",
+        "- stock-X-each failed where the allocator cap left a convolution less than its own tensors: cuBLAS "
+        "creating its handle (AlexNet TF32) and the casts autocast adds (fp16). Those rows are missing, not "
+        "estimated.",
+        f"- WD at a total of X MiB divides X among all kernels ({kernel_counts(rows)}), so each gets a small "
+        "fraction of what WR gives it at X per kernel.",
+        *verify_flags(rows),
+        "",
+    ]
     md = Path(args.output or Path(args.results).with_suffix(".md"))
     atomic_write(md, "\n".join(lines).encode())
     plot(rows, md.with_suffix(".png"))
@@ -456,9 +539,9 @@ def report(args) -> int:
     return 0
 
 
-TARGETS = {"alexnet": 3.0, "vgg16": 3.0, "resnet50": 1.8}   # issue 12: planned vs stock at 64 MiB free
-LEGACY_TARGETS = {"alexnet": 3.5, "vgg16": 4.0, "resnet50": 3.0}   # issue 22: wr-64 vs legacy-64 convolutions
-EAGER_TARGET = 1.03   # issue 22: an eager planned step (wr-256) at most this times stock-free's
+TARGETS = {"alexnet": 3.0, "vgg16": 3.0, "resnet50": 1.8}  # issue 12: planned vs stock at 64 MiB free
+LEGACY_TARGETS = {"alexnet": 3.5, "vgg16": 4.0, "resnet50": 3.0}  # issue 22: wr-64 vs legacy-64 convolutions
+EAGER_TARGET = 1.03  # issue 22: an eager planned step (wr-256) at most this times stock-free's
 
 
 def host_us(r: dict) -> str:
@@ -474,70 +557,99 @@ def comparisons(sub: list[dict], free: dict | None) -> list[str]:
     for x in PRESSURE_MIB:
         st, each = get.get(f"stock-{x}"), get.get(f"stock-{x}-each")
         if st and free:
-            out.append(f"- stock-{x}: peak allocation {st['peak'] / free['peak']:.3f}x stock-free's, convolutions "
-                       f"{st['conv_ms'] / free['conv_ms']:.2f}x its time")
+            out.append(
+                f"- stock-{x}: peak allocation {st['peak'] / free['peak']:.3f}x stock-free's, convolutions "
+                f"{st['conv_ms'] / free['conv_ms']:.2f}x its time"
+            )
         if st and st.get("free_at_convs"):
             f = sorted(st["free_at_convs"])
-            out.append(f"- stock-{x}: memory PyTorch could give its {len(f)} convolution calls (device free + its "
-                       f"cache's unused blocks, one step): min {f[0] / MIB:.0f} MiB, median "
-                       f"{f[len(f) // 2] / MIB:.0f} MiB, max {f[-1] / MIB:.0f} MiB")
+            out.append(
+                f"- stock-{x}: memory PyTorch could give its {len(f)} convolution calls (device free + its "
+                f"cache's unused blocks, one step): min {f[0] / MIB:.0f} MiB, median "
+                f"{f[len(f) // 2] / MIB:.0f} MiB, max {f[-1] / MIB:.0f} MiB"
+            )
         if each and free:
-            out.append(f"- stock-{x}-each: convolutions {each['conv_ms'] / free['conv_ms']:.2f}x stock-free's time, "
-                       f"step {each['step_ms'] / free['step_ms']:.2f}x ({each.get('squeezed', 0)} convolution calls "
-                       "squeezed)")
+            out.append(
+                f"- stock-{x}-each: convolutions {each['conv_ms'] / free['conv_ms']:.2f}x stock-free's time, "
+                f"step {each['step_ms'] / free['step_ms']:.2f}x ({each.get('squeezed', 0)} convolution calls "
+                "squeezed)"
+            )
         for k in ("wr", "wd"):
             pl = get.get(f"{k}-{x}")
             for base in (b for b in (each, st) if b):
                 if pl:
-                    out.append(f"- {k}-{x} vs {base['case']}: stock/planned convolution time "
-                               f"{base['conv_ms'] / pl['conv_ms']:.2f}, step time {base['step_ms'] / pl['step_ms']:.2f} "
-                               "(above 1: the plan is faster)")
+                    out.append(
+                        f"- {k}-{x} vs {base['case']}: stock/planned convolution time "
+                        f"{base['conv_ms'] / pl['conv_ms']:.2f}, step time {base['step_ms'] / pl['step_ms']:.2f} "
+                        "(above 1: the plan is faster)"
+                    )
             if pl and free:
-                out.append(f"- {k}-{x} vs stock-free: stock/planned convolution time {free['conv_ms'] / pl['conv_ms']:.2f}"
-                           f", step time {free['step_ms'] / pl['step_ms']:.2f}")
+                out.append(
+                    f"- {k}-{x} vs stock-free: stock/planned convolution time {free['conv_ms'] / pl['conv_ms']:.2f}"
+                    f", step time {free['step_ms'] / pl['step_ms']:.2f}"
+                )
         legacy, wr = get.get(f"legacy-{x}"), get.get(f"wr-{x}")
         if legacy and wr:
             ratio = legacy["conv_ms"] / wr["conv_ms"]
             target = LEGACY_TARGETS.get(sub[0]["model"]) if x == 64 else None
-            out.append(f"- wr-{x} vs legacy-{x} (PyTorch's own workspace cap at X MiB): convolutions {ratio:.2f}x faster, "
-                       f"step {legacy['step_ms'] / wr['step_ms']:.2f}x"
-                       + (f" (issue 22 target >= {target:g}: {'met' if ratio >= target else 'NOT met'})" if target else ""))
+            out.append(
+                f"- wr-{x} vs legacy-{x} (PyTorch's own workspace cap at X MiB): convolutions {ratio:.2f}x faster, "
+                f"step {legacy['step_ms'] / wr['step_ms']:.2f}x"
+                + (f" (issue 22 target >= {target:g}: {'met' if ratio >= target else 'NOT met'})" if target else "")
+            )
     eager = get.get("wr-256-free") or get.get("wr-256")
     if eager and free:
         r = eager["step_ms"] / free["step_ms"]
         busy = (free["gpu_busy"] - eager["gpu_busy"]) * 100
-        out.append(f"- eager {eager['case']} step {r:.3f}x stock-free's (issue 22 target <= {EAGER_TARGET}: "
-                   f"{'met' if r <= EAGER_TARGET else 'NOT met'}); GPU busy {eager['gpu_busy']:.0%} vs "
-                   f"{free['gpu_busy']:.0%} ({'within' if busy <= 5 else 'NOT within'} 5 points)")
-    gs, gp = get.get("stock-free-graph"), next((r for c, r in get.items() if c.startswith("wr-") and
-                                                c.endswith("-graph")), None)
+        out.append(
+            f"- eager {eager['case']} step {r:.3f}x stock-free's (issue 22 target <= {EAGER_TARGET}: "
+            f"{'met' if r <= EAGER_TARGET else 'NOT met'}); GPU busy {eager['gpu_busy']:.0%} vs "
+            f"{free['gpu_busy']:.0%} ({'within' if busy <= 5 else 'NOT within'} 5 points)"
+        )
+    gs, gp = (
+        get.get("stock-free-graph"),
+        next((r for c, r in get.items() if c.startswith("wr-") and c.endswith("-graph")), None),
+    )
     if gp:
-        out.append(f"- {gp['case']}: step {gp['step_ms']:.2f} ms, GPU busy {gp['gpu_busy']:.0%}"
-                   + (f"; stock-free-graph {gs['step_ms']:.2f} ms (stock/planned {gs['step_ms'] / gp['step_ms']:.2f})"
-                      if gs else ""))
+        out.append(
+            f"- {gp['case']}: step {gp['step_ms']:.2f} ms, GPU busy {gp['gpu_busy']:.0%}"
+            + (
+                f"; stock-free-graph {gs['step_ms']:.2f} ms (stock/planned {gs['step_ms'] / gp['step_ms']:.2f})"
+                if gs
+                else ""
+            )
+        )
     model = sub[0]["model"] if sub else None
     each64, wr64 = get.get("stock-64-each"), get.get("wr-64")
     if model in TARGETS and sub[0]["precision"] == "tf32" and each64 and wr64 and free:  # the issue's TF32 targets
         ratio = each64["conv_ms"] / wr64["conv_ms"]
-        out.append(f"- **issue 12 targets**: wr-64 convolutions {ratio:.2f}x faster than stock-64-each (target >= "
-                   f"{TARGETS[model]:g}: {'met' if ratio >= TARGETS[model] else 'NOT met'}); wr-64 convolutions "
-                   f"{wr64['conv_ms'] / free['conv_ms']:.2f}x stock-free's time (target <= 1: "
-                   f"{'met' if wr64['conv_ms'] <= free['conv_ms'] else 'NOT met'})")
+        out.append(
+            f"- **issue 12 targets**: wr-64 convolutions {ratio:.2f}x faster than stock-64-each (target >= "
+            f"{TARGETS[model]:g}: {'met' if ratio >= TARGETS[model] else 'NOT met'}); wr-64 convolutions "
+            f"{wr64['conv_ms'] / free['conv_ms']:.2f}x stock-free's time (target <= 1: "
+            f"{'met' if wr64['conv_ms'] <= free['conv_ms'] else 'NOT met'})"
+        )
         bound = each64["conv_ms"] / free["conv_ms"]
         if ratio < TARGETS[model] and bound < TARGETS[model]:
-            out.append(f"  - what stands in the way of the speed-up: stock-64-each is only {bound:.2f}x slower than "
-                       f"stock-free, so even a plan as fast as stock-free would be {bound:.2f}x faster, below the target")
+            out.append(
+                f"  - what stands in the way of the speed-up: stock-64-each is only {bound:.2f}x slower than "
+                f"stock-free, so even a plan as fast as stock-free would be {bound:.2f}x faster, below the target"
+            )
         pred = wr64.get("predicted_conv_ms")
         if wr64["conv_ms"] > free["conv_ms"] and pred and pred > free["conv_ms"]:
-            out.append(f"  - what stands in the way of matching stock-free: the profile itself predicts {pred:.2f} ms for "
-                       f"the best WR plan at 64 MiB per kernel, against {free['conv_ms']:.2f} ms measured for stock "
-                       "PyTorch with all the memory it wants: no configuration within 64 MiB per kernel is as fast "
-                       "as the engines cuDNN picks with more workspace")
+            out.append(
+                f"  - what stands in the way of matching stock-free: the profile itself predicts {pred:.2f} ms for "
+                f"the best WR plan at 64 MiB per kernel, against {free['conv_ms']:.2f} ms measured for stock "
+                "PyTorch with all the memory it wants: no configuration within 64 MiB per kernel is as fast "
+                "as the engines cuDNN picks with more workspace"
+            )
         elif wr64["conv_ms"] > free["conv_ms"] and pred:
-            out.append(f"  - what stands in the way of matching stock-free: the profile predicts {pred:.2f} ms for the "
-                       f"WR plan, below stock-free's {free['conv_ms']:.2f} ms, but it measured {wr64['conv_ms']:.2f} "
-                       "ms in the step: the plan loses in execution (one launch per micro-batch, dW adds, the bias "
-                       "kept separate), not in its choice of engines")
+            out.append(
+                f"  - what stands in the way of matching stock-free: the profile predicts {pred:.2f} ms for the "
+                f"WR plan, below stock-free's {free['conv_ms']:.2f} ms, but it measured {wr64['conv_ms']:.2f} "
+                "ms in the step: the plan loses in execution (one launch per micro-batch, dW adds, the bias "
+                "kept separate), not in its choice of engines"
+            )
     return out
 
 
@@ -547,28 +659,47 @@ def ordered(sub: list[dict]) -> list[dict]:
     return sorted(sub, key=lambda r: order.index(r["case"]) if r["case"] in order else len(order))
 
 
-README_CASES = ("stock-free", "legacy-64", "stock-64", "stock-64-each", "wr-64", "wr-64-free", "wr-256-free",
-                "wr-64-graph")
+README_CASES = (
+    "stock-free",
+    "legacy-64",
+    "stock-64",
+    "stock-64-each",
+    "wr-64",
+    "wr-64-free",
+    "wr-256-free",
+    "wr-64-graph",
+)
 
 
 def readme_block(doc: dict) -> str:
     """Convolution and step times of the main cases measured, one row per model and precision."""
     prov, rows = doc["provenance"], [r for r in doc["results"] if not r["case"].startswith("probe")]
     cases = [c for c in README_CASES if any(r["case"] == c for r in rows)]
-    lines = [f"Full training steps on the {prov['gpu']} (cuDNN {prov['cudnn_version']}, PyTorch {prov['torch']}, "
-             f"{prov['date'][:10]}): convolution time (torch.profiler) / whole step, median ms; legacy-X: stock PyTorch "
-             "on its legacy cuDNN path with its workspace cap of X MiB (`TORCH_CUDNN_V8_API_DISABLED=1 "
-             "CUDNN_CONV_WSCAP_DBG=X`); stock-X: only X MiB free beside the step's own memory at its peak; -each: X MiB "
-             "free at every convolution when cuDNN chooses its algorithms; wr-X: the model with a WR plan at X per "
-             "kernel applied, eager (-free: the GPU otherwise free); -graph: one CUDA graph per step. Every case and "
-             "the method: [benchmarks/reports/torch_training.md](benchmarks/reports/torch_training.md).", "",
-             "| model | " + " | ".join(cases) + " |", "|---|" + "---|" * len(cases)]
+    lines = [
+        f"Full training steps on the {prov['gpu']} (cuDNN {prov['cudnn_version']}, PyTorch {prov['torch']}, "
+        f"{prov['date'][:10]}): convolution time (torch.profiler) / whole step, median ms; legacy-X: stock PyTorch "
+        "on its legacy cuDNN path with its workspace cap of X MiB (`TORCH_CUDNN_V8_API_DISABLED=1 "
+        "CUDNN_CONV_WSCAP_DBG=X`); stock-X: only X MiB free beside the step's own memory at its peak; -each: X MiB "
+        "free at every convolution when cuDNN chooses its algorithms; wr-X: the model with a WR plan at X per "
+        "kernel applied, eager (-free: the GPU otherwise free); -graph: one CUDA graph per step. Every case and "
+        "the method: [benchmarks/reports/torch_training.md](benchmarks/reports/torch_training.md).",
+        "",
+        "| model | " + " | ".join(cases) + " |",
+        "|---|" + "---|" * len(cases),
+    ]
     for key in sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (list(MODELS).index(k[0]), k[1])):
         cells = []
         for case in cases:
             r = next((r for r in rows if (r["model"], r["precision"], r["case"]) == (*key, case)), None)
-            cells.append("not run" if r is None else "failed" if "error" in r else
-                         f"{r['conv_ms']:.2f} / {r['step_ms']:.2f}" if r["conv_ms"] else f"- / {r['step_ms']:.2f}")
+            cells.append(
+                "not run"
+                if r is None
+                else "failed"
+                if "error" in r
+                else f"{r['conv_ms']:.2f} / {r['step_ms']:.2f}"
+                if r["conv_ms"]
+                else f"- / {r['step_ms']:.2f}"
+            )
         label = f"{key[0]} b{MODELS[key[0]]} {'fp16 channels_last AMP' if key[1] == 'fp16' else 'TF32 NCHW'}"
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines + ["", reading(rows)])
@@ -576,9 +707,17 @@ def readme_block(doc: dict) -> str:
 
 def reading(rows: list[dict]) -> str:
     """The README's summary, every number computed here from the results."""
+
     def get(model, precision, *cases):
-        return next((r for c in cases for r in rows if (r["model"], r["precision"], r["case"]) == (model, precision, c)
-                     and r.get("step_ms") is not None), None)
+        return next(
+            (
+                r
+                for c in cases
+                for r in rows
+                if (r["model"], r["precision"], r["case"]) == (model, precision, c) and r.get("step_ms") is not None
+            ),
+            None,
+        )
 
     keys = sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (list(MODELS).index(k[0]), k[1]))
     eager, legacy, busy = [], [], []
@@ -593,25 +732,33 @@ def reading(rows: list[dict]) -> str:
             legacy.append(f"{model} {precision} {cap['conv_ms'] / wr['conv_ms']:.2f}x")
     out = []
     if eager:
-        out.append(f"An eager planned step (WR at 256 MiB per kernel, the GPU otherwise free, no CUDA graph) takes "
-                   f"{', '.join(eager)} stock PyTorch's step with the GPU free (issue 22's target: at most "
-                   f"{EAGER_TARGET}x); GPU busy, planned vs stock: {', '.join(busy)}.")
+        out.append(
+            f"An eager planned step (WR at 256 MiB per kernel, the GPU otherwise free, no CUDA graph) takes "
+            f"{', '.join(eager)} stock PyTorch's step with the GPU free (issue 22's target: at most "
+            f"{EAGER_TARGET}x); GPU busy, planned vs stock: {', '.join(busy)}."
+        )
     if legacy:
-        out.append(f"At 64 MiB the WR plan's convolutions are {', '.join(legacy)} faster than PyTorch's own workspace "
-                   "cap at 64 MiB (legacy-64, the one knob a PyTorch user has).")
+        out.append(
+            f"At 64 MiB the WR plan's convolutions are {', '.join(legacy)} faster than PyTorch's own workspace "
+            "cap at 64 MiB (legacy-64, the one knob a PyTorch user has)."
+        )
     return " ".join(out) or "No case to summarise."
 
 
 def kernel_counts(rows) -> str:
     """Convolution kernels per model, from the zoo twin of each torchvision model measured."""
     from engine.zoo import get_network
-    return ", ".join(f"{len(get_network(net, MODELS[net]).kernels())} for {net}"
-                     for net in sorted({r["model"] for r in rows}, key=list(MODELS).index))
+
+    return ", ".join(
+        f"{len(get_network(net, MODELS[net]).kernels())} for {net}"
+        for net in sorted({r["model"] for r in rows}, key=list(MODELS).index)
+    )
 
 
 def verify_flags(rows) -> list[str]:
     """Models whose WR 64 MiB plan failed `verify` in the side-by-side benchmark's committed results."""
     import gzip
+
     path = ROOT / "benchmarks" / "reports" / "side_by_side_results.json.gz"
     doc = json.loads(gzip.decompress(path.read_bytes()))
     out = []
@@ -620,13 +767,15 @@ def verify_flags(rows) -> list[str]:
         for cfg in net["configs"]:
             failed = sorted({k for v in cfg.get("verify", []) for k in v.get("failed", [])})
             if failed and name in {r["model"] for r in rows}:
-                out.append(f"- {name}: its {cfg.get('row')} plan at {cfg.get('limit', 0) // MIB} MiB FAILED `verify` "
-                           f"in side_by_side.md ({', '.join(failed)}). Triaged on the H100 (verify-triage/README.md): "
-                           "run alone, each of those kernels equals both a float64 cuDNN and a native float64 "
-                           "convolution within TF32 tolerance, and in PyTorch the planned first block of VGG-16 "
-                           "equals stock. Cause, found after that run: `verify` filled its inputs on the default "
-                           "stream and read them on the context's non-blocking stream, so large kernels were compared "
-                           "with a reference computed from half-written inputs; fixed." + after_fix(name))
+                out.append(
+                    f"- {name}: its {cfg.get('row')} plan at {cfg.get('limit', 0) // MIB} MiB FAILED `verify` "
+                    f"in side_by_side.md ({', '.join(failed)}). Triaged on the H100 (verify-triage/README.md): "
+                    "run alone, each of those kernels equals both a float64 cuDNN and a native float64 "
+                    "convolution within TF32 tolerance, and in PyTorch the planned first block of VGG-16 "
+                    "equals stock. Cause, found after that run: `verify` filled its inputs on the default "
+                    "stream and read them on the context's non-blocking stream, so large kernels were compared "
+                    "with a reference computed from half-written inputs; fixed." + after_fix(name)
+                )
     return out
 
 
@@ -638,8 +787,10 @@ def after_fix(name: str) -> str:
     doc = json.loads(path.read_text())
     worst = max(k["rel_l2"] for k in doc["kernels"])
     verdict = "passed every kernel" if doc["totals"]["all_passed"] else f"failed {', '.join(doc['totals']['failed'])}"
-    return (f" Re-run after the fix ({doc['provenance']['date']}, verify-triage/{path.name}): `python -m engine "
-            f"verify` {verdict} of the plan, largest relative L2 error {worst:.1e}.")
+    return (
+        f" Re-run after the fix ({doc['provenance']['date']}, verify-triage/{path.name}): `python -m engine "
+        f"verify` {verdict} of the plan, largest relative L2 error {worst:.1e}."
+    )
 
 
 def plot(rows, path: Path) -> None:
@@ -663,8 +814,11 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("measure")
     m.add_argument("-o", "--output", default="benchmarks/reports/torch_training.json")
-    m.add_argument("--configs", nargs="+", default=["alexnet:tf32", "resnet50:tf32", "vgg16:tf32", "alexnet:fp16",
-                                                     "resnet50:fp16", "vgg16:fp16"])
+    m.add_argument(
+        "--configs",
+        nargs="+",
+        default=["alexnet:tf32", "resnet50:tf32", "vgg16:tf32", "alexnet:fp16", "resnet50:fp16", "vgg16:fp16"],
+    )
     m.add_argument("--pressure", nargs="+", type=int, default=list(PRESSURE_MIB))
     m.add_argument("--cases", nargs="+", help="cases to run (default: default_cases)")
     m.add_argument("--steps", type=int, default=20)

@@ -76,10 +76,10 @@ class ConfInfo:
     division: str
     plans: str
     engines: str
-    batch: np.ndarray        # per piece, execution order
+    batch: np.ndarray  # per piece, execution order
     plan: tuple[str, ...]
     engine: tuple[str, ...]
-    piece: tuple[str, ...]   # "1/4", "2/4", ...
+    piece: tuple[str, ...]  # "1/4", "2/4", ...
     ms: np.ndarray
 
 
@@ -94,14 +94,14 @@ class PolicySets:
     policy: str
     kernels: list[Kernel]
     sets: list[list[Configuration]]
-    front: NetworkFront              # engine.planner.wd_front: over the aligned sets
+    front: NetworkFront  # engine.planner.wd_front: over the aligned sets
     ws: list[np.ndarray] = field(repr=False)
     t: list[np.ndarray] = field(repr=False)
     seconds: float = 0.0
-    engines: dict[str, str] = field(default_factory=dict, repr=False)   # plan -> engine label
-    _info: dict = field(default_factory=dict, repr=False)        # (k, j) -> ConfInfo
-    _desirable: dict = field(default_factory=dict, repr=False)   # k -> (points, pieces) of Fig. 8
-    _index: list = field(default_factory=list, repr=False)       # k -> {division and plans: j}
+    engines: dict[str, str] = field(default_factory=dict, repr=False)  # plan -> engine label
+    _info: dict = field(default_factory=dict, repr=False)  # (k, j) -> ConfInfo
+    _desirable: dict = field(default_factory=dict, repr=False)  # k -> (points, pieces) of Fig. 8
+    _index: list = field(default_factory=list, repr=False)  # k -> {division and plans: j}
 
     def info(self, k: int, j: int) -> ConfInfo:
         """Labels and piece arrays of configuration ``j`` of kernel ``k`` (cached)."""
@@ -110,9 +110,16 @@ class PolicySets:
             conf = self.sets[k][j]
             engines = tuple(self.engines.get(m.plan, m.plan) for m in conf.micro)
             n = len(conf.micro)
-            hit = ConfInfo(compact_division(conf), plans_text(conf), " + ".join(dict.fromkeys(engines)),
-                           np.array([m.batch for m in conf.micro]), tuple(m.plan for m in conf.micro), engines,
-                           tuple(f"{i + 1}/{n}" for i in range(n)), np.array([m.time_ms for m in conf.micro]))
+            hit = ConfInfo(
+                compact_division(conf),
+                plans_text(conf),
+                " + ".join(dict.fromkeys(engines)),
+                np.array([m.batch for m in conf.micro]),
+                tuple(m.plan for m in conf.micro),
+                engines,
+                tuple(f"{i + 1}/{n}" for i in range(n)),
+                np.array([m.time_ms for m in conf.micro]),
+            )
             self._info[(k, j)] = hit
         return hit
 
@@ -147,8 +154,13 @@ class PolicySets:
         return wr_sweep(self)
 
 
-def make_policy_sets(policy: str, kernels: list[Kernel], sets: list[list[Configuration]],
-                     seconds: float = 0.0, engines: dict[str, str] | None = None) -> PolicySets:
+def make_policy_sets(
+    policy: str,
+    kernels: list[Kernel],
+    sets: list[list[Configuration]],
+    seconds: float = 0.0,
+    engines: dict[str, str] | None = None,
+) -> PolicySets:
     ws = [np.fromiter((c.workspace for c in s), dtype=np.int64, count=len(s)) for s in sets]
     ts = [np.fromiter((c.time_ms for c in s), dtype=float, count=len(s)) for s in sets]
     return PolicySets(policy, kernels, sets, wd_front(sets), ws, ts, seconds, dict(engines or {}))
@@ -201,10 +213,12 @@ def analyse(profile: Profile, scope: Scope, policies: list[str] | None = None) -
     def make() -> Analysis:
         net = network(scope.network, scope.batch)
         return Analysis(profile, scope, net, {p: _policy_sets(profile, net, scope, p) for p in policies})
+
     return ANALYSES.get((profile, scope, tuple(policies)), make)
 
 
 # --- budgets --------------------------------------------------------------------------------------
+
 
 def equivalent_budget(mode: str, budget: int, n_kernels: int) -> tuple[int, int]:
     """(WR per-kernel limit, WD total) with the same total, as Fig. 13/14 pair them: total = limit x kernels."""
@@ -240,6 +254,7 @@ def budget_steps(lo: int, hi: int, per_octave: int = 4) -> list[int]:
 
 # --- the curves of the Pareto view ------------------------------------------------------------------
 
+
 def _thin(n: int, limit: int = 400) -> np.ndarray:
     """Indices of at most ``limit`` of ``n`` front points, evenly spread, both ends kept: the browser repaints
     every point on each budget change, and a step line of 400 points looks the same as the full front."""
@@ -271,5 +286,11 @@ def wr_sweep(ps: PolicySets) -> pd.DataFrame:
         total_t += t[i]
         total_w += w[i]
     keep = _thin(len(limits))
-    return pd.DataFrame({"limit": limits[keep], "workspace": total_w[keep], "workspace_mib": total_w[keep] / MiB,
-                         "time_ms": total_t[keep]})
+    return pd.DataFrame(
+        {
+            "limit": limits[keep],
+            "workspace": total_w[keep],
+            "workspace_mib": total_w[keep] / MiB,
+            "time_ms": total_t[keep],
+        }
+    )

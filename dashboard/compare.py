@@ -33,12 +33,12 @@ def compare_options(name: str, names: list[str]) -> dict[str, str]:
 class Comparison:
     """Both GPUs' WD fronts for one policy, their unlimited optima and their WD times at one total budget."""
 
-    gpu: str                # the other profile's GPU
+    gpu: str  # the other profile's GPU
     here_gpu: str
-    front: pd.DataFrame     # the other GPU's front: workspace, workspace_mib, time_ms
+    front: pd.DataFrame  # the other GPU's front: workspace, workspace_mib, time_ms
     optimum_ms: float
     here_optimum_ms: float
-    at_budget_ms: float     # nan where no configuration of the other GPU fits the budget
+    at_budget_ms: float  # nan where no configuration of the other GPU fits the budget
     here_at_budget_ms: float
     budget: int
 
@@ -56,6 +56,13 @@ def compare(here: Analysis, there: Analysis, policy: str, total: int) -> Compari
     fronts = [a.fronts[a.fronts.policy == policy] for a in (here, there)]
     if not len(fronts[1]):
         raise EngineError(f"the {gpus[1]} profile cannot plan policy {policy}")
-    return Comparison(gpu=gpus[1], here_gpu=gpus[0], front=fronts[1].reset_index(drop=True),
-                      optimum_ms=float(fronts[1].time_ms.min()), here_optimum_ms=float(fronts[0].time_ms.min()),
-                      at_budget_ms=_at(fronts[1], total), here_at_budget_ms=_at(fronts[0], total), budget=total)
+    return Comparison(
+        gpu=gpus[1],
+        here_gpu=gpus[0],
+        front=fronts[1].reset_index(drop=True),
+        optimum_ms=float(fronts[1].time_ms.min()),
+        here_optimum_ms=float(fronts[0].time_ms.min()),
+        at_budget_ms=_at(fronts[1], total),
+        here_at_budget_ms=_at(fronts[0], total),
+        budget=total,
+    )

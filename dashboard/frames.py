@@ -28,23 +28,42 @@ def plan_frame(ps: PolicySets, choice: Choice) -> pd.DataFrame:
     if not choice.feasible:
         return plan_frame_columns()
     infos = [ps.info(k, j) for k, j in enumerate(choice.index)]
-    return pd.DataFrame({
-        "kernel": [k.id for k in ps.kernels], "layer": [k.layer for k in ps.kernels],
-        "kind": [k.kind.short for k in ps.kernels], "division": [i.division for i in infos],
-        "plans": [i.plans for i in infos], "engines": [i.engines for i in infos],
-        "time_ms": np.array([t[j] for t, j in zip(ps.t, choice.index)], dtype=float),
-        "workspace_mib": np.array([w[j] for w, j in zip(ps.ws, choice.index)], dtype=float) / MiB,
-        "baseline_ms": np.array([np.nan if k.undivided_time_ms is None else k.undivided_time_ms
-                                 for k in choice.plan.kernels], dtype=float),
-    }, columns=PLAN_COLUMNS)
+    return pd.DataFrame(
+        {
+            "kernel": [k.id for k in ps.kernels],
+            "layer": [k.layer for k in ps.kernels],
+            "kind": [k.kind.short for k in ps.kernels],
+            "division": [i.division for i in infos],
+            "plans": [i.plans for i in infos],
+            "engines": [i.engines for i in infos],
+            "time_ms": np.array([t[j] for t, j in zip(ps.t, choice.index)], dtype=float),
+            "workspace_mib": np.array([w[j] for w, j in zip(ps.ws, choice.index)], dtype=float) / MiB,
+            "baseline_ms": np.array(
+                [np.nan if k.undivided_time_ms is None else k.undivided_time_ms for k in choice.plan.kernels],
+                dtype=float,
+            ),
+        },
+        columns=PLAN_COLUMNS,
+    )
 
 
-TIMELINE_COLUMNS = ["lane", "layer", "row", "kernel", "kind", "piece", "batch", "plan", "engine", "start_ms",
-                    "end_ms", "duration_ms"]
+TIMELINE_COLUMNS = [
+    "lane",
+    "layer",
+    "row",
+    "kernel",
+    "kind",
+    "piece",
+    "batch",
+    "plan",
+    "engine",
+    "start_ms",
+    "end_ms",
+    "duration_ms",
+]
 
 
-def timeline_frame(ps: PolicySets, choice: Choice,
-                   measured: dict[str, float] | None = None) -> pd.DataFrame:
+def timeline_frame(ps: PolicySets, choice: Choice, measured: dict[str, float] | None = None) -> pd.DataFrame:
     """Micro-batch pieces in execution order on per-layer lanes (Fig. 3): predicted pieces back to back;
     with a verification report, one measured bar per kernel on the layer's "measured" lane."""
     if not choice.feasible:
@@ -57,13 +76,22 @@ def timeline_frame(ps: PolicySets, choice: Choice,
 
     def rep(values):
         return [v for v, c in zip(values, counts) for _ in range(c)]
+
     kernels = [ps.kernels[k] for k in order]
     layers = rep([k.layer for k in kernels])
     cols = {
-        "lane": layers, "layer": layers, "row": ["predicted"] * len(ms), "kernel": rep([k.id for k in kernels]),
-        "kind": rep([k.kind.short for k in kernels]), "piece": [p for i in infos for p in i.piece],
-        "batch": np.concatenate([i.batch for i in infos]), "plan": [p for i in infos for p in i.plan],
-        "engine": [e for i in infos for e in i.engine], "start_ms": end - ms, "end_ms": end, "duration_ms": ms,
+        "lane": layers,
+        "layer": layers,
+        "row": ["predicted"] * len(ms),
+        "kernel": rep([k.id for k in kernels]),
+        "kind": rep([k.kind.short for k in kernels]),
+        "piece": [p for i in infos for p in i.piece],
+        "batch": np.concatenate([i.batch for i in infos]),
+        "plan": [p for i in infos for p in i.plan],
+        "engine": [e for i in infos for e in i.engine],
+        "start_ms": end - ms,
+        "end_ms": end,
+        "duration_ms": ms,
     }
     frame = pd.DataFrame(cols, columns=TIMELINE_COLUMNS)
     if not measured:
@@ -73,8 +101,22 @@ def timeline_frame(ps: PolicySets, choice: Choice,
         dt = float(measured.get(k.id, np.nan))
         if np.isnan(dt):
             continue
-        rows.append((f"{k.layer} (measured)", k.layer, "measured", k.id, k.kind.short, "whole kernel",
-                     int(info.batch.sum()), info.plans, "measured", clock, clock + dt, dt))
+        rows.append(
+            (
+                f"{k.layer} (measured)",
+                k.layer,
+                "measured",
+                k.id,
+                k.kind.short,
+                "whole kernel",
+                int(info.batch.sum()),
+                info.plans,
+                "measured",
+                clock,
+                clock + dt,
+                dt,
+            )
+        )
         clock += dt
     return pd.concat([frame, pd.DataFrame(rows, columns=TIMELINE_COLUMNS)], ignore_index=True)
 
@@ -89,13 +131,21 @@ def workspace_frame(ps: PolicySets, wr: Choice, wd: Choice) -> pd.DataFrame:
             for kernel, conf in zip(ps.kernels, configurations(ps, choice)):
                 ws[kernel.id] = conf.workspace / MiB
         for layer in layers:
-            rows.append({"layer": layer, "mode": choice.mode, "feasible": choice.feasible,
-                         **{kind: ws.get(f"{layer}:{kind}", 0.0) for kind in KIND_ORDER}})
+            rows.append(
+                {
+                    "layer": layer,
+                    "mode": choice.mode,
+                    "feasible": choice.feasible,
+                    **{kind: ws.get(f"{layer}:{kind}", 0.0) for kind in KIND_ORDER},
+                }
+            )
     return pd.DataFrame(rows, columns=["layer", "mode", "feasible", *KIND_ORDER])
 
 
-DESIRABLE_COLUMNS = (["index", "workspace_mib", "time_ms", "division", "plans", "engines", "chosen"],
-                     ["index", "start", "end", "batch", "plan", "engine"])
+DESIRABLE_COLUMNS = (
+    ["index", "workspace_mib", "time_ms", "division", "plans", "engines", "chosen"],
+    ["index", "start", "end", "batch", "plan", "engine"],
+)
 
 
 def desirable_frame(ps: PolicySets, k: int, chosen: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -103,10 +153,18 @@ def desirable_frame(ps: PolicySets, k: int, chosen: int | None) -> tuple[pd.Data
     Pieces: one row per micro-configuration with its share of the mini-batch (for the small stacked bars)."""
     if k not in ps._desirable:
         infos = [ps.info(k, j) for j in range(len(ps.sets[k]))]
-        points = pd.DataFrame({
-            "index": np.arange(len(infos)), "workspace_mib": ps.ws[k] / MiB, "time_ms": ps.t[k],
-            "division": [i.division for i in infos], "plans": [i.plans for i in infos],
-            "engines": [i.engines for i in infos], "chosen": False}, columns=DESIRABLE_COLUMNS[0])
+        points = pd.DataFrame(
+            {
+                "index": np.arange(len(infos)),
+                "workspace_mib": ps.ws[k] / MiB,
+                "time_ms": ps.t[k],
+                "division": [i.division for i in infos],
+                "plans": [i.plans for i in infos],
+                "engines": [i.engines for i in infos],
+                "chosen": False,
+            },
+            columns=DESIRABLE_COLUMNS[0],
+        )
         rows = []
         for j, info in enumerate(infos):
             total, done = info.batch.sum(), 0

@@ -26,5 +26,6 @@ def gpu_function(name: str):
 
 def measured_times(report: dict) -> dict[str, float]:
     """Per-kernel measured times (ms) from ``engine.gpu.verify_plan``'s report (``kernels[*].id/measured_ms``)."""
-    return {str(k["id"]): float(k["measured_ms"]) for k in report.get("kernels", [])
-            if k.get("measured_ms") is not None}
+    return {
+        str(k["id"]): float(k["measured_ms"]) for k in report.get("kernels", []) if k.get("measured_ms") is not None
+    }

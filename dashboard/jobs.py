@@ -33,8 +33,7 @@ class JobRunner(param.Parameterized):
     owner = param.String(default="", constant=True, doc="Token of the page that started the job")
     progress = param.Integer(default=0, bounds=(0, 100), constant=True)
     message = param.String(default="", constant=True)
-    status = param.Selector(default="idle", objects=["idle", "running", "done", "failed", "cancelled"],
-                            constant=True)
+    status = param.Selector(default="idle", objects=["idle", "running", "done", "failed", "cancelled"], constant=True)
     result = param.Parameter(default=None, constant=True)
     error = param.String(default="", constant=True)
     finished = param.Integer(default=0, constant=True, doc="Counts finished jobs; watch it to collect results")
@@ -52,10 +51,19 @@ class JobRunner(param.Parameterized):
                 return False
             self._stop = threading.Event()
             with param.edit_constant(self):
-                self.param.update(running=True, kind=kind, owner=owner, progress=0, status="running",
-                                  message=f"{kind}: starting", result=None, error="")
-            self._thread = threading.Thread(target=self._run, args=(kind, work, self._stop), daemon=True,
-                                            name=f"ucudnn-{kind}")
+                self.param.update(
+                    running=True,
+                    kind=kind,
+                    owner=owner,
+                    progress=0,
+                    status="running",
+                    message=f"{kind}: starting",
+                    result=None,
+                    error="",
+                )
+            self._thread = threading.Thread(
+                target=self._run, args=(kind, work, self._stop), daemon=True, name=f"ucudnn-{kind}"
+            )
             self._thread.start()
             return True
 
@@ -90,15 +98,22 @@ class JobRunner(param.Parameterized):
             status, error = "cancelled", f"{kind} cancelled"
         except Exception as err:  # reported on the page, never a dead thread with a silent traceback
             status = "cancelled" if stop.is_set() else "failed"
-            error = f"{kind} cancelled" if stop.is_set() else (
-                str(err) if isinstance(err, EngineError) else f"{type(err).__name__}: {err}")
+            error = (
+                f"{kind} cancelled"
+                if stop.is_set()
+                else (str(err) if isinstance(err, EngineError) else f"{type(err).__name__}: {err}")
+            )
         finally:
             with param.edit_constant(self):
                 self.param.update(
-                    result=result if status == "done" else None, error=error, status=status,
+                    result=result if status == "done" else None,
+                    error=error,
+                    status=status,
                     progress=100 if status == "done" else self.progress,
                     message=f"{kind}: {status}" + (f": {error}" if error and status == "failed" else ""),
-                    running=False, finished=self.finished + 1)
+                    running=False,
+                    finished=self.finished + 1,
+                )
 
     @staticmethod
     def check(should_stop: Callable[[], bool]) -> None:

@@ -20,16 +20,24 @@ def memory_frames(profile: Profile | None, scope: Scope, policy: str, capacity: 
 
     The profile gives convolution times and workspaces; the capacity bounds dynamic workspace, drives the
     LRU cache and decides whether the plan fits."""
-    return MEMORY_FRAMES.get((profile, scope, policy, capacity),
-                             lambda: _memory_frames(profile, scope, policy, capacity))
+    return MEMORY_FRAMES.get(
+        (profile, scope, policy, capacity), lambda: _memory_frames(profile, scope, policy, capacity)
+    )
 
 
 def _memory_frames(profile: Profile | None, scope: Scope, policy: str, capacity: int | None) -> dict[str, pd.DataFrame]:
-    result = plan_memory(network(scope.network, scope.batch), policy, capacity=capacity, profile=profile,
-                         precision=scope.precision, layout=scope.layout)
+    result = plan_memory(
+        network(scope.network, scope.batch),
+        policy,
+        capacity=capacity,
+        profile=profile,
+        precision=scope.precision,
+        layout=scope.layout,
+    )
     out = engine_memory_frames(result)
     out["notes"] = pd.DataFrame({"note": list(result.notes)})
     # which times are measured and which modelled, and the rules this prediction was made under
-    out["summary"] = out["summary"].assign(time_note=result.time_note, convention=result.convention,
-                                           workspace_rule=result.workspace_rule)
+    out["summary"] = out["summary"].assign(
+        time_note=result.time_note, convention=result.convention, workspace_rule=result.workspace_rule
+    )
     return out

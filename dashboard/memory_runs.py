@@ -26,11 +26,11 @@ from engine.fileio import short as _short
 RESULTS_ENV = "UCUDNN_MEMORY_RESULTS"
 DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "reports" / "memory_training.json"
 MEASURE = "python benchmarks/memory_training.py measure"
-BENCH_SCOPE = ("tf32", "NCHW")   # what the benchmark runs (its docstring): TF32, NCHW
-MAX_BYTES = 16 << 20             # a full run (3 models x 5 policies, capacity searches) is well under 1 MiB
+BENCH_SCOPE = ("tf32", "NCHW")  # what the benchmark runs (its docstring): TF32, NCHW
+MAX_BYTES = 16 << 20  # a full run (3 models x 5 policies, capacity searches) is well under 1 MiB
 MAX_ROWS = 20_000
-MAX_TEXT = 240                   # longer strings from the file are cut for display
-_BIG = 2.0 ** 63
+MAX_TEXT = 240  # longer strings from the file are cut for display
+_BIG = 2.0**63
 
 
 class MemoryRunsFormatError(EngineError, ValueError):
@@ -46,8 +46,8 @@ class MeasuredRun:
     batch: int
     capacity: int | None
     error: str = ""
-    peak: float | None = None            # torch.cuda.max_memory_allocated over the timed steps (bytes)
-    step_ms: float | None = None         # median over the timed steps
+    peak: float | None = None  # torch.cuda.max_memory_allocated over the timed steps (bytes)
+    step_ms: float | None = None  # median over the timed steps
     step_ms_p10: float | None = None
     step_ms_p90: float | None = None
     steps: int | None = None
@@ -61,20 +61,22 @@ class MemoryRuns:
     path: str
     provenance: dict
     runs: tuple[MeasuredRun, ...]
-    capacity: dict   # "model/GiB" -> {"predicted": {variant: batch}, "found": {variant: batch}, "best": variant}
+    capacity: dict  # "model/GiB" -> {"predicted": {variant: batch}, "found": {variant: batch}, "best": variant}
 
     @property
     def synthetic(self) -> bool:
         return self.provenance.get("synthetic") is True
 
-    def find(self, network: str, batch: int, policy: str, capacity: int | None, precision: str = "tf32",
-             layout: str = "NCHW") -> MeasuredRun | None:
+    def find(
+        self, network: str, batch: int, policy: str, capacity: int | None, precision: str = "tf32", layout: str = "NCHW"
+    ) -> MeasuredRun | None:
         """The run for these controls: under ``capacity`` if the benchmark ran one there, else without a cap."""
         if (precision, layout) != BENCH_SCOPE:
             return None
         rows = [r for r in self.runs if r.model == model_of(network) and r.variant == policy and r.batch == batch]
-        return (next((r for r in rows if capacity is not None and r.capacity == capacity), None)
-                or next((r for r in rows if r.capacity is None), None))
+        return next((r for r in rows if capacity is not None and r.capacity == capacity), None) or next(
+            (r for r in rows if r.capacity is None), None
+        )
 
     def scopes(self) -> list[str]:
         """What was measured without a cap, e.g. ``alexnet b256``."""
@@ -118,8 +120,15 @@ def results_path(environ=None) -> Path:
     return Path(environ.get(RESULTS_ENV) or DEFAULT_RESULTS)
 
 
-def measured(path: str | Path, network: str | None, batch: int | None, policy: str, capacity: int | None,
-             precision: str | None = "tf32", layout: str | None = "NCHW") -> Measured:
+def measured(
+    path: str | Path,
+    network: str | None,
+    batch: int | None,
+    policy: str,
+    capacity: int | None,
+    precision: str | None = "tf32",
+    layout: str | None = "NCHW",
+) -> Measured:
     """The measured run for the memory tab's controls; a bad file becomes ``error``, never an exception."""
     try:
         runs = load_runs(path)
@@ -159,6 +168,7 @@ def _load(path: str, mtime_ns: int, size: int) -> tuple[MemoryRuns | None, str]:
 
 # --- validation ----------------------------------------------------------------------------------------------
 
+
 def _fail(path: str, where: str, problem: str):
     raise MemoryRunsFormatError(f"measured memory runs {path!r}: field {where} {problem}")
 
@@ -167,14 +177,20 @@ def _text(v, path: str, where: str) -> str:
     if not isinstance(v, str):
         _fail(path, where, f"must be a string, got {_short(v)}")
     v = " ".join(v.split())
-    return v if len(v) <= MAX_TEXT else v[:MAX_TEXT - 3] + "..."
+    return v if len(v) <= MAX_TEXT else v[: MAX_TEXT - 3] + "..."
 
 
 def _num(v, path: str, where: str, optional: bool = False, positive: bool = False) -> float | None:
     if v is None and optional:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not abs(v) < _BIG or not math.isfinite(v) \
-            or v < 0 or (positive and v == 0):
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, (int, float))
+        or not abs(v) < _BIG
+        or not math.isfinite(v)
+        or v < 0
+        or (positive and v == 0)
+    ):
         _fail(path, where, f"must be a {'positive' if positive else 'non-negative'} number, got {_short(v)}")
     return float(v)
 
@@ -198,16 +214,24 @@ def per_step(stats: list, key: str) -> float | None:
     cumulative counters by their growth, per-step ones by the last value; lists count their entries."""
     vals = [s.get(key) for s in stats if isinstance(s, dict) and key in s]
     vals = [len(v) if isinstance(v, (list, tuple, dict)) else v for v in vals]
-    if not vals or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < _BIG
-                           and math.isfinite(v) for v in vals):
+    if not vals or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < _BIG and math.isfinite(v) for v in vals
+    ):
         return None
     if len(vals) > 1 and vals[-1] > vals[0]:
         return (vals[-1] - vals[0]) / (len(vals) - 1)
     return float(vals[-1])
 
 
-PREDICTED_NUMBERS = ("peak", "iteration_ms", "conv_ms", "stall_ms", "offload_bytes", "prefetch_bytes",
-                     "recompute_count")
+PREDICTED_NUMBERS = (
+    "peak",
+    "iteration_ms",
+    "conv_ms",
+    "stall_ms",
+    "offload_bytes",
+    "prefetch_bytes",
+    "recompute_count",
+)
 PREDICTED_TEXT = ("time_model", "workspace_rule", "convention")
 
 
@@ -222,28 +246,36 @@ def _predicted(v, path: str, where: str) -> dict:
 
 
 def _run(r: dict, path: str, where: str) -> MeasuredRun:
-    key = dict(model=_text(r.get("model"), path, f"{where}.model"),
-               variant=_text(r.get("variant"), path, f"{where}.variant"),
-               batch=_int(r.get("batch"), path, f"{where}.batch"),
-               capacity=_int(r.get("capacity"), path, f"{where}.capacity", optional=True))
+    key = dict(
+        model=_text(r.get("model"), path, f"{where}.model"),
+        variant=_text(r.get("variant"), path, f"{where}.variant"),
+        batch=_int(r.get("batch"), path, f"{where}.batch"),
+        capacity=_int(r.get("capacity"), path, f"{where}.capacity", optional=True),
+    )
     predicted = _predicted(r.get("predicted", {}), path, f"{where}.predicted")
     if "error" in r:
         return MeasuredRun(**key, error=_text(r["error"], path, f"{where}.error") or "failed", predicted=predicted)
     stats = r.get("stats", [])
     if not isinstance(stats, list):
         _fail(path, f"{where}.stats", f"must be a list, got {_short(stats)}")
-    return MeasuredRun(**key, peak=_num(r.get("peak"), path, f"{where}.peak"),
-                       step_ms=_num(r.get("step_ms"), path, f"{where}.step_ms", positive=True),
-                       step_ms_p10=_num(r.get("step_ms_p10"), path, f"{where}.step_ms_p10", optional=True),
-                       step_ms_p90=_num(r.get("step_ms_p90"), path, f"{where}.step_ms_p90", optional=True),
-                       steps=_int(r.get("steps"), path, f"{where}.steps", optional=True),
-                       offloaded_bytes=per_step(stats, "offloaded_bytes"),
-                       recomputed=per_step(stats, "recomputed_layers"), predicted=predicted)
+    return MeasuredRun(
+        **key,
+        peak=_num(r.get("peak"), path, f"{where}.peak"),
+        step_ms=_num(r.get("step_ms"), path, f"{where}.step_ms", positive=True),
+        step_ms_p10=_num(r.get("step_ms_p10"), path, f"{where}.step_ms_p10", optional=True),
+        step_ms_p90=_num(r.get("step_ms_p90"), path, f"{where}.step_ms_p90", optional=True),
+        steps=_int(r.get("steps"), path, f"{where}.steps", optional=True),
+        offloaded_bytes=per_step(stats, "offloaded_bytes"),
+        recomputed=per_step(stats, "recomputed_layers"),
+        predicted=predicted,
+    )
 
 
 def _batches(v, path: str, where: str) -> dict:
-    return {_text(k, path, where): _int(b, path, f"{where}.{_short(k)[1:-1]}", optional=True)
-            for k, b in _dict(v, path, where).items()}
+    return {
+        _text(k, path, where): _int(b, path, f"{where}.{_short(k)[1:-1]}", optional=True)
+        for k, b in _dict(v, path, where).items()
+    }
 
 
 def _capacity(doc: dict, path: str) -> dict:
@@ -254,9 +286,11 @@ def _capacity(doc: dict, path: str) -> dict:
         if "error" in e:
             out[key] = {"error": _text(e["error"], path, f"{where}.error")}
             continue
-        out[key] = {"predicted": _batches(e.get("predicted", {}), path, f"{where}.predicted"),
-                    "found": _batches(e.get("found", {}), path, f"{where}.found"),
-                    "best": _text(e.get("best", ""), path, f"{where}.best")}
+        out[key] = {
+            "predicted": _batches(e.get("predicted", {}), path, f"{where}.predicted"),
+            "found": _batches(e.get("found", {}), path, f"{where}.found"),
+            "best": _text(e.get("best", ""), path, f"{where}.best"),
+        }
     return out
 
 
@@ -264,8 +298,9 @@ def parse(doc, path: str = "") -> MemoryRuns:
     """A validated ``MemoryRuns`` from the benchmark's results document (``step`` rows kept; others only checked
     to be rows)."""
     if not isinstance(doc, dict):
-        raise MemoryRunsFormatError(f"measured memory runs {path!r} must be a JSON object with 'results', got "
-                                    f"{type(doc).__name__}")
+        raise MemoryRunsFormatError(
+            f"measured memory runs {path!r} must be a JSON object with 'results', got {type(doc).__name__}"
+        )
     results = doc.get("results")
     if not isinstance(results, list):
         _fail(path, "results", f"must be a list of runs, got {_short(results)}")

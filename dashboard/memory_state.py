@@ -16,14 +16,25 @@ from .selection import SelectionState
 
 class MemoryState(param.Parameterized):
     selection = param.ClassSelector(class_=SelectionState, constant=True)
-    memory_policy = param.Selector(default="superneurons", objects=list(MEMORY_POLICIES), label="Memory policy",
-                                   doc="engine.memory policy (vDNN, Layrub, SuperNeurons, baselines)")
-    capacity = param.Integer(default=12 * GiB, bounds=(1, None), allow_None=True,
-                             doc="GPU memory capacity in bytes for the memory planner (None: unbounded); the "
-                                 "default is the memory papers' 12 GB GPUs (K40, TITAN X)")
-    memory_results = param.String(default="", doc=f"The memory benchmark's results JSON (benchmarks/memory_training"
-                                  f".py), whose measured runs the memory tab sets beside its prediction; default "
-                                  f"${{{RESULTS_ENV}}}, else benchmarks/reports/memory_training.json")
+    memory_policy = param.Selector(
+        default="superneurons",
+        objects=list(MEMORY_POLICIES),
+        label="Memory policy",
+        doc="engine.memory policy (vDNN, Layrub, SuperNeurons, baselines)",
+    )
+    capacity = param.Integer(
+        default=12 * GiB,
+        bounds=(1, None),
+        allow_None=True,
+        doc="GPU memory capacity in bytes for the memory planner (None: unbounded); the "
+        "default is the memory papers' 12 GB GPUs (K40, TITAN X)",
+    )
+    memory_results = param.String(
+        default="",
+        doc=f"The memory benchmark's results JSON (benchmarks/memory_training"
+        f".py), whose measured runs the memory tab sets beside its prediction; default "
+        f"${{{RESULTS_ENV}}}, else benchmarks/reports/memory_training.json",
+    )
 
     def __init__(self, selection: SelectionState, environ=None, **params):
         if not params.get("memory_results"):
@@ -45,5 +56,12 @@ class MemoryState(param.Parameterized):
         scope = self.selection.scope
         if scope is None:
             return measured(self.memory_results, None, None, self.memory_policy, self.capacity)
-        return measured(self.memory_results, scope.network, scope.batch, self.memory_policy, self.capacity,
-                        scope.precision, scope.layout)
+        return measured(
+            self.memory_results,
+            scope.network,
+            scope.batch,
+            self.memory_policy,
+            self.capacity,
+            scope.precision,
+            scope.layout,
+        )

@@ -33,15 +33,19 @@ class PlanningState(param.Parameterized):
 
     selection = param.ClassSelector(class_=SelectionState, constant=True)
     policy = param.Selector(default="powerOfTwo", objects=list(POLICIES), label="Batch-size policy")
-    mode = param.Selector(default="WD", objects=list(MODES),
-                          doc="WR: per-kernel workspace limit; WD: one total budget for the network")
-    budget = param.Integer(default=DEFAULT_LIMIT, bounds=(0, None),
-                           doc="Bytes: the per-kernel limit in WR, the network total in WD")
+    mode = param.Selector(
+        default="WD", objects=list(MODES), doc="WR: per-kernel workspace limit; WD: one total budget for the network"
+    )
+    budget = param.Integer(
+        default=DEFAULT_LIMIT, bounds=(0, None), doc="Bytes: the per-kernel limit in WR, the network total in WD"
+    )
     kernel = param.String(default="", doc="Kernel id (layer:F|BD|BF) whose desirable set is shown")
-    measured = param.Dict(default=None, allow_None=True,
-                          doc="Per-kernel measured times (ms) from verifying the current plan on a GPU")
-    verified = param.Dict(default=None, allow_None=True,
-                          doc="Totals of the verification report (all_passed, failed, measured_ms, ...)")
+    measured = param.Dict(
+        default=None, allow_None=True, doc="Per-kernel measured times (ms) from verifying the current plan on a GPU"
+    )
+    verified = param.Dict(
+        default=None, allow_None=True, doc="Totals of the verification report (all_passed, failed, measured_ms, ...)"
+    )
 
     result = param.ClassSelector(class_=Result, default=None, allow_None=True, constant=True)
     error = param.String(default="", constant=True, doc="Why there is no plan, in one line")
@@ -49,7 +53,7 @@ class PlanningState(param.Parameterized):
     def __init__(self, selection: SelectionState, **params):
         self._given = {k for k in ("policy", "budget") if k in params}
         super().__init__(selection=selection, **params)
-        self._budget_mode = self.mode   # the mode the budget value is expressed in
+        self._budget_mode = self.mode  # the mode the budget value is expressed in
         self._switched: tuple | None = None  # (mode, budget, new mode, new budget) of the last mode switch
         self._analysis: Analysis | None = None
         # set by the page (Dashboard) to send every view's update as one message, e.g. panel's io.hold
@@ -73,23 +77,43 @@ class PlanningState(param.Parameterized):
             self._analysis = analysis
         values = {k: updates.get(k, getattr(self, k)) for k in ("policy", "mode", "budget", "kernel", "measured")}
         if values["mode"] != self._budget_mode:
-            updates["budget"] = values["budget"] = self._convert(values["budget"], self._budget_mode, values["mode"],
-                                                                 len(analysis.kernels))
+            updates["budget"] = values["budget"] = self._convert(
+                values["budget"], self._budget_mode, values["mode"], len(analysis.kernels)
+            )
             self._budget_mode = values["mode"]
         elif self._switched and values["budget"] != self._switched[3]:
             self._switched = None  # the budget moved since the switch: a switch back converts afresh
-        if self.measured and self.result is not None and self.result.key[:5] != result_key(
-                analysis, *(values[k] for k in ("policy", "mode", "budget", "kernel")), None, None)[:5]:
+        if (
+            self.measured
+            and self.result is not None
+            and self.result.key[:5]
+            != result_key(analysis, *(values[k] for k in ("policy", "mode", "budget", "kernel")), None, None)[:5]
+        ):
             updates.update(measured=None, verified=None)  # a measurement belongs to the plan it verified
             values["measured"] = None
-        key = result_key(analysis, values["policy"], values["mode"], values["budget"], values["kernel"],
-                         values["measured"], sel.other)
+        key = result_key(
+            analysis,
+            values["policy"],
+            values["mode"],
+            values["budget"],
+            values["kernel"],
+            values["measured"],
+            sel.other,
+        )
         if self.result is not None and self.result.key == key and not updates:
             return
         try:
-            result = build_result(analysis, values["policy"], values["mode"], values["budget"], values["kernel"],
-                                  values["measured"], updates.get("verified", self.verified), sel.other,
-                                  sel.compare)
+            result = build_result(
+                analysis,
+                values["policy"],
+                values["mode"],
+                values["budget"],
+                values["kernel"],
+                values["measured"],
+                updates.get("verified", self.verified),
+                sel.other,
+                sel.compare,
+            )
         except (EngineError, ValueError, KeyError) as err:
             result, error = None, describe_error(err)
         else:
@@ -107,9 +131,14 @@ class PlanningState(param.Parameterized):
         self.param.policy.objects = policies  # nothing watches the options; the value follows in one update
         updates: dict = {"measured": None, "verified": None}
         new_scope = old is None or old.scope != analysis.scope
-        recorded = next((n.get("policy") for n in analysis.profile.networks if n.get("name") == analysis.scope.network),
-                        None)
-        if (old is None or old.profile is not analysis.profile) and "policy" not in self._given and recorded in policies:
+        recorded = next(
+            (n.get("policy") for n in analysis.profile.networks if n.get("name") == analysis.scope.network), None
+        )
+        if (
+            (old is None or old.profile is not analysis.profile)
+            and "policy" not in self._given
+            and recorded in policies
+        ):
             updates["policy"] = recorded  # what the profile was measured for, e.g. "all"
         elif self.policy not in policies:
             updates["policy"] = "powerOfTwo" if "powerOfTwo" in policies else policies[-1]
@@ -150,8 +179,11 @@ class PlanningState(param.Parameterized):
         analysis = self.selection.analysis
         if analysis is None:
             raise EngineError(self.error or "no profile loaded")
-        choice = self.result.choice if self.result is not None else plan_choice(
-            analysis, self.policy, self.mode, self.budget)
+        choice = (
+            self.result.choice
+            if self.result is not None
+            else plan_choice(analysis, self.policy, self.mode, self.budget)
+        )
         if not choice.feasible:
             raise EngineError(choice.reason)
         return choice.plan

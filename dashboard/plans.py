@@ -20,8 +20,8 @@ from engine.planner import make_plan
 from .analysis import Analysis, PolicySets
 from .cache import LRU
 
-COMMAND = "dashboard"   # provenance.command of every plan the dashboard makes
-CHOICES = LRU(512)      # (analysis, policy, mode, budget) -> Choice
+COMMAND = "dashboard"  # provenance.command of every plan the dashboard makes
+CHOICES = LRU(512)  # (analysis, policy, mode, budget) -> Choice
 
 
 @dataclass(frozen=True)
@@ -58,14 +58,23 @@ def plan_choice(analysis: Analysis, policy: str, mode: str, budget: int) -> Choi
     """``make_plan`` at (policy, mode, budget) on the analysis' profile and scope."""
     scope = analysis.scope
     try:
-        plan = make_plan(analysis.profile, analysis.net, mode=mode.lower(), budget=int(budget), policy=policy,
-                         precision=scope.precision, layout=scope.layout, command=COMMAND)
+        plan = make_plan(
+            analysis.profile,
+            analysis.net,
+            mode=mode.lower(),
+            budget=int(budget),
+            policy=policy,
+            precision=scope.precision,
+            layout=scope.layout,
+            command=COMMAND,
+        )
     except InfeasibleBudgetError as err:
         return Choice(policy, mode, int(budget), None, math.nan, 0, str(err))
     ps = analysis.policies[policy]
     index = tuple(ps.index_of(k, pk.configuration) for k, pk in enumerate(plan.kernels))
-    return Choice(policy, mode, int(budget), index, plan.totals.time_ms, plan.totals.workspace, arena=plan.arena_size,
-                  plan=plan)
+    return Choice(
+        policy, mode, int(budget), index, plan.totals.time_ms, plan.totals.workspace, arena=plan.arena_size, plan=plan
+    )
 
 
 def configurations(ps: PolicySets, choice: Choice) -> list[Configuration]:

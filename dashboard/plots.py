@@ -1,8 +1,9 @@
 """Bokeh figures for the views, built once and updated by replacing their sources' data. Imports no Panel.
 
 Each class owns one figure (``.fig``) and an ``update(...)`` that takes tidy frames from
-``dashboard.frames`` and ``dashboard.analysis``; nothing is recreated per update, so the page does not flicker and a budget
-change only ships a few columns to the browser (panel-patterns.md §5).
+``dashboard.frames`` and ``dashboard.analysis``; nothing is recreated per update, so the page does not
+flicker and a budget change only ships a few columns to the browser (Bokeh streams only the changed
+``ColumnDataSource`` columns).
 """
 
 from __future__ import annotations
@@ -12,8 +13,19 @@ import math
 import numpy as np
 import pandas as pd
 from bokeh.core.properties import field, value
-from bokeh.models import (ColumnDataSource, CustomJSHover, CustomJSTickFormatter, FactorRange, FixedTicker,
-                          HoverTool, Legend, LegendItem, LinearColorMapper, Range1d, Span)
+from bokeh.models import (
+    ColumnDataSource,
+    CustomJSHover,
+    CustomJSTickFormatter,
+    FactorRange,
+    FixedTicker,
+    HoverTool,
+    Legend,
+    LegendItem,
+    LinearColorMapper,
+    Range1d,
+    Span,
+)
 from bokeh.plotting import figure
 
 from engine.units import MiB, format_size
@@ -69,16 +81,23 @@ class ParetoPlot:
     the undivided baseline at the same memory and the unlimited-workspace optimum."""
 
     def __init__(self, height: int = 400):
-        fig = figure(height=height, sizing_mode="stretch_width", x_axis_type="log", tools=TOOLS,
-                     title="Network Pareto front", x_axis_label="Total workspace (log scale)",
-                     y_axis_label="Total convolution time [ms]")
+        fig = figure(
+            height=height,
+            sizing_mode="stretch_width",
+            x_axis_type="log",
+            tools=TOOLS,
+            title="Network Pareto front",
+            x_axis_label="Total workspace (log scale)",
+            y_axis_label="Total convolution time [ms]",
+        )
         fig.xaxis.formatter = mib_ticks()
         self.ticker = FixedTicker(ticks=[1.0])
         fig.xaxis.ticker = self.ticker
         self.fronts = {p: ColumnDataSource(self._empty_line()) for p in POLICY_COLORS}
         self.sweep = ColumnDataSource(self._empty_line())
-        self.marks = ColumnDataSource({"x": [], "y": [], "what": [], "detail": [], "time": [], "size": [],
-                                       "marker": [], "color": []})
+        self.marks = ColumnDataSource(
+            {"x": [], "y": [], "what": [], "detail": [], "time": [], "size": [], "marker": [], "color": []}
+        )
         items = []
         hover_renderers = []
         self.items = {}
@@ -89,8 +108,9 @@ class ParetoPlot:
             self.items[policy] = items[-1]
             hover_renderers.append(dots)
         self.other = ColumnDataSource(self._empty_line())  # the same policy's front on another GPU (compare)
-        other = fig.step("x", "time_ms", source=self.other, mode="after", line_width=2, line_dash="dashdot",
-                         color="#333333")
+        other = fig.step(
+            "x", "time_ms", source=self.other, mode="after", line_width=2, line_dash="dashdot", color="#333333"
+        )
         other_dots = fig.scatter("x", "time_ms", source=self.other, size=3, color="#333333", alpha=0.6)
         self.other_item = LegendItem(label="another GPU", renderers=[other, other_dots], visible=False)
         items.append(self.other_item)
@@ -99,20 +119,34 @@ class ParetoPlot:
         sweep_dots = fig.scatter("x", "time_ms", source=self.sweep, size=3, color="#2ca02c", alpha=0.6)
         items.append(LegendItem(label="WR, limit swept (current policy)", renderers=[sweep, sweep_dots]))
         hover_renderers.append(sweep_dots)
-        marks = fig.scatter("x", "y", source=self.marks, size="size", marker="marker", color="color",
-                            line_color="black", line_width=1)
-        self.budget_span = Span(location=1, dimension="height", line_dash="dotted", line_color="#d62728",
-                                line_width=1.5, visible=False)
+        marks = fig.scatter(
+            "x", "y", source=self.marks, size="size", marker="marker", color="color", line_color="black", line_width=1
+        )
+        self.budget_span = Span(
+            location=1, dimension="height", line_dash="dotted", line_color="#d62728", line_width=1.5, visible=False
+        )
         fig.add_layout(self.budget_span)
-        fig.add_tools(HoverTool(renderers=hover_renderers, tooltips=[
-            ("policy", "@policy"), ("workspace", "@ws_label"), ("time", "@time_ms{0.000} ms")]))
+        fig.add_tools(
+            HoverTool(
+                renderers=hover_renderers,
+                tooltips=[("policy", "@policy"), ("workspace", "@ws_label"), ("time", "@time_ms{0.000} ms")],
+            )
+        )
         fig.add_tools(HoverTool(renderers=[marks], tooltips=[("", "@what @detail"), ("time", "@time")]))
         # the budget Span cannot be a legend entry: an empty line with its look stands in for it
         budget_key = fig.line([math.nan], [math.nan], line_dash="dotted", line_color="#d62728", line_width=1.5)
         items.append(LegendItem(label="budget (total)", renderers=[budget_key]))
-        legend = Legend(items=items + [LegendItem(label=field("what"), renderers=[marks])], click_policy="hide",
-                        label_text_font_size="8pt", spacing=0, padding=3, location="bottom_left",
-                        background_fill_alpha=0.85, glyph_height=13, label_height=13)
+        legend = Legend(
+            items=items + [LegendItem(label=field("what"), renderers=[marks])],
+            click_policy="hide",
+            label_text_font_size="8pt",
+            spacing=0,
+            padding=3,
+            location="bottom_left",
+            background_fill_alpha=0.85,
+            glyph_height=13,
+            label_height=13,
+        )
         fig.add_layout(legend)
         self.fig = _style(fig)
 
@@ -122,8 +156,12 @@ class ParetoPlot:
 
     @staticmethod
     def _line(frame: pd.DataFrame, policy: str) -> dict:
-        return {"x": np.maximum(frame.workspace_mib.to_numpy(), WS_FLOOR_MIB), "time_ms": frame.time_ms.to_numpy(),
-                "policy": [policy] * len(frame), "ws_label": _size_column(frame.workspace)}
+        return {
+            "x": np.maximum(frame.workspace_mib.to_numpy(), WS_FLOOR_MIB),
+            "time_ms": frame.time_ms.to_numpy(),
+            "policy": [policy] * len(frame),
+            "ws_label": _size_column(frame.workspace),
+        }
 
     def update_fronts(self, fronts: pd.DataFrame, sweep: pd.DataFrame, policy: str, title: str) -> None:
         """Per analysis (and policy): the fronts of every policy, WR's curve for ``policy``, the title."""
@@ -147,11 +185,15 @@ class ParetoPlot:
         """``marks``: dicts with what (the legend label: keep it stable), detail, workspace (bytes), time_ms,
         marker, color, size."""
         self.marks.data = {
-            "x": [max(m["workspace"] / MiB, WS_FLOOR_MIB) for m in marks], "y": [m["time_ms"] for m in marks],
-            "what": [m["what"] for m in marks], "detail": [m.get("detail", "") for m in marks],
+            "x": [max(m["workspace"] / MiB, WS_FLOOR_MIB) for m in marks],
+            "y": [m["time_ms"] for m in marks],
+            "what": [m["what"] for m in marks],
+            "detail": [m.get("detail", "") for m in marks],
             "time": [f"{m['time_ms']:.3f} ms, {format_size(m['workspace'])}" for m in marks],
-            "size": [m.get("size", 12) for m in marks], "marker": [m["marker"] for m in marks],
-            "color": [m["color"] for m in marks]}
+            "size": [m.get("size", 12) for m in marks],
+            "marker": [m["marker"] for m in marks],
+            "color": [m["color"] for m in marks],
+        }
         if budget_total is not None:
             x = max(budget_total / MiB, WS_FLOOR_MIB)
             self.budget_span.update(location=x, visible=True)
@@ -164,34 +206,75 @@ class DesirablePlot:
     shows how the mini-batch is divided (segment widths) and which engine runs each piece (colours).
     The workspace axis is logarithmic (the sets span bytes to GiB), so the bars are laid out in log space."""
 
-    BAR_W, GAP = 0.15, 0.012   # of the log-x span
-    BAR_H = 0.035              # of the y span
+    BAR_W, GAP = 0.15, 0.012  # of the log-x span
+    BAR_H = 0.035  # of the y span
 
     def __init__(self, height: int = 400):
         self.x_range, self.y_range = Range1d(0.5, 2), Range1d(0, 1)
-        fig = figure(height=height, sizing_mode="stretch_width", tools=TOOLS, x_range=self.x_range,
-                     y_range=self.y_range, x_axis_type="log", title="Desirable set",
-                     x_axis_label="Workspace (log scale)", y_axis_label="Kernel time [ms]")
+        fig = figure(
+            height=height,
+            sizing_mode="stretch_width",
+            tools=TOOLS,
+            x_range=self.x_range,
+            y_range=self.y_range,
+            x_axis_type="log",
+            title="Desirable set",
+            x_axis_label="Workspace (log scale)",
+            y_axis_label="Kernel time [ms]",
+        )
         fig.xaxis.formatter = mib_ticks()
         self.ticker = FixedTicker(ticks=[1.0])
         fig.xaxis.ticker = self.ticker
-        self.points = ColumnDataSource({"x": [], "y": [], "division": [], "plans": [], "engines": [], "ws": [],
-                                        "size": [], "line": []})
-        self.pieces = ColumnDataSource({"left": [], "right": [], "bottom": [], "top": [], "engine": [],
-                                        "color": [], "alpha": [], "batch": [], "plan": []})
+        self.points = ColumnDataSource(
+            {"x": [], "y": [], "division": [], "plans": [], "engines": [], "ws": [], "size": [], "line": []}
+        )
+        self.pieces = ColumnDataSource(
+            {
+                "left": [],
+                "right": [],
+                "bottom": [],
+                "top": [],
+                "engine": [],
+                "color": [],
+                "alpha": [],
+                "batch": [],
+                "plan": [],
+            }
+        )
         # pieces alternate in shade rather than carrying outlines: a 20-piece division would be mostly outline
-        bars = fig.quad(left="left", right="right", bottom="bottom", top="top", color="color", fill_alpha="alpha",
-                        line_color=None, source=self.pieces, legend_field="engine")
-        pts = fig.scatter("x", "y", source=self.points, size="size", color="#222222", line_color="line",
-                          line_width=2.5)
-        self.limit = Span(location=1, dimension="height", line_dash="dotted", line_color="#d62728",
-                          line_width=1.5, visible=False)
+        bars = fig.quad(
+            left="left",
+            right="right",
+            bottom="bottom",
+            top="top",
+            color="color",
+            fill_alpha="alpha",
+            line_color=None,
+            source=self.pieces,
+            legend_field="engine",
+        )
+        pts = fig.scatter("x", "y", source=self.points, size="size", color="#222222", line_color="line", line_width=2.5)
+        self.limit = Span(
+            location=1, dimension="height", line_dash="dotted", line_color="#d62728", line_width=1.5, visible=False
+        )
         fig.add_layout(self.limit)
-        fig.add_tools(HoverTool(renderers=[pts], tooltips=[
-            ("workspace", "@ws"), ("time", "@y{0.000} ms"), ("division", "@division"), ("engines", "@engines"),
-            ("plans", "@plans")]))
-        fig.add_tools(HoverTool(renderers=[bars], tooltips=[("piece", "@batch samples"), ("engine", "@engine"),
-                                                            ("plan", "@plan")]))
+        fig.add_tools(
+            HoverTool(
+                renderers=[pts],
+                tooltips=[
+                    ("workspace", "@ws"),
+                    ("time", "@y{0.000} ms"),
+                    ("division", "@division"),
+                    ("engines", "@engines"),
+                    ("plans", "@plans"),
+                ],
+            )
+        )
+        fig.add_tools(
+            HoverTool(
+                renderers=[bars], tooltips=[("piece", "@batch samples"), ("engine", "@engine"), ("plan", "@plan")]
+            )
+        )
         fig.legend.title = "engine"
         fig.legend.label_text_font_size = "8pt"
         fig.legend.location = "bottom_left"  # below-left of a Pareto set is empty by definition
@@ -199,8 +282,9 @@ class DesirablePlot:
         self.fig = _style(fig)
         self._shown = None
 
-    def update(self, points: pd.DataFrame, pieces: pd.DataFrame, colors: dict[str, str], title: str,
-               limit_bytes: int | None) -> None:
+    def update(
+        self, points: pd.DataFrame, pieces: pd.DataFrame, colors: dict[str, str], title: str, limit_bytes: int | None
+    ) -> None:
         if self.fig.title.text != title:
             self.fig.title.text = title
         if points.empty:
@@ -219,7 +303,7 @@ class DesirablePlot:
         span = max(hi - lo, 1.0)
         w, gap = self.BAR_W * span, self.GAP * span
         self.x_range.update(start=10 ** (lo - 0.04 * span), end=10 ** (hi + gap + w + 0.04 * span))
-        self.ticker.ticks = log2_ticks(10 ** lo, 10 ** (hi + gap + w))
+        self.ticker.ticks = log2_ticks(10**lo, 10 ** (hi + gap + w))
         y_lo, y_hi = y.min(), y.max()
         span_y = max(y_hi - y_lo, 0.05 * y_hi, 1e-9)
         pad = 0.08 * span_y
@@ -237,13 +321,23 @@ class DesirablePlot:
             self.pieces.data = {
                 "left": 10 ** (plx + gap + w * pieces.start.to_numpy(dtype=float)),
                 "right": 10 ** (plx + gap + w * pieces.end.to_numpy(dtype=float)),
-                "bottom": py - h / 2, "top": py + h / 2, "engine": pieces.engine.tolist(),
-                "color": [colors.get(e, "#999999") for e in pieces.engine], "batch": pieces.batch.tolist(),
+                "bottom": py - h / 2,
+                "top": py + h / 2,
+                "engine": pieces.engine.tolist(),
+                "color": [colors.get(e, "#999999") for e in pieces.engine],
+                "batch": pieces.batch.tolist(),
                 "plan": pieces.plan.tolist(),
-                "alpha": np.where(pieces.groupby("index").cumcount().to_numpy() % 2 == 0, 1.0, 0.6)}
+                "alpha": np.where(pieces.groupby("index").cumcount().to_numpy() % 2 == 0, 1.0, 0.6),
+            }
             self.points.data = {
-                "x": x, "y": y, "division": points.division.tolist(), "plans": points.plans.tolist(),
-                "engines": points.engines.tolist(), "ws": _size_column(points.workspace_mib * MiB), **marks}
+                "x": x,
+                "y": y,
+                "division": points.division.tolist(),
+                "plans": points.plans.tolist(),
+                "engines": points.engines.tolist(),
+                "ws": _size_column(points.workspace_mib * MiB),
+                **marks,
+            }
             self._shown = key
         if limit_bytes is not None:
             self.limit.update(location=max(limit_bytes / MiB, WS_FLOOR_MIB), visible=True)
@@ -259,16 +353,35 @@ class WorkspacePlot:
 
     def __init__(self, height: int = 330):
         self.x_range = FactorRange(factors=["-"], range_padding=0.01)
-        fig = figure(height=height, sizing_mode="stretch_width", x_range=self.x_range,
-                     tools="pan,xwheel_zoom,reset,save,tap", title="Workspace division: WR vs WD at the same total",
-                     y_axis_label="Workspace [MiB]", x_axis_label="Layer (left bar WR, right bar WD)")
+        fig = figure(
+            height=height,
+            sizing_mode="stretch_width",
+            x_range=self.x_range,
+            tools="pan,xwheel_zoom,reset,save,tap",
+            title="Workspace division: WR vs WD at the same total",
+            y_axis_label="Workspace [MiB]",
+            x_axis_label="Layer (left bar WR, right bar WD)",
+        )
         self.sources = {}
         for kind, color in KIND_COLORS.items():
-            src = ColumnDataSource({"x": [], "bottom": [], "top": [], "value": [], "mode": [], "alpha": [],
-                                    "kernel": []})
-            fig.vbar(x="x", bottom="bottom", top="top", width=0.4, source=src, color=color, fill_alpha="alpha",
-                     line_color="white", line_width=0.5, legend_label=KIND_LABELS[kind],
-                     nonselection_fill_alpha="alpha", selection_line_color="#d62728", selection_line_width=2)
+            src = ColumnDataSource(
+                {"x": [], "bottom": [], "top": [], "value": [], "mode": [], "alpha": [], "kernel": []}
+            )
+            fig.vbar(
+                x="x",
+                bottom="bottom",
+                top="top",
+                width=0.4,
+                source=src,
+                color=color,
+                fill_alpha="alpha",
+                line_color="white",
+                line_width=0.5,
+                legend_label=KIND_LABELS[kind],
+                nonselection_fill_alpha="alpha",
+                selection_line_color="#d62728",
+                selection_line_width=2,
+            )
             self.sources[kind] = src
         fig.add_tools(HoverTool(tooltips=[("kernel", "@kernel (@mode)"), ("workspace", "@value{0.00} MiB")]))
         fig.xaxis.major_label_orientation = math.pi / 2
@@ -295,8 +408,13 @@ class WorkspacePlot:
             if same:
                 src.data.update(cols)
             else:
-                src.data = {"x": x, **cols, "mode": modes.tolist(), "alpha": np.where(modes == "WR", 0.5, 1.0),
-                            "kernel": [f"{layer}:{kind}" for layer in frame.layer]}
+                src.data = {
+                    "x": x,
+                    **cols,
+                    "mode": modes.tolist(),
+                    "alpha": np.where(modes == "WR", 0.5, 1.0),
+                    "kernel": [f"{layer}:{kind}" for layer in frame.layer],
+                }
             bottom = bottom + v
 
 
@@ -311,28 +429,80 @@ class TimelinePlot:
 
     def __init__(self, height: int = 420):
         self.y_range = Range1d(-0.6, 0.6)
-        fig = figure(height=height, sizing_mode="stretch_width", y_range=self.y_range, tools=TOOLS,
-                     title="Timeline", x_axis_label="Time since the first convolution [ms]", y_axis_label="Layer")
-        self.source = ColumnDataSource({k: [] for k in ("y", "left", "right", "duration", "batch", "piece",
-                                                          "pieces", "kernel", "plan", "engine", "alpha")})
-        self.names = {k: CustomJSHover(args={"names": []}, code="return names[value] ?? '';")
-                      for k in ("kernel", "plan", "engine")}
+        fig = figure(
+            height=height,
+            sizing_mode="stretch_width",
+            y_range=self.y_range,
+            tools=TOOLS,
+            title="Timeline",
+            x_axis_label="Time since the first convolution [ms]",
+            y_axis_label="Layer",
+        )
+        self.source = ColumnDataSource(
+            {
+                k: []
+                for k in (
+                    "y",
+                    "left",
+                    "right",
+                    "duration",
+                    "batch",
+                    "piece",
+                    "pieces",
+                    "kernel",
+                    "plan",
+                    "engine",
+                    "alpha",
+                )
+            }
+        )
+        self.names = {
+            k: CustomJSHover(args={"names": []}, code="return names[value] ?? '';")
+            for k in ("kernel", "plan", "engine")
+        }
         self.cmap = LinearColorMapper(palette=["#999999"], low=-0.5, high=0.5)
-        self.bars = fig.hbar(y="y", left="left", right="right", height=0.75, source=self.source,
-                             color={"field": "engine", "transform": self.cmap}, fill_alpha="alpha",
-                             line_color="white", line_width=0.6)
-        fig.add_tools(HoverTool(renderers=[self.bars], tooltips=[
-            ("kernel", "@kernel{custom}"), ("piece", "@piece of @pieces (@batch samples)"),
-            ("engine", "@engine{custom}"), ("plan", "@plan{custom}"), ("start", "@left{0.000} ms"),
-            ("duration", "@duration{0.000} ms")], formatters={f"@{k}": v for k, v in self.names.items()}))
+        self.bars = fig.hbar(
+            y="y",
+            left="left",
+            right="right",
+            height=0.75,
+            source=self.source,
+            color={"field": "engine", "transform": self.cmap},
+            fill_alpha="alpha",
+            line_color="white",
+            line_width=0.6,
+        )
+        fig.add_tools(
+            HoverTool(
+                renderers=[self.bars],
+                tooltips=[
+                    ("kernel", "@kernel{custom}"),
+                    ("piece", "@piece of @pieces (@batch samples)"),
+                    ("engine", "@engine{custom}"),
+                    ("plan", "@plan{custom}"),
+                    ("start", "@left{0.000} ms"),
+                    ("duration", "@duration{0.000} ms"),
+                ],
+                formatters={f"@{k}": v for k, v in self.names.items()},
+            )
+        )
         self.ticker = FixedTicker(ticks=[0])
         fig.yaxis.ticker = self.ticker
         fig.ygrid.grid_line_color = None
         fig.yaxis.major_label_text_font_size = "8pt"
         # inside, bottom left: the last layers' lanes are empty until their forward kernels run mid-step, and
         # a legend outside the frame would re-lay out the whole page whenever its entries change
-        self.legend = Legend(items=[], title="engine", label_text_font_size="8pt", location="bottom_left",
-                             background_fill_alpha=0.85, glyph_height=12, label_height=12, spacing=0, padding=4)
+        self.legend = Legend(
+            items=[],
+            title="engine",
+            label_text_font_size="8pt",
+            location="bottom_left",
+            background_fill_alpha=0.85,
+            glyph_height=12,
+            label_height=12,
+            spacing=0,
+            padding=4,
+        )
         self._legend: dict[str, int] = {}
         fig.add_layout(self.legend)
         self.fig = _style(fig)
@@ -348,8 +518,9 @@ class TimelinePlot:
 
     def update(self, frame: pd.DataFrame, colors: dict[str, str], title: str) -> None:
         have = set(frame.lane)
-        lanes = [lane for layer in dict.fromkeys(frame.layer) for lane in (layer, f"{layer} (measured)")
-                 if lane in have] or ["-"]
+        lanes = [
+            lane for layer in dict.fromkeys(frame.layer) for lane in (layer, f"{layer} (measured)") if lane in have
+        ] or ["-"]
         n = len(lanes)
         ticks = list(range(n))
         if list(self.ticker.ticks) != ticks or self.fig.yaxis[0].major_label_overrides.get(n - 1) != lanes[0]:
@@ -370,17 +541,30 @@ class TimelinePlot:
         measured = frame.row.to_numpy() == "measured"
         self.source.data = {
             "y": np.fromiter((lane_pos[v] for v in frame.lane), dtype=float, count=len(frame)),
-            "left": frame.start_ms.to_numpy(dtype=float), "right": frame.end_ms.to_numpy(dtype=float),
-            "duration": frame.duration_ms.to_numpy(dtype=float), "batch": frame.batch.to_numpy(dtype=np.int32),
-            "piece": (pd.to_numeric(split[0], errors="coerce").fillna(1).to_numpy(dtype=np.int32)
-                      if split is not None else np.zeros(0, np.int32)),
-            "pieces": (pd.to_numeric(split[1], errors="coerce").fillna(1).to_numpy(dtype=np.int32)
-                       if split is not None and split.shape[1] > 1 else np.ones(len(frame), np.int32)),
-            "kernel": self._codes(frame.kernel.tolist(), kernels), "plan": self._codes(frame.plan.tolist(), plans),
-            "engine": engine_codes, "alpha": np.where(measured, 0.75, 1.0)}
+            "left": frame.start_ms.to_numpy(dtype=float),
+            "right": frame.end_ms.to_numpy(dtype=float),
+            "duration": frame.duration_ms.to_numpy(dtype=float),
+            "batch": frame.batch.to_numpy(dtype=np.int32),
+            "piece": (
+                pd.to_numeric(split[0], errors="coerce").fillna(1).to_numpy(dtype=np.int32)
+                if split is not None
+                else np.zeros(0, np.int32)
+            ),
+            "pieces": (
+                pd.to_numeric(split[1], errors="coerce").fillna(1).to_numpy(dtype=np.int32)
+                if split is not None and split.shape[1] > 1
+                else np.ones(len(frame), np.int32)
+            ),
+            "kernel": self._codes(frame.kernel.tolist(), kernels),
+            "plan": self._codes(frame.plan.tolist(), plans),
+            "engine": engine_codes,
+            "alpha": np.where(measured, 0.75, 1.0),
+        }
         order = {e: i for i, e in enumerate(colors)}
-        first = {e: int(np.argmax(engine_codes == engines.index(e)))
-                 for e in sorted(engines, key=lambda e: order.get(e, len(order)))}
+        first = {
+            e: int(np.argmax(engine_codes == engines.index(e)))
+            for e in sorted(engines, key=lambda e: order.get(e, len(order)))
+        }
         if self._legend != first:
             self.legend.items = [LegendItem(label=e, renderers=[self.bars], index=i) for e, i in first.items()]
             self._legend = first

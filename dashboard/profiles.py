@@ -10,7 +10,7 @@ from engine.errors import ProfileFormatError
 from engine.profile import Profile, bundled_profiles
 
 # Extra profile files for the app and notebook (tests point these at SYNTHETIC profiles explicitly):
-PROFILE_ENV = "UCUDNN_PROFILE"          # one or more files, separated by os.pathsep
+PROFILE_ENV = "UCUDNN_PROFILE"  # one or more files, separated by os.pathsep
 PROFILE_DIR_ENV = "UCUDNN_PROFILE_DIR"  # one or more folders of *.profile.json[.gz]
 
 

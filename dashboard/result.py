@@ -32,23 +32,23 @@ class Result:
     """Everything the views draw for one (analysis, policy, mode, budget, kernel, measurement)."""
 
     analysis: Analysis
-    choice: Choice                    # the current plan
-    baseline: Choice                  # undivided at the same memory (same mode, same budget)
-    wr: Choice                        # the current policy under WR and WD at the same total (Fig. 14)
+    choice: Choice  # the current plan
+    baseline: Choice  # undivided at the same memory (same mode, same budget)
+    wr: Choice  # the current policy under WR and WD at the same total (Fig. 14)
     wd: Choice
-    optimum: tuple[float, int]        # unlimited-workspace optimum of the current policy (time_ms, bytes)
+    optimum: tuple[float, int]  # unlimited-workspace optimum of the current policy (time_ms, bytes)
     plan: pd.DataFrame
     timeline: pd.DataFrame
     workspace: pd.DataFrame
-    kernel: str                       # the kernel whose desirable set is shown
+    kernel: str  # the kernel whose desirable set is shown
     desirable: pd.DataFrame
     pieces: pd.DataFrame
     summary: dict = field(default_factory=dict)
-    measured: dict | None = None      # per-kernel measured times of this plan (verification), if any
+    measured: dict | None = None  # per-kernel measured times of this plan (verification), if any
     comparison: Comparison | None = None  # the same scope on another GPU ("Compare with")
-    compare_error: str = ""           # why the chosen comparison cannot be shown
-    other: Analysis | None = None     # the other GPU's analysis the comparison was made from
-    kernel_asked: str = ""            # the kernel the controls asked for ("" or unknown: the default)
+    compare_error: str = ""  # why the chosen comparison cannot be shown
+    other: Analysis | None = None  # the other GPU's analysis the comparison was made from
+    kernel_asked: str = ""  # the kernel the controls asked for ("" or unknown: the default)
 
     @property
     def key(self) -> tuple:
@@ -59,13 +59,29 @@ class Result:
 
 def result_key(analysis, policy, mode, budget, kernel, measured, other) -> tuple:
     """``Result.key`` of the inputs; measurements compare by content (a dict is unhashable)."""
-    return (analysis, policy, mode, int(budget), kernel, None if measured is None else tuple(sorted(measured.items())),
-            other)
+    return (
+        analysis,
+        policy,
+        mode,
+        int(budget),
+        kernel,
+        None if measured is None else tuple(sorted(measured.items())),
+        other,
+    )
 
 
-def build_result(analysis: Analysis, policy: str, mode: str, budget: int, kernel: str = "",
-                 measured: dict | None = None, verified: dict | None = None, other: Analysis | None = None,
-                 other_name: str = "", choose=choose) -> Result:
+def build_result(
+    analysis: Analysis,
+    policy: str,
+    mode: str,
+    budget: int,
+    kernel: str = "",
+    measured: dict | None = None,
+    verified: dict | None = None,
+    other: Analysis | None = None,
+    other_name: str = "",
+    choose=choose,
+) -> Result:
     """The slider path: the engine's plans at ``budget`` and every view's frame; ``other``: the same scope
     from another GPU's profile (named ``other_name``), compared at the plan's total budget."""
     ps = analysis.policies[policy]
@@ -87,30 +103,56 @@ def build_result(analysis: Analysis, policy: str, mode: str, budget: int, kernel
         except (EngineError, ValueError, KeyError) as err:
             why = f"cannot compare with {other_name}: {describe_error(err)}"
     return Result(
-        analysis=analysis, measured=measured, comparison=comparison, compare_error=why, kernel_asked=kernel,
-        other=other, choice=choice, baseline=baseline, wr=wr, wd=wd, optimum=optimum,
+        analysis=analysis,
+        measured=measured,
+        comparison=comparison,
+        compare_error=why,
+        kernel_asked=kernel,
+        other=other,
+        choice=choice,
+        baseline=baseline,
+        wr=wr,
+        wd=wd,
+        optimum=optimum,
         plan=plan_frame(ps, choice),
         timeline=timeline_frame(ps, choice, measured),
         workspace=workspace_frame(ps, wr, wd),
-        kernel=ps.kernels[k].id, desirable=points, pieces=pieces,
+        kernel=ps.kernels[k].id,
+        desirable=points,
+        pieces=pieces,
         summary=summarize(choice, baseline, optimum, n, measured, verified),
     )
 
 
-def summarize(choice: Choice, baseline: Choice, optimum: tuple[float, int], n_kernels: int,
-              measured: dict | None = None, verified: dict | None = None) -> dict:
+def summarize(
+    choice: Choice,
+    baseline: Choice,
+    optimum: tuple[float, int],
+    n_kernels: int,
+    measured: dict | None = None,
+    verified: dict | None = None,
+) -> dict:
     """Headline numbers. Speed-up is against undivided under the *same* budget in the same mode, a
     feasible baseline (ucudnn-reference.md §11, bug 8)."""
     t_opt, ws_opt = optimum
-    out = {"feasible": choice.feasible, "reason": choice.reason, "mode": choice.mode, "policy": choice.policy,
-           "budget": choice.budget, "n_kernels": n_kernels,
-           "time_ms": choice.time_ms, "workspace": choice.workspace,
-           "baseline_ms": baseline.time_ms, "baseline_workspace": baseline.workspace,
-           "baseline_reason": baseline.reason,
-           "speedup": baseline.time_ms / choice.time_ms if choice.feasible and baseline.feasible else math.nan,
-           "optimum_ms": t_opt, "optimum_workspace": ws_opt,
-           "gap_ms": choice.time_ms - t_opt if choice.feasible else math.nan,
-           "gap_pct": 100 * (choice.time_ms / t_opt - 1) if choice.feasible and t_opt > 0 else math.nan}
+    out = {
+        "feasible": choice.feasible,
+        "reason": choice.reason,
+        "mode": choice.mode,
+        "policy": choice.policy,
+        "budget": choice.budget,
+        "n_kernels": n_kernels,
+        "time_ms": choice.time_ms,
+        "workspace": choice.workspace,
+        "baseline_ms": baseline.time_ms,
+        "baseline_workspace": baseline.workspace,
+        "baseline_reason": baseline.reason,
+        "speedup": baseline.time_ms / choice.time_ms if choice.feasible and baseline.feasible else math.nan,
+        "optimum_ms": t_opt,
+        "optimum_workspace": ws_opt,
+        "gap_ms": choice.time_ms - t_opt if choice.feasible else math.nan,
+        "gap_pct": 100 * (choice.time_ms / t_opt - 1) if choice.feasible and t_opt > 0 else math.nan,
+    }
     if measured:
         out["measured_ms"] = float(sum(measured.values()))
         out["measured_kernels"] = len(measured)

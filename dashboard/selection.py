@@ -24,8 +24,10 @@ from .errors import describe_error
 from .profiles import PROFILE_ENV, discover_profiles, load_profile, requested_profiles
 from .scopes import Scope, profile_scopes, zoo_scopes
 
-NO_PROFILE = (f"No bundled profile: assets/profiles/ holds none yet. Profile a network on a GPU host "
-              f"(Profile button), or point {PROFILE_ENV} at a profile file.")
+NO_PROFILE = (
+    f"No bundled profile: assets/profiles/ holds none yet. Profile a network on a GPU host "
+    f"(Profile button), or point {PROFILE_ENV} at a profile file."
+)
 SCOPE = ("network", "batch", "precision", "layout")
 SYNTHETIC_NOTE = "SYNTHETIC profile: made-up numbers from the unit-test model, not measurements."
 
@@ -34,19 +36,32 @@ class SelectionState(param.Parameterized):
     """Profile, engine set, scope and comparison profile of one page; ``analysis`` follows them."""
 
     profile = param.Selector(default=None, objects=[], allow_None=True, doc="Profile name")
-    engines = param.Selector(default="all", objects=list(ENGINE_SETS), label="Engines",
-                             doc="Plans the optimizers may use: all measured, only cuDNN's heuristic list (what a "
-                                 "framework sees), or no NONDETERMINISTIC plans")
+    engines = param.Selector(
+        default="all",
+        objects=list(ENGINE_SETS),
+        label="Engines",
+        doc="Plans the optimizers may use: all measured, only cuDNN's heuristic list (what a "
+        "framework sees), or no NONDETERMINISTIC plans",
+    )
     network = param.Selector(default=None, objects=[], allow_None=True)
     batch = param.Selector(default=None, objects=[], allow_None=True, label="Mini-batch size")
     precision = param.Selector(default=None, objects=[], allow_None=True, label="Data type")
     layout = param.Selector(default=None, objects=[], allow_None=True)
-    compare = param.Selector(default="", objects={"(none)": ""}, label="Compare with",
-                             doc="A profile of the same network on another GPU, whose front is drawn beside this one")
+    compare = param.Selector(
+        default="",
+        objects={"(none)": ""},
+        label="Compare with",
+        doc="A profile of the same network on another GPU, whose front is drawn beside this one",
+    )
 
     analysis = param.ClassSelector(class_=Analysis, default=None, allow_None=True, constant=True)
-    other = param.ClassSelector(class_=Analysis, default=None, allow_None=True, constant=True,
-                                doc="The compared profile's analysis of the same scope")
+    other = param.ClassSelector(
+        class_=Analysis,
+        default=None,
+        allow_None=True,
+        constant=True,
+        doc="The compared profile's analysis of the same scope",
+    )
     other_error = param.String(default="", constant=True, doc="Why the chosen comparison cannot be analysed")
     messages = param.List(default=[], constant=True, doc="(level, text) notes for the page")
     error = param.String(default="", constant=True, doc="Why there is no analysis, in one line")
@@ -100,6 +115,7 @@ class SelectionState(param.Parameterized):
         def rank(name: str):
             n = name.lower()
             return ("tf32-nchw" not in n, n.endswith("-all"), "synthetic" in n, name)
+
         names = sorted(self._profiles, key=rank)
         for name in names:
             try:
@@ -204,8 +220,9 @@ def _same(a, b) -> bool:
 def recorded_scope(profile: Profile, scopes: list[Scope]) -> dict:
     """The first network the profile records at its profiled mini-batch, as control values ({} if none)."""
     for entry in profile.networks:
-        scope = Scope(entry.get("name"), int(entry.get("batch", 0)), entry.get("precision", "tf32"),
-                      entry.get("layout", "NCHW"))
+        scope = Scope(
+            entry.get("name"), int(entry.get("batch", 0)), entry.get("precision", "tf32"), entry.get("layout", "NCHW")
+        )
         if scope in scopes:
             return {k: getattr(scope, k) for k in SCOPE}
     return {}

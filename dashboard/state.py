@@ -39,6 +39,7 @@ def _delegate(part: str, name: str) -> property:
 
     def set_(self, value):
         setattr(getattr(self, part), name, value)
+
     return property(get, set_, doc=f"``{part}.{name}``")
 
 
@@ -142,17 +143,23 @@ class PlannerState(param.Parameterized):
         sel = self.selection
         scope = Scope(plan.network, int(plan.batch), plan.precision, plan.layout)
         if not sel.names or scope not in sel.scopes:
-            raise EngineError(f"profile {sel.profile!r} has no measurements for {plan.network} at mini-batch "
-                              f"{plan.batch}, {plan.precision} {plan.layout}")
+            raise EngineError(
+                f"profile {sel.profile!r} has no measurements for {plan.network} at mini-batch "
+                f"{plan.batch}, {plan.precision} {plan.layout}"
+            )
         policies = complete_policies(sel.get_profile(sel.profile), scope)
         if plan.policy not in policies:
-            raise EngineError(f"profile {sel.profile!r} cannot plan policy {plan.policy!r} for {plan.network} "
-                              f"b{plan.batch} (it offers {', '.join(policies)})")
+            raise EngineError(
+                f"profile {sel.profile!r} cannot plan policy {plan.policy!r} for {plan.network} "
+                f"b{plan.batch} (it offers {', '.join(policies)})"
+            )
         sel.param.update(network=scope.network, batch=scope.batch, precision=scope.precision, layout=scope.layout)
         self.planning.set_controls(plan.policy, plan.mode.upper(), int(plan.budget))
         c = self.result.choice
-        what = (f"{plan.network} b{plan.batch} {plan.precision} {plan.layout}, {plan.mode.upper()} {plan.policy}, "
-                f"budget {format_size(plan.budget)}; the file predicts {plan.totals.time_ms:.3f} ms")
+        what = (
+            f"{plan.network} b{plan.batch} {plan.precision} {plan.layout}, {plan.mode.upper()} {plan.policy}, "
+            f"budget {format_size(plan.budget)}; the file predicts {plan.totals.time_ms:.3f} ms"
+        )
         if c.feasible:
             return what + f", this profile predicts {c.time_ms:.3f} ms for the same controls"
         return what + f"; this profile finds no plan there: {c.reason}"

@@ -41,21 +41,37 @@ class Dashboard(pn.viewable.Viewer):
         self.workspace = WorkspaceView(state=s)
         self.timeline = TimelineView(state=s)
         self.plan = PlanView(state=s)
-        self.sidebar = pn.Column(self.controls, pn.layout.Divider(), self.plan.files, pn.layout.Divider(), self.gpu,
-                                 sizing_mode="stretch_width")
+        self.sidebar = pn.Column(
+            self.controls,
+            pn.layout.Divider(),
+            self.plan.files,
+            pn.layout.Divider(),
+            self.gpu,
+            sizing_mode="stretch_width",
+        )
         # dynamic tabs: only the shown tab's plots are in the page, so a budget change redraws what is seen
         # (the hidden ones are drawn from the current state when their tab opens)
         self.memory = MemoryView(state=s)
-        self.tabs = pn.Tabs(("Workspace division (Fig. 14)", self.workspace), ("Timeline (Fig. 3)", self.timeline),
-                            ("Plan", self.plan), ("Memory (vDNN, Layrub, SuperNeurons)", self.memory), dynamic=True,
-                            sizing_mode="stretch_width")
+        self.tabs = pn.Tabs(
+            ("Workspace division (Fig. 14)", self.workspace),
+            ("Timeline (Fig. 3)", self.timeline),
+            ("Plan", self.plan),
+            ("Memory (vDNN, Layrub, SuperNeurons)", self.memory),
+            dynamic=True,
+            sizing_mode="stretch_width",
+        )
         memory_tab = len(self.tabs) - 1
         self.tabs.param.watch(lambda e: self.memory.locked(self.memory.show, e.new == memory_tab), "active")
         self.main = pn.Column(
             self.summary,
-            pn.Row(pn.Column(self.pareto, sizing_mode="stretch_width"),
-                   pn.Column(self.desirable, sizing_mode="stretch_width"), sizing_mode="stretch_width"),
-            self.tabs, sizing_mode="stretch_width")
+            pn.Row(
+                pn.Column(self.pareto, sizing_mode="stretch_width"),
+                pn.Column(self.desirable, sizing_mode="stretch_width"),
+                sizing_mode="stretch_width",
+            ),
+            self.tabs,
+            sizing_mode="stretch_width",
+        )
 
     def __panel__(self):
         return pn.Row(pn.Column(self.sidebar, width=330), self.main, sizing_mode="stretch_width")

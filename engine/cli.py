@@ -38,22 +38,31 @@ COMMANDS = {
     "front": ("engine.commands.front", "the network Pareto front (total time vs total workspace) as CSV/JSON"),
     "profile": ("engine.commands.profile", "profile a network's kernels on this GPU (needs CuPy + cuDNN frontend)"),
     "verify": ("engine.commands.verify", "run a plan on this GPU, check results against an undivided reference"),
-    "torch-plan": ("engine.commands.torch_plan", "profile what is missing on this GPU, plan, and write a plan "
-                                                 "for a PyTorch model (apply it with engine.pytorch.apply_plan)"),
+    "torch-plan": (
+        "engine.commands.torch_plan",
+        "profile what is missing on this GPU, plan, and write a plan "
+        "for a PyTorch model (apply it with engine.pytorch.apply_plan)",
+    ),
     "memory": ("engine.commands.memory", "memory timeline of a training step under vDNN/Layrub/SuperNeurons policies"),
 }
 
 
 def one_line_errors(parser: argparse.ArgumentParser) -> None:
     """Usage mistakes print one ``error:`` line (exit 2) like every other bad input, not argparse's usage block."""
+
     def error(message: str):
         parser.exit(2, f"error: {parser.prog}: {message} (see --help)\n")
+
     parser.error = error
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
-    parser = argparse.ArgumentParser(prog="python -m engine", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m engine",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     verbose = "show the ILP solver's (HiGHS or CBC) banner and log"
     parser.add_argument("-v", "--verbose", action="store_true", help=verbose)
     one_line_errors(parser)

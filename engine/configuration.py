@@ -30,15 +30,15 @@ def parse_plan_name(name: str) -> tuple[int, dict[str, int]] | None:
 
 
 class MicroConfig(NamedTuple):
-    batch: int          # micro-batch size b
-    plan: str           # plan identity (cuDNN engine/knob name); unique per profiled plan
-    time_ms: float      # measured median time of this plan at size b
-    workspace: int      # bytes
+    batch: int  # micro-batch size b
+    plan: str  # plan identity (cuDNN engine/knob name); unique per profiled plan
+    time_ms: float  # measured median time of this plan at size b
+    workspace: int  # bytes
 
 
 @dataclass(frozen=True)
 class Configuration:
-    micro: tuple[MicroConfig, ...]   # in execution order; canonical order is descending batch, then plan
+    micro: tuple[MicroConfig, ...]  # in execution order; canonical order is descending batch, then plan
 
     # computed once: the optimizers and the ILP read them for every configuration of every kernel
     @cached_property

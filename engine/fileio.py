@@ -25,10 +25,10 @@ from pathlib import Path
 from .errors import EngineError
 
 MiB = 1024**2
-MAX_FILE_BYTES = 64 * MiB     # plans, profiles and specs on disk (the largest bundled profile is 6.4 MB)
-MAX_JSON_BYTES = 64 * MiB     # after gzip decompression: the largest bundled profile is 55 MB and loads in about 2 s
-MAX_DEPTH = 32                # JSON/YAML nesting; the formats need 6
-STALE_TMP_S = 3600            # a temporary file this old is a killed writer's: no write takes an hour
+MAX_FILE_BYTES = 64 * MiB  # plans, profiles and specs on disk (the largest bundled profile is 6.4 MB)
+MAX_JSON_BYTES = 64 * MiB  # after gzip decompression: the largest bundled profile is 55 MB and loads in about 2 s
+MAX_DEPTH = 32  # JSON/YAML nesting; the formats need 6
+STALE_TMP_S = 3600  # a temporary file this old is a killed writer's: no write takes an hour
 
 # read once at import: os.umask can only be read by setting it, which would race with other threads
 _UMASK = os.umask(0)
@@ -64,12 +64,10 @@ def _target(path: Path) -> Path | None:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return Path(os.path.realpath(path))   # a new file, or what a dangling symlink names
+        return Path(os.path.realpath(path))  # a new file, or what a dangling symlink names
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(21, "is a folder")
     return Path(os.path.realpath(path)) if stat.S_ISREG(st.st_mode) else None
-
-
 
 
 def _proc_link(path: Path) -> str | None:
@@ -101,7 +99,7 @@ def _write_straight(path: Path, raw: bytes) -> None:
     try:
         view = memoryview(raw)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
 
@@ -164,8 +162,13 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def read_bounded(path: str | Path, what: str, error: type[EngineError] = EngineError,
-                 limit: int = MAX_FILE_BYTES, decompressed_limit: int = MAX_JSON_BYTES) -> bytes:
+def read_bounded(
+    path: str | Path,
+    what: str,
+    error: type[EngineError] = EngineError,
+    limit: int = MAX_FILE_BYTES,
+    decompressed_limit: int = MAX_JSON_BYTES,
+) -> bytes:
     """The bytes of ``path`` (gunzipped when it ends in ``.gz``), refusing more than the limits.
 
     ``what`` names the file in messages (e.g. "plan 'x.json'"); every failure raises ``error``."""
@@ -186,8 +189,7 @@ def read_bounded(path: str | Path, what: str, error: type[EngineError] = EngineE
     return gunzip_bounded(raw, what, error, decompressed_limit)
 
 
-def gunzip_bounded(raw: bytes, what: str, error: type[EngineError] = EngineError,
-                   limit: int = MAX_JSON_BYTES) -> bytes:
+def gunzip_bounded(raw: bytes, what: str, error: type[EngineError] = EngineError, limit: int = MAX_JSON_BYTES) -> bytes:
     """Decompress gzip data, stopping as soon as the output would pass ``limit`` (a gzip bomb)."""
     out, pos = [], 0
     total = 0
@@ -210,8 +212,13 @@ def gunzip_bounded(raw: bytes, what: str, error: type[EngineError] = EngineError
     return b"".join(out)
 
 
-def parse_json(raw: bytes | str, what: str, error: type[EngineError] = EngineError, depth: int = MAX_DEPTH,
-               skip: tuple[str, ...] = ()):
+def parse_json(
+    raw: bytes | str,
+    what: str,
+    error: type[EngineError] = EngineError,
+    depth: int = MAX_DEPTH,
+    skip: tuple[str, ...] = (),
+):
     """JSON text to Python, refusing NaN/Infinity literals and nesting deeper than ``depth`` (top-level keys in
     ``skip`` are left to the caller's own checks)."""
     try:
@@ -228,8 +235,9 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def check_depth(doc, what: str, error: type[EngineError] = EngineError, depth: int = MAX_DEPTH,
-                skip: tuple[str, ...] = ()) -> None:
+def check_depth(
+    doc, what: str, error: type[EngineError] = EngineError, depth: int = MAX_DEPTH, skip: tuple[str, ...] = ()
+) -> None:
     """Raise ``error`` if containers nest deeper than ``depth``. Top-level keys in ``skip`` are not walked
     (large tables that their own validation checks value by value)."""
     stack = [(v, 2) for k, v in doc.items() if k not in skip] if isinstance(doc, dict) else [(doc, 1)]

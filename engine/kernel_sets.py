@@ -31,8 +31,9 @@ def profile_label(profile: Profile) -> str:
     return repr(Path(profile.source).name) if profile.source else "(in-memory profile)"
 
 
-def network_variant(profile: Profile, network: str, precision: str | None = None,
-                    layout: str | None = None) -> tuple[str, str]:
+def network_variant(
+    profile: Profile, network: str, precision: str | None = None, layout: str | None = None
+) -> tuple[str, str]:
     """The (precision, layout) to plan ``network`` at: the given ones, else the profile's record of it."""
     if precision is not None:
         get_precision(precision)
@@ -41,18 +42,23 @@ def network_variant(profile: Profile, network: str, precision: str | None = None
     recorded = {(n.get("precision"), n.get("layout")) for n in profile.networks if n.get("name") == network}
     if not recorded:  # no record of this network: whatever variants the profile's signatures hold
         recorded = {tuple(key.split("/")[1:3]) for key in profile.signatures()}
-    options = sorted(v for v in recorded
-                     if (precision is None or v[0] == precision) and (layout is None or v[1] == layout))
+    options = sorted(
+        v for v in recorded if (precision is None or v[0] == precision) and (layout is None or v[1] == layout)
+    )
     if precision is not None and layout is not None:
         return precision, layout
     if len(options) == 1:
         return options[0]
     if not options:
-        raise EngineError(f"profile {profile_label(profile)} holds no {precision or '*'}/{layout or '*'} "
-                          f"measurements for {network}; it has "
-                          f"{', '.join('/'.join(v) for v in sorted(recorded)) or 'none'}")
-    raise EngineError(f"profile {profile_label(profile)} records {network} at "
-                      f"{', '.join('/'.join(v) for v in options)}; choose one with --precision and --layout")
+        raise EngineError(
+            f"profile {profile_label(profile)} holds no {precision or '*'}/{layout or '*'} "
+            f"measurements for {network}; it has "
+            f"{', '.join('/'.join(v) for v in sorted(recorded)) or 'none'}"
+        )
+    raise EngineError(
+        f"profile {profile_label(profile)} records {network} at "
+        f"{', '.join('/'.join(v) for v in options)}; choose one with --precision and --layout"
+    )
 
 
 def default_batch(profile: Profile, network: str) -> int | None:
@@ -69,18 +75,27 @@ def kernel_set(profile: Profile, kernel: Kernel, sizes: list[int], batch: int) -
     ck = (key, batch, tuple(sizes))
     if ck not in cache:
         if not profile.has(key):
-            recorded = ", ".join(f"{n.get('name')} b{n.get('batch')} {n.get('precision')}/{n.get('layout')}"
-                                 for n in profile.networks) or "no networks"
-            raise EngineError(f"profile {profile_label(profile)} has no measurements for kernel {kernel.id} "
-                              f"(signature {key}); it records {recorded}: profile this network first")
+            recorded = (
+                ", ".join(
+                    f"{n.get('name')} b{n.get('batch')} {n.get('precision')}/{n.get('layout')}"
+                    for n in profile.networks
+                )
+                or "no networks"
+            )
+            raise EngineError(
+                f"profile {profile_label(profile)} has no measurements for kernel {kernel.id} "
+                f"(signature {key}); it records {recorded}: profile this network first"
+            )
         try:
             sets = desirable_set(profile.candidates(key, sizes), batch)
         except InfeasibleBudgetError:  # the measured sizes cannot partition the mini-batch
             sets = []
         if not sets:
-            raise EngineError(f"profile {profile_label(profile)} cannot make mini-batch {batch} for kernel "
-                              f"{kernel.id} from micro-batch sizes {sizes}: it measured only "
-                              f"{profile.sizes(key)}")
+            raise EngineError(
+                f"profile {profile_label(profile)} cannot make mini-batch {batch} for kernel "
+                f"{kernel.id} from micro-batch sizes {sizes}: it measured only "
+                f"{profile.sizes(key)}"
+            )
         cache[ck] = sets
     return cache[ck]
 
@@ -93,8 +108,9 @@ def fastest_within(confs: list[Configuration], limit: float) -> Configuration | 
     return confs[i] if i >= 0 else None
 
 
-def kernel_sets(profile: Profile, network: Network, policy, precision: str | None = None,
-                layout: str | None = None) -> KernelSets:
+def kernel_sets(
+    profile: Profile, network: Network, policy, precision: str | None = None, layout: str | None = None
+) -> KernelSets:
     """Each kernel of ``network`` (execution order) with its desirable set under ``policy``
     (mu-cuDNN §III-C1): ascending workspace, strictly decreasing time."""
     precision, layout = network_variant(profile, network.name, precision, layout)

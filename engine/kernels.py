@@ -47,7 +47,7 @@ class KernelSignature:
     dil_h: int = 1
     dil_w: int = 1
     groups: int = 1
-    precision: str = DEFAULT_PRECISION   # a name in engine.precision.PRECISIONS
+    precision: str = DEFAULT_PRECISION  # a name in engine.precision.PRECISIONS
     layout: str = "NCHW"
 
     def __post_init__(self):
@@ -95,8 +95,25 @@ class KernelSignature:
             ph, pw = pad[1:].split("x")
             sh, sw = stride[1:].split("x")
             dh, dw = dil[1:].split("x")
-            return cls(KernelKind(kind), n, int(c), int(h), int(w), int(k), int(r), int(s), int(ph), int(pw),
-                       int(sh), int(sw), int(dh), int(dw), int(g[1:]), precision, layout)
+            return cls(
+                KernelKind(kind),
+                n,
+                int(c),
+                int(h),
+                int(w),
+                int(k),
+                int(r),
+                int(s),
+                int(ph),
+                int(pw),
+                int(sh),
+                int(sw),
+                int(dh),
+                int(dw),
+                int(g[1:]),
+                precision,
+                layout,
+            )
         except (ValueError, TypeError) as err:
             raise ProfileFormatError(f"malformed kernel signature {key!r}: {err}") from None
 

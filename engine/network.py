@@ -115,15 +115,30 @@ class Network:
     def conv_layers(self) -> list[Layer]:
         return [layer for layer in self.layers if layer.op == "conv"]
 
-    def signature(self, layer: Layer, kind: KernelKind, precision: str = DEFAULT_PRECISION,
-                  layout: str = "NCHW") -> KernelSignature:
+    def signature(
+        self, layer: Layer, kind: KernelKind, precision: str = DEFAULT_PRECISION, layout: str = "NCHW"
+    ) -> KernelSignature:
         p = layer.params
         src = self.layer(layer.inputs[0])
         c, h, w = src.out_shape
         return KernelSignature(
-            kind, self.batch, c, h, w, p["k"], p["r"], p["s"],
-            p.get("pad_h", 0), p.get("pad_w", 0), p.get("stride_h", 1), p.get("stride_w", 1),
-            p.get("dil_h", 1), p.get("dil_w", 1), p.get("groups", 1), precision, layout,
+            kind,
+            self.batch,
+            c,
+            h,
+            w,
+            p["k"],
+            p["r"],
+            p["s"],
+            p.get("pad_h", 0),
+            p.get("pad_w", 0),
+            p.get("stride_h", 1),
+            p.get("stride_w", 1),
+            p.get("dil_h", 1),
+            p.get("dil_w", 1),
+            p.get("groups", 1),
+            precision,
+            layout,
         )
 
     def kernels(self, precision: str = DEFAULT_PRECISION, layout: str = "NCHW") -> list[Kernel]:
@@ -134,8 +149,10 @@ class Network:
         if (precision, layout) not in cache:
             cache[precision, layout] = tuple(
                 Kernel(layer.name, kind, self.signature(layer, kind, precision, layout))
-                for layer in self.conv_layers() for kind in KINDS
-                if kind is not KernelKind.BACKWARD_DATA or self.needs_grad[layer.inputs[0]])
+                for layer in self.conv_layers()
+                for kind in KINDS
+                if kind is not KernelKind.BACKWARD_DATA or self.needs_grad[layer.inputs[0]]
+            )
         return list(cache[precision, layout])
 
     def unique_kernels(self, precision: str = DEFAULT_PRECISION, layout: str = "NCHW") -> dict[str, list[Kernel]]:
@@ -186,8 +203,24 @@ class NetBuilder:
         dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
         oh = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1
         ow = (w + 2 * pw - dw * (s - 1) - 1) // sw + 1
-        return self._add("conv", [src], (k, oh, ow), name, c=c, k=k, r=r, s=s, pad_h=ph, pad_w=pw,
-                         stride_h=sh, stride_w=sw, dil_h=dh, dil_w=dw, groups=groups, bias=bias)
+        return self._add(
+            "conv",
+            [src],
+            (k, oh, ow),
+            name,
+            c=c,
+            k=k,
+            r=r,
+            s=s,
+            pad_h=ph,
+            pad_w=pw,
+            stride_h=sh,
+            stride_w=sw,
+            dil_h=dh,
+            dil_w=dw,
+            groups=groups,
+            bias=bias,
+        )
 
     def relu(self, src=None, name=None) -> str:
         src = src or self.last
@@ -218,15 +251,17 @@ class NetBuilder:
                 oh -= 1
             if (ow - 1) * stride >= w + pad:
                 ow -= 1
-        return self._add("pool", [src], (c, oh, ow), name, mode=mode, kh=kh, kw=kw, stride=stride, pad=pad,
-                         ceil_mode=ceil_mode)
+        return self._add(
+            "pool", [src], (c, oh, ow), name, mode=mode, kh=kh, kw=kw, stride=stride, pad=pad, ceil_mode=ceil_mode
+        )
 
     def fc(self, out_features, bias=True, src=None, name=None) -> str:
         """Fully connected; a feature-map input is flattened implicitly (no extra layer, as in Caffe)."""
         src = src or self.last
         in_features = math.prod(self.shape(src))
-        return self._add("fc", [src], (out_features,), name, in_features=in_features, out_features=out_features,
-                         bias=bias)
+        return self._add(
+            "fc", [src], (out_features,), name, in_features=in_features, out_features=out_features, bias=bias
+        )
 
     def dropout(self, p=0.5, src=None, name=None) -> str:
         src = src or self.last
@@ -248,8 +283,23 @@ class NetBuilder:
         src = src or self.last
         return self._add("softmax", [src], self.shape(src), name)
 
-    def generic(self, srcs, out_shape, op: str, name=None, *, param_count=0, fixed_elems=0, itemsize=None,
-                alias=None, inplace=False, saves=(), extra_bytes=(0, 0), flops=(0, 0), random=False) -> str:
+    def generic(
+        self,
+        srcs,
+        out_shape,
+        op: str,
+        name=None,
+        *,
+        param_count=0,
+        fixed_elems=0,
+        itemsize=None,
+        alias=None,
+        inplace=False,
+        saves=(),
+        extra_bytes=(0, 0),
+        flops=(0, 0),
+        random=False,
+    ) -> str:
         """Any other operation, as PyTorch ran it: ``out_shape`` per sample (flat where the output is not a
         batch of samples, with ``fixed_elems`` independent of the batch), ``itemsize`` for a non-float output,
         ``alias`` the input whose storage the output shares (a view, or ``inplace``), ``saves`` what autograd
@@ -258,9 +308,17 @@ class NetBuilder:
         deterministic and does no matmul or convolution (SuperNeurons' cost-aware rule: cheap to re-forward)."""
         if not srcs:
             raise ValueError("an operation on the input batch reads at least one layer")
-        params = dict(op=op, param_count=int(param_count), alias=alias, inplace=bool(inplace), saves=list(saves),
-                      extra_bytes=list(extra_bytes), flops=list(flops), random=bool(random),
-                      checkpoint=bool(random or flops[0] > 0 or flops[1] > 0))
+        params = dict(
+            op=op,
+            param_count=int(param_count),
+            alias=alias,
+            inplace=bool(inplace),
+            saves=list(saves),
+            extra_bytes=list(extra_bytes),
+            flops=list(flops),
+            random=bool(random),
+            checkpoint=bool(random or flops[0] > 0 or flops[1] > 0),
+        )
         if fixed_elems:
             params["fixed_elems"] = int(fixed_elems)
         if itemsize is not None:

@@ -6,7 +6,7 @@ knobs, from which engine.gpu.graphs rebuilds it exactly through the cuDNN fronte
 predicted time and workspace from the profile. WD plans also place every kernel's workspace segment
 in one arena (mu-cuDNN gave each layer a segment of its own). Loading validates everything and names the offending
 field, so a hand-edited or foreign file fails with one clear line instead of misbehaving on a GPU.
-It is over 400 lines because the format and its validation are one contract: every field the data
+It is over 300 statements because the format and its validation are one contract: every field the data
 classes hold is checked here, next to its definition.
 """
 
@@ -32,6 +32,8 @@ MODES = ("wr", "wd")
 ALIGNMENT = 256  # WD segment offsets: cudaMalloc alignment, and what cuDNN expects of a workspace pointer
 _REL_TOL = 1e-6  # predicted totals are sums of floats; JSON round trips keep them to ~1e-15
 MAX_INT = (1 << 63) - 1  # bytes, ids and offsets are int64 on the GPU side
+
+
 def align(n: int) -> int:
     """``n`` rounded up to the arena alignment."""
     return -(-n // ALIGNMENT) * ALIGNMENT
@@ -42,15 +44,21 @@ class PlanMicro:
     """One micro-configuration: ``batch`` samples run by one recorded cuDNN execution plan."""
 
     batch: int
-    plan: str            # the plan's name in its cuDNN build; checked after rebuilding
+    plan: str  # the plan's name in its cuDNN build; checked after rebuilding
     engine_id: int
-    knobs: dict          # {knob type (decimal string): value}, exactly as profiled
-    time_ms: float       # predicted (profiled median)
-    workspace: int       # bytes
+    knobs: dict  # {knob type (decimal string): value}, exactly as profiled
+    time_ms: float  # predicted (profiled median)
+    workspace: int  # bytes
 
     def to_dict(self) -> dict:
-        return {"batch": self.batch, "plan": self.plan, "engine_id": self.engine_id, "knobs": dict(self.knobs),
-                "time_ms": self.time_ms, "workspace": self.workspace}
+        return {
+            "batch": self.batch,
+            "plan": self.plan,
+            "engine_id": self.engine_id,
+            "knobs": dict(self.knobs),
+            "time_ms": self.time_ms,
+            "workspace": self.workspace,
+        }
 
     @property
     def micro_config(self) -> MicroConfig:
@@ -61,15 +69,15 @@ class PlanMicro:
 class PlanKernel:
     """One (layer, direction) of the network and the configuration chosen for it."""
 
-    id: str                          # e.g. conv2:F
+    id: str  # e.g. conv2:F
     layer: str
     kind: KernelKind
-    signature: str                   # KernelSignature.key (no mini-batch size)
-    micro: list[PlanMicro]           # in execution order
-    workspace: int                   # max over micro
-    time_ms: float                   # sum over micro
+    signature: str  # KernelSignature.key (no mini-batch size)
+    micro: list[PlanMicro]  # in execution order
+    workspace: int  # max over micro
+    time_ms: float  # sum over micro
     undivided_time_ms: float | None  # this kernel in the undivided baseline at the same memory; None if infeasible
-    offset: int | None = None        # WD: byte offset of this kernel's segment in the arena
+    offset: int | None = None  # WD: byte offset of this kernel's segment in the arena
 
     @property
     def configuration(self) -> Configuration:
@@ -80,9 +88,16 @@ class PlanKernel:
         return self.configuration.division
 
     def to_dict(self) -> dict:
-        d = {"id": self.id, "layer": self.layer, "kind": self.kind.value, "signature": self.signature,
-             "micro": [m.to_dict() for m in self.micro], "workspace": self.workspace, "time_ms": self.time_ms,
-             "undivided_time_ms": self.undivided_time_ms}
+        d = {
+            "id": self.id,
+            "layer": self.layer,
+            "kind": self.kind.value,
+            "signature": self.signature,
+            "micro": [m.to_dict() for m in self.micro],
+            "workspace": self.workspace,
+            "time_ms": self.time_ms,
+            "undivided_time_ms": self.undivided_time_ms,
+        }
         if self.offset is not None:
             d["offset"] = self.offset
         return d
@@ -92,13 +107,13 @@ class PlanKernel:
 class PlanTotals:
     """Predicted network totals; the baseline is undivided cuDNN under the same memory rule."""
 
-    time_ms: float                   # sum of kernel times
-    workspace: int                   # sum of kernel workspaces (each kernel its own, as Caffe and WD)
-    max_workspace: int               # largest kernel workspace (one workspace shared by all kernels)
+    time_ms: float  # sum of kernel times
+    workspace: int  # sum of kernel workspaces (each kernel its own, as Caffe and WD)
+    max_workspace: int  # largest kernel workspace (one workspace shared by all kernels)
     undivided_time_ms: float | None  # policy undivided at the same budget; None when that is infeasible
-    unlimited_time_ms: float         # every kernel's fastest configuration, no workspace limit
-    unlimited_workspace: int         # sum of those configurations' workspaces
-    speedup: float | None            # undivided_time_ms / time_ms
+    unlimited_time_ms: float  # every kernel's fastest configuration, no workspace limit
+    unlimited_workspace: int  # sum of those configurations' workspaces
+    speedup: float | None  # undivided_time_ms / time_ms
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -106,9 +121,9 @@ class PlanTotals:
 
 @dataclass
 class Plan:
-    mode: str                        # wr | wd
-    policy: str                      # batch-size policy name or comma list of sizes
-    budget: int                      # bytes: per-kernel limit (WR) or total (WD)
+    mode: str  # wr | wd
+    policy: str  # batch-size policy name or comma list of sizes
+    budget: int  # bytes: per-kernel limit (WR) or total (WD)
     network: str
     batch: int
     precision: str
@@ -116,8 +131,8 @@ class Plan:
     kernels: list[PlanKernel]
     totals: PlanTotals
     provenance: dict
-    arena_size: int | None = None    # WD: bytes of the one workspace arena holding all segments
-    solver: dict | None = None       # WD: ILP solver, status, size and timings
+    arena_size: int | None = None  # WD: bytes of the one workspace arena holding all segments
+    solver: dict | None = None  # WD: ILP solver, status, size and timings
     notes: list[str] = field(default_factory=list)
     limits: dict[str, int] | None = None  # WR: {kernel id: bytes} for kernels whose limit is not ``budget``
 
@@ -129,8 +144,13 @@ class Plan:
         d = {"format": FORMAT, "version": VERSION, "mode": self.mode, "policy": self.policy, "budget": self.budget}
         if self.limits:
             d["limits"] = dict(self.limits)
-        d |= {"network": {"name": self.network, "batch": self.batch}, "precision": self.precision,
-             "layout": self.layout, "kernels": [k.to_dict() for k in self.kernels], "totals": self.totals.to_dict()}
+        d |= {
+            "network": {"name": self.network, "batch": self.batch},
+            "precision": self.precision,
+            "layout": self.layout,
+            "kernels": [k.to_dict() for k in self.kernels],
+            "totals": self.totals.to_dict(),
+        }
         if self.mode == "wd":
             d["arena_size"] = self.arena_size
             d["solver"] = dict(self.solver or {})
@@ -185,35 +205,48 @@ def check_network(plan: Plan, network=None) -> None:
     the same signatures: a plan for another network, or missing or reordered kernels, would run wrong."""
     if network is None:
         from .zoo import get_network
+
         try:
             network = get_network(plan.network, plan.batch)
         except (EngineError, ValueError, KeyError, OSError) as err:
             why = str(err) if len(str(err)) <= 300 else str(err)[:297] + "..."
-            raise PlanFormatError(f"field network names {_short(plan.network)}, which cannot be built here to check "
-                                  f"the plan against ({why})") from None
+            raise PlanFormatError(
+                f"field network names {_short(plan.network)}, which cannot be built here to check "
+                f"the plan against ({why})"
+            ) from None
     if network.batch != plan.batch:
         raise PlanFormatError(f"field network.batch is {plan.batch} but the network has mini-batch {network.batch}")
     expected = network.kernels(plan.precision, plan.layout)
     if len(expected) != len(plan.kernels):
-        raise PlanFormatError(f"field kernels lists {len(plan.kernels)} kernels but {network.name} has "
-                              f"{len(expected)} convolution kernels")
+        raise PlanFormatError(
+            f"field kernels lists {len(plan.kernels)} kernels but {network.name} has "
+            f"{len(expected)} convolution kernels"
+        )
     for i, (k, e) in enumerate(zip(plan.kernels, expected)):
         if k.id != e.id:
-            raise PlanFormatError(f"field kernels[{i}].id is {_short(k.id)} but kernel {i} of {network.name} in "
-                                  f"execution order is {_short(e.id)}")
+            raise PlanFormatError(
+                f"field kernels[{i}].id is {_short(k.id)} but kernel {i} of {network.name} in "
+                f"execution order is {_short(e.id)}"
+            )
         if k.signature != e.signature.key:
-            raise PlanFormatError(f"field kernels[{i}].signature is {_short(k.signature)} but {network.name}'s {e.id} "
-                                  f"is {_short(e.signature.key)}")
+            raise PlanFormatError(
+                f"field kernels[{i}].signature is {_short(k.signature)} but {network.name}'s {e.id} "
+                f"is {_short(e.signature.key)}"
+            )
 
 
 # --- validation ------------------------------------------------------------------------------
+
 
 def _check_unlimited(t: PlanTotals) -> None:
     """The unlimited-workspace optimum is never slower than a plan (shown as the optimum, it must be one);
     checked after the kernels, which a wrong total follows from more often."""
     if t.unlimited_time_ms > t.time_ms and not _close(t.unlimited_time_ms, t.time_ms):
-        _fail("totals.unlimited_time_ms", f"is {t.unlimited_time_ms} ms, slower than the plan's {t.time_ms} ms; "
-                                          f"the unlimited-workspace optimum cannot be")
+        _fail(
+            "totals.unlimited_time_ms",
+            f"is {t.unlimited_time_ms} ms, slower than the plan's {t.time_ms} ms; "
+            f"the unlimited-workspace optimum cannot be",
+        )
 
 
 def _fail(path: str, problem: str):
@@ -229,8 +262,9 @@ def _fields(obj, path: str, required: tuple[str, ...], optional: tuple[str, ...]
             raise PlanFormatError(f"field {prefix}{key} is missing")
     for key in obj:
         if key not in required and key not in optional:
-            raise PlanFormatError(f"field {prefix}{_short(key)[1:-1]} is not part of the plan format "
-                                  f"(version {VERSION})")
+            raise PlanFormatError(
+                f"field {prefix}{_short(key)[1:-1]} is not part of the plan format (version {VERSION})"
+            )
     return obj
 
 
@@ -284,9 +318,26 @@ def _parse_plan(doc) -> Plan:
     check_depth(doc, "the plan", PlanFormatError)
     mode = doc.get("mode")
     wd = mode == "wd"
-    _fields(doc, "", ("format", "version", "mode", "policy", "budget", "network", "precision", "layout", "kernels",
-                      "totals", "notes", "provenance") + (("arena_size", "solver") if wd else ()),
-            () if wd else ("limits",))
+    _fields(
+        doc,
+        "",
+        (
+            "format",
+            "version",
+            "mode",
+            "policy",
+            "budget",
+            "network",
+            "precision",
+            "layout",
+            "kernels",
+            "totals",
+            "notes",
+            "provenance",
+        )
+        + (("arena_size", "solver") if wd else ()),
+        () if wd else ("limits",),
+    )
     if mode not in MODES:
         _fail("mode", f"must be one of {MODES}, got {_short(mode)}")
     budget = _int(doc["budget"], "budget")
@@ -331,8 +382,7 @@ def _parse_plan(doc) -> Plan:
         if arena_size > budget:
             _fail("arena_size", f"is {arena_size} bytes, above the budget {budget}")
         _check_segments(kernels, arena_size)
-        solver = _fields(doc["solver"], "solver", ("name", "status"),
-                         ("n_variables", "solve_time_s", "build_time_s"))
+        solver = _fields(doc["solver"], "solver", ("name", "status"), ("n_variables", "solve_time_s", "build_time_s"))
         _str(solver["name"], "solver.name")
         _str(solver["status"], "solver.status")
         if "n_variables" in solver:
@@ -345,8 +395,9 @@ def _parse_plan(doc) -> Plan:
     notes = doc["notes"]
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
         _fail("notes", "must be a list of strings")
-    prov = _fields(doc["provenance"], "provenance", ("profile", "created", "engine_version", "command"),
-                   ("profile_source",))
+    prov = _fields(
+        doc["provenance"], "provenance", ("profile", "created", "engine_version", "command"), ("profile_source",)
+    )
     if not isinstance(prov["profile"], dict):
         _fail("provenance.profile", "must be an object (the profile's provenance)")
     if not isinstance(prov["profile"].get("synthetic", False), bool):  # "no" would read as true
@@ -355,8 +406,22 @@ def _parse_plan(doc) -> Plan:
     _str(prov["engine_version"], "provenance.engine_version")
     if not isinstance(prov["command"], str):
         _fail("provenance.command", f"must be a string, got {_short(prov['command'])}")
-    return Plan(mode, policy, budget, name, batch, precision, layout, kernels, totals, dict(prov), arena_size,
-                dict(solver) if solver is not None else None, list(notes), limits or None)
+    return Plan(
+        mode,
+        policy,
+        budget,
+        name,
+        batch,
+        precision,
+        layout,
+        kernels,
+        totals,
+        dict(prov),
+        arena_size,
+        dict(solver) if solver is not None else None,
+        list(notes),
+        limits or None,
+    )
 
 
 def _parse_limits(ld) -> dict[str, int]:
@@ -369,8 +434,12 @@ def _parse_limits(ld) -> dict[str, int]:
 
 
 def _parse_kernel(kd, path: str, wd: bool, batch: int, allowed: set[int], precision: str, layout: str) -> PlanKernel:
-    _fields(kd, path, ("id", "layer", "kind", "signature", "micro", "workspace", "time_ms", "undivided_time_ms")
-            + (("offset",) if wd else ()))
+    _fields(
+        kd,
+        path,
+        ("id", "layer", "kind", "signature", "micro", "workspace", "time_ms", "undivided_time_ms")
+        + (("offset",) if wd else ()),
+    )
     layer = _str(kd["layer"], f"{path}.layer")
     try:
         kind = KernelKind(kd["kind"])
@@ -400,8 +469,10 @@ def _parse_kernel(kd, path: str, wd: bool, batch: int, allowed: set[int], precis
         _fail(f"{path}.micro", f"has micro-batch sizes {sizes} = {total}, not the mini-batch {batch}")
     workspace = _int(kd["workspace"], f"{path}.workspace")
     if workspace != max(m.workspace for m in micro):
-        _fail(f"{path}.workspace", f"is {workspace} but its largest micro-configuration workspace is "
-                                   f"{max(m.workspace for m in micro)}")
+        _fail(
+            f"{path}.workspace",
+            f"is {workspace} but its largest micro-configuration workspace is {max(m.workspace for m in micro)}",
+        )
     time_ms = _num(kd["time_ms"], f"{path}.time_ms", positive=True)
     if not _close(time_ms, sum(m.time_ms for m in micro)):
         _fail(f"{path}.time_ms", f"is {time_ms} but its micro-configurations sum to {sum(m.time_ms for m in micro)}")
@@ -433,8 +504,14 @@ def _parse_micro(md, path: str, allowed: set[int]) -> PlanMicro:
         _fail(f"{path}.engine_id", f"is {engine_id} but the plan name {name} says engine {named_id}")
     if named_knobs != knobs:
         _fail(f"{path}.knobs", f"are {_short(knobs)} but the plan name {name} says {_short(named_knobs)}")
-    return PlanMicro(b, name, engine_id, dict(knobs), _num(md["time_ms"], f"{path}.time_ms", positive=True),
-                     _int(md["workspace"], f"{path}.workspace"))
+    return PlanMicro(
+        b,
+        name,
+        engine_id,
+        dict(knobs),
+        _num(md["time_ms"], f"{path}.time_ms", positive=True),
+        _int(md["workspace"], f"{path}.workspace"),
+    )
 
 
 def _check_segments(kernels: list[PlanKernel], arena_size: int) -> None:
@@ -444,36 +521,56 @@ def _check_segments(kernels: list[PlanKernel], arena_size: int) -> None:
         if k.offset % ALIGNMENT:
             _fail(f"kernels[{i}].offset", f"is {k.offset}, not a multiple of {ALIGNMENT}")
         if k.offset + k.workspace > arena_size:
-            _fail(f"kernels[{i}].offset", f"puts segment [{k.offset}, {k.offset + k.workspace}) past the arena "
-                                          f"size {arena_size}")
+            _fail(
+                f"kernels[{i}].offset",
+                f"puts segment [{k.offset}, {k.offset + k.workspace}) past the arena size {arena_size}",
+            )
         if k.workspace:
             segs.append((k.offset, k.offset + k.workspace, i))
     segs.sort()
     for (_, e0, i0), (s1, _, i1) in zip(segs, segs[1:]):
         if s1 < e0:
             a, b = sorted((i0, i1))
-            _fail(f"kernels[{b}].offset", f"segment [{kernels[b].offset}, {kernels[b].offset + kernels[b].workspace})"
-                                          f" overlaps kernels[{a}]'s segment "
-                                          f"[{kernels[a].offset}, {kernels[a].offset + kernels[a].workspace})")
+            _fail(
+                f"kernels[{b}].offset",
+                f"segment [{kernels[b].offset}, {kernels[b].offset + kernels[b].workspace})"
+                f" overlaps kernels[{a}]'s segment "
+                f"[{kernels[a].offset}, {kernels[a].offset + kernels[a].workspace})",
+            )
 
 
 def _parse_totals(td, kernels: list[PlanKernel]) -> PlanTotals:
-    _fields(td, "totals", ("time_ms", "workspace", "max_workspace", "undivided_time_ms", "unlimited_time_ms",
-                           "unlimited_workspace", "speedup"))
+    _fields(
+        td,
+        "totals",
+        (
+            "time_ms",
+            "workspace",
+            "max_workspace",
+            "undivided_time_ms",
+            "unlimited_time_ms",
+            "unlimited_workspace",
+            "speedup",
+        ),
+    )
     t = PlanTotals(
-        _num(td["time_ms"], "totals.time_ms", positive=True), _int(td["workspace"], "totals.workspace"),
+        _num(td["time_ms"], "totals.time_ms", positive=True),
+        _int(td["workspace"], "totals.workspace"),
         _int(td["max_workspace"], "totals.max_workspace"),
         _num(td["undivided_time_ms"], "totals.undivided_time_ms", positive=True, nullable=True),
         _num(td["unlimited_time_ms"], "totals.unlimited_time_ms", positive=True),
         _int(td["unlimited_workspace"], "totals.unlimited_workspace"),
-        _num(td["speedup"], "totals.speedup", positive=True, nullable=True))
+        _num(td["speedup"], "totals.speedup", positive=True, nullable=True),
+    )
     if not _close(t.time_ms, sum(k.time_ms for k in kernels)):
         _fail("totals.time_ms", f"is {t.time_ms} but the kernels sum to {sum(k.time_ms for k in kernels)}")
     if t.workspace != sum(k.workspace for k in kernels):
         _fail("totals.workspace", f"is {t.workspace} but the kernels sum to {sum(k.workspace for k in kernels)}")
     if t.max_workspace != max(k.workspace for k in kernels):
-        _fail("totals.max_workspace", f"is {t.max_workspace} but the largest kernel workspace is "
-                                      f"{max(k.workspace for k in kernels)}")
+        _fail(
+            "totals.max_workspace",
+            f"is {t.max_workspace} but the largest kernel workspace is {max(k.workspace for k in kernels)}",
+        )
     if t.undivided_time_ms is not None:
         parts = [k.undivided_time_ms for k in kernels]
         if None in parts:
@@ -483,6 +580,5 @@ def _parse_totals(td, kernels: list[PlanKernel]) -> PlanTotals:
     if (t.speedup is None) != (t.undivided_time_ms is None):
         _fail("totals.speedup", "must be null exactly when totals.undivided_time_ms is null")
     if t.speedup is not None and not _close(t.speedup, t.undivided_time_ms / t.time_ms):
-        _fail("totals.speedup", f"is {t.speedup} but undivided_time_ms / time_ms is "
-                                f"{t.undivided_time_ms / t.time_ms}")
+        _fail("totals.speedup", f"is {t.speedup} but undivided_time_ms / time_ms is {t.undivided_time_ms / t.time_ms}")
     return t

@@ -98,8 +98,10 @@ def _plan_ids(profile: Profile) -> dict:
     ids = _PLAN_IDS.get(profile)
     if ids is None:
         t = profile.table[profile.table.status == "ok"]
-        ids = {(s, int(b), p): (int(e), kn) for s, b, p, e, kn in
-               zip(t.signature, t.micro_batch, t.plan, t.engine_id, t.knobs)}
+        ids = {
+            (s, int(b), p): (int(e), kn)
+            for s, b, p, e, kn in zip(t.signature, t.micro_batch, t.plan, t.engine_id, t.knobs)
+        }
         _PLAN_IDS[profile] = ids
     return ids
 
@@ -111,8 +113,10 @@ def _micro(profile: Profile, key: str, m: MicroConfig) -> PlanMicro:
         if not isinstance(parsed, dict):
             raise ValueError("not an object")
     except ValueError as err:
-        raise ProfileFormatError(f"profile {profile_label(profile)}: plan {m.plan!r} of {key} at b={m.batch} has "
-                                 f"malformed knobs {knobs!r} ({err})") from None
+        raise ProfileFormatError(
+            f"profile {profile_label(profile)}: plan {m.plan!r} of {key} at b={m.batch} has "
+            f"malformed knobs {knobs!r} ({err})"
+        ) from None
     return PlanMicro(m.batch, m.plan, engine_id, {str(k): v for k, v in parsed.items()}, m.time_ms, m.workspace)
 
 
@@ -133,15 +137,28 @@ def _kernel_limits(limits, sets, budget: int, mode: str, network: Network) -> li
     ids = [k.id for k, _ in sets]
     unknown = [str(k) for k in limits if k not in ids]
     if unknown:
-        raise EngineError(f"limits name {len(unknown)} kernel(s) {network.name} does not have "
-                          f"({', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}); its kernels are "
-                          f"{', '.join(ids[:3])}, ...")
+        raise EngineError(
+            f"limits name {len(unknown)} kernel(s) {network.name} does not have "
+            f"({', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}); its kernels are "
+            f"{', '.join(ids[:3])}, ..."
+        )
     return [parse_size(limits[i]) if i in limits else budget for i in ids]
 
 
-def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="powerOfTwo",
-              precision: str | None = None, layout: str | None = None, command: str = "",
-              solver: str = "auto", time_limit_s: float = 10.0, limits=None) -> Plan:
+def make_plan(
+    profile: Profile,
+    network: Network,
+    *,
+    mode: str,
+    budget,
+    policy="powerOfTwo",
+    precision: str | None = None,
+    layout: str | None = None,
+    command: str = "",
+    solver: str = "auto",
+    time_limit_s: float = 10.0,
+    limits=None,
+) -> Plan:
     """A WR plan (``budget`` = per-kernel workspace limit, mu-cuDNN §III-B) or a WD plan (``budget`` =
     total workspace, one ILP over the network, §III-C), with the undivided baseline at the same memory.
 
@@ -171,12 +188,16 @@ def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="
     measured = [len(set(profile.sizes(k.signature.key)) & set(sizes)) for k, _ in sets]
     short = sum(m < len(sizes) for m in measured)
     if short:
-        notes.append(f"policy {pname} offers {len(sizes)} micro-batch sizes but the profile measured as few as "
-                     f"{min(measured)} of them ({_which(short, len(sets))}); the optimizer used the measured ones")
+        notes.append(
+            f"policy {pname} offers {len(sizes)} micro-batch sizes but the profile measured as few as "
+            f"{min(measured)} of them ({_which(short, len(sets))}); the optimizer used the measured ones"
+        )
     missing = [k.id for (k, _), u in zip(sets, und_sets) if u is None]
     if missing:
-        notes.append(f"no undivided baseline: the profile has no measurement at micro-batch {B} "
-                     f"({_which(len(missing), len(sets), missing)})")
+        notes.append(
+            f"no undivided baseline: the profile has no measurement at micro-batch {B} "
+            f"({_which(len(missing), len(sets), missing)})"
+        )
 
     solver_info, arena_size, offsets = None, None, [None] * len(sets)
     lims = _kernel_limits(limits, sets, budget, mode, network)
@@ -188,35 +209,49 @@ def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="
             worst = next(k for n, (k, _) in zip(need, sets) if k.id not in own and n == max(plain))
             raise InfeasibleBudgetError(
                 f"per-kernel workspace budget {format_size(budget)} is below {format_size(max(plain))} "
-                f"({max(plain)} bytes), the least kernel {worst.id} can run in under policy {pname} (WR)", max(plain))
+                f"({max(plain)} bytes), the least kernel {worst.id} can run in under policy {pname} (WR)",
+                max(plain),
+            )
         tight = [(k, n, lim) for n, lim, (k, _) in zip(need, lims, sets) if n > lim]
         if tight:
             k, n, lim = tight[0]
             more = f"; {len(tight) - 1} more kernel(s) do not fit theirs" if len(tight) > 1 else ""
             raise InfeasibleBudgetError(
                 f"workspace limit {format_size(lim)} of kernel {k.id} is below {format_size(n)} ({n} bytes), the "
-                f"least it can run in under policy {pname} (WR){more}", n)
+                f"least it can run in under policy {pname} (WR){more}",
+                n,
+            )
         chosen = [fastest_within(confs, lim) for (_, confs), lim in zip(sets, lims)]
         und = [None if u is None else fastest_within(u, lim) for u, lim in zip(und_sets, lims)]
         und_times = [None if c is None else c.time_ms for c in und]
         if not missing and None in und_times:
             where = f"fits {format_size(budget)}" if not own else "fits its limit"
-            notes.append("no undivided baseline at this memory: no single cuDNN plan at micro-batch "
-                         f"{B} {where} for "
-                         f"{', '.join(k.id for (k, _), t in zip(sets, und_times) if t is None)}")
+            notes.append(
+                "no undivided baseline at this memory: no single cuDNN plan at micro-batch "
+                f"{B} {where} for "
+                f"{', '.join(k.id for (k, _), t in zip(sets, und_times) if t is None)}"
+            )
     else:
         need = sum(align(confs[0].workspace) for _, confs in sets)
         if budget < need:
             raise InfeasibleBudgetError(
                 f"total workspace budget {format_size(budget)} is below {format_size(need)} ({need} bytes), the "
                 f"least all {len(sets)} kernels of {network.name} fit in together under policy {pname} (WD, "
-                f"{ALIGNMENT}-byte aligned segments)", need)
+                f"{ALIGNMENT}-byte aligned segments)",
+                need,
+            )
         chosen, res = _solve_wd(profile, [confs for _, confs in sets], budget, solver, time_limit_s)
-        solver_info = {"name": res.solver, "status": res.status, "n_variables": res.n_variables,
-                       "solve_time_s": res.solve_time_s, "build_time_s": res.build_time_s}
+        solver_info = {
+            "name": res.solver,
+            "status": res.status,
+            "n_variables": res.n_variables,
+            "solve_time_s": res.solve_time_s,
+            "build_time_s": res.build_time_s,
+        }
         if res.status != "optimal":
-            notes.append(f"the ILP solver stopped with status {res.status!r}: the plan fits the budget but may "
-                         f"not be optimal")
+            notes.append(
+                f"the ILP solver stopped with status {res.status!r}: the plan fits the budget but may not be optimal"
+            )
         offsets, arena_size = arena_layout([c.workspace for c in chosen])
         und_times = [None] * len(sets)
         if not missing:
@@ -224,20 +259,56 @@ def make_plan(profile: Profile, network: Network, *, mode: str, budget, policy="
                 und_chosen, _ = _solve_wd(profile, und_sets, budget, solver, time_limit_s)
                 und_times = [c.time_ms for c in und_chosen]
             except InfeasibleBudgetError as err:
-                notes.append(f"no undivided baseline at this memory: undivided cuDNN needs at least "
-                             f"{format_size(err.minimum)} in total")
+                notes.append(
+                    f"no undivided baseline at this memory: undivided cuDNN needs at least "
+                    f"{format_size(err.minimum)} in total"
+                )
 
-    kernels = [PlanKernel(k.id, k.layer, k.kind, k.signature.key,
-                          [_micro(profile, k.signature.key, m) for m in conf.micro],
-                          conf.workspace, conf.time_ms, ut, off)
-               for (k, _), conf, ut, off in zip(sets, chosen, und_times, offsets)]
+    kernels = [
+        PlanKernel(
+            k.id,
+            k.layer,
+            k.kind,
+            k.signature.key,
+            [_micro(profile, k.signature.key, m) for m in conf.micro],
+            conf.workspace,
+            conf.time_ms,
+            ut,
+            off,
+        )
+        for (k, _), conf, ut, off in zip(sets, chosen, und_times, offsets)
+    ]
     time_ms = sum(k.time_ms for k in kernels)
     undivided = None if None in und_times else sum(und_times)
-    totals = PlanTotals(time_ms, sum(k.workspace for k in kernels), max(k.workspace for k in kernels), undivided,
-                        sum(confs[-1].time_ms for _, confs in sets), sum(confs[-1].workspace for _, confs in sets),
-                        None if undivided is None else undivided / time_ms)
-    provenance = {"profile": profile.provenance, "profile_source": profile.source,
-                  "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  "engine_version": __version__, "command": command}
-    return Plan(mode, pname, budget, network.name, B, precision, layout, kernels, totals, provenance,
-                arena_size, solver_info, notes, own or None)
+    totals = PlanTotals(
+        time_ms,
+        sum(k.workspace for k in kernels),
+        max(k.workspace for k in kernels),
+        undivided,
+        sum(confs[-1].time_ms for _, confs in sets),
+        sum(confs[-1].workspace for _, confs in sets),
+        None if undivided is None else undivided / time_ms,
+    )
+    provenance = {
+        "profile": profile.provenance,
+        "profile_source": profile.source,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "engine_version": __version__,
+        "command": command,
+    }
+    return Plan(
+        mode,
+        pname,
+        budget,
+        network.name,
+        B,
+        precision,
+        layout,
+        kernels,
+        totals,
+        provenance,
+        arena_size,
+        solver_info,
+        notes,
+        own or None,
+    )

@@ -25,8 +25,10 @@ def batch_sizes(policy: str | Sequence[int], batch: int) -> list[int]:
             return list(range(1, batch + 1))
         if "," in policy or policy.strip().isdigit():
             return batch_sizes(parse_size_list(policy), batch)
-        raise ValueError(f"unknown batch-size policy {policy!r}; expected one of {', '.join(POLICIES)} "
-                         f"or a comma-separated list of sizes")
+        raise ValueError(
+            f"unknown batch-size policy {policy!r}; expected one of {', '.join(POLICIES)} "
+            f"or a comma-separated list of sizes"
+        )
     sizes = set()
     for s in policy:
         if not isinstance(s, int) or s < 1:

@@ -38,21 +38,22 @@ VERSION = 1
 
 # column -> python type; the tidy table has one row per (signature, micro_batch, plan)
 COLUMNS = {
-    "signature": str,        # KernelSignature.key (no mini-batch size)
-    "micro_batch": int,      # micro-batch size b the plan ran on
-    "plan": str,             # cuDNN plan name "eng<id>_k<knob>=<v>..."; identity within one cuDNN build
+    "signature": str,  # KernelSignature.key (no mini-batch size)
+    "micro_batch": int,  # micro-batch size b the plan ran on
+    "plan": str,  # cuDNN plan name "eng<id>_k<knob>=<v>..."; identity within one cuDNN build
     "engine_id": int,
-    "knobs": str,            # JSON object {knob_type_int: value}, enough to rebuild the plan
-    "heuristic_rank": int,   # position in cuDNN's ranked list (heuristics A then FALLBACK); -1: found by the engine sweep
-    "workspace": int,        # bytes
-    "time_ms": float,        # median of `repeats` back-to-back runs (NaN unless status == "ok")
+    "knobs": str,  # JSON object {knob_type_int: value}, enough to rebuild the plan
+    # position in cuDNN's ranked list (heuristics A then FALLBACK); -1: found by the engine sweep
+    "heuristic_rank": int,
+    "workspace": int,  # bytes
+    "time_ms": float,  # median of `repeats` back-to-back runs (NaN unless status == "ok")
     "time_min_ms": float,
     "time_max_ms": float,
     "repeats": int,
-    "status": str,           # ok | failed | skipped
-    "reason": str,           # why a plan failed or was skipped
+    "status": str,  # ok | failed | skipped
+    "reason": str,  # why a plan failed or was skipped
     "numerical_notes": str,  # "|"-joined cuDNN numerical notes, e.g. TENSOR_CORE|NONDETERMINISTIC
-    "behavior_notes": str,   # "|"-joined behaviour notes, e.g. RUNTIME_COMPILATION
+    "behavior_notes": str,  # "|"-joined behaviour notes, e.g. RUNTIME_COMPILATION
 }
 STATUSES = ("ok", "failed", "skipped")
 ENGINE_SETS = ("all", "heuristics", "deterministic")  # Profile.restrict
@@ -94,8 +95,9 @@ class Profile:
             raise ProfileFormatError(f"{what}: field 'format' must be {FORMAT!r}")
         version = doc.get("version")
         if type(version) is not int or version != VERSION:
-            raise ProfileFormatError(f"{what}: field 'version' is {_short(version)}, "
-                                     f"this engine reads version {VERSION} (an integer)")
+            raise ProfileFormatError(
+                f"{what}: field 'version' is {_short(version)}, this engine reads version {VERSION} (an integer)"
+            )
         for key in ("provenance", "columns", "rows"):
             if key not in doc:
                 raise ProfileFormatError(f"{what}: missing field {key!r}")
@@ -104,10 +106,12 @@ class Profile:
             raise ProfileFormatError(f"{what}: field {_short(unknown[0])} is not part of the profile format")
         if doc["columns"] != list(COLUMNS):
             missing = [c for c in COLUMNS if c not in doc["columns"]] if isinstance(doc["columns"], list) else []
-            raise ProfileFormatError(f"{what}: field 'columns' must be {list(COLUMNS)}"
-                                     + (f" (missing {missing})" if missing else ""))
+            raise ProfileFormatError(
+                f"{what}: field 'columns' must be {list(COLUMNS)}" + (f" (missing {missing})" if missing else "")
+            )
         if not isinstance(doc["rows"], list) or any(
-                not isinstance(r, list) or len(r) != len(COLUMNS) for r in doc["rows"]):
+            not isinstance(r, list) or len(r) != len(COLUMNS) for r in doc["rows"]
+        ):
             raise ProfileFormatError(f"{what}: every entry of 'rows' must be a list of {len(COLUMNS)} values")
         frame = pd.DataFrame(doc["rows"], columns=list(COLUMNS), dtype=object)  # as written: 2.0 stays a float
         try:
@@ -116,15 +120,26 @@ class Profile:
             raise ProfileFormatError(f"{what}: {err}") from None
 
     def to_document(self) -> dict:
-        columns = [[None if isinstance(v, float) and math.isnan(v) else v for v in self.table[c].tolist()]
-                   if typ is float else self.table[c].tolist() for c, typ in COLUMNS.items()]
+        columns = [
+            [None if isinstance(v, float) and math.isnan(v) else v for v in self.table[c].tolist()]
+            if typ is float
+            else self.table[c].tolist()
+            for c, typ in COLUMNS.items()
+        ]
         rows = [list(r) for r in zip(*columns)]
-        return {"format": FORMAT, "version": VERSION, "provenance": self.provenance,
-                "networks": self.networks, "columns": list(COLUMNS), "rows": rows}
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "provenance": self.provenance,
+            "networks": self.networks,
+            "columns": list(COLUMNS),
+            "rows": rows,
+        }
 
     def save(self, path: str | Path) -> Path:
-        return atomic_write(path, json.dumps(self.to_document(), separators=(",", ":")), gzip_suffix=True,
-                            what="profile")
+        return atomic_write(
+            path, json.dumps(self.to_document(), separators=(",", ":")), gzip_suffix=True, what="profile"
+        )
 
     # --- queries --------------------------------------------------------------------------
     @property
@@ -162,18 +177,24 @@ class Profile:
         that measures it (a mini-batch far beyond the measured sizes would take the optimizers minutes)."""
         kernels = network.kernels(precision, layout)
         missing = [k for k in kernels if not self.has(k.signature.key)]
-        command = (f"python -m engine profile --network {network.name} --batch {network.batch} --dtype {precision} "
-                   f"--layout {layout} --policy {policy}")
+        command = (
+            f"python -m engine profile --network {network.name} --batch {network.batch} --dtype {precision} "
+            f"--layout {layout} --policy {policy}"
+        )
         where = repr(Path(self.source).name) if self.source else "(in memory)"
         if missing:
-            raise EngineError(f"profile {where} lacks {len(missing)} of the {len(kernels)} convolution kernels of "
-                              f"{network.name} b{network.batch} {precision}/{layout} (first: {missing[0].id}); "
-                              f"measure them on a GPU with: {command}")
+            raise EngineError(
+                f"profile {where} lacks {len(missing)} of the {len(kernels)} convolution kernels of "
+                f"{network.name} b{network.batch} {precision}/{layout} (first: {missing[0].id}); "
+                f"measure them on a GPU with: {command}"
+            )
         largest = min(max(self._by_size(k.signature.key)) for k in kernels) if kernels else network.batch
         if network.batch > MAX_PIECES * largest:
-            raise EngineError(f"mini-batch {network.batch} would take more than {MAX_PIECES} micro-batches per kernel "
-                              f"from profile {where}, whose largest measured micro-batch is {largest}; measure "
-                              f"larger ones on a GPU with: {command}")
+            raise EngineError(
+                f"mini-batch {network.batch} would take more than {MAX_PIECES} micro-batches per kernel "
+                f"from profile {where}, whose largest measured micro-batch is {largest}; measure "
+                f"larger ones on a GPU with: {command}"
+            )
 
     def plan_row(self, key: str, micro_batch: int, plan: str) -> dict:
         """The full record of one measured plan (engine id, knobs, notes) for execution and plans."""
@@ -240,11 +261,18 @@ class Profile:
 
     def describe(self) -> str:
         p = self.provenance
-        nets = ", ".join(f"{n['name']} b{n['batch']} {n.get('precision', '')} {n.get('layout', '')}".strip()
-                         for n in self.networks) or "no networks recorded"
+        nets = (
+            ", ".join(
+                f"{n['name']} b{n['batch']} {n.get('precision', '')} {n.get('layout', '')}".strip()
+                for n in self.networks
+            )
+            or "no networks recorded"
+        )
         tag = "SYNTHETIC " if self.synthetic else ""
-        return (f"{tag}{p.get('gpu', '?')} cuDNN {p.get('cudnn_version', '?')} frontend "
-                f"{p.get('frontend_version', '?')} ({p.get('date', '?')}): {nets}")
+        return (
+            f"{tag}{p.get('gpu', '?')} cuDNN {p.get('cudnn_version', '?')} frontend "
+            f"{p.get('frontend_version', '?')} ({p.get('date', '?')}): {nets}"
+        )
 
 
 MAX_INT = (1 << 63) - 1
@@ -255,8 +283,9 @@ def _validate_provenance(provenance) -> dict:
     if not isinstance(provenance, dict):
         raise ProfileFormatError(f"field 'provenance' must be an object, got {_short(provenance)}")
     if not isinstance(provenance.get("synthetic", False), bool):
-        raise ProfileFormatError(f"field 'provenance.synthetic' must be true or false, got "
-                                 f"{_short(provenance['synthetic'])}")
+        raise ProfileFormatError(
+            f"field 'provenance.synthetic' must be true or false, got {_short(provenance['synthetic'])}"
+        )
     return dict(provenance)
 
 
@@ -271,19 +300,23 @@ def _validate_networks(networks) -> list[dict]:
             if typ is None:
                 raise ProfileFormatError(f"field 'networks[{i}].{_short(key)[1:-1]}' is not part of the profile format")
             if type(value) is not typ or (typ is int and not 1 <= value <= MAX_INT):
-                raise ProfileFormatError(f"field 'networks[{i}].{key}' must be a{' positive' if typ is int else ''} "
-                                         f"{typ.__name__}, got {_short(value)}")
+                raise ProfileFormatError(
+                    f"field 'networks[{i}].{key}' must be a{' positive' if typ is int else ''} "
+                    f"{typ.__name__}, got {_short(value)}"
+                )
         if n.get("precision", DEFAULT_PRECISION) not in PRECISIONS or n.get("layout", "NCHW") not in LAYOUTS:
-            raise ProfileFormatError(f"field 'networks[{i}]' has precision/layout {_short(n.get('precision'))}/"
-                                     f"{_short(n.get('layout'))}; expected {sorted(PRECISIONS)} / {list(LAYOUTS)}")
+            raise ProfileFormatError(
+                f"field 'networks[{i}]' has precision/layout {_short(n.get('precision'))}/"
+                f"{_short(n.get('layout'))}; expected {sorted(PRECISIONS)} / {list(LAYOUTS)}"
+            )
     return [dict(n) for n in networks]
 
 
 def _other_precision(table: pd.DataFrame) -> pd.Series:
     """Plans with a numerical note their precision deselects: another precision, never planned (as in graphs)."""
     notes, out = "|" + table.numerical_notes + "|", pd.Series(False, index=table.index)
-    for p, note in ((p, n) for p in PRECISIONS.values() for n in p.deselect_notes):
-        out |= table.signature.str.contains(f"/{p.name}/", regex=False) & notes.str.contains(f"|{note}|", regex=False)
+    for rec, note in ((r, n) for r in PRECISIONS.values() for n in r.deselect_notes):
+        out |= table.signature.str.contains(f"/{rec.name}/", regex=False) & notes.str.contains(f"|{note}|", regex=False)
     return out
 
 
@@ -307,8 +340,9 @@ def _coerce(frame: pd.DataFrame) -> pd.DataFrame:
                 frame[col] = s.astype("int64")
             except OverflowError:
                 big = s[~s.map(lambda v: abs(v) <= MAX_INT)]
-                raise ProfileFormatError(f"column {col!r} must hold integers below 2^63, got {_short(big.iloc[0])}") \
-                    from None
+                raise ProfileFormatError(
+                    f"column {col!r} must hold integers below 2^63, got {_short(big.iloc[0])}"
+                ) from None
         elif typ is float:
             if kind not in ("floating", "integer", "mixed-integer-float", "empty"):
                 bad = s[~s.map(lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)))]
@@ -332,8 +366,9 @@ def _validate_table(frame: pd.DataFrame) -> pd.DataFrame:
     frame = _coerce(frame[list(COLUMNS)].copy())
     bad = ~frame.status.isin(STATUSES)
     if bad.any():
-        raise ProfileFormatError(f"column 'status' holds {_short(frame.status[bad].iloc[0])}; expected one of "
-                                 f"{STATUSES}")
+        raise ProfileFormatError(
+            f"column 'status' holds {_short(frame.status[bad].iloc[0])}; expected one of {STATUSES}"
+        )
     ok = frame.status == "ok"
     checks = [
         (frame.workspace < 0, "has a negative workspace"),
@@ -341,12 +376,18 @@ def _validate_table(frame: pd.DataFrame) -> pd.DataFrame:
         (frame.micro_batch > MAX_BATCH, f"has a micro-batch size above {MAX_BATCH}"),
         (frame.engine_id < 0, "has a negative engine id"),
         (frame.heuristic_rank < -1, "has a heuristic rank below -1 (-1 marks plans found by the engine sweep)"),
-        (ok & ~(np.isfinite(frame.time_ms) & (frame.time_ms > 0)), "is 'ok' but its time_ms is not a positive "
-                                                                  "finite number"),
-        (ok & ~(np.isfinite(frame.time_min_ms) & np.isfinite(frame.time_max_ms)),
-         "is 'ok' but its time_min_ms or time_max_ms is not finite"),
-        (ok & ~((frame.time_min_ms <= frame.time_ms) & (frame.time_ms <= frame.time_max_ms)),
-         "is 'ok' but its times are not time_min_ms <= time_ms <= time_max_ms"),
+        (
+            ok & ~(np.isfinite(frame.time_ms) & (frame.time_ms > 0)),
+            "is 'ok' but its time_ms is not a positive finite number",
+        ),
+        (
+            ok & ~(np.isfinite(frame.time_min_ms) & np.isfinite(frame.time_max_ms)),
+            "is 'ok' but its time_min_ms or time_max_ms is not finite",
+        ),
+        (
+            ok & ~((frame.time_min_ms <= frame.time_ms) & (frame.time_ms <= frame.time_max_ms)),
+            "is 'ok' but its times are not time_min_ms <= time_ms <= time_max_ms",
+        ),
         (ok & (frame.repeats < 1), "is 'ok' but has fewer than 1 repeat"),
     ]
     for mask, problem in checks:
@@ -354,8 +395,10 @@ def _validate_table(frame: pd.DataFrame) -> pd.DataFrame:
             raise ProfileFormatError(f"{_first(frame, mask)} {problem}")
     dup = frame.duplicated(["signature", "micro_batch", "plan"])
     if dup.any():
-        raise ProfileFormatError(f"{_first(frame, dup)} appears in more than one row; a plan is measured once per "
-                                 f"kernel and micro-batch size")
+        raise ProfileFormatError(
+            f"{_first(frame, dup)} appears in more than one row; a plan is measured once per "
+            f"kernel and micro-batch size"
+        )
     for key in frame.signature.unique():
         if KernelSignature.from_key(key).key != key:  # from_key raises ProfileFormatError naming the key
             raise ProfileFormatError(f"malformed kernel signature {_short(key)}: not in canonical form")
@@ -374,11 +417,14 @@ def _check_plan_identity(name: str, engine_id: int, knobs: str) -> None:
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict):
-        raise ProfileFormatError(f"plan {_short(name)} has knobs {_short(knobs)}, not a JSON object "
-                                 f"{{knob type: value}}")
+        raise ProfileFormatError(
+            f"plan {_short(name)} has knobs {_short(knobs)}, not a JSON object {{knob type: value}}"
+        )
     if named != (engine_id, parsed):
-        raise ProfileFormatError(f"plan {_short(name)} has engine id {engine_id} and knobs {_short(knobs)}, but its "
-                                 f"name says engine {named[0]} with knobs {json.dumps(named[1])}")
+        raise ProfileFormatError(
+            f"plan {_short(name)} has engine id {engine_id} and knobs {_short(knobs)}, but its "
+            f"name says engine {named[0]} with knobs {json.dumps(named[1])}"
+        )
 
 
 def bundled_profiles() -> dict[str, Path]:

@@ -24,21 +24,34 @@ from .policies import MAX_BATCH
 
 FORMAT_FIELDS = ("name", "input", "batch", "description", "layers")
 DEFAULT_BATCH = 32
-MAX_SPEC_BYTES = 4 * 1024**2   # a spec of MAX_LAYERS layers is about 1 MB
-MAX_LAYERS = 10_000            # SuperNeurons' ResNet-2500 has ~8,400 layers (the zoo generates it; a spec need not)
+MAX_SPEC_BYTES = 4 * 1024**2  # a spec of MAX_LAYERS layers is about 1 MB
+MAX_LAYERS = 10_000  # SuperNeurons' ResNet-2500 has ~8,400 layers (the zoo generates it; a spec need not)
 MAX_SPEC_NODES = 16 * MAX_LAYERS  # YAML values: a conv with its name and four fields is 13
-MAX_DIM = 1 << 20              # channels, features, image sides and kernel sizes
+MAX_DIM = 1 << 20  # channels, features, image sides and kernel sizes
 
 # op -> {field: (kind, default)}; kind checks the value, default None means "NetBuilder's default".
 _INT, _PAIR, _FLOAT, _BOOL = "int", "pair", "float", "bool"
 _REQUIRED = object()
 OP_FIELDS: dict[str, dict[str, tuple[str, Any]]] = {
-    "conv": {"k": (_INT, _REQUIRED), "r": (_INT, _REQUIRED), "s": (_INT, None), "stride": (_PAIR, 1),
-             "pad": ("pair0", 0), "dilation": (_PAIR, 1), "groups": (_INT, 1), "bias": (_BOOL, True)},
+    "conv": {
+        "k": (_INT, _REQUIRED),
+        "r": (_INT, _REQUIRED),
+        "s": (_INT, None),
+        "stride": (_PAIR, 1),
+        "pad": ("pair0", 0),
+        "dilation": (_PAIR, 1),
+        "groups": (_INT, 1),
+        "bias": (_BOOL, True),
+    },
     "relu": {},
     "lrn": {"size": (_INT, 5), "alpha": (_FLOAT, 1e-4), "beta": (_FLOAT, 0.75), "k": (_FLOAT, 1.0)},
-    "pool": {"size": ("pool_size", _REQUIRED), "stride": (_INT, None), "pad": ("int0", 0),
-             "mode": ("mode", "max"), "ceil_mode": (_BOOL, False)},
+    "pool": {
+        "size": ("pool_size", _REQUIRED),
+        "stride": (_INT, None),
+        "pad": ("int0", 0),
+        "mode": ("mode", "max"),
+        "ceil_mode": (_BOOL, False),
+    },
     "bn": {"eps": (_FLOAT, 1e-5)},
     "fc": {"out_features": (_INT, _REQUIRED), "bias": (_BOOL, True)},
     "dropout": {"p": ("prob", 0.5)},
@@ -134,8 +147,10 @@ def _measure(text: str, where: str) -> None:
         if reach > MAX_DEPTH:
             raise SpecError(f"{where}: nested deeper than {MAX_DEPTH} levels")
         if count > MAX_SPEC_NODES:
-            raise SpecError(f"{where}: holds more than {MAX_SPEC_NODES} YAML values (aliases expanded); a spec "
-                            f"has at most {MAX_LAYERS} layers")
+            raise SpecError(
+                f"{where}: holds more than {MAX_SPEC_NODES} YAML values (aliases expanded); a spec "
+                f"has at most {MAX_LAYERS} layers"
+            )
 
 
 def build_spec(spec: Any, batch: int | None = None, where: str = "spec") -> Network:
@@ -143,15 +158,15 @@ def build_spec(spec: Any, batch: int | None = None, where: str = "spec") -> Netw
         raise SpecError(f"{where}: the top level must be a mapping with {', '.join(FORMAT_FIELDS)}")
     unknown = [k for k in spec if k not in FORMAT_FIELDS]
     if unknown:
-        raise SpecError(f"{where}: unknown top-level field {_short(unknown[0])}; expected "
-                        f"{', '.join(FORMAT_FIELDS)}")
+        raise SpecError(f"{where}: unknown top-level field {_short(unknown[0])}; expected {', '.join(FORMAT_FIELDS)}")
     name = spec.get("name", "custom")
     if not isinstance(name, str) or not name:
         raise SpecError(f"{where}: field 'name' must be a non-empty string")
     shape = spec.get("input")
     if not (isinstance(shape, list) and len(shape) == 3 and all(_is_int(d) and d >= 1 for d in shape)):
-        raise SpecError(f"{where}: field 'input' must be [C, H, W] (positive integers, per sample), "
-                        f"got {_short(shape)}")
+        raise SpecError(
+            f"{where}: field 'input' must be [C, H, W] (positive integers, per sample), got {_short(shape)}"
+        )
     if max(shape) > MAX_DIM:
         raise SpecError(f"{where}: field 'input' is {shape}; sizes in a spec are at most {MAX_DIM}")
     if batch is None:
@@ -186,8 +201,11 @@ def _add_layer(b: NetBuilder, index: int, entry: Any, where: str, names: set, co
         raise SpecError(f"{where}: layer #{index} must be a mapping with at least 'op', got {_short(entry)}")
     op = entry.get("op")
     name = entry.get("name")
-    label = (f"{where}: layer #{index}" + (f" {_short(name)}" if isinstance(name, str) else "")
-             + (f" ({op})" if isinstance(op, str) else ""))
+    label = (
+        f"{where}: layer #{index}"
+        + (f" {_short(name)}" if isinstance(name, str) else "")
+        + (f" ({op})" if isinstance(op, str) else "")
+    )
     if op not in OP_FIELDS:
         raise SpecError(f"{label}: field 'op' must be one of {', '.join(OP_FIELDS)}, got {_short(op)}")
     if name is not None:
@@ -213,8 +231,10 @@ def _add_layer(b: NetBuilder, index: int, entry: Any, where: str, names: set, co
     if op == "pool":
         _check_pool_pad(params, label)
     if op in SPATIAL and len(b.shape(inputs[0])) != 3:
-        raise SpecError(f"{label}: input {_short(inputs[0])} is a flat vector {b.shape(inputs[0])}; "
-                        f"{op} needs a (C, H, W) feature map")
+        raise SpecError(
+            f"{label}: input {_short(inputs[0])} is a flat vector {b.shape(inputs[0])}; "
+            f"{op} needs a (C, H, W) feature map"
+        )
     if name is None:  # <op><n>, skipping names already taken so unnamed layers never clash
         n = counters.get(op, 0) + 1
         while f"{op}{n}" in names:
@@ -319,12 +339,20 @@ def to_spec(network: Network) -> dict:
         if list(layer.inputs) != [previous] or layer.op in MULTI_INPUT:
             entry["inputs"] = list(layer.inputs)
         if layer.op == "conv":
-            entry.update(k=p["k"], r=p["r"], s=p["s"], stride=_pair(p["stride_h"], p["stride_w"]),
-                         pad=_pair(p["pad_h"], p["pad_w"]), dilation=_pair(p["dil_h"], p["dil_w"]),
-                         groups=p["groups"], bias=p["bias"])
+            entry.update(
+                k=p["k"],
+                r=p["r"],
+                s=p["s"],
+                stride=_pair(p["stride_h"], p["stride_w"]),
+                pad=_pair(p["pad_h"], p["pad_w"]),
+                dilation=_pair(p["dil_h"], p["dil_w"]),
+                groups=p["groups"],
+                bias=p["bias"],
+            )
         elif layer.op == "pool":
-            entry.update(size=_pair(p["kh"], p["kw"]), stride=p["stride"], pad=p["pad"], mode=p["mode"],
-                         ceil_mode=p["ceil_mode"])
+            entry.update(
+                size=_pair(p["kh"], p["kw"]), stride=p["stride"], pad=p["pad"], mode=p["mode"], ceil_mode=p["ceil_mode"]
+            )
         elif layer.op == "fc":
             entry.update(out_features=p["out_features"], bias=p.get("bias", True))
         elif layer.op in ("lrn", "bn", "dropout"):
@@ -332,8 +360,13 @@ def to_spec(network: Network) -> dict:
         layers.append(entry)
         previous = layer.name
     data = network.layers[0]
-    return {"name": network.name, "input": list(data.out_shape), "batch": network.batch,
-            "description": network.description, "layers": layers}
+    return {
+        "name": network.name,
+        "input": list(data.out_shape),
+        "batch": network.batch,
+        "description": network.description,
+        "layers": layers,
+    }
 
 
 def _pair(h: int, w: int):

@@ -7,7 +7,7 @@ Every graph ends in a softmax (the loss layer of a training step), and layer
 names follow the defining framework (Caffe names for Caffe/VGG nets, torchvision module paths for
 torchvision nets), so kernel ids can be matched against the papers and against real models.
 
-The module is over 400 lines because it is one registry: every architecture's builder sits beside the
+The module is over 300 statements because it is one registry: every architecture's builder sits beside the
 ``register`` call and the name resolution (``get_network``) that find it, and a new network touches only
 this file.
 """

@@ -38,8 +38,11 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="user", help="user (examples/user_model.py, 3x64x64, 10 classes) or "
-                    "torchvision:NAME (3x224x224, 1000 classes)")
+    ap.add_argument(
+        "--model",
+        default="user",
+        help="user (examples/user_model.py, 3x64x64, 10 classes) or torchvision:NAME (3x224x224, 1000 classes)",
+    )
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--budget", default="64MiB")
@@ -58,6 +61,7 @@ def main() -> int:
         stock, size, classes = build().cuda(), 64, 10
     elif args.model.startswith("torchvision:"):
         import torchvision
+
         stock = torchvision.models.get_model(args.model.split(":", 1)[1], weights=None).cuda()
         size, classes = 224, 1000
     else:
@@ -81,7 +85,7 @@ def main() -> int:
         ref = copy.deepcopy(stock).double()
         losses = []
         for model, inp in ((stock, x), (planned, x), (ref, x.double())):
-            torch.manual_seed(1000 + step)   # the same dropout masks in all three
+            torch.manual_seed(1000 + step)  # the same dropout masks in all three
             loss = torch.nn.functional.cross_entropy(model(inp), target)
             loss.backward()
             losses.append(loss.detach())
@@ -91,23 +95,31 @@ def main() -> int:
             errs = {"loss": rel(losses[a], losses[b])}
             errs.update({n: rel(params[a][n].grad, params[b][n].grad) for n in params[0]})
             return max((e, n) for n, e in errs.items())
+
         vs_stock, vs_ref, stock_ref = worst(1, 0), worst(1, 2), worst(0, 2)
         passed = vs_stock[0] <= TOL[precision] or vs_ref[0] <= max(TOL[precision], 2 * stock_ref[0])
         ok &= passed
-        print(f"step {step}: loss {losses[0].item():.6f} stock, {losses[1].item():.6f} planned, {losses[2].item():.6f}"
-              f" float64; largest relative L2: planned vs stock {vs_stock[0]:.2e} ({vs_stock[1]}), planned vs float64 "
-              f"{vs_ref[0]:.2e} ({vs_ref[1]}), stock vs float64 {stock_ref[0]:.2e} ({stock_ref[1]}): "
-              f"{'ok' if passed else 'FAILED'}")
+        print(
+            f"step {step}: loss {losses[0].item():.6f} stock, {losses[1].item():.6f} planned, {losses[2].item():.6f}"
+            f" float64; largest relative L2: planned vs stock {vs_stock[0]:.2e} ({vs_stock[1]}), planned vs float64 "
+            f"{vs_ref[0]:.2e} ({vs_ref[1]}), stock vs float64 {stock_ref[0]:.2e} ({stock_ref[1]}): "
+            f"{'ok' if passed else 'FAILED'}"
+        )
         for opt in opts:
             opt.step()
             opt.zero_grad(set_to_none=True)
     applied = planned.__dict__.get("ucudnn")
     auto = planned.__dict__.get("ucudnn_auto")
-    report = {"planned_layers": sorted(applied.planned) if applied else [],
-              "unplanned": applied.unplanned if applied else None,
-              "fallbacks": applied.fallbacks if applied else None,
-              "history": auto.history if auto else None, "stock": {str(k): v for k, v in auto.stock.items()}
-              if auto else None, "precision": precision, "tolerance": TOL[precision], "steps_ok": ok}
+    report = {
+        "planned_layers": sorted(applied.planned) if applied else [],
+        "unplanned": applied.unplanned if applied else None,
+        "fallbacks": applied.fallbacks if applied else None,
+        "history": auto.history if auto else None,
+        "stock": {str(k): v for k, v in auto.stock.items()} if auto else None,
+        "precision": precision,
+        "tolerance": TOL[precision],
+        "steps_ok": ok,
+    }
     print(json.dumps(report, default=str))
     return 0 if ok and applied and applied.planned and not applied.fallbacks else 1
 

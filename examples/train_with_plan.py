@@ -61,8 +61,10 @@ def main() -> None:
     ap.add_argument("--amp", action="store_true", help="fp16 autocast and channels_last (an fp16 NHWC plan)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
-        fail("this example trains on a CUDA GPU and this host has none (torch.cuda.is_available() is False); "
-             "run it on a GPU host")
+        fail(
+            "this example trains on a CUDA GPU and this host has none (torch.cuda.is_available() is False); "
+            "run it on a GPU host"
+        )
     torch.backends.cudnn.benchmark = True
     fmt = torch.channels_last if args.amp else torch.contiguous_format
     x = torch.randn(args.batch, 3, 224, 224, device="cuda").to(memory_format=fmt)

@@ -36,11 +36,23 @@ def no_free_plan_profile(tmp_path_factory):
 
 # --- working commands ------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_plan_wr_writes_a_valid_plan(synthetic_profile_path, tmp_path):
     out = tmp_path / "wr.json"
-    proc = engine("plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--mode", "wr",
-                  "--budget", "64MiB", "-o", out)
+    proc = engine(
+        "plan",
+        "--profile",
+        synthetic_profile_path,
+        "--network",
+        "alexnet",
+        "--mode",
+        "wr",
+        "--budget",
+        "64MiB",
+        "-o",
+        out,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "conv2:F" in proc.stdout and "speed-up over undivided cuDNN at the same memory" in proc.stdout
     plan = load_plan(out)
@@ -54,8 +66,23 @@ def test_plan_wr_writes_a_valid_plan(synthetic_profile_path, tmp_path):
 @pytest.mark.slow
 def test_plan_wd_small_batch(synthetic_profile_path, tmp_path):
     out = tmp_path / "wd.json.gz"
-    proc = engine("plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--batch", "32",
-                  "--mode", "wd", "--budget", "40MiB", "--policy", "all", "-o", out)
+    proc = engine(
+        "plan",
+        "--profile",
+        synthetic_profile_path,
+        "--network",
+        "alexnet",
+        "--batch",
+        "32",
+        "--mode",
+        "wd",
+        "--budget",
+        "40MiB",
+        "--policy",
+        "all",
+        "-o",
+        out,
+    )
     assert proc.returncode == 0, proc.stderr
     plan = load_plan(out)
     assert plan.batch == 32 and plan.arena_size <= 40 * MiB and plan.policy == "all"
@@ -72,16 +99,40 @@ def test_front_csv_and_json(synthetic_profile_path, tmp_path):
     ts = [float(r["time_ms"]) for r in rows]
     assert ws == sorted(set(ws)) and all(a > b for a, b in zip(ts, ts[1:]))
     out = tmp_path / "front.json"
-    proc = engine("front", "--profile", synthetic_profile_path, "--network", "alexnet", "--batch", "16",
-                  "--format", "json", "-o", out)
+    proc = engine(
+        "front",
+        "--profile",
+        synthetic_profile_path,
+        "--network",
+        "alexnet",
+        "--batch",
+        "16",
+        "--format",
+        "json",
+        "-o",
+        out,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert [p["workspace"] for p in doc["points"]] == ws
     assert doc["network"] == {"name": "alexnet", "batch": 16} and doc["profile"]["synthetic"] is True
     # each point is the WD plan at that budget: its arena is the point's workspace, its time the point's time
     for w, t in [(ws[0], ts[0]), (ws[len(ws) // 2], ts[len(ts) // 2])]:
-        proc = engine("plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--batch", "16",
-                      "--mode", "wd", "--budget", str(w), "-o", tmp_path / "p.json")
+        proc = engine(
+            "plan",
+            "--profile",
+            synthetic_profile_path,
+            "--network",
+            "alexnet",
+            "--batch",
+            "16",
+            "--mode",
+            "wd",
+            "--budget",
+            str(w),
+            "-o",
+            tmp_path / "p.json",
+        )
         assert proc.returncode == 0, proc.stderr
         plan = load_plan(tmp_path / "p.json")
         assert plan.arena_size == w and plan.totals.time_ms == pytest.approx(t, rel=1e-12)
@@ -103,23 +154,26 @@ PLAN = ["plan", "--network", "alexnet", "--batch", "8", "--mode", "wr", "--budge
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("change,fragments", [
-    ({"--network": "vgg"}, ["unknown network 'vgg'"]),
-    ({"--budget": "64MiQ"}, ["invalid size '64MiQ'", "unknown unit 'MiQ'"]),
-    ({"--mode": "wx"}, ["--mode must be wr or wd"]),
-    ({"--batch": "many"}, ["--batch must be a positive integer"]),
-    ({"--batch": "0"}, ["--batch must be a positive integer"]),
-    ({"--policy": "most"}, ["unknown batch-size policy 'most'"]),
-    ({"--precision": "fp16"}, ["holds no fp16/* measurements for alexnet"]),
-    ({"--budget": None}, ["missing --budget"]),
-    ({"-o": "/nonexistent-dir/p.json"}, ["cannot write plan to '/nonexistent-dir/p.json'"]),
-])
+@pytest.mark.parametrize(
+    "change,fragments",
+    [
+        ({"--network": "vgg"}, ["unknown network 'vgg'"]),
+        ({"--budget": "64MiQ"}, ["invalid size '64MiQ'", "unknown unit 'MiQ'"]),
+        ({"--mode": "wx"}, ["--mode must be wr or wd"]),
+        ({"--batch": "many"}, ["--batch must be a positive integer"]),
+        ({"--batch": "0"}, ["--batch must be a positive integer"]),
+        ({"--policy": "most"}, ["unknown batch-size policy 'most'"]),
+        ({"--precision": "fp16"}, ["holds no fp16/* measurements for alexnet"]),
+        ({"--budget": None}, ["missing --budget"]),
+        ({"-o": "/nonexistent-dir/p.json"}, ["cannot write plan to '/nonexistent-dir/p.json'"]),
+    ],
+)
 def test_plan_bad_arguments(synthetic_profile_path, change, fragments):
     args = PLAN + ["--profile", str(synthetic_profile_path)]
     for flag, value in change.items():
         if flag in args:
             i = args.index(flag)
-            del args[i:i + 2]
+            del args[i : i + 2]
         if value is not None:
             args += [flag, value]
     one_error_line(engine(*args), *fragments)
@@ -137,11 +191,33 @@ def test_impossible_budget_names_the_minimum(no_free_plan_profile, mode):
     profile = Profile.load(no_free_plan_profile)
     least = [least_workspace(profile, k.signature.key, 8) for k in get_network("alexnet", 8).kernels()]
     minimum = max(least) if mode == "wr" else sum(align(w) for w in least)
-    proc = engine("plan", "--profile", no_free_plan_profile, "--network", "alexnet", "--batch", "8", "--mode", mode,
-                  "--budget", minimum - 1)
+    proc = engine(
+        "plan",
+        "--profile",
+        no_free_plan_profile,
+        "--network",
+        "alexnet",
+        "--batch",
+        "8",
+        "--mode",
+        mode,
+        "--budget",
+        minimum - 1,
+    )
     one_error_line(proc, f"is below {format_size(minimum)} ({minimum} bytes)")
-    ok = engine("plan", "--profile", no_free_plan_profile, "--network", "alexnet", "--batch", "8", "--mode", mode,
-                "--budget", minimum)
+    ok = engine(
+        "plan",
+        "--profile",
+        no_free_plan_profile,
+        "--network",
+        "alexnet",
+        "--batch",
+        "8",
+        "--mode",
+        mode,
+        "--budget",
+        minimum,
+    )
     assert ok.returncode == 0, ok.stderr
 
 
@@ -173,8 +249,10 @@ def test_malformed_plans(synthetic_profile_path, tmp_path):
 @pytest.mark.slow
 def test_usage_errors_are_one_line(synthetic_profile_path):
     one_error_line(engine("front", "--network", "alexnet"), "required: --profile")
-    one_error_line(engine("front", "--profile", synthetic_profile_path, "--network", "alexnet", "--format", "xml"),
-                   "--format must be csv or json")
+    one_error_line(
+        engine("front", "--profile", synthetic_profile_path, "--network", "alexnet", "--format", "xml"),
+        "--format must be csv or json",
+    )
 
 
 @pytest.mark.slow
@@ -184,8 +262,7 @@ def test_plan_from_a_bundled_profile(tmp_path):
     profile = Profile.load(bundled_profiles()[name])
     net = profile.networks[0]
     out = tmp_path / "plan.json"
-    proc = engine("plan", "--profile", name, "--network", net["name"], "--mode", "wd", "--budget", "256MiB",
-                  "-o", out)
+    proc = engine("plan", "--profile", name, "--network", net["name"], "--mode", "wd", "--budget", "256MiB", "-o", out)
     assert proc.returncode == 0, proc.stderr
     plan = load_plan(out)
     assert (plan.batch, plan.precision, plan.layout) == (net["batch"], net["precision"], net["layout"])
@@ -193,24 +270,51 @@ def test_plan_from_a_bundled_profile(tmp_path):
     for k in plan.kernels:
         for m in k.micro:
             row = profile.plan_row(k.signature, m.batch, m.plan)
-            assert (m.engine_id, m.knobs, m.workspace) == (row["engine_id"], json.loads(row["knobs"]),
-                                                           row["workspace"])
+            assert (m.engine_id, m.knobs, m.workspace) == (row["engine_id"], json.loads(row["knobs"]), row["workspace"])
 
 
 @pytest.mark.slow
 def test_plan_engine_set_option(tmp_path):
     path = engine_set_profile().save(tmp_path / "SYNTHETIC-engines.profile.json.gz")
     out = tmp_path / "heur.json"
-    proc = engine("plan", "--profile", path, "--network", "alexnet", "--mode", "wr", "--budget", "64MiB",
-                  "--engines", "heuristics", "-o", out)
+    proc = engine(
+        "plan",
+        "--profile",
+        path,
+        "--network",
+        "alexnet",
+        "--mode",
+        "wr",
+        "--budget",
+        "64MiB",
+        "--engines",
+        "heuristics",
+        "-o",
+        out,
+    )
     assert proc.returncode == 0, proc.stderr
     plans = {m["plan"] for k in json.loads(out.read_text())["kernels"] for m in k["micro"]}
     assert plans and "eng3_k2=3" not in plans
-    one_error_line(engine("plan", "--profile", path, "--network", "alexnet", "--mode", "wr", "--budget", "64MiB",
-                          "--engines", "fastest"), "--engines")
+    one_error_line(
+        engine(
+            "plan",
+            "--profile",
+            path,
+            "--network",
+            "alexnet",
+            "--mode",
+            "wr",
+            "--budget",
+            "64MiB",
+            "--engines",
+            "fastest",
+        ),
+        "--engines",
+    )
 
 
 # --- quiet, helpful, and honest about limits (issue 25) ---------------------------------------
+
 
 def test_help_is_for_users():
     proc = engine("--help")
@@ -224,8 +328,19 @@ def test_help_is_for_users():
 def test_wd_solver_is_silent_unless_verbose(synthetic_profile_path):
     """HiGHS prints its banner from C on the process's stdout: a subprocess sees it where a redirect of
     sys.stdout would not."""
-    argv = ["plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--batch", "32", "--mode", "wd",
-            "--budget", "40MiB"]
+    argv = [
+        "plan",
+        "--profile",
+        synthetic_profile_path,
+        "--network",
+        "alexnet",
+        "--batch",
+        "32",
+        "--mode",
+        "wd",
+        "--budget",
+        "40MiB",
+    ]
     quiet = engine(*argv)
     assert quiet.returncode == 0, quiet.stderr
     assert "HiGHS" not in quiet.stdout + quiet.stderr and quiet.stdout.startswith("alexnet b32")
@@ -240,8 +355,20 @@ def test_a_search_that_hits_its_limit_says_so():
     proc = engine("memory", "--network", "alexnet", "--policy", "liveness", "--capacity", "1000TiB", "--max-batch")
     assert proc.returncode == 0, proc.stderr
     assert "65536 or more (the search stops at 65536)" in proc.stdout
-    proc = engine("memory", "--network", "alexnet", "--batch", "1", "--policy", "liveness", "--capacity", "1000TiB",
-                  "--deepest", "vgg", "--json")
+    proc = engine(
+        "memory",
+        "--network",
+        "alexnet",
+        "--batch",
+        "1",
+        "--policy",
+        "liveness",
+        "--capacity",
+        "1000TiB",
+        "--deepest",
+        "vgg",
+        "--json",
+    )
     row = json.loads(proc.stdout)["rows"][0]
     assert (row["deepest"], row["search_limit"], row["at_limit"]) == (2916, 2916, True)
     proc = engine("memory", "--network", "alexnet", "--policy", "liveness", "--capacity", "4GiB", "--max-batch")
@@ -253,11 +380,25 @@ def test_outputs_to_devices(synthetic_profile_path, tmp_path):
     """-o to a null device and --snapshot to a full one (device nodes of our own, so a failure cannot replace
     the machine's /dev/null): the first writes and stays a device, the second is one error line, exit 2."""
     null, full = device_node(tmp_path, "null", 3), device_node(tmp_path, "full", 7)
-    proc = engine("plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--mode", "wr",
-                  "--budget", "64MiB", "-o", null)
+    proc = engine(
+        "plan",
+        "--profile",
+        synthetic_profile_path,
+        "--network",
+        "alexnet",
+        "--mode",
+        "wr",
+        "--budget",
+        "64MiB",
+        "-o",
+        null,
+    )
     assert proc.returncode == 0 and f"wrote {null}" in proc.stdout, proc.stderr
-    line = one_error_line(engine("memory", "--network", "alexnet", "--batch", "32", "--snapshot", full),
-                          "cannot write memory snapshot", "No space left on device")
+    line = one_error_line(
+        engine("memory", "--network", "alexnet", "--batch", "32", "--snapshot", full),
+        "cannot write memory snapshot",
+        "No space left on device",
+    )
     assert engine("memory", "--network", "alexnet", "--batch", "32", "--snapshot", full).returncode == 2, line
     proc = engine("memory", "--network", "alexnet", "--batch", "32", "--json", "/dev/fd/1")
     assert proc.returncode == 0 and json.loads(proc.stdout)["network"] == "alexnet" and "wrote" in proc.stderr

@@ -17,16 +17,20 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "engine", "networks", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "engine", "networks", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--network", "lenet"], "error: unknown network 'lenet'; known: alexnet"),
-    (["--network", "resnet-1920"], "error: resnet-1920: a bottleneck ResNet has 3*blocks+2 layers"),
-    (["--network", "missing.yaml"], "error: spec 'missing.yaml': file not found"),
-    (["--batch", "0"], "error: mini-batch size must be a positive integer, got 0"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--network", "lenet"], "error: unknown network 'lenet'; known: alexnet"),
+        (["--network", "resnet-1920"], "error: resnet-1920: a bottleneck ResNet has 3*blocks+2 layers"),
+        (["--network", "missing.yaml"], "error: spec 'missing.yaml': file not found"),
+        (["--batch", "0"], "error: mini-batch size must be a positive integer, got 0"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args, message):
     proc = run_cli(*args)
     assert proc.returncode == 2
@@ -40,8 +44,15 @@ def test_zoo_table_json(capsys):
     out = json.loads(capsys.readouterr().out)
     rows = {r["network"]: r for r in out["networks"]}
     assert list(rows) == list(NETWORKS)
-    assert rows["resnet50"] == {"network": "resnet50", "batch": 64, "params": 25_557_032, "conv_layers": 53,
-                                "kernels": 158, "unique_kernels": 68, "description": "ResNet-50 (torchvision)"}
+    assert rows["resnet50"] == {
+        "network": "resnet50",
+        "batch": 64,
+        "params": 25_557_032,
+        "conv_layers": 53,
+        "kernels": 158,
+        "unique_kernels": 68,
+        "description": "ResNet-50 (torchvision)",
+    }
     assert rows["googlenet"]["conv_layers"] == 57
     assert set(out["generators"]) == {"resnet-N", "vgg-N"}
 
@@ -60,8 +71,12 @@ def test_network_kernels_json(capsys):
     info = json.loads(capsys.readouterr().out)
     net = get_network("resnet18", 32)
     assert info["batch"] == 32 and info["kernels"] == len(info["kernel_list"]) == 59
-    assert [k["id"] for k in info["kernel_list"][:4]] == ["conv1:F", "conv1:BF", "layer1.0.conv1:F",
-                                                          "layer1.0.conv1:BD"]
+    assert [k["id"] for k in info["kernel_list"][:4]] == [
+        "conv1:F",
+        "conv1:BF",
+        "layer1.0.conv1:F",
+        "layer1.0.conv1:BD",
+    ]
     assert info["kernel_list"][0]["key"] == "Forward/tf32/NCHW/c3h224w224/k64r7s7/p3x3/s2x2/d1x1/g1"
     assert info["unique_kernels"] == len(info["unique_kernel_list"]) == len(net.unique_kernels()) == 32
     # layer1's four 3x3 convs are one signature per direction
@@ -80,9 +95,15 @@ def test_network_kernels_text(capsys):
 
 
 def test_network_from_spec_file(tmp_path):
-    spec = {"name": "mini", "input": [3, 8, 8], "layers": [
-        {"op": "conv", "name": "a", "k": 4, "r": 3, "pad": 1}, {"op": "conv", "name": "b", "k": 4, "r": 3, "pad": 1},
-        {"op": "fc", "out_features": 2}]}
+    spec = {
+        "name": "mini",
+        "input": [3, 8, 8],
+        "layers": [
+            {"op": "conv", "name": "a", "k": 4, "r": 3, "pad": 1},
+            {"op": "conv", "name": "b", "k": 4, "r": 3, "pad": 1},
+            {"op": "fc", "out_features": 2},
+        ],
+    }
     path = tmp_path / "mini.yaml"
     path.write_text(yaml.safe_dump(spec))
     proc = run_cli("--network", str(path), "--json")

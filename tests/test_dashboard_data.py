@@ -116,8 +116,10 @@ def test_wd_plan_meets_the_front_the_page_draws(analysis, budget_mib):
     assert math.isclose(c.time_ms, ps.front.time_ms[fits].min(), rel_tol=1e-9)
 
 
-@pytest.mark.parametrize("mode,budget", [("WR", 300 * 1024), ("WR", 2 * MiB), ("WR", 1 << 40),
-                                         ("WD", 3 * MiB), ("WD", 40 * MiB), ("WD", 1 << 40)])
+@pytest.mark.parametrize(
+    "mode,budget",
+    [("WR", 300 * 1024), ("WR", 2 * MiB), ("WR", 1 << 40), ("WD", 3 * MiB), ("WD", 40 * MiB), ("WD", 1 << 40)],
+)
 def test_baseline_mark_is_the_plans_own_baseline(analysis, mode, budget):
     """The undivided mark and the plan's speed-up come from the same engine plans."""
     c = plan_choice(analysis, "powerOfTwo", mode, budget)
@@ -132,6 +134,7 @@ def test_baseline_mark_is_the_plans_own_baseline(analysis, mode, budget):
 
 def test_choices_are_shared_per_process_and_bounded(analysis, monkeypatch):
     from dashboard.cache import LRU
+
     monkeypatch.setattr("dashboard.plans.CHOICES", LRU(2))
     first = choose(analysis, "powerOfTwo", "WD", 8 * MiB)
     assert choose(analysis, "powerOfTwo", "WD", 8 * MiB).plan is first.plan
@@ -155,8 +158,14 @@ def test_front_is_optimal_on_a_small_case_by_brute_force(profile):
     ps = an.policies["powerOfTwo"]
     sub = AN.make_policy_sets("powerOfTwo", ps.kernels[:3], ps.sets[:3])
     for budget in [0, 50_000, 200_000, 1 * MiB, 5 * MiB]:
-        best = min((sum(c.time_ms for c in combo) for combo in itertools.product(*sub.sets)
-                    if sum(align(c.workspace) for c in combo) <= budget), default=None)
+        best = min(
+            (
+                sum(c.time_ms for c in combo)
+                for combo in itertools.product(*sub.sets)
+                if sum(align(c.workspace) for c in combo) <= budget
+            ),
+            default=None,
+        )
         fits = sub.front.workspace <= budget
         assert (best is None) == (not fits.any())
         if best is not None:
@@ -193,8 +202,12 @@ def test_budget_steps_are_log_spaced_and_cover_the_range(analysis, mode):
     assert np.all(ratios > 1.1) and np.all(ratios < 1.3)
     # no run of steps where nothing changes: below the second step every budget gives the 0 B plan
     plans = {plan_choice(analysis, "powerOfTwo", mode, b).index for b in steps[:2]}
-    first_change = min(int(w) for ps in analysis.policies.values()
-                       for w in (np.concatenate(ps.ws) if mode == "WR" else ps.front.workspace) if w > 0)
+    first_change = min(
+        int(w)
+        for ps in analysis.policies.values()
+        for w in (np.concatenate(ps.ws) if mode == "WR" else ps.front.workspace)
+        if w > 0
+    )
     assert steps[1] <= first_change < steps[1] * 1.2 + 1 and len(plans) == 1
 
 
@@ -202,8 +215,17 @@ def test_execution_order_is_forward_then_backward_in_reverse(analysis):
     kernels = analysis.kernels
     order = [kernels[i].id for i in AN.execution_order(kernels)]
     assert order[:5] == ["conv1:F", "conv2:F", "conv3:F", "conv4:F", "conv5:F"]
-    assert order[5:] == ["conv5:BD", "conv5:BF", "conv4:BD", "conv4:BF", "conv3:BD", "conv3:BF",
-                         "conv2:BD", "conv2:BF", "conv1:BF"]
+    assert order[5:] == [
+        "conv5:BD",
+        "conv5:BF",
+        "conv4:BD",
+        "conv4:BF",
+        "conv3:BD",
+        "conv3:BF",
+        "conv2:BD",
+        "conv2:BF",
+        "conv1:BF",
+    ]
 
 
 def test_timeline_pieces_are_back_to_back_and_add_up(analysis):
@@ -271,8 +293,10 @@ def test_engine_colours_favour_the_engines_that_win(profile):
 
 
 def test_measured_times_reads_verify_reports():
-    report = {"kernels": [{"id": "conv1:F", "measured_ms": 1.5}, {"id": "conv2:F", "measured_ms": 2.0}],
-              "totals": {"all_passed": True}}
+    report = {
+        "kernels": [{"id": "conv1:F", "measured_ms": 1.5}, {"id": "conv2:F", "measured_ms": 2.0}],
+        "totals": {"all_passed": True},
+    }
     assert G.measured_times(report) == {"conv1:F": 1.5, "conv2:F": 2.0}
 
 
@@ -290,9 +314,10 @@ def test_gpu_entry_points_take_what_the_dashboard_passes():
     from pathlib import Path
 
     root = Path(G.__file__).resolve().parents[1] / "engine" / "gpu"
-    wanted = {"profiler.py": ("profile_network", {"policy", "precision", "layout", "progress", "should_stop",
-                                                  "command"}),
-              "verify.py": ("verify_plan", {"progress", "should_stop"})}
+    wanted = {
+        "profiler.py": ("profile_network", {"policy", "precision", "layout", "progress", "should_stop", "command"}),
+        "verify.py": ("verify_plan", {"progress", "should_stop"}),
+    }
     for file, (name, kwargs) in wanted.items():
         tree = ast.parse((root / file).read_text())
         fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)

@@ -17,6 +17,7 @@ def test_job_reports_progress_and_result():
         for i in range(5):
             progress(i + 1, 5, f"step {i}")
         return "answer"
+
     assert runner.start("profile", work, owner="page-1")
     runner.join(5)
     assert runner.status == "done" and runner.result == "answer" and not runner.running
@@ -34,6 +35,7 @@ def test_only_one_job_at_a_time_and_cancel():
             release.wait(0.01)
         JobRunner.check(should_stop)
         return "never"
+
     assert runner.start("verify", work)
     started.wait(5)
     assert runner.running and not runner.start("profile", lambda p, s: None)
@@ -54,6 +56,7 @@ def test_engine_cancellation_errors_count_as_cancelled():
         while not should_stop():
             pass
         raise EngineError("profiling cancelled after 3 of 10 graphs")
+
     runner.start("profile", work)
     runner.cancel()
     runner.join(5)
@@ -65,6 +68,7 @@ def test_failure_is_reported_in_one_line():
 
     def work(progress, should_stop):
         raise EngineError("no usable CUDA GPU: driver too old")
+
     runner.start("profile", work)
     runner.join(5)
     assert runner.status == "failed" and runner.error == "no usable CUDA GPU: driver too old"

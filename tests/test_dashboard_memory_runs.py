@@ -39,30 +39,80 @@ def _panel_state():
 
 def step(variant, peak, step_ms, capacity=None, batch=32, **extra):
     """One SYNTHETIC ``step`` case as the benchmark records it."""
-    return dict({"kind": "step", "model": "alexnet", "variant": variant, "batch": batch, "capacity": capacity,
-                 "ok": True, "peak": peak, "step_ms": step_ms, "step_ms_p10": 38.0, "step_ms_p90": 47.5, "steps": 4,
-                 "predicted": {"peak": 1.29 * GiB, "iteration_ms": 38.2, "offload_bytes": 320 * MiB,
-                               "recompute_count": 2, "time_model": "time model: SYNTHETIC calibration",
-                               "workspace_rule": "heuristic", "convention": "pytorch"},
-                 # cumulative offload counter: 300 MiB per step; 7 re-forwards per step
-                 "stats": [{"offloaded_bytes": (i + 1) * 300 * MiB, "recomputed_layers": 7} for i in range(4)]},
-                **extra)
+    return dict(
+        {
+            "kind": "step",
+            "model": "alexnet",
+            "variant": variant,
+            "batch": batch,
+            "capacity": capacity,
+            "ok": True,
+            "peak": peak,
+            "step_ms": step_ms,
+            "step_ms_p10": 38.0,
+            "step_ms_p90": 47.5,
+            "steps": 4,
+            "predicted": {
+                "peak": 1.29 * GiB,
+                "iteration_ms": 38.2,
+                "offload_bytes": 320 * MiB,
+                "recompute_count": 2,
+                "time_model": "time model: SYNTHETIC calibration",
+                "workspace_rule": "heuristic",
+                "convention": "pytorch",
+            },
+            # cumulative offload counter: 300 MiB per step; 7 re-forwards per step
+            "stats": [{"offloaded_bytes": (i + 1) * 300 * MiB, "recomputed_layers": 7} for i in range(4)],
+        },
+        **extra,
+    )
 
 
 def synthetic_results(**prov) -> dict:
     """SYNTHETIC: made-up measurements in the benchmark's format."""
-    return {"provenance": dict({"gpu": "SYNTHETIC GPU", "date": "2000-01-02T03:04:05Z", "torch": "0.0",
-                                "cudnn_version": "-", "command": "SYNTHETIC", "synthetic": True}, **prov),
-            "results": [
-                {"kind": "calibrate-host", "model": "host", "variant": "", "batch": 0, "capacity": None,
-                 "doc": {"copy": {"h2d": 50e9}}},
-                step("vdnn-all-p", 1.37 * GiB, 41.7),
-                step("vdnn-all-p", 1.11 * GiB, 44.4, capacity=12 * GiB),
-                step("liveness", 2.5 * GiB, 20.0, batch=256),
-                {"kind": "step", "model": "alexnet", "variant": "sn-recompute", "batch": 32, "capacity": None,
-                 "ok": False, "error": "RuntimeError: SYNTHETIC failure", "predicted": {"peak": GiB}}],
-            "capacity": {"alexnet/12": {"predicted": {"liveness": 3232, "vdnn-all-p": 3600}, "best": "vdnn-all-p",
-                                        "found": {"liveness": 3000, "vdnn-all-p": 3500}}}}
+    return {
+        "provenance": dict(
+            {
+                "gpu": "SYNTHETIC GPU",
+                "date": "2000-01-02T03:04:05Z",
+                "torch": "0.0",
+                "cudnn_version": "-",
+                "command": "SYNTHETIC",
+                "synthetic": True,
+            },
+            **prov,
+        ),
+        "results": [
+            {
+                "kind": "calibrate-host",
+                "model": "host",
+                "variant": "",
+                "batch": 0,
+                "capacity": None,
+                "doc": {"copy": {"h2d": 50e9}},
+            },
+            step("vdnn-all-p", 1.37 * GiB, 41.7),
+            step("vdnn-all-p", 1.11 * GiB, 44.4, capacity=12 * GiB),
+            step("liveness", 2.5 * GiB, 20.0, batch=256),
+            {
+                "kind": "step",
+                "model": "alexnet",
+                "variant": "sn-recompute",
+                "batch": 32,
+                "capacity": None,
+                "ok": False,
+                "error": "RuntimeError: SYNTHETIC failure",
+                "predicted": {"peak": GiB},
+            },
+        ],
+        "capacity": {
+            "alexnet/12": {
+                "predicted": {"liveness": 3232, "vdnn-all-p": 3600},
+                "best": "vdnn-all-p",
+                "found": {"liveness": 3000, "vdnn-all-p": 3500},
+            }
+        },
+    }
 
 
 @pytest.fixture
@@ -82,8 +132,10 @@ def page(profile_path, results_file, policy="vdnn-all-p", capacity=16 * GiB):
 
 def table(text: str) -> dict[str, list[str]]:
     """The rendered comparison table: row name -> [predicted here, predicted by the benchmark, measured]."""
-    return {m.group(1): re.findall(r"<td[^>]*>(.*?)</td>", m.group(2))
-            for m in re.finditer(r"<tr><td>(.*?)</td>(.*?)</tr>", text)}
+    return {
+        m.group(1): re.findall(r"<td[^>]*>(.*?)</td>", m.group(2))
+        for m in re.finditer(r"<tr><td>(.*?)</td>(.*?)</tr>", text)
+    }
 
 
 def test_measured_run_is_shown_beside_the_prediction(profile_path, results):
@@ -92,17 +144,17 @@ def test_measured_run_is_shown_beside_the_prediction(profile_path, results):
     text = mem.measured.object
     rows = table(text)
     here = dash.state.memory()["summary"].iloc[0]
-    assert rows["peak"][1:] == ["1.29 GiB", "1.37 GiB"]                      # benchmark's prediction, measured
+    assert rows["peak"][1:] == ["1.29 GiB", "1.37 GiB"]  # benchmark's prediction, measured
     assert rows["step time"][1:] == ["38.2 ms", "41.7 ms (38.0-47.5)"]
-    assert rows["offloaded per step"][1:] == ["320 MiB", "300 MiB"]          # per step from the cumulative counter
+    assert rows["offloaded per step"][1:] == ["320 MiB", "300 MiB"]  # per step from the cumulative counter
     assert rows["recomputations per step"][1:] == ["2", "7"]
-    assert rows["step time"][0] == f"{here['iteration_ms']:.1f} ms"          # this tab's own prediction beside them
+    assert rows["step time"][0] == f"{here['iteration_ms']:.1f} ms"  # this tab's own prediction beside them
     assert rows["peak"][0] == format_size(here["peak"])
     assert "SYNTHETIC data, SYNTHETIC GPU, 2000-01-02" in text and "no memory cap" in text
-    assert "time model: SYNTHETIC calibration" in text                       # which times the benchmark measured
-    assert "3500 for vdnn-all-p (predicted 3600)" in text                    # the capacity search
+    assert "time model: SYNTHETIC calibration" in text  # which times the benchmark measured
+    assert "3500 for vdnn-all-p (predicted 3600)" in text  # the capacity search
     assert not mem.measured_error.visible
-    assert mem.plot.measured.data["peak"] == pytest.approx([1.37, 1.37])   # the measured peak line, in GiB
+    assert mem.plot.measured.data["peak"] == pytest.approx([1.37, 1.37])  # the measured peak line, in GiB
     assert mem.plot.extra["measured peak"].visible
 
 
@@ -110,7 +162,7 @@ def test_a_capped_run_is_preferred_under_its_own_capacity(profile_path, results)
     dash = page(profile_path, results, capacity=12 * GiB)
     assert table(dash.memory.measured.object)["peak"][2] == "1.11 GiB"
     assert "under a 12 GiB cap" in dash.memory.measured.object
-    dash.state.capacity = 16 * GiB                                           # no run there: the uncapped one
+    dash.state.capacity = 16 * GiB  # no run there: the uncapped one
     assert table(dash.memory.measured.object)["peak"][2] == "1.37 GiB"
 
 
@@ -121,9 +173,9 @@ def test_no_matching_run_says_so_and_names_the_command(profile_path, results):
     assert "no measured run for alexnet b32 under superneurons" in text
     assert "python benchmarks/memory_training.py measure" in text and "alexnet b32" in text
     assert "<table>" not in text and not mem.plot.measured.data["peak"] and not mem.plot.extra["measured peak"].visible
-    dash.state.memory_policy = "vdnn-all-p"                                  # a match: shown
+    dash.state.memory_policy = "vdnn-all-p"  # a match: shown
     assert "<table>" in mem.measured.object
-    dash.state.batch = 16                                                    # the run is for b32 only
+    dash.state.batch = 16  # the run is for b32 only
     assert "no measured run for alexnet b16 under vdnn-all-p" in mem.measured.object
     assert not mem.plot.measured.data["peak"]
 
@@ -144,7 +196,7 @@ def test_without_a_results_file_the_tab_names_the_command(profile_path, tmp_path
     dash.tabs.active = len(dash.tabs) - 1
     assert "no measured run yet" in dash.memory.measured.object
     assert "python benchmarks/memory_training.py measure" in dash.memory.measured.object
-    assert not dash.memory.measured_error.visible                            # an absent default is no error
+    assert not dash.memory.measured_error.visible  # an absent default is no error
 
 
 def test_the_environment_names_the_results_file(profile_path, results, monkeypatch):
@@ -173,15 +225,21 @@ BAD = {
     "a list": (b"[]", "must be a JSON object"),
     "results not a list": (b'{"results": 5}', "field results must be a list"),
     "row not an object": (b'{"results": ["x"]}', "field results[0] must be an object"),
-    "peak not a number": (json.dumps({"results": [step("vdnn-all-p", "lots", 41.7)]}).encode(),
-                          "field results[0].peak must be a non-negative number"),
-    "huge batch": (json.dumps({"results": [step("vdnn-all-p", GiB, 41.7, batch=10**400)]}).encode(),
-                   "field results[0].batch must be a positive integer"),
-    "negative time": (json.dumps({"results": [step("vdnn-all-p", GiB, -1)]}).encode(),
-                      "field results[0].step_ms must be a positive number"),
+    "peak not a number": (
+        json.dumps({"results": [step("vdnn-all-p", "lots", 41.7)]}).encode(),
+        "field results[0].peak must be a non-negative number",
+    ),
+    "huge batch": (
+        json.dumps({"results": [step("vdnn-all-p", GiB, 41.7, batch=10**400)]}).encode(),
+        "field results[0].batch must be a positive integer",
+    ),
+    "negative time": (
+        json.dumps({"results": [step("vdnn-all-p", GiB, -1)]}).encode(),
+        "field results[0].step_ms must be a positive number",
+    ),
     "NaN literal": (b'{"results": [], "x": NaN}', "is not valid JSON"),
     "deep nest": (b'{"results": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested deeper"),
-    "too large": (None, "larger than 16 MiB"),   # 17 MiB of NUL bytes, written as a sparse file
+    "too large": (None, "larger than 16 MiB"),  # 17 MiB of NUL bytes, written as a sparse file
 }
 
 
@@ -206,20 +264,20 @@ def test_a_malformed_file_is_one_line(tmp_path, name):
 def test_a_malformed_file_is_one_line_on_the_page_and_the_tab_still_works(profile_path, tmp_path):
     dash = page(profile_path, tmp_path / "unused.json")
     mem = dash.memory
-    for name in BAD:   # one page for every file: the Dashboard is what costs memory and time here
+    for name in BAD:  # one page for every file: the Dashboard is what costs memory and time here
         bad, needle = bad_file(tmp_path, name)
         dash.state.memory_results = str(bad)
         assert mem.measured_error.visible and needle in mem.measured_error.object, name
         assert mem.measured.object == "" and not mem.plot.measured.data["peak"], name
-        assert len(mem.plot.stack.data["tick"]) > 0 and "Peak" in mem.text.object, name   # still drawn
+        assert len(mem.plot.stack.data["tick"]) > 0 and "Peak" in mem.text.object, name  # still drawn
 
 
 def test_switching_files_refreshes_the_tab(profile_path, results, tmp_path):
     dash = page(profile_path, results)
     assert dash.memory.plot.measured.data["peak"]
-    dash.state.memory_results = str(tmp_path / "absent.json")               # named explicitly: an error
+    dash.state.memory_results = str(tmp_path / "absent.json")  # named explicitly: an error
     assert dash.memory.measured_error.visible and "does not exist" in dash.memory.measured_error.object
-    dash.state.memory_results = str(tmp_path)                                # a folder
+    dash.state.memory_results = str(tmp_path)  # a folder
     assert "is not a regular file" in dash.memory.measured_error.object
     dash.state.memory_results = str(results)
     assert not dash.memory.measured_error.visible and "1.37 GiB" in dash.memory.measured.object
@@ -242,10 +300,10 @@ def test_matching_rules_and_rereading_a_changed_file(results):
     assert model_of("torchvision:alexnet") == model_of("alexnet") == "alexnet"
     assert runs.find("torchvision:alexnet", 32, "vdnn-all-p", None).peak == 1.37 * GiB
     assert runs.find("alexnet", 32, "vdnn-all-p", None, precision="fp16", layout="NHWC") is None  # TF32 NCHW only
-    assert runs.find("alexnet", 256, "liveness", 12 * GiB).step_ms == 20.0   # no capped run: the uncapped one
+    assert runs.find("alexnet", 256, "liveness", 12 * GiB).step_ms == 20.0  # no capped run: the uncapped one
     assert runs.find("vgg16", 32, "vdnn-all-p", None) is None
     assert runs.scopes() == ["alexnet b32", "alexnet b256"] and runs.synthetic
     doc = synthetic_results()
-    doc["results"][1]["peak"] = 2.75 * GiB                                   # the file changes on disk
+    doc["results"][1]["peak"] = 2.75 * GiB  # the file changes on disk
     results.write_text(json.dumps(doc, indent=1))
     assert load_runs(results).find("alexnet", 32, "vdnn-all-p", None).peak == 2.75 * GiB

@@ -12,7 +12,7 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
-pytestmark = pytest.mark.slow   # a Jupyter kernel: ~10 s
+pytestmark = pytest.mark.slow  # a Jupyter kernel: ~10 s
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "examples" / "explore.ipynb"
@@ -30,17 +30,25 @@ def test_notebook_executes_and_embeds_the_dashboard(tmp_path, monkeypatch):
     assert not [o for c in raw["cells"] for o in c.get("outputs", [])]  # committed without outputs
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbformat.validate(nb)
-    client = nbclient.NotebookClient(nb, timeout=180, kernel_name="python3",
-                                     resources={"metadata": {"path": str(ROOT)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    )
     client.execute()
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "Traceback" not in text
-    views = [cell for cell in nb.cells if cell.cell_type == "code" and any(
-        "application/vnd.holoviews_exec.v0+json" in o.get("data", {}) for o in cell.get("outputs", []))]
+    views = [
+        cell
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        and any("application/vnd.holoviews_exec.v0+json" in o.get("data", {}) for o in cell.get("outputs", []))
+    ]
     assert [c.source.splitlines()[-1] for c in views] == [  # the extension; the dashboard; two components alone
-        "pn.extension(*EXTENSIONS)", "dash", "pn.Column(SummaryView(state=state), ParetoView(state=state))"]
+        "pn.extension(*EXTENSIONS)",
+        "dash",
+        "pn.Column(SummaryView(state=state), ParetoView(state=state))",
+    ]
     for cell in views[1:]:  # each rendered a Bokeh document, not just a placeholder
         data = next(o["data"] for o in cell.outputs if "application/vnd.holoviews_exec.v0+json" in o.get("data", {}))
         assert "text/html" in data and len(data["text/html"]) > 200

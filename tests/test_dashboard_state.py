@@ -26,7 +26,12 @@ def state(profile_path):
 
 def test_defaults_come_from_the_profile(state):
     assert (state.profile, state.network, state.batch, state.precision, state.layout) == (
-        "SYNTHETIC-alexnet", "alexnet", 32, "tf32", "NCHW")
+        "SYNTHETIC-alexnet",
+        "alexnet",
+        32,
+        "tf32",
+        "NCHW",
+    )
     assert state.policy == "powerOfTwo" and state.mode == "WD"
     assert state.planning.param.policy.objects == ["undivided", "powerOfTwo"]
     assert state.result is not None and state.result.choice.feasible and state.error == ""
@@ -79,6 +84,7 @@ def test_kernel_selection_and_default(state):
 def test_infeasible_budget_is_an_error_message_not_an_exception():
     """SYNTHETIC profile without its zero-workspace plan: a 0 B limit cannot be met."""
     from engine.profile import Profile
+
     p = synthetic_profile("alexnet", 8, "powerOfTwo")
     p = Profile(p.table[p.table.plan != "eng0"], p.provenance, p.networks)
     s = PlannerState(profiles={"SYNTHETIC-no-gemm": p}, mode="WR")
@@ -93,8 +99,9 @@ def test_infeasible_budget_is_an_error_message_not_an_exception():
 
 def test_measurement_belongs_to_the_plan_it_verified(state):
     ids = [k.id for k in state.analysis.kernels]
-    state.set_verification({"kernels": [{"id": i, "measured_ms": 0.5} for i in ids],
-                            "totals": {"all_passed": True, "failed": []}})
+    state.set_verification(
+        {"kernels": [{"id": i, "measured_ms": 0.5} for i in ids], "totals": {"all_passed": True, "failed": []}}
+    )
     assert math.isclose(state.result.summary["measured_ms"], 0.5 * len(ids))
     assert state.result.summary["all_passed"] is True
     assert (state.result.timeline.row == "measured").sum() == len(ids)
@@ -127,6 +134,7 @@ def test_environment_profiles_and_warnings(profile_path, tmp_path):
 
 def test_default_is_a_measured_profile_never_a_synthetic_one(profile_path, tmp_path):
     import shutil
+
     synthetic = tmp_path / "zzz-looks-real.profile.json.gz"  # SYNTHETIC content under an innocent name
     shutil.copy(profile_path, synthetic)
     bundled = bundled_profiles()

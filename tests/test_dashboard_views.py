@@ -34,8 +34,9 @@ def _panel_state():
 
 @pytest.fixture
 def dash(profile_path):
-    return Dashboard(PlannerState(profiles={"SYNTHETIC-alexnet": profile_path}), gpu=(False, "no GPU in tests"),
-                     runner=JobRunner())
+    return Dashboard(
+        PlannerState(profiles={"SYNTHETIC-alexnet": profile_path}), gpu=(False, "no GPU in tests"), runner=JobRunner()
+    )
 
 
 def test_dashboard_renders_to_bokeh_models(dash):
@@ -64,8 +65,12 @@ def test_slider_moves_budget_and_every_view(dash):
     assert dash.plan.table.value.reset_index(drop=True).equals(s.result.plan.reset_index(drop=True))
     # the plot data agree with the result
     assert math.isclose(max(dash.timeline.plot.source.data["right"]), s.result.choice.time_ms)
-    wd_tops = [src.data["top"][i] for src in [dash.workspace.plot.sources["BF"]]
-               for i, m in enumerate(src.data["mode"]) if m == "WD"]
+    wd_tops = [
+        src.data["top"][i]
+        for src in [dash.workspace.plot.sources["BF"]]
+        for i, m in enumerate(src.data["mode"])
+        if m == "WD"
+    ]
     assert math.isclose(sum(wd_tops) * MiB, s.result.wd.workspace, rel_tol=1e-9)
 
 
@@ -178,8 +183,11 @@ def test_verify_results_flow_into_timeline_and_summary(profile_path, monkeypatch
     def fake_verify_plan(plan, *, progress, should_stop):
         for i, kid in enumerate(ids):
             progress(i + 1, len(ids), kid)
-        return {"kernels": [{"id": kid, "measured_ms": 0.25} for kid in ids],
-                "totals": {"all_passed": False, "failed": ["conv2:F"]}}
+        return {
+            "kernels": [{"id": kid, "measured_ms": 0.25} for kid in ids],
+            "totals": {"all_passed": False, "failed": ["conv2:F"]},
+        }
+
     monkeypatch.setattr(G, "gpu_function", lambda name: {"verify_plan": fake_verify_plan}[name])
     monkeypatch.setattr(PlannerState, "make_plan", lambda self: "plan")
     runner = JobRunner()
@@ -210,6 +218,7 @@ def test_profile_job_adds_a_live_profile(profile_path, monkeypatch):
         p = synthetic_profile("alexnet", 16, "powerOfTwo")  # SYNTHETIC stand-in for a measured profile
         p.provenance.update(gpu="FAKE GPU", date="2026-01-01")
         return p
+
     monkeypatch.setattr(G, "gpu_function", lambda name: {"profile_network": fake_profile_network}[name])
     runner = JobRunner()
     d = Dashboard(state, gpu=(True, "FAKE GPU"), runner=runner)
@@ -225,6 +234,7 @@ def test_busy_runner_disables_other_pages(profile_path):
     a = Dashboard(PlannerState(profiles={"p": profile_path}), gpu=(True, "FAKE GPU"), runner=runner)
     b = Dashboard(PlannerState(profiles={"p": profile_path}), gpu=(True, "FAKE GPU"), runner=runner)
     import threading
+
     release = threading.Event()
     runner.start("profile", lambda p, s: release.wait(5), owner=a.gpu.token)
     try:
@@ -264,6 +274,7 @@ def test_workspace_bars_pair_wr_and_wd_per_layer(dash):
 @pytest.mark.slow
 def test_export_writes_a_plan_that_loads_back(dash, tmp_path):
     from engine.plan import load_plan
+
     dash.state.budget = 20 * MiB
     text = dash.plan._export().read()
     assert dash.plan.alert.alert_type == "success"
@@ -289,11 +300,10 @@ def test_loading_a_plan_moves_the_controls(dash, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("content,needle", [
-    (b"{not json", "not valid JSON"),
-    (b'{"format": "something-else"}', "field format"),
-    (None, "field budget"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [(b"{not json", "not valid JSON"), (b'{"format": "something-else"}', "field format"), (None, "field budget")],
+)
 def test_loading_a_malformed_plan_shows_an_error(dash, content, needle):
     if content is None:  # a real plan with one field broken
         doc = json.loads(dash.state.plan_json())
@@ -339,14 +349,17 @@ def test_memory_tab_plans_on_demand(dash):
 def two_gpus(tmp_path_factory):
     """SYNTHETIC AlexNet b32 on two made-up GPUs, named as bundles are; the second GPU is twice as fast."""
     from engine.profile import Profile
+
     folder = tmp_path_factory.mktemp("gpus")
     a = synthetic_profile("alexnet", 32, "powerOfTwo")
     t = a.table.copy()
     t[["time_ms", "time_min_ms", "time_max_ms"]] = t[["time_ms", "time_min_ms", "time_max_ms"]] / 2
     b = Profile(t, dict(a.provenance, gpu="SYNTHETIC fast GPU"), a.networks)
-    return {"gpua-alexnet-b32": a.save(folder / "a.profile.json.gz"),
-            "gpub-alexnet-b32": b.save(folder / "b.profile.json.gz"),
-            "gpua-vgg16-b32": profile_path_of(folder, "vgg16")}
+    return {
+        "gpua-alexnet-b32": a.save(folder / "a.profile.json.gz"),
+        "gpub-alexnet-b32": b.save(folder / "b.profile.json.gz"),
+        "gpua-vgg16-b32": profile_path_of(folder, "vgg16"),
+    }
 
 
 def profile_path_of(folder, network):
@@ -383,10 +396,17 @@ def test_compare_with_the_same_gpu_says_why_in_one_line(two_gpus):
 
 
 @pytest.mark.skipif(not bundled_profiles(), reason="no bundled profiles")
-@pytest.mark.parametrize("walk", [
-    ["h100-alexnet-b256-tf32-nchw-all", "h100-alexnet-b256-fp16-nhwc-powerOfTwo"],
-    ["h100-resnet50-b64-tf32-nchw-powerOfTwo", "h100-alexnet-b256-tf32-nchw-all", "h100-vgg16-b64-tf32-nchw-powerOfTwo"],
-])
+@pytest.mark.parametrize(
+    "walk",
+    [
+        ["h100-alexnet-b256-tf32-nchw-all", "h100-alexnet-b256-fp16-nhwc-powerOfTwo"],
+        [
+            "h100-resnet50-b64-tf32-nchw-powerOfTwo",
+            "h100-alexnet-b256-tf32-nchw-all",
+            "h100-vgg16-b64-tf32-nchw-powerOfTwo",
+        ],
+    ],
+)
 def test_profile_switches_keep_widgets_state_and_views_together(walk):
     """The switches that once tore the page (options changed before values, None sent back by the widgets,
     a view reading a policy the new analysis lacks), through the widgets with their Bokeh models made."""
@@ -396,8 +416,13 @@ def test_profile_switches_keep_widgets_state_and_views_together(walk):
     for name in walk:
         c.profile.value = name
         gpu, net, batch, dtype, layout, policy = name.split("-")
-        assert (s.network, s.batch, s.precision, s.layout, s.policy) == (net, int(batch[1:]), dtype, layout.upper(),
-                                                                        policy), name
+        assert (s.network, s.batch, s.precision, s.layout, s.policy) == (
+            net,
+            int(batch[1:]),
+            dtype,
+            layout.upper(),
+            policy,
+        ), name
         for w in ("network", "batch", "precision", "layout", "policy", "mode", "engines", "profile"):
             assert getattr(c, w).value == getattr(s, w), (name, w)
         r = s.result

@@ -24,13 +24,23 @@ import yaml
 from engine.cli import main
 from engine.profile import Profile, bundled_profiles
 from engine.spec import to_spec
-from engine.testing.fuzz import (SEED, YAML_BOMBS, argument_cases, byte_cases, plan_mutations, profile_mutations,
-                                 spec_mutations)
+from engine.testing.fuzz import (
+    SEED,
+    YAML_BOMBS,
+    argument_cases,
+    byte_cases,
+    plan_mutations,
+    profile_mutations,
+    spec_mutations,
+)
 from engine.zoo import get_network
+
 HANG_S = 10
 PROFILE = "h100-alexnet-b256-tf32-nchw-powerOfTwo"
-pytestmark = [pytest.mark.slow,   # hundreds of inputs a test
-              pytest.mark.skipif(PROFILE not in bundled_profiles(), reason="needs the bundled AlexNet profile")]
+pytestmark = [
+    pytest.mark.slow,  # hundreds of inputs a test
+    pytest.mark.skipif(PROFILE not in bundled_profiles(), reason="needs the bundled AlexNet profile"),
+]
 
 
 class Hung(Exception):
@@ -75,19 +85,20 @@ def check_rejected(label: str, argv: list[str], stats: dict) -> None:
 
 # ----------------------------------------------------------------------------------------- bases
 
+
 @pytest.fixture(scope="module")
 def bases(tmp_path_factory):
     """A WR and a WD plan of AlexNet b256 made from the bundled profile, a 2-kernel slice of that profile,
     and AlexNet's spec."""
     from engine.planner import make_plan
+
     profile = Profile.load(bundled_profiles()[PROFILE])
     net = get_network("alexnet", 256)
     wr = make_plan(profile, net, mode="wr", budget="64MiB", policy="powerOfTwo").to_dict()
     wd = make_plan(profile, net, mode="wd", budget="120MiB", policy="powerOfTwo").to_dict()
     assert any(len(k["micro"]) > 1 for k in wr["kernels"])  # some kernel is divided: `undivided` cannot hold
     keep = profile.table.signature.unique()[:2]
-    doc = Profile(profile.table[profile.table.signature.isin(keep)], profile.provenance, profile.networks,
-                  ).to_document()
+    doc = Profile(profile.table[profile.table.signature.isin(keep)], profile.provenance, profile.networks).to_document()
     return {"wr": wr, "wd": wd, "profile": doc, "spec": to_spec(net), "dir": tmp_path_factory.mktemp("fuzz")}
 
 
@@ -128,10 +139,14 @@ def test_malformed_profiles(bases, record_property):
         path = _write(folder, f"p-bytes{i}{suffix}", data)
         check_rejected(f"profile file: {label}", ["profiles", str(path)], stats)
         if i % 4 == 0:  # the same files through plan and memory
-            check_rejected(f"plan --profile: {label}", ["plan", "--profile", str(path), "--network", "alexnet",
-                                                        "--mode", "wr", "--budget", "64MiB"], stats)
-            check_rejected(f"memory --profile: {label}", ["memory", "--network", "alexnet", "--profile", str(path)],
-                           stats)
+            check_rejected(
+                f"plan --profile: {label}",
+                ["plan", "--profile", str(path), "--network", "alexnet", "--mode", "wr", "--budget", "64MiB"],
+                stats,
+            )
+            check_rejected(
+                f"memory --profile: {label}", ["memory", "--network", "alexnet", "--profile", str(path)], stats
+            )
     _report(record_property, "profiles", stats)
 
 
@@ -169,8 +184,10 @@ def test_malformed_command_lines(record_property):
 def _report(record_property, what: str, stats: dict) -> None:
     dt, label = stats["slowest"]
     record_property(f"fuzz_{what.replace(' ', '_')}", stats["n"])
-    print(f"\nfuzz: {stats['n']} malformed {what}, each one error line and exit status 2; slowest {dt:.2f} s "
-          f"({label[:80]})")
+    print(
+        f"\nfuzz: {stats['n']} malformed {what}, each one error line and exit status 2; slowest {dt:.2f} s "
+        f"({label[:80]})"
+    )
 
 
 def test_issue_25_inputs(bases, record_property):
@@ -182,11 +199,13 @@ def test_issue_25_inputs(bases, record_property):
     folder = bases["dir"]
     memory = ["memory", "--network", "alexnet", "--batch", "256", "--policy", "vdnn-all-p"]
     head = {"format": "ucudnn-explorer-time-params", "version": 1}
-    for label, body in (("copy rates of 1e-300 B/s", {"copy": {"h2d": 1e-300, "d2h": 1e-300}}),
-                        ("a copy rate of 1e300 B/s", {"copy": {"h2d": 1e300}}),
-                        ("an HBM rate of 1e-300 B/s", {"hbm": {"rate": 1e-300}}),
-                        ("an FC rate of 1e308 flop/s", {"fc": {"flops": 1e308}}),
-                        ("a layer of 1e308 ms", {"layers": {"alexnet/b256": {"relu1": {"F": 1e308, "B": 1.0}}}})):
+    for label, body in (
+        ("copy rates of 1e-300 B/s", {"copy": {"h2d": 1e-300, "d2h": 1e-300}}),
+        ("a copy rate of 1e300 B/s", {"copy": {"h2d": 1e300}}),
+        ("an HBM rate of 1e-300 B/s", {"hbm": {"rate": 1e-300}}),
+        ("an FC rate of 1e308 flop/s", {"fc": {"flops": 1e308}}),
+        ("a layer of 1e308 ms", {"layers": {"alexnet/b256": {"relu1": {"F": 1e308, "B": 1.0}}}}),
+    ):
         path = _write(folder, "tp.json", json.dumps({**head, **body}).encode())
         check_rejected(f"--time-params with {label}", memory + ["--time-params", str(path)], stats)
     for value in ("1B", "1e-300GB", "1e30GB"):
@@ -195,10 +214,14 @@ def test_issue_25_inputs(bases, record_property):
         check_rejected(f"--optimizer-copies {value}", memory + ["--optimizer-copies", value], stats)
     profile = str(bundled_profiles()[PROFILE])
     plan = ["plan", "--profile", profile, "--network", "alexnet", "--mode", "wr", "--budget", "64MiB"]
-    for label, argv in (("--snapshot ''", memory + ["--snapshot", ""]), ("--json ''", memory + ["--json", ""]),
-                        ("--time-params ''", memory + ["--time-params", ""]), ("plan -o ''", plan + ["-o", ""]),
-                        ("plan --show ''", ["plan", "--show", ""]),
-                        ("front -o ''", ["front"] + plan[1:5] + ["-o", ""])):
+    for label, argv in (
+        ("--snapshot ''", memory + ["--snapshot", ""]),
+        ("--json ''", memory + ["--json", ""]),
+        ("--time-params ''", memory + ["--time-params", ""]),
+        ("plan -o ''", plan + ["-o", ""]),
+        ("plan --show ''", ["plan", "--show", ""]),
+        ("front -o ''", ["front"] + plan[1:5] + ["-o", ""]),
+    ):
         check_rejected(label, argv, stats)
     for mode in ("wr", "wd"):
         slow = json.loads(json.dumps(bases[mode]))
@@ -209,11 +232,13 @@ def test_issue_25_inputs(bases, record_property):
             path = _write(folder, f"{mode}-gap.json", json.dumps(doc).encode())
             check_rejected(f"{mode} plan: {label}", ["plan", "--show", str(path)], stats)
     spec = {"name": "gaps", "input": [3, 32, 32], "layers": [{"op": "conv", "k": 8, "r": 3}]}
-    for label, layer in (("pool pad 5 at size 2", {"op": "pool", "size": 2, "pad": 5}),
-                         ("pool pad 2 at size [2, 8]", {"op": "pool", "size": [2, 8], "pad": 2}),
-                         ("global pool with pad 1", {"op": "pool", "size": "global", "mode": "avg", "pad": 1}),
-                         ("LRN alpha Infinity", {"op": "lrn", "alpha": math.inf}),
-                         ("BN eps Infinity", {"op": "bn", "eps": math.inf})):
+    for label, layer in (
+        ("pool pad 5 at size 2", {"op": "pool", "size": 2, "pad": 5}),
+        ("pool pad 2 at size [2, 8]", {"op": "pool", "size": [2, 8], "pad": 2}),
+        ("global pool with pad 1", {"op": "pool", "size": "global", "mode": "avg", "pad": 1}),
+        ("LRN alpha Infinity", {"op": "lrn", "alpha": math.inf}),
+        ("BN eps Infinity", {"op": "bn", "eps": math.inf}),
+    ):
         doc = {**spec, "layers": spec["layers"] + [layer]}
         for suffix, text in ((".json", json.dumps(doc)), (".yaml", yaml.safe_dump(doc))):
             path = _write(folder, f"gap{suffix}", text.encode())

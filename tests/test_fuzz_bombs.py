@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROFILE = "h100-alexnet-b256-tf32-nchw-powerOfTwo"
 TEN_MB = 10 * 1000**2
 LIMIT_S, LIMIT_BYTES = 4.0, 1 << 30
-pytestmark = pytest.mark.slow   # every bomb in a child process
+pytestmark = pytest.mark.slow  # every bomb in a child process
 
 _CHILD = """
 import json, resource, sys, time
@@ -65,6 +65,7 @@ def bombs(tmp_path_factory):
     """(kind, name) -> path of every crafted file."""
     from engine.planner import make_plan
     from engine.zoo import get_network
+
     folder = tmp_path_factory.mktemp("bombs")
     profile = Profile.load(bundled_profiles()[PROFILE])
     plan = make_plan(profile, get_network("alexnet", 256), mode="wr", budget="64MiB").to_dict()
@@ -102,25 +103,38 @@ def bombs(tmp_path_factory):
     head = json.dumps(dict(doc, rows=[]))
 
     def with_rows(n: int) -> str:  # n measurements of one plan at micro-batch sizes 1..n: valid, all distinct
-        rows = ",".join(json.dumps(row[:b] + [i] + row[b + 1:]) for i in range(1, n + 1))
+        rows = ",".join(json.dumps(row[:b] + [i] + row[b + 1 :]) for i in range(1, n + 1))
         return head.replace('"rows": []', f'"rows": [{rows}]')
 
     per_row = len(json.dumps(row)) + 8  # the sizes add digits
     put("profile", "10MB-of-rows.profile.json", with_rows((TEN_MB - len(head) - 1000) // per_row))
-    put("profile", "rows-up-to-the-limit.profile.json.gz",
-        gzip.compress(with_rows((MAX_JSON_BYTES - len(head) - 1000) // (per_row + 2)).encode()))
+    put(
+        "profile",
+        "rows-up-to-the-limit.profile.json.gz",
+        gzip.compress(with_rows((MAX_JSON_BYTES - len(head) - 1000) // (per_row + 2)).encode()),
+    )
     put("profile", "gzip-bomb.profile.json.gz", _zeros_gzip(1 << 30, b"[[[["))
-    put("profile", "nested-provenance.profile.json",
-        json.dumps(dict(doc, rows=[])).replace('"provenance": {', '"provenance": {"x": ' + "[" * 400_000
-                                               + "]" * 400_000 + ", "))
+    put(
+        "profile",
+        "nested-provenance.profile.json",
+        json.dumps(dict(doc, rows=[])).replace(
+            '"provenance": {', '"provenance": {"x": ' + "[" * 400_000 + "]" * 400_000 + ", "
+        ),
+    )
 
-    laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi")) + "layers: *i\n"
+    laughs = (
+        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+        + "layers: *i\n"
+    )
     put("spec", "billion-laughs.yaml", laughs)
     layers = [{"op": "conv", "k": 4, "r": 1}, {"op": "relu"}] * (MAX_LAYERS // 2)
     put("spec", "most-layers.json", json.dumps({"input": [4, 8, 8], "layers": layers}))
-    put("spec", "most-layers.yaml", "input: [4, 8, 8]\nlayers:\n" + "- {op: conv, k: 4, r: 1}\n- {op: relu}\n"
-        * (MAX_LAYERS // 2))
+    put(
+        "spec",
+        "most-layers.yaml",
+        "input: [4, 8, 8]\nlayers:\n" + "- {op: conv, k: 4, r: 1}\n- {op: relu}\n" * (MAX_LAYERS // 2),
+    )
     put("spec", "too-many-layers.yaml", "input: [4, 8, 8]\nlayers:\n" + "- {op: relu}\n" * (2 * MAX_LAYERS))
     put("spec", "nested-spec.yaml", "layers: " + "[" * 1_000_000 + "]" * 1_000_000)
     put("spec", "nested-spec.json", "[" * (TEN_MB // 2 - 1) + "]" * (TEN_MB // 2 - 1))
@@ -130,16 +144,27 @@ def bombs(tmp_path_factory):
 def test_every_bomb_loads_or_fails_within_4s_and_1GB(bombs):
     """One process loads them one after another: its peak memory after each load bounds that load's."""
     todo = [(kind, str(path)) for (kind, _), path in bombs.items()]
-    proc = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT)), json.dumps(todo)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD.format(root=str(ROOT)), json.dumps(todo)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = dict(zip((name for _, name in bombs), map(json.loads, proc.stdout.splitlines())))
-    lines = [f"{kind:8} {name:38} {r['cpu']:5.2f} s CPU ({r['seconds']:5.2f} s wall), peak {r['peak'] / 2**20:4.0f} MiB"
-             f"  {r['outcome'][:70]}" for (kind, name), r in zip(bombs, results.values())]
+    lines = [
+        f"{kind:8} {name:38} {r['cpu']:5.2f} s CPU ({r['seconds']:5.2f} s wall), peak {r['peak'] / 2**20:4.0f} MiB"
+        f"  {r['outcome'][:70]}"
+        for (kind, name), r in zip(bombs, results.values())
+    ]
     print("\n" + "\n".join(lines))
     assert len(results) == len(bombs)
     for line, r in zip(lines, results.values()):
         assert r["cpu"] < LIMIT_S and r["peak"] < LIMIT_BYTES, line
     accepted = {name for name, r in results.items() if r["outcome"] == "accepted"}
-    assert accepted == {"most-layers.json", "most-layers.yaml", "10MB-of-rows.profile.json",
-                        "rows-up-to-the-limit.profile.json.gz"}, lines
+    assert accepted == {
+        "most-layers.json",
+        "most-layers.yaml",
+        "10MB-of-rows.profile.json",
+        "rows-up-to-the-limit.profile.json.gz",
+    }, lines

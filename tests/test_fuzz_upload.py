@@ -16,15 +16,16 @@ from engine.units import MiB
 from engine.testing.fuzz import SEED, byte_cases, plan_mutations
 from engine.testing.synthetic import synthetic_profile
 
-pytestmark = pytest.mark.slow   # hundreds of uploads through the widget
+pytestmark = pytest.mark.slow  # hundreds of uploads through the widget
 
 
 @pytest.fixture(scope="module")
 def dash(tmp_path_factory):
     path = tmp_path_factory.mktemp("profiles") / "SYNTHETIC-alexnet.profile.json.gz"
     synthetic_profile("alexnet", 32, "powerOfTwo").save(path)  # SYNTHETIC
-    d = Dashboard(PlannerState(profiles={"SYNTHETIC-alexnet": path}), gpu=(False, "no GPU in tests"),
-                  runner=JobRunner())
+    d = Dashboard(
+        PlannerState(profiles={"SYNTHETIC-alexnet": path}), gpu=(False, "no GPU in tests"), runner=JobRunner()
+    )
     yield d
     pn.state.reset()
 

@@ -68,7 +68,7 @@ def _tf32():
 
 def step(model, x, target):
     model.zero_grad(set_to_none=True)
-    torch.manual_seed(1)   # the same dropout masks in both models
+    torch.manual_seed(1)  # the same dropout masks in both models
     loss = torch.nn.functional.cross_entropy(model(x), target)
     loss.backward()
     return loss.detach()
@@ -77,7 +77,7 @@ def step(model, x, target):
 def measured_step(model, x, target):
     """(loss, peak bytes the step allocated above what was allocated before it)."""
     model.zero_grad(set_to_none=True)
-    gc.collect()              # no earlier step's garbage freed (or not) inside the measured one
+    gc.collect()  # no earlier step's garbage freed (or not) inside the measured one
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
@@ -101,18 +101,20 @@ def test_runtime_step_equals_stock_without_host_sync_and_below_its_peak(net, pol
     target = torch.randint(0, 10, (BATCH,), device="cuda")
     runtime = apply_memory_policy(managed, result, example_input=x)
     try:
-        step(stock, x, target)                 # warm-up: cuDNN, pinned host buffers, the side stream
+        step(stock, x, target)  # warm-up: cuDNN, pinned host buffers, the side stream
         step(managed, x, target)
         loss_stock, peak_stock = measured_step(stock, x, target)
         loss_managed, peak_managed = measured_step(managed, x, target)
         s = runtime.stats
-        print(f"\n{net} b{BATCH} {policy}: predicted peak {format_size(result.peak)} ({result.convention} tensors; "
-              f"liveness {format_size(stock_plan.peak)}), "
-              f"measured step peak {format_size(peak_managed)} vs stock {format_size(peak_stock)}; offloaded "
-              f"{format_size(s['offloaded_bytes'])} (plan {format_size(result.summary['offload_bytes'])}), "
-              f"{s['prefetches']} prefetches, {s['prefetch_late']} late on the GPU clock "
-              f"({s['prefetch_pending_at_unpack']} pending by event.query), {s['on_demand']} on demand, "
-              f"{s['recomputed_layers']} re-forwards (plan {result.plan.recompute_count})")
+        print(
+            f"\n{net} b{BATCH} {policy}: predicted peak {format_size(result.peak)} ({result.convention} tensors; "
+            f"liveness {format_size(stock_plan.peak)}), "
+            f"measured step peak {format_size(peak_managed)} vs stock {format_size(peak_stock)}; offloaded "
+            f"{format_size(s['offloaded_bytes'])} (plan {format_size(result.summary['offload_bytes'])}), "
+            f"{s['prefetches']} prefetches, {s['prefetch_late']} late on the GPU clock "
+            f"({s['prefetch_pending_at_unpack']} pending by event.query), {s['on_demand']} on demand, "
+            f"{s['recomputed_layers']} re-forwards (plan {result.plan.recompute_count})"
+        )
         for d in runtime.deviations:
             print(f"  deviation: {d}")
 
@@ -135,8 +137,9 @@ def test_runtime_step_equals_stock_without_host_sync_and_below_its_peak(net, pol
                 assert s["offloaded_bytes"] == result.summary["offload_bytes"]
                 assert s["prefetched_bytes"] == result.summary["prefetch_bytes"]
         if predicts_lower:
-            assert peak_managed < peak_stock, (f"{policy}: the step's peak {format_size(peak_managed)} is not "
-                                               f"below stock's {format_size(peak_stock)}")
+            assert peak_managed < peak_stock, (
+                f"{policy}: the step's peak {format_size(peak_managed)} is not below stock's {format_size(peak_stock)}"
+            )
 
         runtime.trace_memory()
         managed.zero_grad(set_to_none=True)
@@ -152,7 +155,8 @@ def test_runtime_step_equals_stock_without_host_sync_and_below_its_peak(net, pol
         points = [(r["tick"], r["end"]) for r in rows]
         assert points == sorted(set(points)) and len(points) >= len(runtime.layers.names)
         assert abs(traced_peak - peak_managed) <= 0.01 * peak_managed + (2 << 20), (
-            f"traced peak {format_size(traced_peak)} vs {format_size(peak_managed)} untraced")
+            f"traced peak {format_size(traced_peak)} vs {format_size(peak_managed)} untraced"
+        )
         assert rel(loss_traced, loss_managed) <= 1e-6
 
         managed.zero_grad(set_to_none=True)
@@ -172,16 +176,17 @@ def test_prefetch_lateness_is_measured_on_the_gpu_clock():
     """A prefetch queued behind other work on the side stream is late at its use; one used after the
     compute stream was busy long enough is not; both give back the offloaded bytes."""
     from engine.pytorch.offload import Mover, Stored, View
+
     device = torch.device("cuda")
-    t = torch.randn(1 << 22, device=device)     # 16 MiB
-    cycles = 200_000_000                         # ~0.1 s at H100 clocks
+    t = torch.randn(1 << 22, device=device)  # 16 MiB
+    cycles = 200_000_000  # ~0.1 s at H100 clocks
 
     mover = Mover(device)
     s = Stored("Y:x", "Y:x#0", t, mover)
     mover.offload(s)
     mover.release(s)
     with torch.cuda.stream(mover.side):
-        torch.cuda._sleep(cycles)               # the side stream is busy: the prefetch starts late
+        torch.cuda._sleep(cycles)  # the side stream is busy: the prefetch starts late
     mover.prefetch(s)
     assert torch.equal(s.tensor(View.of(t)), t)
     assert mover.late() == 1 and mover.on_demand == 0
@@ -191,7 +196,7 @@ def test_prefetch_lateness_is_measured_on_the_gpu_clock():
     mover.offload(s)
     mover.release(s)
     mover.prefetch(s)
-    torch.cuda._sleep(cycles)                   # the compute stream is busy: the prefetch has finished
+    torch.cuda._sleep(cycles)  # the compute stream is busy: the prefetch has finished
     assert torch.equal(s.tensor(View.of(t)), t)
     assert mover.late() == 0
     assert mover.offloaded_bytes == mover.prefetched_bytes == t.numel() * 4
@@ -199,10 +204,11 @@ def test_prefetch_lateness_is_measured_on_the_gpu_clock():
 
 def test_offload_and_prefetch_issue_no_host_sync():
     from engine.pytorch.offload import Mover, Stored, View
+
     device = torch.device("cuda")
     t = torch.randn(1 << 20, device=device)
     mover = Mover(device)
-    warm = Stored("Y:x", "Y:x#0", t, mover)     # pins the host buffer outside the checked region
+    warm = Stored("Y:x", "Y:x#0", t, mover)  # pins the host buffer outside the checked region
     mover.offload(warm)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
@@ -227,6 +233,7 @@ def doc_plans():
     from engine.planner import make_plan
     from engine.profile import Profile, resolve_profile
     from engine.pytorch.loader import load_network
+
     profile = Profile.load(resolve_profile(DOC_PROFILE))
     net = load_network("torchvision:resnet18", DOC_BATCH)
     return profile, make_plan(profile, net, mode="wr", budget=64 << 20, policy="powerOfTwo")
@@ -236,19 +243,21 @@ def doc_plans():
 @pytest.mark.parametrize("policy", ["liveness", "vdnn-all-p", "sn-recompute"])
 def test_documented_path_predicts_the_measured_peak(policy, convs, doc_plans):
     from engine.pytorch.calibrate import measure_framework_bytes
+
     profile, wr = doc_plans
     gc.collect()
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
-    framework = measure_framework_bytes()["bytes"]     # cuBLAS/cuBLASLt workspaces: 0 if an earlier test made them
+    framework = measure_framework_bytes()["bytes"]  # cuBLAS/cuBLASLt workspaces: 0 if an earlier test made them
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).cuda().train()
     net = import_model(model, (3, 224, 224), DOC_BATCH, "torchvision:resnet18")
     conv_plan = wr if convs != "stock" else None
-    result = plan_memory(net, policy, convention="pytorch", profile=profile, framework_bytes=framework,
-                         conv_plan=conv_plan)
+    result = plan_memory(
+        net, policy, convention="pytorch", profile=profile, framework_bytes=framework, conv_plan=conv_plan
+    )
     runtime = apply_memory_policy(model, result)
-    if conv_plan is not None:            # after the memory runtime: it traces the model's stock nn.Conv2d leaves
+    if conv_plan is not None:  # after the memory runtime: it traces the model's stock nn.Conv2d leaves
         apply_plan(model, conv_plan, input_shape=(3, 224, 224))
     x = torch.randn(DOC_BATCH, 3, 224, 224, device="cuda")
     target = torch.randint(0, 1000, (DOC_BATCH,), device="cuda")
@@ -264,16 +273,19 @@ def test_documented_path_predicts_the_measured_peak(policy, convs, doc_plans):
         measured = torch.cuda.max_memory_allocated() - base
         predicted = runtime.predicted()["peak"]
         s = runtime.stats
-        print(f"\nresnet18 b{DOC_BATCH} {policy}, {convs} convolutions: predicted peak {format_size(predicted)} "
-              f"(rule {result.workspace_rule}, workspace {format_size(result.summary['peak_workspace'])} at most, "
-              f"framework {format_size(framework)}), measured {format_size(measured)}, "
-              f"ratio {predicted / measured:.3f}; "
-              f"{s['prefetches']} prefetches, {s['prefetch_late']} late, {s['recomputed_layers']} re-forwards")
+        print(
+            f"\nresnet18 b{DOC_BATCH} {policy}, {convs} convolutions: predicted peak {format_size(predicted)} "
+            f"(rule {result.workspace_rule}, workspace {format_size(result.summary['peak_workspace'])} at most, "
+            f"framework {format_size(framework)}), measured {format_size(measured)}, "
+            f"ratio {predicted / measured:.3f}; "
+            f"{s['prefetches']} prefetches, {s['prefetch_late']} late, {s['recomputed_layers']} re-forwards"
+        )
         assert predicted is not None and abs(predicted / measured - 1) <= 0.10
     finally:
         runtime.remove()
         if conv_plan is not None:
             from engine.pytorch import remove_plan
+
             remove_plan(model)
         del model
         gc.collect()

@@ -33,7 +33,7 @@ from engine.planner import make_plan  # noqa: E402
 from engine.precision import PRECISIONS  # noqa: E402
 from engine.zoo import get_network  # noqa: E402
 
-TOL = {name: p.tolerance for name, p in PRECISIONS.items()}   # verification's tolerances
+TOL = {name: p.tolerance for name, p in PRECISIONS.items()}  # verification's tolerances
 BATCH = 200
 SIZES = [8, 64, 128]
 _PROFILES: dict = {}
@@ -50,11 +50,17 @@ def profiled(net: str, precision: str):
         import tempfile
 
         from engine.gpu.profiler import profile_network
+
         cache = f"{tempfile.gettempdir()}/ucudnn-test-torch.sqlite"
         _PROFILES[net, precision] = profile_network(
-            get_network(net, BATCH), policy=SIZES, precision=precision,
-            layout=PRECISIONS[precision].layout, engines="heuristics", cache_path=cache,
-            repeats=1)
+            get_network(net, BATCH),
+            policy=SIZES,
+            precision=precision,
+            layout=PRECISIONS[precision].layout,
+            engines="heuristics",
+            cache_path=cache,
+            repeats=1,
+        )
     return _PROFILES[net, precision]
 
 
@@ -64,13 +70,16 @@ def plan_for(net: str, precision: str, budget="64MiB", mode="wr"):
 
 def smooth(model):
     """The same convolutions, with every non-differentiable point removed (see the module docstring)."""
-    for name, mod in list(model.named_modules()):
+    for _name, mod in list(model.named_modules()):
         for child_name, child in list(mod.named_children()):
             if isinstance(child, torch.nn.ReLU):
                 setattr(mod, child_name, torch.nn.Softplus())
             elif isinstance(child, torch.nn.MaxPool2d):
-                setattr(mod, child_name, torch.nn.AvgPool2d(child.kernel_size, child.stride, child.padding,
-                                                             ceil_mode=child.ceil_mode))
+                setattr(
+                    mod,
+                    child_name,
+                    torch.nn.AvgPool2d(child.kernel_size, child.stride, child.padding, ceil_mode=child.ceil_mode),
+                )
             elif isinstance(child, torch.nn.Dropout):
                 child.p = 0.0
     return model
@@ -89,8 +98,9 @@ def step(model, x, target, autocast=False):
     torch.manual_seed(1)  # the same dropout masks in both models
     with torch.autocast("cuda", dtype=torch.float16, enabled=autocast):
         out = model(x)
-        loss = torch.nn.functional.cross_entropy(out.to(torch.float64 if out.dtype == torch.float64
-                                                         else torch.float32), target)
+        loss = torch.nn.functional.cross_entropy(
+            out.to(torch.float64 if out.dtype == torch.float64 else torch.float32), target
+        )
     loss.backward()
     return out.detach().float(), loss.detach()
 
@@ -113,13 +123,16 @@ def _tf32():
 @pytest.mark.parametrize("net,mode", [("alexnet", "wr"), ("alexnet", "wd"), ("resnet18", "wr")])
 def test_planned_training_step_equals_stock_tf32(net, mode):
     from engine.pytorch import apply_plan
+
     plan = plan_for(net, "tf32", budget="64MiB" if mode == "wr" else "120MiB", mode=mode)
-    assert any(len(k.micro) > 1 and len({m.batch for m in k.micro}) > 1 for k in plan.kernels), \
+    assert any(len(k.micro) > 1 and len({m.batch for m in k.micro}) > 1 for k in plan.kernels), (
         "the plan should hold uneven micro-batches"
+    )
     stock, planned = models(net)
     apply_plan(planned, plan)
     assert not planned.ucudnn.unplanned and len(planned.ucudnn.planned) == len(
-        [m for m in stock.modules() if isinstance(m, torch.nn.Conv2d)])
+        [m for m in stock.modules() if isinstance(m, torch.nn.Conv2d)]
+    )
     x = torch.randn(BATCH, 3, 224, 224, device="cuda")
     t = torch.randint(0, 10, (BATCH,), device="cuda")
     for accumulated in range(2):  # the second pass accumulates into .grad
@@ -137,6 +150,7 @@ def test_per_step_plan_runs_with_per_call_workspace_and_equals_stock():
     workspace is taken per call (no arena), and the step equals stock PyTorch's."""
     from engine.memory import plan_memory, step_plan
     from engine.pytorch import apply_plan
+
     prof = profiled("alexnet", "tf32")
     net = get_network("alexnet", BATCH)
     base = plan_memory(net, "liveness", profile=prof).summary["peak_live"]
@@ -164,6 +178,7 @@ def test_planned_layer_is_one_node_and_a_memory_runtime_keeps_its_schedule():
     from engine.pytorch import apply_memory_policy, apply_plan
     from engine.pytorch import conv as ops
     from engine.pytorch.importer import import_model
+
     prof = profiled("alexnet", "tf32")
     plain, managed = models("alexnet", smooth_model=False)
     network = import_model(plain, (3, 224, 224), BATCH, "alexnet")
@@ -186,8 +201,9 @@ def test_planned_layer_is_one_node_and_a_memory_runtime_keeps_its_schedule():
     torch.cuda.synchronize()
     extra = torch.cuda.max_memory_allocated() - before - y.untyped_storage().nbytes()
     assert extra <= L.forward.workspace + (2 << 20), f"the forward held {extra} bytes beyond its output"
-    assert any(n is not None and getattr(n, "variable", None) is conv.bias for n, _ in y.grad_fn.next_functions), \
+    assert any(n is not None and getattr(n, "variable", None) is conv.bias for n, _ in y.grad_fn.next_functions), (
         "the bias is not an input of the convolution's own autograd node"
+    )
     del y
 
     for _ in range(2):
@@ -204,6 +220,7 @@ def test_planned_layer_is_one_node_and_a_memory_runtime_keeps_its_schedule():
 
 def test_planned_fp16_channels_last_autocast():
     from engine.pytorch import apply_plan
+
     plan = plan_for("alexnet", "fp16")
     stock, planned = models("alexnet", channels_last=True)
     apply_plan(planned, plan)
@@ -220,6 +237,7 @@ def test_strict_fp32_against_float64():
     """Strict fp32 is held to 1e-5 against a float64 run of the same model: stock PyTorch itself is
     2.4e-5 from it on one AlexNet gradient (measured), so stock cannot be the 1e-5 reference."""
     from engine.pytorch import apply_plan
+
     plan = plan_for("alexnet", "fp32")
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -246,6 +264,7 @@ def test_unmodified_models_every_planned_kernel_against_float64(net):
     on random data of the layer's shapes, equal a float64 reference within the TF32 tolerance."""
     from engine.pytorch import apply_plan
     from engine.pytorch import conv as ops
+
     stock, planned = models(net, smooth_model=False)
     apply_plan(planned, plan_for(net, "tf32"))
     stock.eval(), planned.eval()
@@ -263,16 +282,19 @@ def test_unmodified_models_every_planned_kernel_against_float64(net):
         args = (mod.stride, mod.padding, mod.dilation, mod.groups)
         assert rel(y, F.conv2d(xs.double(), w.double(), None, *args)) <= TOL["tf32"], f"{name}:F"
         dw = ops.conv_backward_filter(xs, gy, w, mod._handle)
-        assert rel(dw, torch.nn.grad.conv2d_weight(xs.double(), w.shape, gy.double(), *args)) <= TOL["tf32"], \
+        assert rel(dw, torch.nn.grad.conv2d_weight(xs.double(), w.shape, gy.double(), *args)) <= TOL["tf32"], (
             f"{name}:BF"
+        )
         if L.backward_data is not None:
             dx = ops.conv_backward_data(gy, w, mod._handle)
-            assert rel(dx, torch.nn.grad.conv2d_input(xs.shape, w.double(), gy.double(), *args)) <= TOL["tf32"], \
+            assert rel(dx, torch.nn.grad.conv2d_input(xs.shape, w.double(), gy.double(), *args)) <= TOL["tf32"], (
                 f"{name}:BD"
+            )
 
 
 def test_no_grad_eval_and_no_host_sync():
     from engine.pytorch import apply_plan
+
     stock, planned = models("alexnet")
     apply_plan(planned, plan_for("alexnet", "tf32"))
     x = torch.randn(BATCH, 3, 224, 224, device="cuda")
@@ -293,6 +315,7 @@ def test_no_grad_eval_and_no_host_sync():
 
 def test_torch_compile_and_cuda_graph_give_the_same_gradients():
     from engine.pytorch import apply_plan
+
     stock, planned = models("alexnet")
     apply_plan(planned, plan_for("alexnet", "tf32"))
     x = torch.randn(BATCH, 3, 224, 224, device="cuda")
@@ -339,6 +362,7 @@ def test_eager_direct_calls_equal_the_registered_ops_and_the_profile_counts_each
 
     from benchmarks.torch_training import conv_time
     from engine.pytorch import apply_plan
+
     _, planned = models("alexnet")
     apply_plan(planned, plan_for("alexnet", "tf32"))
     x = torch.randn(BATCH, 3, 224, 224, device="cuda")
@@ -357,12 +381,13 @@ def test_eager_direct_calls_equal_the_registered_ops_and_the_profile_counts_each
     assert {"ucudnn::conv_forward", "ucudnn::conv_backward_data", "ucudnn::conv_backward_filter"} <= keys
     conv = conv_time(prof)
     total = sum(e.device_time for e in events if e.device_type.name == "CUDA") / 1e3
-    assert conv["calls"] == 5 + 4 + 5, conv   # 5 forwards, 4 BackwardData (not the input's), 5 BackwardFilter
+    assert conv["calls"] == 5 + 4 + 5, conv  # 5 forwards, 4 BackwardData (not the input's), 5 BackwardFilter
     assert 0 < conv["ms"] <= total and conv["unmatched_kernels"] * 20 <= conv["kernel_events"], (conv, total)
 
 
 def test_mismatched_plan_is_refused():
     from engine.pytorch import apply_plan
+
     _, planned = models("alexnet")
     with pytest.raises(EngineError, match="does not match this model"):
         apply_plan(planned, plan_for("resnet18", "tf32"), input_shape=(3, 224, 224))
@@ -370,6 +395,7 @@ def test_mismatched_plan_is_refused():
 
 def test_unplanned_convolutions_stay_stock_and_are_named():
     from engine.pytorch import apply_plan
+
     stock, planned = models("alexnet")
     extra = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 1), planned).cuda()
     with pytest.warns(UserWarning, match="stay stock PyTorch: 0"):
@@ -385,6 +411,7 @@ def _one_layer(precision: str, layout: str, sizes=(128, 64, 8), per_call=False):
     from engine.gpu.pieces import Pieces
     from engine.kernels import KernelKind, KernelSignature
     from engine.pytorch import conv as ops
+
     ctx = ops.TorchContext.get(0)
     plans = ExecutionPlans(ctx)
     built = []
@@ -406,13 +433,15 @@ def _one_layer(precision: str, layout: str, sizes=(128, 64, 8), per_call=False):
     return ops.register(L), ops.TORCH_DTYPE[precision], ops.MEMORY_FORMAT[layout], ((2, 2), (1, 1), (1, 1), 1), arena
 
 
-@pytest.mark.parametrize("precision,layout,per_call", [("tf32", "NCHW", False), ("fp16", "NHWC", False),
-                                                        ("fp16", "NHWC", True)])
+@pytest.mark.parametrize(
+    "precision,layout,per_call", [("tf32", "NCHW", False), ("fp16", "NHWC", False), ("fp16", "NHWC", True)]
+)
 def test_op_path_uneven_pieces_equal_float64_with_accumulation_compile_and_cuda_graph(precision, layout, per_call):
     """The ops run every piece of 128 + 64 + 8 in one call (BackwardFilter summing three pieces, in fp32 for
     fp16): each of the three kernels equals a float64 reference; through ``planned_conv`` two backward passes
     accumulate into ``.grad``; ``torch.compile(fullgraph=True)`` and a captured CUDA graph give the same."""
     from engine.pytorch import conv as ops
+
     F = torch.nn.functional
     handle, dtype, fmt, args, _arena = _one_layer(precision, layout, per_call=per_call)
     tol = TOL[precision]

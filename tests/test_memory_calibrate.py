@@ -17,8 +17,17 @@ from pathlib import Path
 import pytest
 
 from engine.memory import plan_memory
-from engine.memory.calibrate import (FORMAT, VERSION, TimeParamsFormatError, duplex_from, load, load_time_params,
-                                     merge, save, time_params)
+from engine.memory.calibrate import (
+    FORMAT,
+    VERSION,
+    TimeParamsFormatError,
+    duplex_from,
+    load,
+    load_time_params,
+    merge,
+    save,
+    time_params,
+)
 from engine.memory.timemodel import TimeParams, layer_key, roofline_ms
 from engine.testing.synthetic import synthetic_profile
 from engine.zoo import get_network
@@ -30,16 +39,29 @@ GB = 1e9
 def synthetic_doc(net=None, duplex=True) -> dict:
     """SYNTHETIC measurements: rates unlike the defaults so a test can tell them apart, and, for ``net``, a
     made-up time for every non-conv layer except the first one (left to the roofline)."""
-    doc = {"format": FORMAT, "version": VERSION,
-           "provenance": {"gpu": "SYNTHETIC GPU", "date": "2000-01-01", "synthetic": True, "command": "tests"},
-           "copy": {"h2d": 20 * GB, "d2h": 30 * GB, "duplex_h2d": 19 * GB if duplex else 10 * GB,
-                    "duplex_d2h": 28 * GB if duplex else 15 * GB, "bytes": 1 << 28},
-           "hbm": {"rate": 1.5e12, "ops": {"add": 1.5e12}}, "fc": {"flops": 1e14, "shapes": [[64, 9216, 4096, 1e14]]}}
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "provenance": {"gpu": "SYNTHETIC GPU", "date": "2000-01-01", "synthetic": True, "command": "tests"},
+        "copy": {
+            "h2d": 20 * GB,
+            "d2h": 30 * GB,
+            "duplex_h2d": 19 * GB if duplex else 10 * GB,
+            "duplex_d2h": 28 * GB if duplex else 15 * GB,
+            "bytes": 1 << 28,
+        },
+        "hbm": {"rate": 1.5e12, "ops": {"add": 1.5e12}},
+        "fc": {"flops": 1e14, "shapes": [[64, 9216, 4096, 1e14]]},
+    }
     if net is not None:
-        others = [l.name for l in net.layers if l.op not in ("conv", "data")]
-        doc["layers"] = {layer_key(net.name, net.batch): {
-            name: {"F": 0.01 * (i + 1), "B": 0.02 * (i + 1), "op": "SYNTHETIC"} for i, name in enumerate(others)
-            if i > 0}}
+        others = [layer.name for layer in net.layers if layer.op not in ("conv", "data")]
+        doc["layers"] = {
+            layer_key(net.name, net.batch): {
+                name: {"F": 0.01 * (i + 1), "B": 0.02 * (i + 1), "op": "SYNTHETIC"}
+                for i, name in enumerate(others)
+                if i > 0
+            }
+        }
     return doc
 
 
@@ -49,7 +71,7 @@ def test_measured_values_replace_the_assumed_ones():
     assert p.duplex and set(p.measured) == {"h2d", "d2h", "bandwidth", "duplex", "hbm", "fc_flops"}
     assert p.rate("prefetch") == 20 * GB and p.rate("offload") == 30 * GB
     assert p.source.startswith("SYNTHETIC")
-    assert not time_params(synthetic_doc(duplex=False)).duplex     # 25 GB/s together is not 1.5 x 25 alone
+    assert not time_params(synthetic_doc(duplex=False)).duplex  # 25 GB/s together is not 1.5 x 25 alone
     assert duplex_from({"h2d": 1.0}) is None
     # a partial document leaves the rest assumed
     partial = time_params({"format": FORMAT, "version": VERSION, "hbm": {"rate": 3e12}})
@@ -58,7 +80,7 @@ def test_measured_values_replace_the_assumed_ones():
 
 def test_measured_layer_times_drive_the_time_model_and_the_rest_is_modelled():
     net = get_network("alexnet", 64)
-    prof = synthetic_profile("alexnet", 64)                     # SYNTHETIC
+    prof = synthetic_profile("alexnet", 64)  # SYNTHETIC
     params = time_params(synthetic_doc(net))
     res = plan_memory(net, "vdnn-all-p", profile=prof, time_params=params)
     t = res.ticks
@@ -85,7 +107,7 @@ def test_measured_layer_times_drive_the_time_model_and_the_rest_is_modelled():
 
 
 def test_layer_times_apply_only_to_their_network_and_batch():
-    prof = synthetic_profile("alexnet", 64)                     # SYNTHETIC
+    prof = synthetic_profile("alexnet", 64)  # SYNTHETIC
     params = time_params(synthetic_doc(get_network("alexnet", 64)))
     other = plan_memory("alexnet", "liveness", batch=32, profile=synthetic_profile("alexnet", 32), time_params=params)
     assert other.summary["layer_runs_measured"] == 0
@@ -104,18 +126,21 @@ def test_save_load_round_trip_and_merge(tmp_path):
     assert time_params(merge(host_only, layers_only)) == time_params(synthetic_doc(net))
 
 
-@pytest.mark.parametrize("mutate,match", [
-    (lambda d: d.update(format="other"), "format"),
-    (lambda d: d.update(version=2), "version"),
-    (lambda d: d.update(version=True), "version"),
-    (lambda d: d["copy"].update(h2d=-1), "copy.h2d"),
-    (lambda d: d["copy"].update(h2d=float("nan")), "copy.h2d"),
-    (lambda d: d["copy"].update(sideways=1.0), "copy.sideways"),
-    (lambda d: d["hbm"].update(rate="fast"), "hbm.rate"),
-    (lambda d: d.update(extra=1), "extra"),
-    (lambda d: d.update(layers={"n/b1": {"relu1": {"F": -0.5}}}), "relu1.F"),
-    (lambda d: d.update(layers={"n/b1": []}), "layers"),
-])
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda d: d.update(format="other"), "format"),
+        (lambda d: d.update(version=2), "version"),
+        (lambda d: d.update(version=True), "version"),
+        (lambda d: d["copy"].update(h2d=-1), "copy.h2d"),
+        (lambda d: d["copy"].update(h2d=float("nan")), "copy.h2d"),
+        (lambda d: d["copy"].update(sideways=1.0), "copy.sideways"),
+        (lambda d: d["hbm"].update(rate="fast"), "hbm.rate"),
+        (lambda d: d.update(extra=1), "extra"),
+        (lambda d: d.update(layers={"n/b1": {"relu1": {"F": -0.5}}}), "relu1.F"),
+        (lambda d: d.update(layers={"n/b1": []}), "layers"),
+    ],
+)
 def test_malformed_measurements_are_one_line_errors(tmp_path, mutate, match):
     doc = synthetic_doc()
     mutate(doc)
@@ -129,8 +154,13 @@ def test_malformed_measurements_are_one_line_errors(tmp_path, mutate, match):
 
 
 def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine", "memory", *args], capture_output=True, text=True,
-                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "engine", "memory", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 @pytest.mark.slow
@@ -140,14 +170,36 @@ def test_memory_command_says_what_is_measured(tmp_path):
     synthetic_profile("alexnet", 64).save(prof)
     tp = tmp_path / "SYNTHETIC-time-params.json"
     save(tp, synthetic_doc(net))
-    one = cli("--network", "alexnet", "--batch", "64", "--policy", "vdnn-all-p", "--profile", str(prof),
-              "--time-params", str(tp))
+    one = cli(
+        "--network",
+        "alexnet",
+        "--batch",
+        "64",
+        "--policy",
+        "vdnn-all-p",
+        "--profile",
+        str(prof),
+        "--time-params",
+        str(tp),
+    )
     assert one.returncode == 0, one.stderr
     line = next(ln for ln in one.stdout.splitlines() if ln.startswith("time model:"))
     assert "runs measured" in line and "20.0 GB/s host->device (measured)" in line
     assert "HBM 1.50 TB/s (measured)" in line
-    several = cli("--network", "alexnet", "--batch", "64", "--policy", "liveness,vdnn-all-p", "--profile", str(prof),
-                  "--time-params", str(tp), "--bandwidth", "16GB")
+    several = cli(
+        "--network",
+        "alexnet",
+        "--batch",
+        "64",
+        "--policy",
+        "liveness,vdnn-all-p",
+        "--profile",
+        str(prof),
+        "--time-params",
+        str(tp),
+        "--bandwidth",
+        "16GB",
+    )
     assert several.returncode == 0, several.stderr
     line = next(ln for ln in several.stdout.splitlines() if ln.startswith("time model:"))
     assert "copies 16.0 GB/s (assumed)" in line and "layer times held" in line
@@ -170,7 +222,7 @@ def test_layer_timing_names_are_the_importers_on_the_cpu():
     net = load_network("torchvision:resnet18", 2)
     torch.manual_seed(0)
     table, unmatched = measure_layers(torchvision.models.resnet18(), (3, 224, 224), 2, net, repeats=1)
-    others = {l.name for l in net.layers if l.op not in ("conv", "data")}
+    others = {layer.name for layer in net.layers if layer.op not in ("conv", "data")}
     assert set(table) == others and not unmatched
     assert table["prob"]["op"] == "cross_entropy" and table["layer1.0.add"]["B"] == 0.0
     assert all(v["F"] >= 0 and v["B"] >= 0 and math.isfinite(v["F"]) for v in table.values())

@@ -22,13 +22,29 @@ def test_table(capsys):
     assert main(["memory", "--network", "alexnet", "--batch", "32", "--policy", "sn-recompute"]) == 0
     out = capsys.readouterr().out
     assert "policy sn-recompute" in out and "peak" in out and "re-forwards" in out
-    assert out.count("\n") > 42                                  # one row per step
+    assert out.count("\n") > 42  # one row per step
 
 
 def test_json(capsys, tmp_path):
     path = tmp_path / "m.json"
-    assert main(["memory", "--network", "alexnet", "--batch", "16", "--policy", "vdnn-all-m", "--capacity",
-                 "8GiB", "--json", str(path)]) == 0
+    assert (
+        main(
+            [
+                "memory",
+                "--network",
+                "alexnet",
+                "--batch",
+                "16",
+                "--policy",
+                "vdnn-all-m",
+                "--capacity",
+                "8GiB",
+                "--json",
+                str(path),
+            ]
+        )
+        == 0
+    )
     doc = json.loads(path.read_text())
     assert doc["policy"] == "vdnn-all-m" and doc["capacity"] == 8 * 2**30
     assert doc["summary"]["fits"] is True and len(doc["ticks"]) == 2 * 21
@@ -38,8 +54,27 @@ def test_json(capsys, tmp_path):
 def test_json_with_profile_is_strict(capsys, tmp_path):
     prof = synthetic_profile("alexnet", 16)
     path = prof.save(tmp_path / "SYNTHETIC.profile.json.gz")
-    assert main(["memory", "--network", "alexnet", "--batch", "16", "--policy", "superneurons", "--capacity",
-                 "1GiB", "--profile", str(path), "--workspace", "fit", "--json"]) == 0
+    assert (
+        main(
+            [
+                "memory",
+                "--network",
+                "alexnet",
+                "--batch",
+                "16",
+                "--policy",
+                "superneurons",
+                "--capacity",
+                "1GiB",
+                "--profile",
+                str(path),
+                "--workspace",
+                "fit",
+                "--json",
+            ]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert doc["summary"]["iteration_ms"] > 0 and doc["kernels"] and "SYNTHETIC" in doc["profile"]
 
@@ -58,8 +93,7 @@ def test_unknown_policy(capsys):
 
 
 def test_capacity_too_small_names_smallest(capsys):
-    assert main(["memory", "--network", "alexnet", "--batch", "64", "--policy", "liveness", "--capacity",
-                 "64MiB"]) == 2
+    assert main(["memory", "--network", "alexnet", "--batch", "64", "--policy", "liveness", "--capacity", "64MiB"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     mins = smallest_capacity("alexnet", 64)
     best = min(mins, key=mins.get)
@@ -107,6 +141,7 @@ def test_max_batch_edge():
 
 def test_deepest_vgg():
     from engine.memory import deepest
+
     cap = int(plan_memory("vgg-216", "baseline-vdnn-m", batch=2).peak) + 1
     assert deepest("vgg", "baseline-vdnn-m", cap, 2) == 216
     assert deepest("vgg", "baseline-vdnn-m", 1 << 20, 2) == 0
@@ -129,8 +164,12 @@ def test_bad_capacity():
 def test_policy_options_are_strict():
     """A misspelt or foreign switch is an error naming the switches the policy takes, never silently ignored."""
     from engine.errors import EngineError
-    with pytest.raises(EngineError, match=r"memory policy 'sn-recompute' has no option 'stratgy'; it takes "
-                                          r"strategy, rule, offload, workspace"):
+
+    with pytest.raises(
+        EngineError,
+        match=r"memory policy 'sn-recompute' has no option 'stratgy'; it takes "
+        r"strategy, rule, offload, workspace",
+    ):
         plan_memory("alexnet", "sn-recompute", batch=8, stratgy="memory")
     with pytest.raises(EngineError, match="memory policy 'vdnn-all-m' has no option 'algo'"):
         plan_memory("alexnet", "vdnn-all-m", batch=8, algo="p")  # fixed by the policy's name
@@ -139,13 +178,20 @@ def test_policy_options_are_strict():
     assert plan_memory("alexnet", "sn-recompute", batch=8, strategy="memory").options["strategy"] == "memory"
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--capacity", "2048TiB", "--max-batch"], "capacity 2097152 GiB is not a GPU memory size"),
-    (["--capacity", "1e30", "--max-batch"], "invalid size '1e30': more than"),
-    (["--network", "resnet-9999998", "--capacity", "12GiB", "--max-batch"], "resnet-9999998: N may be at most 3002"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--capacity", "2048TiB", "--max-batch"], "capacity 2097152 GiB is not a GPU memory size"),
+        (["--capacity", "1e30", "--max-batch"], "invalid size '1e30': more than"),
+        (
+            ["--network", "resnet-9999998", "--capacity", "12GiB", "--max-batch"],
+            "resnet-9999998: N may be at most 3002",
+        ),
+    ],
+)
 def test_absurd_sizes_fail_before_work(capsys, argv, message):
     import time
+
     t0 = time.perf_counter()
     assert main(["memory", "--network", "alexnet", "--policy", "liveness", *argv]) == 2
     assert time.perf_counter() - t0 < 5
@@ -158,16 +204,35 @@ def test_deepest_stops_at_the_zoo_limit():
     """With room for anything, the deepest ResNet is the deepest the zoo generates, found in seconds."""
     from engine.memory.capacity import MAX_CAPACITY, deepest
     from engine.zoo import MAX_DEPTH
+
     assert deepest("resnet", "liveness", MAX_CAPACITY, 1) == MAX_DEPTH
 
 
 def test_memory_profile_takes_a_mini_batch_the_profile_did_not_measure(capsys, tmp_path):
     """As `plan` does: batch 200 from a powerOfTwo b256 profile runs each kernel as measured micro-batches."""
     path = synthetic_profile("alexnet", 256).save(tmp_path / "SYNTHETIC.profile.json.gz")
-    assert main(["memory", "--network", "alexnet", "--batch", "200", "--policy", "liveness", "--profile", str(path),
-                 "--capacity", "12GiB", "--json"]) == 0
+    assert (
+        main(
+            [
+                "memory",
+                "--network",
+                "alexnet",
+                "--batch",
+                "200",
+                "--policy",
+                "liveness",
+                "--profile",
+                str(path),
+                "--capacity",
+                "12GiB",
+                "--json",
+            ]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["batch"] == 200 and doc["kernels"]
+
     def samples(division: str) -> int:  # "2x64+32+16+8" -> 200
         return sum(int(a) * int(b) for a, b in (p.split("x") if "x" in p else (1, p) for p in division.split("+")))
 

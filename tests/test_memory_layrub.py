@@ -31,7 +31,7 @@ def test_intra_saves_exactly_the_aliased_diffs():
     masks = sum(8 * net.layer(n).out_elems for n in net.by_name if net.layer(n).op == "relu")
     assert intra.summary["peak_live"] == base - saved + masks
     # VGG: every conv after the first reads a ReLU'd conv output or a pool output
-    assert len(intra.options["aliased"]) == 8 + 2     # 13 convs - conv1_1 - 4 after pools; fc7, fc8
+    assert len(intra.options["aliased"]) == 8 + 2  # 13 convs - conv1_1 - 4 after pools; fc7, fc8
 
 
 def test_inter_layer_one_layer_lookahead():
@@ -58,7 +58,7 @@ def test_constant_buffers_and_hybrid():
     const = plan_memory(net, "layrub-inter", buffers="constant")
     assert const.peak >= exact.peak
     t = const.ticks
-    assert t.activations.nunique() == 1 and t.gradients.nunique() == 1     # a constant region
+    assert t.activations.nunique() == 1 and t.gradients.nunique() == 1  # a constant region
     inv = build_inventory(net, "caffe")
     biggest = max(b for s, b in inv.storage_bytes().items() if inv.storage_class()[s] == "activations")
     assert t.activations.iloc[0] % biggest == 0
@@ -75,9 +75,12 @@ def test_bad_mode():
 
 def test_fan_out_is_not_aliased():
     b = NetBuilder("fan", 2, (3, 8, 8))
-    b.conv(4, 3, pad=1, name="c1"); b.relu(name="r1")
+    b.conv(4, 3, pad=1, name="c1")
+    b.relu(name="r1")
     x = b.conv(4, 3, pad=1, src="r1", name="c2")
     y = b.conv(4, 3, pad=1, src="r1", name="c3")
-    b.add([x, y], name="add"); b.fc(3, name="fc"); b.softmax(name="prob")
+    b.add([x, y], name="add")
+    b.fc(3, name="fc")
+    b.softmax(name="prob")
     _, aliased = layrub_alias(build_inventory(b.build(), "caffe"))
     assert "c2" not in aliased and "c3" not in aliased

@@ -30,7 +30,7 @@ def alexnet():
 def test_without_a_profile_the_peak_is_a_lower_bound_and_says_so(alexnet):
     prof, net, _, _ = alexnet
     bare = plan_memory(net, "vdnn-all-p", convention="pytorch")
-    assert bare.peak_is_lower_bound and bare.summary["workspace_unknown"] == 14   # conv1 has no BackwardData
+    assert bare.peak_is_lower_bound and bare.summary["workspace_unknown"] == 14  # conv1 has no BackwardData
     assert any("lower bound, not a prediction of what runs: 14 convolution kernel runs" in n for n in bare.notes)
     full = plan_memory(net, "vdnn-all-p", convention="pytorch", profile=prof)
     assert not full.peak_is_lower_bound and full.summary["workspace_unknown"] == 0
@@ -43,13 +43,13 @@ def test_the_pytorch_convention_predicts_stock_cudnn_whatever_the_papers_rule(al
         res = plan_memory(net, policy, convention="pytorch", profile=prof)
         same = plan_memory(net, policy, convention="pytorch", profile=prof, workspace="heuristic")
         assert res.workspace_rule == "heuristic" and res.peak == same.peak
-    assert plan_memory(net, "vdnn-all-p", profile=prof).workspace_rule == "p"      # the paper's, in its convention
+    assert plan_memory(net, "vdnn-all-p", profile=prof).workspace_rule == "p"  # the paper's, in its convention
 
 
 def test_a_conv_plan_counts_its_kernels_workspace_per_call_or_in_its_arena(alexnet):
     prof, net, wr, wd = alexnet
     per_call = plan_memory(net, "liveness", convention="pytorch", profile=prof, conv_plan=wr, plan_workspace="per-call")
-    arena = plan_memory(net, "liveness", convention="pytorch", profile=prof, conv_plan=wr)   # apply_plan's default
+    arena = plan_memory(net, "liveness", convention="pytorch", profile=prof, conv_plan=wr)  # apply_plan's default
     assert per_call.workspace_rule == "plan" and arena.workspace_rule == "plan-arena"
     by_id = {k.id: k for k in wr.kernels}
     for r in per_call.kernels.itertuples():
@@ -57,13 +57,13 @@ def test_a_conv_plan_counts_its_kernels_workspace_per_call_or_in_its_arena(alexn
         assert r.workspace == k.workspace and r.plans == "+".join(m.plan for m in k.micro)
     ticks = per_call.ticks
     conv_ticks = per_call.kernels.groupby("tick").workspace.max()
-    assert all(ticks.workspace[t] == w for t, w in conv_ticks.items())   # no framework bytes given
+    assert all(ticks.workspace[t] == w for t, w in conv_ticks.items())  # no framework bytes given
     assert (ticks.workspace.drop(conv_ticks.index) == 0).all()
-    assert (arena.ticks.workspace == wr.totals.max_workspace).all()      # one buffer, allocated by apply_plan
+    assert (arena.ticks.workspace == wr.totals.max_workspace).all()  # one buffer, allocated by apply_plan
     wd_arena = plan_memory(net, "liveness", convention="pytorch", profile=prof, conv_plan=wd)
     assert (wd_arena.ticks.workspace == wd.arena_size).all()
     assert not arena.peak_is_lower_bound
-    without_profile = plan_memory(net, "liveness", convention="pytorch", conv_plan=wr)   # every kernel planned
+    without_profile = plan_memory(net, "liveness", convention="pytorch", conv_plan=wr)  # every kernel planned
     assert not without_profile.peak_is_lower_bound and without_profile.peak == arena.peak
 
 
@@ -93,9 +93,9 @@ def test_plans_that_fill_the_capacity_leave_the_reserve_in_the_pytorch_conventio
     floor = plan_memory(net, "superneurons", convention="pytorch", profile=prof, capacity=cap, reserve=0)
     assert sn.summary["min_capacity"] == pytest.approx(floor.summary["min_capacity"] / (1 - RESERVE))
     wr = plan_memory(net, "vdnn-all-p", convention="pytorch", profile=prof, capacity=cap, workspace="wr")
-    assert wr.capacity == int(cap * 0.95)                                # a dynamic rule fills the capacity too
+    assert wr.capacity == int(cap * 0.95)  # a dynamic rule fills the capacity too
     stock = plan_memory(net, "vdnn-all-p", convention="pytorch", profile=prof, capacity=cap)
-    assert stock.capacity == cap and stock.reserve == 0                  # heuristic: PyTorch's own choice
+    assert stock.capacity == cap and stock.reserve == 0  # heuristic: PyTorch's own choice
     paper = plan_memory(net, "superneurons", profile=prof, capacity=cap)  # the paper's convention: the whole cap
     assert paper.capacity == cap and paper.reserve == 0
     assert plan_memory(net, "superneurons", profile=prof, capacity=cap, reserve=0.1).capacity == int(cap * 0.9)

@@ -32,12 +32,12 @@ def test_framework_first_takes_the_heuristic_first_plan_even_when_the_profiler_d
     t = vgg.table
     ranked = t[(t.signature == key) & (t.micro_batch == 64) & (t.heuristic_rank >= 0)].sort_values("heuristic_rank")
     first = ranked.iloc[0]
-    assert first.status == "skipped"                     # above the profiling cap, or runtime-compiled
+    assert first.status == "skipped"  # above the profiling cap, or runtime-compiled
     m, timed = vgg.framework_first(key, 64, None)
     assert (m.plan, m.workspace, timed) == (first.plan, first.workspace, False)
     ok = t[(t.signature == key) & (t.micro_batch == 64) & (t.status == "ok")]
-    assert m.time_ms == ok.time_ms.min()                 # the stand-in: the fastest measured plan's time
-    m, timed = vgg.framework_first(key, 64, 1 << 30)     # what PyTorch can allocate within 1 GiB
+    assert m.time_ms == ok.time_ms.min()  # the stand-in: the fastest measured plan's time
+    m, timed = vgg.framework_first(key, 64, 1 << 30)  # what PyTorch can allocate within 1 GiB
     fits = ranked[ranked.workspace <= 1 << 30].iloc[0]
     assert (m.plan, timed) == (fits.plan, fits.status == "ok") and m.workspace <= 1 << 30
     assert vgg.framework_first(key, 64, 0) is None or vgg.framework_first(key, 64, 0)[0].workspace == 0
@@ -57,15 +57,22 @@ def test_beyond_the_measured_sizes_the_heuristic_order_below_is_extrapolated(vgg
     def grown(plan):
         w64, w32 = at[64].workspace[plan], at[32].workspace.get(plan, at[64].workspace[plan])
         return int(w64 + max(0, (w64 - w32) / 32) * (100 - 64))
+
     for limit in (float("inf"), 64 * MiB, 0):
         m = framework_first_beyond(vgg, key, 100, limit)
         first = next(p for p in ranked.index if grown(p) <= limit)
         r = ranked.loc[first]
         assert (m.batch, m.plan, m.workspace) == (100, first, grown(first))
         assert m.time_ms == pytest.approx((r.time_ms if r.status == "ok" else fastest) * 100 / 64)
-    assert framework_first_beyond(vgg, key, 1, float("inf")) is None      # nothing measured below batch 1
-    res = plan_memory(get_network("vgg16", 100), "liveness", profile=vgg, workspace="heuristic", convention="pytorch",
-                      capacity=12 << 30)
+    assert framework_first_beyond(vgg, key, 1, float("inf")) is None  # nothing measured below batch 1
+    res = plan_memory(
+        get_network("vgg16", 100),
+        "liveness",
+        profile=vgg,
+        workspace="heuristic",
+        convention="pytorch",
+        capacity=12 << 30,
+    )
     assert (res.kernels.division == "1x100").all()
     assert any("undivided, as PyTorch runs them" in n for n in res.notes)
 
@@ -74,10 +81,11 @@ def test_beyond_the_measured_sizes_the_heuristic_order_below_is_extrapolated(vgg
 def test_the_heuristic_rule_follows_the_free_memory(vgg):
     free = plan_memory("vgg16", "liveness", profile=vgg, workspace="heuristic", convention="pytorch")
     k = free.kernels.set_index("layer").loc["conv1_2"]
-    assert (k.workspace > 1000 * MiB).any()               # the heuristic-first plans need about 1.5 GiB
+    assert (k.workspace > 1000 * MiB).any()  # the heuristic-first plans need about 1.5 GiB
     live = free.ticks.live[free.ticks.layer == "conv1_2"].max()
-    tight = plan_memory("vgg16", "liveness", profile=vgg, workspace="heuristic", convention="pytorch",
-                        capacity=int(live + 500 * MiB))   # 500 MiB free at conv1_2: PyTorch skips what it cannot allocate
+    tight = plan_memory(
+        "vgg16", "liveness", profile=vgg, workspace="heuristic", convention="pytorch", capacity=int(live + 500 * MiB)
+    )  # 500 MiB free at conv1_2: PyTorch skips what it cannot allocate
     mine = tight.kernels[tight.kernels.layer == "conv1_2"]
     assert (mine.workspace <= mine.free).all() and mine.fits.all()
     assert tight.kernels.set_index("layer").loc["conv1_2"].workspace.max() < k.workspace.max()
@@ -87,7 +95,7 @@ def test_pytorch_convention_keeps_the_input_batch_resident():
     torch_plan = plan_memory("alexnet", "vdnn-all-p", convention="pytorch")
     assert not [c for c in torch_plan.plan.copies if c.storage == "Y:data"]
     caffe_plan = plan_memory("alexnet", "vdnn-all-p", convention="caffe")
-    assert [c for c in caffe_plan.plan.copies if c.storage == "Y:data"]   # a framework that owns its data blob
+    assert [c for c in caffe_plan.plan.copies if c.storage == "Y:data"]  # a framework that owns its data blob
 
 
 def test_framework_bytes_count_as_workspace_all_iteration():

@@ -49,7 +49,7 @@ def test_addresses_never_overlap_while_live():
             del live[e["addr"]]
     (seg,) = snap["segments"]
     assert sum(b["size"] for b in seg["blocks"]) == seg["total_size"]
-    assert seg["allocated_size"] == sum(live.values())       # what stays resident at the end
+    assert seg["allocated_size"] == sum(live.values())  # what stays resident at the end
 
 
 def test_memory_viz_renders_it():
@@ -73,12 +73,42 @@ def test_snapshot_path_per_policy():
 
 def test_cli_round_trip(tmp_path, capsys):
     path = tmp_path / "out.pickle"
-    assert main(["memory", "--network", "alexnet", "--batch", "16", "--policy", "sn-recompute",
-                 "--snapshot", str(path), "--json", str(tmp_path / "m.json")]) == 0
+    assert (
+        main(
+            [
+                "memory",
+                "--network",
+                "alexnet",
+                "--batch",
+                "16",
+                "--policy",
+                "sn-recompute",
+                "--snapshot",
+                str(path),
+                "--json",
+                str(tmp_path / "m.json"),
+            ]
+        )
+        == 0
+    )
     peak = json.loads((tmp_path / "m.json").read_text())["summary"]["peak"]
     assert max(_replay(pickle.loads(path.read_bytes()))) == peak
-    assert main(["memory", "--network", "alexnet", "--batch", "16", "--policy", "liveness,vdnn-all-m",
-                 "--snapshot", str(path)]) == 0
+    assert (
+        main(
+            [
+                "memory",
+                "--network",
+                "alexnet",
+                "--batch",
+                "16",
+                "--policy",
+                "liveness,vdnn-all-m",
+                "--snapshot",
+                str(path),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "out.liveness.pickle").exists() and (tmp_path / "out.vdnn-all-m.pickle").exists()
 
 
@@ -87,6 +117,21 @@ def test_cli_bad_snapshot_path(tmp_path, capsys):
     assert main(["memory", "--network", "alexnet", "--batch", "16", "--snapshot", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "memory snapshot" in err[0] and "missing" in err[0]
-    assert main(["memory", "--network", "alexnet", "--policy", "liveness", "--capacity", "12GiB", "--max-batch",
-                 "--snapshot", str(tmp_path / "x.pickle")]) == 2
+    assert (
+        main(
+            [
+                "memory",
+                "--network",
+                "alexnet",
+                "--policy",
+                "liveness",
+                "--capacity",
+                "12GiB",
+                "--max-batch",
+                "--snapshot",
+                str(tmp_path / "x.pickle"),
+            ]
+        )
+        == 2
+    )
     assert "--snapshot" in capsys.readouterr().err

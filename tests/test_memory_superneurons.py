@@ -39,9 +39,9 @@ def test_step_numbering(net):
 
 def test_layer_memory_of_the_cost_model(net):
     inv = build_inventory(net, "superneurons")
-    assert inv.uses_bytes(inv.bwd_uses["pool5"]) / MiB == pytest.approx(80.078, abs=5e-4)    # 2*33.0078 + 2*7.03125
+    assert inv.uses_bytes(inv.bwd_uses["pool5"]) / MiB == pytest.approx(80.078, abs=5e-4)  # 2*33.0078 + 2*7.03125
     layer, peak = sn_bottleneck(inv)
-    assert layer == "lrn1" and peak / MiB == pytest.approx(886.23, abs=5e-3)                  # 4 * 221.5576
+    assert layer == "lrn1" and peak / MiB == pytest.approx(886.23, abs=5e-3)  # 4 * 221.5576
 
 
 def test_baseline_36_tensors_2189_437(net):
@@ -54,8 +54,8 @@ def test_liveness_peak_at_bwd_pool5(net):
     res = plan_memory(net, "liveness")
     peak, step, curve = data_peak(res)
     assert step == 32 and peak == pytest.approx(1489.355, abs=2e-3)
-    assert res.ticks.loc[res.ticks.step == 32, "live_tensors"].max() == 17     # "17 tensors" at the peak
-    assert curve[32] - 80.078 == pytest.approx(1409.277, abs=2e-3)             # sum_{i<=14} l^f_i
+    assert res.ticks.loc[res.ticks.step == 32, "live_tensors"].max() == 17  # "17 tensors" at the peak
+    assert curve[32] - 80.078 == pytest.approx(1409.277, abs=2e-3)  # sum_{i<=14} l^f_i
 
 
 def test_offload_peak_at_bwd_pool2(net):
@@ -67,8 +67,9 @@ def test_offload_peak_at_bwd_pool2(net):
     assert live[39] == 9 and plan_memory(net, "liveness").ticks.groupby("step")["live_tensors"].max()[39] == 10
 
 
-@pytest.mark.parametrize("strategy,count,peak,step", [
-    ("speed", 14, 993.018, 43), ("memory", 23, 886.23, 44), ("cost-aware", 17, 886.23, 44)])
+@pytest.mark.parametrize(
+    "strategy,count,peak,step", [("speed", 14, 993.018, 43), ("memory", 23, 886.23, 44), ("cost-aware", 17, 886.23, 44)]
+)
 def test_table1_alexnet(net, strategy, count, peak, step):
     res = plan_memory(net, "sn-recompute", strategy=strategy)
     got, at, _ = data_peak(res)

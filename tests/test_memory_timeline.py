@@ -14,7 +14,9 @@ from engine.memory.timeline import memory_curve
 from engine.network import NetBuilder
 from engine.testing.networks import fork_join
 
-PLAN_POLICIES = [p for p in MEMORY_POLICIES if p != "vdnn-dyn"]   # vdnn-dyn composes the others (engine/memory/iteration.py)
+PLAN_POLICIES = [
+    p for p in MEMORY_POLICIES if p != "vdnn-dyn"
+]  # vdnn-dyn composes the others (engine/memory/iteration.py)
 
 
 def build_plan(net, policy, convention=None, **kw):
@@ -51,8 +53,11 @@ def networks(draw):
     batch = draw(st.integers(1, 4))
     b = NetBuilder("rand", batch, (draw(st.sampled_from([3, 4])), 16, 16))
     b.conv(draw(st.sampled_from([4, 8])), 3, pad=1, name="c0")
-    ops = draw(st.lists(st.sampled_from(["conv", "relu", "pool", "bn", "lrn", "dropout", "res", "cat"]),
-                        min_size=1, max_size=8))
+    ops = draw(
+        st.lists(
+            st.sampled_from(["conv", "relu", "pool", "bn", "lrn", "dropout", "res", "cat"]), min_size=1, max_size=8
+        )
+    )
     for i, op in enumerate(ops):
         c, h, _ = b.shape(b.last)
         if op == "conv":
@@ -170,6 +175,10 @@ def test_every_tensor_is_resident_when_a_tick_uses_it(policy, convention):
     recomputation under an in-place convention dropping the checkpoint that shares a re-forwarded storage."""
     capacity = 1 << 30 if policy in ("superneurons", "vdnn-dyn") else None
     plan = plan_memory("resnet18", policy, batch=8, convention=convention, capacity=capacity).plan
-    missing = [(i, u) for i, tick in enumerate(plan.ticks) for u in tick.uses
-               if not any(a <= i <= b for a, b in plan.intervals.get(plan.inventory.tensors[u].storage, []))]
+    missing = [
+        (i, u)
+        for i, tick in enumerate(plan.ticks)
+        for u in tick.uses
+        if not any(a <= i <= b for a, b in plan.intervals.get(plan.inventory.tensors[u].storage, []))
+    ]
     assert not missing, missing[:5]

@@ -31,7 +31,7 @@ def test_baseline_is_fig2_formula(depth, batch):
     net = vgg(depth, batch)
     res = plan_memory(net, "baseline-vdnn-m")
     assert res.peak == baseline_formula(net)
-    assert res.summary["avg_per_step"] == res.peak          # static: max = average (vDNN arXiv:1602.08124 §V-A)
+    assert res.summary["avg_per_step"] == res.peak  # static: max = average (vDNN arXiv:1602.08124 §V-A)
 
 
 # vDNN arXiv:1602.08124: VGG-16 (256) 28 GB, VGG-16 (128) 14-15 GB (performance-optimal, Fig. 1, §V-C), Fig. 15
@@ -47,21 +47,26 @@ def test_vgg_baseline_figures(key):
     ours = plan_memory(vgg(depth, batch), "baseline-vdnn-m").peak / GiB
     workspace = PAPER[key] - ours
     assert 0 < workspace < 0.3 * PAPER[key]
-    assert ours == pytest.approx({(16, 32): 3.615, (16, 128): 11.37, (16, 256): 21.70, (416, 32): 65.27}[key],
-                                 abs=0.01)
+    assert ours == pytest.approx({(16, 32): 3.615, (16, 128): 11.37, (16, 256): 21.70, (416, 32): 65.27}[key], abs=0.01)
 
 
 def test_vgg416_is_14x_vgg16():
     ours = [plan_memory(vgg(d, 32), "baseline-vdnn-m").peak for d in (16, 416)]
-    assert 13 < ours[1] / ours[0] < 19           # paper: "14 times (from 4.9 GB to 67.1 GB)" with workspace
+    assert 13 < ours[1] / ours[0] < 19  # paper: "14 times (from 4.9 GB to 67.1 GB)" with workspace
 
 
 def chain(batch=4):
     b = NetBuilder("chain", batch, (3, 32, 32))
-    b.conv(8, 3, pad=1, name="conv1"); b.relu(name="relu1"); b.pool(2, 2, name="pool1")
-    b.conv(8, 3, pad=1, name="conv2"); b.relu(name="relu2"); b.pool(2, 2, name="pool2")
-    b.conv(8, 3, pad=1, name="conv3"); b.relu(name="relu3")
-    b.fc(10, name="fc"); b.softmax(name="prob")
+    b.conv(8, 3, pad=1, name="conv1")
+    b.relu(name="relu1")
+    b.pool(2, 2, name="pool1")
+    b.conv(8, 3, pad=1, name="conv2")
+    b.relu(name="relu2")
+    b.pool(2, 2, name="pool2")
+    b.conv(8, 3, pad=1, name="conv3")
+    b.relu(name="relu3")
+    b.fc(10, name="fc")
+    b.softmax(name="prob")
     return b.build()
 
 
@@ -78,13 +83,13 @@ def test_find_prefetch_layer_and_release_points():
     for name in ("conv1", "pool1", "conv2", "pool2", "conv3"):
         c = off[x[name]]
         assert (c.issue, c.deadline) == (pos[name], pos[name] + 1)
-        assert plan.intervals[x[name]][0][1] == pos[name]        # released before layer n+1
-    assert x["fc"] not in off                                   # the classifier is unchanged
+        assert plan.intervals[x[name]][0][1] == pos[name]  # released before layer n+1
+    assert x["fc"] not in off  # the classifier is unchanged
     # findPrefetchLayer(m) walks m-1, m-2, ...: at the first backward layer (prob) it passes fc and the
     # in-place relu3 and finds conv3; bwd(fc) and bwd(relu3) then stop at conv3, already prefetched
     assert pre[x["conv3"]].issue == bwd_tick["prob"]
-    assert pre[x["pool2"]].issue == bwd_tick["conv3"]            # bwd(conv3) -> pool2
-    assert pre[x["conv2"]].issue == bwd_tick["pool2"]            # bwd(pool2) -> relu2 skipped -> conv2
+    assert pre[x["pool2"]].issue == bwd_tick["conv3"]  # bwd(conv3) -> pool2
+    assert pre[x["conv2"]].issue == bwd_tick["pool2"]  # bwd(pool2) -> relu2 skipped -> conv2
     assert pre[x["pool1"]].issue == bwd_tick["conv2"]
     assert pre[x["conv1"]].issue == bwd_tick["pool1"]
     assert all(c.deadline == c.issue + 1 for c in pre.values())  # synchronised at the end of bwd(m)
@@ -95,7 +100,9 @@ def test_refcnt_offloads_at_last_consumer_only():
     b.conv(4, 3, pad=1, name="conv1")
     a = b.conv(4, 3, pad=1, src="conv1", name="conv_a")
     c = b.conv(4, 3, pad=1, src="conv1", name="conv_b")
-    b.add([a, c], name="add"); b.fc(3, name="fc"); b.softmax(name="prob")
+    b.add([a, c], name="add")
+    b.fc(3, name="fc")
+    b.softmax(name="prob")
     inv = build_inventory(b.build(), "torch")
     plan = vdnn(inv, offload="conv", algo="m")
     pos = {name: i for i, name in enumerate(inv.route)}
@@ -119,7 +126,7 @@ def test_offload_synchronises_per_layer():
     for c in cp[cp.direction == "offload"].itertuples():
         layer_end = t.end_ms[c.issue_tick]
         assert c.end_ms == pytest.approx(c.start_ms + c.bytes / 54e9 * 1e3)
-        assert t.start_ms[c.deadline_tick] >= max(layer_end, c.end_ms) - 1e-9     # next layer waits for both
+        assert t.start_ms[c.deadline_tick] >= max(layer_end, c.end_ms) - 1e-9  # next layer waits for both
     assert res.summary["iteration_ms"] == pytest.approx(t.compute_ms.sum() + t.stall_ms.sum())
 
 

@@ -19,14 +19,14 @@ GiB = 2**30
 
 @pytest.fixture(scope="module")
 def prof():
-    return synthetic_profile("alexnet", 64)          # SYNTHETIC, powerOfTwo sizes 1..64
+    return synthetic_profile("alexnet", 64)  # SYNTHETIC, powerOfTwo sizes 1..64
 
 
 def test_free_is_capacity_minus_live(prof):
     cap = 2 * GiB
     res = plan_memory("alexnet", "liveness", batch=64, capacity=cap, profile=prof)
     t, k = res.ticks, res.kernels
-    assert len(k) == 5 * 3 - 1                                  # conv1 has no BackwardData
+    assert len(k) == 5 * 3 - 1  # conv1 has no BackwardData
     for r in k.itertuples():
         assert r.free == cap - t.live[r.tick]
     assert (res.ticks.free == cap - res.ticks.live).all()
@@ -38,9 +38,9 @@ def test_fit_is_fastest_within_free_superneurons_order(prof):
     cap = int(free_peak + 40 * 2**20)
     res = plan_memory("alexnet", "liveness", batch=64, capacity=cap, profile=prof, workspace="fit")
     by_tick = res.kernels.groupby("tick")
-    for tick, grp in by_tick:
+    for _tick, grp in by_tick:
         free = grp.free.iloc[0]
-        assert grp.workspace.sum() <= free                       # BD and BF buffers coexist
+        assert grp.workspace.sum() <= free  # BD and BF buffers coexist
         used = 0
         for r in grp.itertuples():
             cands = prof.candidates(r.signature, [64])[64]
@@ -60,7 +60,7 @@ def test_wr_per_step_beats_fit(prof):
     wr = plan_memory("alexnet", "liveness", batch=64, capacity=cap, profile=prof, workspace="wr")
     assert (wr.kernels.workspace <= wr.kernels.free).all()
     for a, b in zip(wr.kernels.itertuples(), fit.kernels.itertuples()):
-        assert a.time_ms <= b.time_ms + 1e-9                    # undivided is one of WR's options
+        assert a.time_ms <= b.time_ms + 1e-9  # undivided is one of WR's options
     assert wr.summary["peak"] <= cap
 
 
@@ -68,7 +68,7 @@ def test_static_rules(prof):
     res = plan_memory("alexnet", "baseline-vdnn-p", batch=64, profile=prof)
     assert res.ticks.workspace.nunique() == 1 and res.ticks.workspace.iloc[0] == res.kernels.workspace.max()
     m = plan_memory("alexnet", "baseline-vdnn-m", batch=64, profile=prof)
-    assert m.ticks.workspace.max() == 0                           # eng0 (the GEMM plan) needs none
+    assert m.ticks.workspace.max() == 0  # eng0 (the GEMM plan) needs none
     caffe = plan_memory("alexnet", "baseline-caffe", batch=64, profile=prof)
     per_layer = caffe.kernels.groupby("layer").workspace.max().sum()
     assert caffe.ticks.workspace.iloc[0] == per_layer
@@ -91,14 +91,18 @@ def test_slower_link_stalls_more(prof):
     slow = plan_memory("alexnet", "vdnn-all-m", batch=64, profile=prof, time_params=TimeParams(bandwidth=1e9))
     assert slow.summary["stall_ms"] > fast.summary["stall_ms"]
     assert slow.summary["iteration_ms"] - fast.summary["iteration_ms"] == pytest.approx(
-        slow.summary["stall_ms"] - fast.summary["stall_ms"])
+        slow.summary["stall_ms"] - fast.summary["stall_ms"]
+    )
 
 
 def test_missing_profile_entry_names_the_kernel():
     net = get_network("alexnet", 32)
     rows = synthetic_rows(KernelSignature.from_key(next(iter(net.unique_kernels())), 32), [32])
     part = Profile.from_records(rows, {"synthetic": True})
-    with pytest.raises(EngineError, match=r"lacks 13 of the 14 convolution kernels of alexnet b32 tf32/NCHW \(first: "
-                                          r"conv1:BF\); measure them on a GPU with: python -m engine profile "
-                                          r"--network alexnet --batch 32 --dtype tf32 --layout NCHW"):
+    with pytest.raises(
+        EngineError,
+        match=r"lacks 13 of the 14 convolution kernels of alexnet b32 tf32/NCHW \(first: "
+        r"conv1:BF\); measure them on a GPU with: python -m engine profile "
+        r"--network alexnet --batch 32 --dtype tf32 --layout NCHW",
+    ):
         plan_memory(net, "liveness", profile=part)

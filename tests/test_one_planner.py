@@ -57,9 +57,32 @@ def _panel_state():
 def cli_plan(tmp_path: Path, profile_path: Path, mode: str, budget: int) -> str:
     out = tmp_path / f"cli-{mode}-{budget}.plan.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, "-m", "engine", "plan", "--profile", str(profile_path), "--network",
-                           "alexnet", "--batch", "64", "--policy", "powerOfTwo", "--mode", mode,
-                           "--budget", str(budget), "-o", str(out)], capture_output=True, text=True, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine",
+            "plan",
+            "--profile",
+            str(profile_path),
+            "--network",
+            "alexnet",
+            "--batch",
+            "64",
+            "--policy",
+            "powerOfTwo",
+            "--mode",
+            mode,
+            "--budget",
+            str(budget),
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     return out.read_text()
 
@@ -67,20 +90,29 @@ def cli_plan(tmp_path: Path, profile_path: Path, mode: str, budget: int) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("mode,step", [("WD", 0.5), ("WD", 0.8), ("WR", 0.5)])
 def test_slider_cli_and_make_plan_write_the_same_plan(tmp_path, profile_path, mode, step):
-    dash = Dashboard(PlannerState(profiles={"SYNTHETIC-alexnet": profile_path}, mode=mode),
-                     gpu=(False, "no GPU in tests"), runner=JobRunner())
+    dash = Dashboard(
+        PlannerState(profiles={"SYNTHETIC-alexnet": profile_path}, mode=mode),
+        gpu=(False, "no GPU in tests"),
+        runner=JobRunner(),
+    )
     pn.panel(dash).get_root(Document(), comm=Comm())
     slider = dash.controls.slider
     slider.value = int(step * slider.end)  # a slider position, as a user drags it
     budget = dash.state.budget
     assert budget == dash.controls.steps[slider.value] and dash.state.result.choice.feasible
-    exported = dash.plan._export().getvalue()   # what the Export button downloads
-    shown = dash.state.result.choice.plan        # what the page shows is that very object
+    exported = dash.plan._export().getvalue()  # what the Export button downloads
+    shown = dash.state.result.choice.plan  # what the page shows is that very object
     assert dash.state.make_plan() is shown and exported == shown.to_json()
 
     cli = cli_plan(tmp_path, profile_path, mode.lower(), budget)
-    direct = make_plan(Profile.load(str(profile_path)), get_network("alexnet", 64), mode=mode.lower(), budget=budget,
-                       policy="powerOfTwo", command="tests/test_one_planner.py").to_json()
+    direct = make_plan(
+        Profile.load(str(profile_path)),
+        get_network("alexnet", 64),
+        mode=mode.lower(),
+        budget=budget,
+        policy="powerOfTwo",
+        command="tests/test_one_planner.py",
+    ).to_json()
     assert normalised(exported) == normalised(cli) == normalised(direct)
     assert json.loads(cli)["budget"] == budget and json.loads(cli)["mode"] == mode.lower()
 
@@ -95,16 +127,47 @@ def test_side_by_side_benchmark_plans_the_clis_plan(tmp_path):
 
     name = "h100-alexnet-b256-tf32-nchw-powerOfTwo"
     entry = side_by_side.plan_network("alexnet", 256, "tf32", "NCHW", name)
-    bench = next(c for c in entry["configs"] if (c["row"], c["engines"], c["budget"]) ==
-                 ("wd", "all", side_by_side.PAPER_WD_BUDGET))
+    bench = next(
+        c
+        for c in entry["configs"]
+        if (c["row"], c["engines"], c["budget"]) == ("wd", "all", side_by_side.PAPER_WD_BUDGET)
+    )
     out = tmp_path / "cli.plan.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, "-m", "engine", "plan", "--profile", name, "--network", "alexnet",
-                           "--batch", "256", "--mode", "wd", "--budget", str(side_by_side.PAPER_WD_BUDGET),
-                           "-o", str(out)], capture_output=True, text=True, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine",
+            "plan",
+            "--profile",
+            name,
+            "--network",
+            "alexnet",
+            "--batch",
+            "256",
+            "--mode",
+            "wd",
+            "--budget",
+            str(side_by_side.PAPER_WD_BUDGET),
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     cli = json.loads(out.read_text())
-    as_measured = [{"id": k["id"], "signature": k["signature"], "workspace": k["workspace"], "offset": k["offset"],
-                    "micro": [{f: m[f] for f in ("batch", "plan", "time_ms", "workspace")} for m in k["micro"]]}
-                   for k in cli["kernels"]]
+    as_measured = [
+        {
+            "id": k["id"],
+            "signature": k["signature"],
+            "workspace": k["workspace"],
+            "offset": k["offset"],
+            "micro": [{f: m[f] for f in ("batch", "plan", "time_ms", "workspace")} for m in k["micro"]],
+        }
+        for k in cli["kernels"]
+    ]
     assert json.dumps(bench["kernels"]) == json.dumps(as_measured) and bench["arena"] == cli["arena_size"]

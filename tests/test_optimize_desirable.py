@@ -24,13 +24,18 @@ def one(ws: int, t: float, name: str = "p", batch: int = 1) -> Configuration:
 
 def dominated(c: Configuration, others) -> bool:
     """Another configuration at least as fast that needs no more workspace, and not an exact tie."""
-    return any(o.time_ms <= c.time_ms and o.workspace <= c.workspace
-               and (o.time_ms, o.workspace) != (c.time_ms, c.workspace) for o in others)
+    return any(
+        o.time_ms <= c.time_ms and o.workspace <= c.workspace and (o.time_ms, o.workspace) != (c.time_ms, c.workspace)
+        for o in others
+    )
 
 
 configs_st = st.lists(st.tuples(st.integers(0, 30), st.integers(1, 30), st.integers(1, 3)), max_size=25).map(
-    lambda rows: [Configuration(tuple(MicroConfig(1, f"p{i}_{j}", float(t) / n, w) for j in range(n)))
-                  for i, (w, t, n) in enumerate(rows)])
+    lambda rows: [
+        Configuration(tuple(MicroConfig(1, f"p{i}_{j}", float(t) / n, w) for j in range(n)))
+        for i, (w, t, n) in enumerate(rows)
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -52,8 +57,8 @@ def test_desirable_keeps_exactly_the_pareto_points(configs):
 
 def test_desirable_ties_keep_fewer_pieces_then_canonical_order():
     a = Configuration((MicroConfig(2, "x", 1.0, 5), MicroConfig(2, "x", 1.0, 5)))  # 2 pieces, 2 ms
-    b = Configuration((MicroConfig(4, "y", 2.0, 5),))                              # 1 piece, 2 ms
-    c = Configuration((MicroConfig(4, "a", 2.0, 5),))                              # same, earlier plan
+    b = Configuration((MicroConfig(4, "y", 2.0, 5),))  # 1 piece, 2 ms
+    c = Configuration((MicroConfig(4, "a", 2.0, 5),))  # same, earlier plan
     assert desirable([a, b, c]) == [c]
     assert desirable([a]) == [a]
     # micro-configurations come back in canonical order (descending batch, then plan)
@@ -72,7 +77,7 @@ def test_desirable_set_oracle_mu_cudnn_random_points():
     kept = {c.micro[0].plan for c in desirable(configs)}
     expected = set()
     for lo in range(0, len(mem), 1000):  # all pairs, in chunks
-        w, x = mem[lo:lo + 1000, None], t[lo:lo + 1000, None]
+        w, x = mem[lo : lo + 1000, None], t[lo : lo + 1000, None]
         at_least_as_good = (mem[None, :] <= w) & (t[None, :] <= x)
         beaten = at_least_as_good & ((mem[None, :] != w) | (t[None, :] != x))
         expected |= {f"p{lo + i}" for i in np.flatnonzero(~beaten.any(axis=1))}
@@ -98,8 +103,7 @@ def test_set_dp_oracle_mu_cudnn_test_dp():
 
 def all_configurations(candidates, batch):
     """Every configuration (multiset of micro-configurations summing to batch), by enumeration."""
-    micros = sorted((m for b, ms in candidates.items() if b <= batch for m in ms),
-                    key=lambda m: (-m.batch, m.plan))
+    micros = sorted((m for b, ms in candidates.items() if b <= batch for m in ms), key=lambda m: (-m.batch, m.plan))
 
     def rec(total, start):
         if total == 0:
@@ -109,6 +113,7 @@ def all_configurations(candidates, batch):
             if micros[i].batch <= total:
                 for rest in rec(total - micros[i].batch, i):
                     yield (micros[i],) + rest
+
     return [Configuration(c) for c in rec(batch, 0)]
 
 
@@ -116,8 +121,13 @@ def all_configurations(candidates, batch):
 def small_candidates(draw):
     batch = draw(st.integers(1, 7))
     sizes = draw(st.sets(st.integers(1, batch), min_size=1, max_size=3))
-    cands = {b: [MicroConfig(b, f"p{i}", float(draw(st.integers(1, 30))), draw(st.integers(0, 12)))
-                 for i in range(draw(st.integers(1, 3)))] for b in sorted(sizes)}
+    cands = {
+        b: [
+            MicroConfig(b, f"p{i}", float(draw(st.integers(1, 30))), draw(st.integers(0, 12)))
+            for i in range(draw(st.integers(1, 3)))
+        ]
+        for b in sorted(sizes)
+    }
     return cands, batch
 
 
@@ -132,8 +142,9 @@ def test_set_dp_equals_desirable_of_all_configurations(case, limit):
         return
     got = desirable_set(cands, batch, limit)
     expected = desirable(every)
-    assert [(c.workspace, c.time_ms, len(c.micro)) for c in got] == \
-           [(c.workspace, c.time_ms, len(c.micro)) for c in expected]
+    assert [(c.workspace, c.time_ms, len(c.micro)) for c in got] == [
+        (c.workspace, c.time_ms, len(c.micro)) for c in expected
+    ]
     for c in got:
         assert c.batch == batch and c == canonical(c.micro)
 
@@ -153,5 +164,6 @@ def test_wr_optimum_is_the_fastest_desirable_configuration_within_the_limit(case
         return
     assert wr(cands, batch, limit).time_ms == fits[-1].time_ms
     # and the limited DP is the full set cut at the limit
-    assert [(c.workspace, c.time_ms) for c in desirable_set(cands, batch, limit)] == \
-           [(c.workspace, c.time_ms) for c in fits]
+    assert [(c.workspace, c.time_ms) for c in desirable_set(cands, batch, limit)] == [
+        (c.workspace, c.time_ms) for c in fits
+    ]

@@ -33,12 +33,14 @@ def pareto_points(points):
 
 
 def exhaustive_front(kernel_sets):
-    return pareto_points((sum(c.workspace for c in combo), sum(c.time_ms for c in combo))
-                         for combo in itertools.product(*kernel_sets))
+    return pareto_points(
+        (sum(c.workspace for c in combo), sum(c.time_ms for c in combo)) for combo in itertools.product(*kernel_sets)
+    )
 
 
 set_st = st.lists(st.tuples(st.integers(0, 40), st.integers(1, 50)), min_size=1, max_size=5).map(
-    lambda pts: desirable(cfg(w, float(t)) for w, t in pts))
+    lambda pts: desirable(cfg(w, float(t)) for w, t in pts)
+)
 
 
 @st.composite

@@ -33,7 +33,8 @@ def exhaustive(kernel_sets, budget):
 
 
 set_st = st.lists(st.tuples(st.integers(0, 50), st.integers(1, 60)), min_size=1, max_size=5).map(
-    lambda pts: desirable(cfg(w, float(t)) for w, t in pts))
+    lambda pts: desirable(cfg(w, float(t)) for w, t in pts)
+)
 kernel_sets_st = st.lists(set_st, min_size=1, max_size=5)
 
 

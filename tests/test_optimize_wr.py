@@ -48,8 +48,9 @@ def small_candidates(draw, max_batch=8):
     cands = {}
     for b in sorted(sizes):
         n = draw(st.integers(1, 3))
-        cands[b] = [MicroConfig(b, f"p{i}", float(draw(st.integers(1, 40))), draw(st.integers(0, 20)))
-                    for i in range(n)]
+        cands[b] = [
+            MicroConfig(b, f"p{i}", float(draw(st.integers(1, 40))), draw(st.integers(0, 20))) for i in range(n)
+        ]
     limit = draw(st.one_of(st.none(), st.integers(0, 22)))
     return cands, batch, limit
 
@@ -87,8 +88,10 @@ def test_wr_prefers_fewer_pieces_on_exact_ties():
 
 def test_wr_splits_to_use_a_faster_plan_under_the_limit():
     # SYNTHETIC: the fast plan needs b MiB, so at 4 MiB it runs on pieces of 4
-    cands = {b: [MicroConfig(b, "fast", 0.1 * b + 0.01, b * MiB), MicroConfig(b, "slow", 10.0 * b, 0)]
-             for b in (1, 2, 4, 8, 16)}
+    cands = {
+        b: [MicroConfig(b, "fast", 0.1 * b + 0.01, b * MiB), MicroConfig(b, "slow", 10.0 * b, 0)]
+        for b in (1, 2, 4, 8, 16)
+    }
     c = wr(cands, 16, 4 * MiB)
     assert c.division == "4x4" and {m.plan for m in c.micro} == {"fast"}
     assert c.workspace == 4 * MiB
@@ -140,7 +143,13 @@ def test_sizes_above_the_batch_and_mislabelled_rows():
 
 
 def test_micro_front_prunes_dominated_plans():
-    ms = [MicroConfig(4, "a", 5.0, 0), MicroConfig(4, "b", 6.0, 10), MicroConfig(4, "c", 2.0, 10),
-          MicroConfig(4, "d", 2.0, 20), MicroConfig(4, "e", 1.0, 30), MicroConfig(4, "f", 5.0, 0)]
+    ms = [
+        MicroConfig(4, "a", 5.0, 0),
+        MicroConfig(4, "b", 6.0, 10),
+        MicroConfig(4, "c", 2.0, 10),
+        MicroConfig(4, "d", 2.0, 20),
+        MicroConfig(4, "e", 1.0, 30),
+        MicroConfig(4, "f", 5.0, 0),
+    ]
     assert [m.plan for m in micro_front(ms)] == ["a", "c", "e"]
     assert [m.plan for m in micro_front(ms, limit=25)] == ["a", "c"]

@@ -23,6 +23,7 @@ def pieces(monkeypatch):
     """engine.gpu.pieces imported against a bare ``cudnn`` module (graphs.py uses it only inside functions);
     afterwards the modules bound to it are dropped and whatever was imported before is put back."""
     import engine.gpu as package
+
     saved = {name: sys.modules.pop(name, None) for name in _FAKED}
     attrs = {name: getattr(package, name.rsplit(".", 1)[1], None) for name in _FAKED}
     monkeypatch.setitem(sys.modules, "cudnn", types.ModuleType("cudnn"))
@@ -48,6 +49,7 @@ class FakeGraph:
         def execute(address, n, ws, handle, cpp_index):
             ptrs = (ctypes.c_uint64 * n).from_address(address)
             self.log.append((self.b, dict(zip(self.order, ptrs)), ws, handle, cpp_index))
+
         return execute, 100 + index, self.order
 
 
@@ -71,15 +73,16 @@ def sig(kind=KernelKind.FORWARD, n=200, precision="tf32", c=32, h=14, w=14):
 def test_one_launch_runs_every_piece_at_its_offsets_in_each_graphs_operand_order(pieces):
     plans = FakePlans()
     k = pieces.Pieces("c:F", sig(), [(128, "eng1"), (64, "eng2"), (8, "eng3")], plans)
-    assert len(k) == 3 and k.workspace == 128_000 and k.micro == [(0, 128, "eng1"), (128, 64, "eng2"),
-                                                                    (192, 8, "eng3")]
-    px, py = 32 * 14 * 14 * 4, 64 * 14 * 14 * 4            # bytes per sample of X and Y (TF32 is stored as fp32)
+    assert len(k) == 3 and k.workspace == 128_000 and k.micro == [(0, 128, "eng1"), (128, 64, "eng2"), (192, 8, "eng3")]
+    px, py = 32 * 14 * 14 * 4, 64 * 14 * 14 * 4  # bytes per sample of X and Y (TF32 is stored as fp32)
     x, w, y = 1 << 40, 2 << 40, 3 << 40
-    for _ in range(2):                                       # the pointer arrays are reused call after call
+    for _ in range(2):  # the pointer arrays are reused call after call
         plans.log.clear()
         k.launch(x, w, y, 4096)
-        assert plans.log == [(b, {"x": x + start * px, "w": w, "y": y + start * py}, 4096, 7, 100 + i)
-                             for i, (start, b) in enumerate(((0, 128), (128, 64), (192, 8)), 1)]
+        assert plans.log == [
+            (b, {"x": x + start * px, "w": w, "y": y + start * py}, 4096, 7, 100 + i)
+            for i, (start, b) in enumerate(((0, 128), (128, 64), (192, 8)), 1)
+        ]
 
 
 def test_backward_filter_writes_the_first_piece_into_dw_and_the_others_into_scratch(pieces):
@@ -91,7 +94,7 @@ def test_backward_filter_writes_the_first_piece_into_dw_and_the_others_into_scra
         yielded = []
         for i in k.filter_pieces(1 << 40, dw, 3 << 40, 0, scratch, accumulate):
             yielded.append(i)
-            assert len(plans.log) == i + 1                  # piece i is enqueued before the caller adds it
+            assert len(plans.log) == i + 1  # piece i is enqueued before the caller adds it
         assert [entry[1]["w"] for entry in plans.log] == [dw] * direct + [scratch] * (3 - direct)
         assert yielded == list(range(direct, 3))
 

@@ -12,8 +12,18 @@ from hypothesis import strategies as st
 from engine.errors import PlanFormatError
 from engine.kernels import KernelKind, KernelSignature
 from engine.network import NetBuilder
-from engine.plan import (ALIGNMENT, FORMAT, VERSION, Plan, PlanKernel, PlanMicro, PlanTotals, _check_segments,
-                         align, load_plan)
+from engine.plan import (
+    ALIGNMENT,
+    FORMAT,
+    VERSION,
+    Plan,
+    PlanKernel,
+    PlanMicro,
+    PlanTotals,
+    _check_segments,
+    align,
+    load_plan,
+)
 
 B = 8
 KIB = 1024
@@ -28,15 +38,26 @@ def _sig(kind: KernelKind, c: int) -> str:
 def tiny_net():
     """The network of ``tiny_plan``: two 3x3 convolutions on 16x16 feature maps."""
     b = NetBuilder("tiny", B, (3, 16, 16))
-    b.conv(32, 3, pad=1, name="conv1"); b.relu(name="relu1"); b.conv(32, 3, pad=1, name="conv2")
+    b.conv(32, 3, pad=1, name="conv1")
+    b.relu(name="relu1")
+    b.conv(32, 3, pad=1, name="conv2")
     return b.build()
 
 
 def _kernel(layer, kind, c, pieces, und, offset=None) -> PlanKernel:
     """pieces: [(batch, plan, time_ms, workspace)]; engine id and knobs are those the plan name spells."""
     micro = [PlanMicro(b, p, *NAMED[p], t, w) for b, p, t, w in pieces]
-    return PlanKernel(f"{layer}:{kind.short}", layer, kind, _sig(kind, c), micro, max(m.workspace for m in micro),
-                      sum(m.time_ms for m in micro), und, offset)
+    return PlanKernel(
+        f"{layer}:{kind.short}",
+        layer,
+        kind,
+        _sig(kind, c),
+        micro,
+        max(m.workspace for m in micro),
+        sum(m.time_ms for m in micro),
+        und,
+        offset,
+    )
 
 
 def tiny_plan(mode: str) -> Plan:
@@ -45,8 +66,7 @@ def tiny_plan(mode: str) -> Plan:
     kernels = [
         _kernel("conv1", KernelKind.FORWARD, 3, [(4, TC, 0.5, 3000), (4, TC, 0.5, 3000)], 1.5),
         _kernel("conv1", KernelKind.BACKWARD_FILTER, 3, [(8, GEMM, 2.0, 0)], 2.0),
-        _kernel("conv2", KernelKind.FORWARD, 32, [(4, TC, 0.25, 1000), (2, GEMM, 0.2, 0),
-                                                  (2, GEMM, 0.2, 0)], 1.0),
+        _kernel("conv2", KernelKind.FORWARD, 32, [(4, TC, 0.25, 1000), (2, GEMM, 0.2, 0), (2, GEMM, 0.2, 0)], 1.0),
         _kernel("conv2", KernelKind.BACKWARD_DATA, 32, [(8, GEMM, 0.5, 0)], 0.5),
         _kernel("conv2", KernelKind.BACKWARD_FILTER, 32, [(8, GEMM, 0.5, 0)], 0.5),
     ]
@@ -59,10 +79,16 @@ def tiny_plan(mode: str) -> Plan:
         arena = pos
     t = sum(k.time_ms for k in kernels)
     und = sum(k.undivided_time_ms for k in kernels)
-    totals = PlanTotals(t, sum(k.workspace for k in kernels), max(k.workspace for k in kernels), und, 3.0,
-                        10 * KIB * KIB, und / t)
-    prov = {"profile": {"synthetic": True, "gpu": "SYNTHETIC"}, "profile_source": "x.profile.json.gz",
-            "created": "2026-01-01T00:00:00+00:00", "engine_version": "0.1.0", "command": "test"}
+    totals = PlanTotals(
+        t, sum(k.workspace for k in kernels), max(k.workspace for k in kernels), und, 3.0, 10 * KIB * KIB, und / t
+    )
+    prov = {
+        "profile": {"synthetic": True, "gpu": "SYNTHETIC"},
+        "profile_source": "x.profile.json.gz",
+        "created": "2026-01-01T00:00:00+00:00",
+        "engine_version": "0.1.0",
+        "command": "test",
+    }
     solver = {"name": "highs", "status": "optimal", "n_variables": 9} if wd else None
     return Plan(mode, "powerOfTwo", 8 * KIB, "tiny", B, "tf32", "NCHW", kernels, totals, prov, arena, solver, [])
 
@@ -125,8 +151,12 @@ DEFECTS = [
     ("wr", "kernels.0.kind", "Sideways", "field kernels[0].kind"),
     ("wr", "kernels.0.signature", "Forward/tf32/garbage", "field kernels[0].signature is not a kernel signature"),
     ("wr", "kernels.0.signature", _sig(KernelKind.BACKWARD_DATA, 3), "field kernels[0].signature is a BackwardData"),
-    ("wr", "kernels.0.signature", _sig(KernelKind.FORWARD, 3).replace("tf32", "fp16"),
-     "field kernels[0].signature is fp16/NCHW"),
+    (
+        "wr",
+        "kernels.0.signature",
+        _sig(KernelKind.FORWARD, 3).replace("tf32", "fp16"),
+        "field kernels[0].signature is fp16/NCHW",
+    ),
     ("wr", "kernels.0.micro", [], "field kernels[0].micro must be a non-empty list"),
     ("wr", "kernels.0.micro.0.batch", -4, "field kernels[0].micro[0].batch must be >= 1"),
     ("wr", "kernels.0.micro.0.batch", 3, "field kernels[0].micro[0].batch is 3, which the plan's policy"),
@@ -164,7 +194,12 @@ DEFECTS = [
     ("wd", "solver.status", "", "field solver.status"),
     ("wd", "kernels.1.offset", DELETE, "field kernels[1].offset is missing"),
     ("wd", "kernels.2.offset", 3100, "field kernels[2].offset is 3100, not a multiple of 256"),
-    ("wd", "kernels.2.offset", 2816, "field kernels[2].offset segment [2816, 3816) overlaps kernels[0]'s segment [0, 3000)"),
+    (
+        "wd",
+        "kernels.2.offset",
+        2816,
+        "field kernels[2].offset segment [2816, 3816) overlaps kernels[0]'s segment [0, 3000)",
+    ),
     ("wd", "kernels.2.offset", 4096, "field kernels[2].offset puts segment [4096, 5096) past the arena size"),
     ("wd", "arena_size", 16 * KIB, "field arena_size is 16384 bytes, above the budget 8192"),
 ]
@@ -212,11 +247,13 @@ def test_load_plan_file_errors(tmp_path):
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3 * ALIGNMENT)), min_size=1, max_size=6))
 def test_segment_check_equals_pairwise_intersection(segments):
     """_check_segments raises iff two non-empty segments [o, o+w) intersect (offsets on the 256 grid)."""
-    kernels = [_kernel(f"c{i}", KernelKind.FORWARD, 3, [(B, GEMM, 1.0, w)], 1.0, slot * ALIGNMENT)
-               for i, (slot, w) in enumerate(segments)]
+    kernels = [
+        _kernel(f"c{i}", KernelKind.FORWARD, 3, [(B, GEMM, 1.0, w)], 1.0, slot * ALIGNMENT)
+        for i, (slot, w) in enumerate(segments)
+    ]
     arena = max(k.offset + k.workspace for k in kernels)
     spans = [(k.offset, k.offset + k.workspace) for k in kernels if k.workspace]
-    overlap = any(a0 < b1 and b0 < a1 for i, (a0, a1) in enumerate(spans) for (b0, b1) in spans[i + 1:])
+    overlap = any(a0 < b1 and b0 < a1 for i, (a0, a1) in enumerate(spans) for (b0, b1) in spans[i + 1 :])
     if overlap:
         with pytest.raises(PlanFormatError, match="overlaps"):
             _check_segments(kernels, arena)
@@ -238,14 +275,18 @@ def alexnet_plan(tmp_path_factory):
     from engine.planner import make_plan
     from engine.zoo import get_network
     from engine.testing.synthetic import synthetic_profile
+
     return make_plan(synthetic_profile("alexnet", 32), get_network("alexnet", 32), mode="wr", budget="4MiB").to_dict()
 
 
 def _retotal(doc):
     """Totals made consistent with the kernels again, so that only the change under test is wrong."""
     ks, t = doc["kernels"], doc["totals"]
-    t.update(time_ms=sum(k["time_ms"] for k in ks), workspace=sum(k["workspace"] for k in ks),
-             max_workspace=max(k["workspace"] for k in ks))
+    t.update(
+        time_ms=sum(k["time_ms"] for k in ks),
+        workspace=sum(k["workspace"] for k in ks),
+        max_workspace=max(k["workspace"] for k in ks),
+    )
     if t["undivided_time_ms"] is not None:
         t.update(undivided_time_ms=sum(k["undivided_time_ms"] for k in ks))
         t.update(speedup=t["undivided_time_ms"] / t["time_ms"])
@@ -255,19 +296,28 @@ def _first_tc(doc):
     return next(m for k in doc["kernels"] for m in k["micro"] if m["knobs"])
 
 
-@pytest.mark.parametrize("change,message", [
-    (lambda d: d.update(kernels=d["kernels"][:1]), "field kernels lists 1 kernels but alexnet has 14"),
-    (lambda d: d["kernels"].__setitem__(slice(0, 2), d["kernels"][1::-1]),
-     "field kernels[0].id is 'conv1:BF' but kernel 0 of alexnet in execution order is 'conv1:F'"),
-    (lambda d: d["network"].update(name="vgg16"), "field kernels lists 14 kernels but vgg16 has 38"),
-    (lambda d: d["network"].update(name="lenet"), "field network names 'lenet', which cannot be built here"),
-    (lambda d: _first_tc(d).update(engine_id=_first_tc(d)["engine_id"] + 1), "but the plan name eng"),
-    (lambda d: _first_tc(d)["knobs"].update({"2": 99}), "knobs are {'2': 99} but the plan name"),
-    (lambda d: d["kernels"][0].update(workspace=2**64 + 1),
-     "field kernels[0].workspace must be <= 9223372036854775807"),
-    (lambda d: d.update(policy="all") or d["network"].update(batch=10**9),
-     "field policy is not a batch-size policy for mini-batch 1000000000"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda d: d.update(kernels=d["kernels"][:1]), "field kernels lists 1 kernels but alexnet has 14"),
+        (
+            lambda d: d["kernels"].__setitem__(slice(0, 2), d["kernels"][1::-1]),
+            "field kernels[0].id is 'conv1:BF' but kernel 0 of alexnet in execution order is 'conv1:F'",
+        ),
+        (lambda d: d["network"].update(name="vgg16"), "field kernels lists 14 kernels but vgg16 has 38"),
+        (lambda d: d["network"].update(name="lenet"), "field network names 'lenet', which cannot be built here"),
+        (lambda d: _first_tc(d).update(engine_id=_first_tc(d)["engine_id"] + 1), "but the plan name eng"),
+        (lambda d: _first_tc(d)["knobs"].update({"2": 99}), "knobs are {'2': 99} but the plan name"),
+        (
+            lambda d: d["kernels"][0].update(workspace=2**64 + 1),
+            "field kernels[0].workspace must be <= 9223372036854775807",
+        ),
+        (
+            lambda d: d.update(policy="all") or d["network"].update(batch=10**9),
+            "field policy is not a batch-size policy for mini-batch 1000000000",
+        ),
+    ],
+)
 def test_plan_checked_against_its_network(alexnet_plan, tmp_path, change, message):
     doc = copy.deepcopy(alexnet_plan)
     path = tmp_path / "p.json"
@@ -284,6 +334,7 @@ def test_plan_checked_against_its_network(alexnet_plan, tmp_path, change, messag
 def test_verify_checks_the_plan_before_the_gpu(alexnet_plan, tmp_path, capsys):
     from engine.cli import main
     from engine.gpu import available
+
     bad = copy.deepcopy(alexnet_plan)
     bad["kernels"] = bad["kernels"][:1]
     _retotal(bad)

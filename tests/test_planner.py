@@ -28,7 +28,9 @@ PROV = {"synthetic": True, "gpu": "SYNTHETIC", "cudnn_version": "-", "command": 
 def tiny_net(batch: int):
     """Two convolutions: kernels conv1:F, conv1:BF, conv2:F, conv2:BD, conv2:BF."""
     b = NetBuilder("tiny", batch, (3, 29, 29))  # 29x29: workspaces are not multiples of 256
-    b.conv(64, 3, pad=1, name="conv1"); b.relu(name="relu1"); b.conv(121, 3, pad=1, name="conv2")
+    b.conv(64, 3, pad=1, name="conv1")
+    b.relu(name="relu1")
+    b.conv(121, 3, pad=1, name="conv2")
     return b.build()
 
 
@@ -62,6 +64,7 @@ def alexnet_profile():
 
 # --- kernel_sets --------------------------------------------------------------------------
 
+
 def test_kernel_sets_order_shape_and_cache(alexnet_profile):
     net = get_network("alexnet", 32)
     sets = kernel_sets(alexnet_profile, net, "powerOfTwo")
@@ -79,10 +82,13 @@ def test_kernel_missing_from_profile_names_kernel_and_profile(tmp_path):
     conv2_bd = next(k for k in net.kernels() if k.id == "conv2:BD").signature.key
     rows = full.table[full.table.signature != conv2_bd]
     path = Profile(rows, PROV, full.networks).save(tmp_path / "SYNTHETIC-partial.profile.json")
-    with pytest.raises(EngineError, match=r"'SYNTHETIC-partial.profile.json' lacks 1 of the 5 convolution kernels of "
-                                          r"tiny b4 tf32/NCHW \(first: conv2:BD\); measure them on a GPU with: "
-                                          r"python -m engine profile --network tiny --batch 4 --dtype tf32 "
-                                          r"--layout NCHW --policy powerOfTwo$"):
+    with pytest.raises(
+        EngineError,
+        match=r"'SYNTHETIC-partial.profile.json' lacks 1 of the 5 convolution kernels of "
+        r"tiny b4 tf32/NCHW \(first: conv2:BD\); measure them on a GPU with: "
+        r"python -m engine profile --network tiny --batch 4 --dtype tf32 "
+        r"--layout NCHW --policy powerOfTwo$",
+    ):
         kernel_sets(Profile.load(path), net, "powerOfTwo")
 
 
@@ -111,6 +117,7 @@ def test_precision_and_layout_defaults():
 
 
 # --- WR ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("batch", [4, 6])
 @pytest.mark.parametrize("limit_kib", [0, 1024, 2000, 6000, 1 << 22])
@@ -148,8 +155,12 @@ def test_wr_undivided_infeasible_at_that_memory():
     net = tiny_net(8)
     profile = make_profile(net, batch_sizes("powerOfTwo", 8), plans={"eng2_k2=2", "eng3_k2=3"})
     fft_at_1 = min(m.workspace for m in profile.candidates(net.kernels()[0].signature.key, [1])[1])
-    plan = make_plan(profile, net, mode="wr", budget=max(
-        min(m.workspace for m in profile.candidates(k.signature.key, [1])[1]) for k in net.kernels()))
+    plan = make_plan(
+        profile,
+        net,
+        mode="wr",
+        budget=max(min(m.workspace for m in profile.candidates(k.signature.key, [1])[1]) for k in net.kernels()),
+    )
     assert fft_at_1 > 0
     assert plan.totals.undivided_time_ms is None and plan.totals.speedup is None
     assert any("no single cuDNN plan at micro-batch 8 fits" in n for n in plan.notes)
@@ -184,6 +195,7 @@ def test_malformed_knobs_in_profile():
 
 
 # --- WD ---------------------------------------------------------------------------------------
+
 
 def test_arena_layout_is_the_one_segment_rule():
     """Segments in kernel order, each on a 256-byte boundary; zero-size segments take no bytes."""
@@ -260,9 +272,19 @@ def test_framework_baseline_never_picks_a_swept_plan():
     s = tiny_net(8).kernels()[0].signature
     rows = synthetic_rows(s, [8])
     fastest = min(rows, key=lambda r: r["time_ms"])
-    rows.append({**fastest, "plan": "eng9_k2=9", "engine_id": 9, "knobs": '{"2": 9}', "heuristic_rank": -1, "time_ms": fastest["time_ms"] / 2,
-                 "time_min_ms": fastest["time_min_ms"] / 2, "time_max_ms": fastest["time_max_ms"] / 2,
-                 "workspace": 0})
+    rows.append(
+        {
+            **fastest,
+            "plan": "eng9_k2=9",
+            "engine_id": 9,
+            "knobs": '{"2": 9}',
+            "heuristic_rank": -1,
+            "time_ms": fastest["time_ms"] / 2,
+            "time_min_ms": fastest["time_min_ms"] / 2,
+            "time_max_ms": fastest["time_max_ms"] / 2,
+            "workspace": 0,
+        }
+    )
     prof = Profile.from_records(rows, PROV, [])
     first = prof.heuristic_first(s.key, 8, None)
     assert first.plan == min((r for r in rows if r["heuristic_rank"] >= 0), key=lambda r: r["heuristic_rank"])["plan"]

@@ -60,8 +60,9 @@ def test_all_ones_bytes_are_nan_in_every_storage(name):
     (bf16: the top half of a float32) and must find NaN."""
     raw = np.full(8, 0xFF, dtype=np.uint8)
     stored = raw.view(PRECISIONS[name].array_dtype)
-    decoded = ((stored.astype(np.uint32) << 16).view(np.float32) if stored.dtype == np.uint16
-               else stored.astype(np.float32))
+    decoded = (
+        (stored.astype(np.uint32) << 16).view(np.float32) if stored.dtype == np.uint16 else stored.astype(np.float32)
+    )
     assert np.isnan(decoded).all()
 
 
@@ -107,9 +108,11 @@ def test_memory_planner_takes_itemsize_and_layout_from_the_precision():
         given = plan_memory(net, "liveness", precision=DEFAULT_PRECISION, itemsize=p.itemsize).summary
         got = plan_memory(net, "liveness", precision=name).summary
         assert (got["peak"], got["persistent"]) == (given["peak"], given["persistent"])
-    assert plan_memory(net, "liveness", precision="fp16").summary["peak"] < \
-        plan_memory(net, "liveness", precision="fp32").summary["peak"]
-    prof = synthetic_profile("alexnet", 64, "powerOfTwo", "fp16")   # NHWC, fp16's default layout
+    assert (
+        plan_memory(net, "liveness", precision="fp16").summary["peak"]
+        < plan_memory(net, "liveness", precision="fp32").summary["peak"]
+    )
+    prof = synthetic_profile("alexnet", 64, "powerOfTwo", "fp16")  # NHWC, fp16's default layout
     assert prof.networks[0]["layout"] == "NHWC"
     res = plan_memory(net, "liveness", profile=prof, precision="fp16")
     assert res.kernels.signature.str.contains("/fp16/NHWC/").all() and len(res.kernels)
@@ -123,11 +126,14 @@ def test_memory_command_plans_at_the_profiles_precision(capsys):
     """An fp16 NHWC profile is read at fp16/NHWC (it holds no tf32 kernels), with 2-byte tensors: the same
     peak as plan_memory at that precision."""
     name = "h100-alexnet-b256-fp16-nhwc-powerOfTwo"
-    assert main(["memory", "--network", "alexnet", "--batch", "256", "--policy", "liveness", "--profile", name,
-                 "--json"]) == 0
+    assert (
+        main(["memory", "--network", "alexnet", "--batch", "256", "--policy", "liveness", "--profile", name, "--json"])
+        == 0
+    )
     got = json.loads(capsys.readouterr().out)["summary"]["peak"]
-    want = plan_memory("alexnet", "liveness", batch=256, profile=Profile.load(resolve_profile(name)),
-                       precision="fp16").summary["peak"]
+    want = plan_memory(
+        "alexnet", "liveness", batch=256, profile=Profile.load(resolve_profile(name)), precision="fp16"
+    ).summary["peak"]
     assert got == want < plan_memory("alexnet", "liveness", batch=256, precision="tf32").summary["peak"]
 
 
@@ -135,6 +141,7 @@ def test_dashboard_memory_tab_reads_an_fp16_nhwc_profile():
     """The memory tab plans at the scope's precision and layout (it asked for fp16/NCHW kernels before)."""
     from dashboard.memory import memory_frames
     from dashboard.scopes import Scope
+
     prof = Profile.load(resolve_profile("h100-alexnet-b256-fp16-nhwc-powerOfTwo"))
     frames = memory_frames(prof, Scope("alexnet", 256, "fp16", "NHWC"), "vdnn-all-p", 8 << 30)
     assert len(frames["kernels"]) and frames["kernels"].signature.str.contains("/fp16/NHWC/").all()

@@ -142,7 +142,8 @@ def _alive(pid: int) -> bool:
 def test_a_dying_worker_or_a_probe_failure_ends_the_run_with_one_error(tmp_path):
     with pytest.raises(EngineError, match=r"a profiling worker died \(exit code 5\).*run the same command again"):
         pipelined(tmp_path, workers=2, die_at=10)
-    assert 10 <= len(stored(tmp_path / "cache.sqlite")) // 4 < 56
+    # graphs before the death were stored, less what the other worker still had in flight (2 workers)
+    assert 10 - 2 <= len(stored(tmp_path / "cache.sqlite")) // 4 < 56
     with pytest.raises(EngineError, match="a profiling worker cannot profile: RuntimeError: SYNTHETIC: no GPU"):
         pipelined(tmp_path, workers=2, cache="other.sqlite", probe=fake.failing_probe)
     with pytest.raises(EngineError, match=r"a profiling worker exited \(code 7\) while loading"):

@@ -37,8 +37,7 @@ def test_side_by_side_report_and_readme_table_match_the_committed_results():
 
 def test_side_by_side_results_hold_every_network_and_row():
     data = committed_results()
-    assert {side_by_side.tag(e) for e in data["networks"]} == {f"{n}-b{b}-{p}" for n, b, p, *_ in
-                                                               side_by_side.NETWORKS}
+    assert {side_by_side.tag(e) for e in data["networks"]} == {f"{n}-b{b}-{p}" for n, b, p, *_ in side_by_side.NETWORKS}
     for e in data["networks"]:
         for row in ("framework", "undivided", "wr"):
             c = side_by_side.find(e, row, side_by_side.README_LIMIT)
@@ -77,12 +76,14 @@ def test_profile_multigpu_splits_the_extra_per_graph_from_each_graph_s_stored_ti
     """SYNTHETIC timings: graph g takes 0.10 s in A and 0.11 s on a worker in B; each worker starts its next
     graph 2 ms after the last ended."""
     from engine.gpu.cache import ProfileCache
+
     caches = {name: ProfileCache(tmp_path / f"{name}.sqlite", "SYNTHETIC-GPU|-|-|-") for name in "AB"}
     for i in range(6):
         caches["A"].commit(f"sig{i}", 1, {}, [], {"timing": {"start": 1e9 + 0.1 * i, "seconds": 0.1}})
         worker, k = f"gpu{i % 2}", i // 2
-        caches["B"].commit(f"sig{i}", 1, {}, [], {"worker": worker, "timing": {"start": 1e9 + 0.112 * k,
-                                                                                 "seconds": 0.11}})
+        caches["B"].commit(
+            f"sig{i}", 1, {}, [], {"worker": worker, "timing": {"start": 1e9 + 0.112 * k, "seconds": 0.11}}
+        )
     for c in caches.values():
         c.close()
     t = profile_multigpu.graph_timing(tmp_path / "A.sqlite", tmp_path / "B.sqlite")
@@ -125,11 +126,14 @@ def test_optimizer_report_counts_match_the_bundled_profile():
 
     name, batch = optimizer.NETWORKS[0]
     net = get_network(name, batch)
-    prof = optimizer.pick_profile([Profile.load(p) for p in bundled_profiles().values()], net, "tf32", "NCHW",
-                                  "powerOfTwo")
+    prof = optimizer.pick_profile(
+        [Profile.load(p) for p in bundled_profiles().values()], net, "tf32", "NCHW", "powerOfTwo"
+    )
     sets, _ = optimizer.kernel_sets(prof, net, "tf32", "NCHW", "powerOfTwo")
-    assert _optimizer_row("ILP 0-1 variables, Eq. 1-4 (largest desirable set)") == \
-        f"{sum(len(s) for s in sets)} ({max(len(s) for s in sets)})"
+    assert (
+        _optimizer_row("ILP 0-1 variables, Eq. 1-4 (largest desirable set)")
+        == f"{sum(len(s) for s in sets)} ({max(len(s) for s in sets)})"
+    )
     assert int(_optimizer_row("network front: points")) == len(network_front(sets))
 
 
@@ -139,8 +143,11 @@ def alexnet():
 
 
 def _pred(entry, row, limit, engines="all"):
-    return next(c["predicted_ms"] for c in entry["configs"] if c["row"] == row and c["limit"] == limit
-                and c["engines"] == (engines if row != "framework" else "heuristics"))
+    return next(
+        c["predicted_ms"]
+        for c in entry["configs"]
+        if c["row"] == row and c["limit"] == limit and c["engines"] == (engines if row != "framework" else "heuristics")
+    )
 
 
 @pytest.mark.slow
@@ -174,9 +181,21 @@ def test_side_by_side_report_renders_medians_and_ranges(alexnet, tmp_path):
     e = json.loads(json.dumps(alexnet))
     for c in e["configs"]:
         c["measured_ms"] = [c["predicted_ms"] * f for f in (1.0, 1.1, 0.9)]
-    data = {"provenance": {"gpu": "SYNTHETIC", "driver": "-", "cuda_runtime": 0, "cudnn_version": "-",
-                           "frontend_version": "-", "cupy_version": "-", "date": "2000-01-01T00:00:00Z",
-                           "command": "SYNTHETIC"}, "runs": 3, "repeats": 5, "networks": [e]}
+    data = {
+        "provenance": {
+            "gpu": "SYNTHETIC",
+            "driver": "-",
+            "cuda_runtime": 0,
+            "cudnn_version": "-",
+            "frontend_version": "-",
+            "cupy_version": "-",
+            "date": "2000-01-01T00:00:00Z",
+            "command": "SYNTHETIC",
+        },
+        "runs": 3,
+        "repeats": 5,
+        "networks": [e],
+    }
     block = side_by_side.readme_block(data)
     a = _pred(alexnet, "framework", 64 * MiB)
     assert f"| {a:.2f} ({0.9 * a:.2f}-{1.1 * a:.2f}) |" in block

@@ -68,10 +68,19 @@ def test_documented_example_loads(tmp_path):
 
 
 def test_defaults_and_automatic_names():
-    net = load_spec({"input": [3, 8, 8], "layers": [
-        {"op": "conv", "k": 4, "r": 3, "pad": 1}, {"op": "relu", "name": "conv2"},
-        {"op": "conv", "k": 4, "r": 3, "s": 1, "pad": [0, 1]}, {"op": "pool", "size": "global", "mode": "avg"},
-        {"op": "fc", "out_features": 3, "bias": False}, {"op": "softmax"}]})
+    net = load_spec(
+        {
+            "input": [3, 8, 8],
+            "layers": [
+                {"op": "conv", "k": 4, "r": 3, "pad": 1},
+                {"op": "relu", "name": "conv2"},
+                {"op": "conv", "k": 4, "r": 3, "s": 1, "pad": [0, 1]},
+                {"op": "pool", "size": "global", "mode": "avg"},
+                {"op": "fc", "out_features": 3, "bias": False},
+                {"op": "softmax"},
+            ],
+        }
+    )
     assert [x.name for x in net.layers] == ["data", "conv1", "conv2", "conv3", "pool1", "fc1", "softmax1"]
     assert net.name == "custom" and net.batch == 32
     assert net.layer("conv3").out_shape == (4, 6, 10)
@@ -81,22 +90,36 @@ def test_defaults_and_automatic_names():
 
 
 def test_pool_options_and_multi_inputs():
-    net = load_spec({"name": "t", "input": [2, 7, 7], "batch": 5, "layers": [
-        {"op": "pool", "name": "p", "size": 2, "stride": 2, "ceil_mode": True},
-        {"op": "pool", "name": "q", "inputs": "data", "size": [3, 3], "stride": 2, "pad": 1},
-        {"op": "concat", "name": "cat", "inputs": ["p", "q"]},
-        {"op": "lrn", "size": 3}, {"op": "bn", "eps": 0.001}, {"op": "dropout", "p": 0}]})
+    net = load_spec(
+        {
+            "name": "t",
+            "input": [2, 7, 7],
+            "batch": 5,
+            "layers": [
+                {"op": "pool", "name": "p", "size": 2, "stride": 2, "ceil_mode": True},
+                {"op": "pool", "name": "q", "inputs": "data", "size": [3, 3], "stride": 2, "pad": 1},
+                {"op": "concat", "name": "cat", "inputs": ["p", "q"]},
+                {"op": "lrn", "size": 3},
+                {"op": "bn", "eps": 0.001},
+                {"op": "dropout", "p": 0},
+            ],
+        }
+    )
     assert net.batch == 5
     assert net.layer("p").out_shape == (2, 4, 4) and net.layer("q").out_shape == (2, 4, 4)
     assert net.layer("cat").out_shape == (4, 4, 4)
     assert net.kernels() == []
 
 
-BASE = {"name": "t", "input": [3, 16, 16], "layers": [
-    {"op": "conv", "name": "c1", "k": 8, "r": 3, "pad": 1},
-    {"op": "relu", "name": "r1"},
-    {"op": "fc", "name": "f", "out_features": 10},
-]}
+BASE = {
+    "name": "t",
+    "input": [3, 16, 16],
+    "layers": [
+        {"op": "conv", "name": "c1", "k": 8, "r": 3, "pad": 1},
+        {"op": "relu", "name": "r1"},
+        {"op": "fc", "name": "f", "out_features": 10},
+    ],
+}
 
 
 def edited(path, value):
@@ -134,14 +157,20 @@ ERRORS = [
     (edited(("layers", 0, "pad"), [1, 2, 3]), r"field 'pad' must be an integer >= 0 or a pair"),
     (edited(("layers", 0, "bias"), "no"), r"field 'bias' must be true or false"),
     (edited(("layers", 0, "groups"), 2), r"layer #1 'c1' \(conv\): channels 3->8 not divisible by groups 2$"),
-    (edited(("layers", 0, "r"), 21), r"layer #1 'c1' \(conv\): output shape \(8, -2, -2\) is empty; the input is too small$"),
+    (
+        edited(("layers", 0, "r"), 21),
+        r"layer #1 'c1' \(conv\): output shape \(8, -2, -2\) is empty; the input is too small$",
+    ),
     (edited(("layers", 1, "inputs"), ["nope"]), r"layer #2 'r1' \(relu\): input 'nope' is not an earlier layer"),
     (edited(("layers", 1, "inputs"), ["c1", "data"]), r"'inputs' must name exactly one layer for relu, got 2"),
     (edited(("layers", 1, "inputs"), 3), r"field 'inputs' must be a list of layer names"),
     (edited(("layers", 1, "name"), "c1"), r"layer #2 'c1' \(relu\): duplicate layer name 'c1'"),
     (edited(("layers", 1, "name"), "data"), r"duplicate layer name 'data'"),
     (edited(("layers", 2, "out_features"), ...), r"layer #3 'f' \(fc\): missing field 'out_features'"),
-    (edited(("layers", 2), {"op": "add", "inputs": ["r1"]}), r"layer #3 \(add\): field 'inputs' must list at least two"),
+    (
+        edited(("layers", 2), {"op": "add", "inputs": ["r1"]}),
+        r"layer #3 \(add\): field 'inputs' must list at least two",
+    ),
     (edited(("layers", 2), {"op": "concat"}), r"layer #3 \(concat\): field 'inputs' must list at least two"),
     (edited(("layers", 2), {"op": "add", "inputs": ["r1", "data"]}), r"layer #3 \(add\): add of mismatched shapes"),
     (edited(("layers", 2), {"op": "concat", "inputs": ["r1", "p"]}), r"input 'p' is not an earlier layer"),
@@ -150,8 +179,10 @@ ERRORS = [
     (edited(("layers", 2), {"op": "pool", "size": 32}), r"layer #3 \(pool\): output shape \(8, 0, 0\) is empty"),
     (edited(("layers", 2), {"op": "dropout", "p": 1}), r"field 'p' must be a probability in \[0, 1\)"),
     (edited(("layers", 2), {"op": "lrn", "alpha": -1}), r"field 'alpha' must be a positive number"),
-    (edited(("layers", 3), {"op": "conv", "name": "c2", "k": 4, "r": 1}),
-     r"layer #4 'c2' \(conv\): input 'f' is a flat vector \(10,\); conv needs a \(C, H, W\) feature map"),
+    (
+        edited(("layers", 3), {"op": "conv", "name": "c2", "k": 4, "r": 1}),
+        r"layer #4 'c2' \(conv\): input 'f' is a flat vector \(10,\); conv needs a \(C, H, W\) feature map",
+    ),
     ([1, 2], r"^spec: the top level must be a mapping"),
 ]
 

@@ -43,13 +43,22 @@ def twins(batch: int = 16):
 def profile_of(net, policy="powerOfTwo") -> Profile:
     """SYNTHETIC profile of every kernel of ``net`` at the policy's sizes."""
     from engine.policies import batch_sizes
+
     rows = []
     for key in net.unique_kernels():
         rows += synthetic_rows(KernelSignature.from_key(key, net.batch), batch_sizes(policy, net.batch))
-    prov = {"synthetic": True, "gpu": "SYNTHETIC (no GPU; unit-test model)", "driver": "-", "cudnn_version": "-",
-            "frontend_version": "-", "date": "-", "command": "tests/test_step_plan.py"}
-    return Profile.from_records(rows, prov, [dict(name=net.name, batch=net.batch, precision="tf32", layout="NCHW",
-                                                   policy=policy)])
+    prov = {
+        "synthetic": True,
+        "gpu": "SYNTHETIC (no GPU; unit-test model)",
+        "driver": "-",
+        "cudnn_version": "-",
+        "frontend_version": "-",
+        "date": "-",
+        "command": "tests/test_step_plan.py",
+    }
+    return Profile.from_records(
+        rows, prov, [dict(name=net.name, batch=net.batch, precision="tf32", layout="NCHW", policy=policy)]
+    )
 
 
 def brute(profile: Profile, key: str, batch: int, limit: int) -> float | None:
@@ -79,8 +88,9 @@ def small():
 
 def without_gemm(profile: Profile) -> Profile:
     """The SYNTHETIC profile without its zero-workspace plan: every kernel then needs workspace."""
-    return Profile(profile.table[profile.table.plan != GEMM].reset_index(drop=True), profile.provenance,
-                   profile.networks)
+    return Profile(
+        profile.table[profile.table.plan != GEMM].reset_index(drop=True), profile.provenance, profile.networks
+    )
 
 
 def workspaces(profile: Profile, key: str) -> list[int]:
@@ -95,7 +105,7 @@ def test_per_kernel_limits_are_respected_and_optimal(small, seed):
     limits = {}
     for k in kernels:
         ws = workspaces(prof, k.signature.key)
-        limits[k.id] = rng.choice(ws) + rng.choice([0, 0, 1, 4096])   # at a plan's workspace, or just above it
+        limits[k.id] = rng.choice(ws) + rng.choice([0, 0, 1, 4096])  # at a plan's workspace, or just above it
     plan = make_plan(prof, net, mode="wr", budget=max(limits.values()), policy="powerOfTwo", limits=limits)
     for pk in plan.kernels:
         assert pk.workspace <= limits[pk.id] == plan.limit(pk.id)
@@ -116,16 +126,17 @@ def test_layers_of_one_signature_keep_their_own_limits(small):
     by_id = {k.id: k for k in plan.kernels}
     assert by_id["conv1:F"].signature == by_id["conv2:F"].signature == by_id["conv3:F"].signature
     assert by_id["conv2:F"].workspace <= tight
-    assert by_id["conv1:F"].time_ms < by_id["conv2:F"].time_ms        # the tight limit costs time
-    assert by_id["conv1:F"].micro == by_id["conv3:F"].micro            # same signature, same limit: same plan
+    assert by_id["conv1:F"].time_ms < by_id["conv2:F"].time_ms  # the tight limit costs time
+    assert by_id["conv1:F"].micro == by_id["conv3:F"].micro  # same signature, same limit: same plan
     assert [k.id for k in plan.kernels] == [k.id for k in net.kernels()]
     assert "limit" in plan_summary(plan).splitlines()[1]
 
 
 @pytest.mark.parametrize("budget_mib", [2, 8, 64, 4096])
 def test_limits_all_equal_to_the_budget_give_the_plain_wr_plan_byte_for_byte(budget_mib):
-    prof = synthetic_profile("alexnet", 64)                               # SYNTHETIC
+    prof = synthetic_profile("alexnet", 64)  # SYNTHETIC
     from engine.zoo import get_network
+
     net = get_network("alexnet", 64)
     budget = budget_mib * MiB
     plain = make_plan(prof, net, mode="wr", budget=budget, command="t")
@@ -178,6 +189,7 @@ def test_bad_limits_are_refused(small):
 
 # --- the memory planner's wr rule --------------------------------------------------------------------
 
+
 def old_wr_rule(profile: Profile, key: str, batch: int, free: float):
     """The rule as engine/memory/workspace.py had it before it went through make_plan's function: WR over every
     measured size at max(free, 0)."""
@@ -190,12 +202,15 @@ def old_wr_rule(profile: Profile, key: str, batch: int, free: float):
 def test_memory_wr_rule_chooses_what_it_chose_before(policy, extra_mib):
     prof = Profile.load(resolve_profile("h100-alexnet-b256-tf32-nchw-powerOfTwo"))
     base = plan_memory("alexnet", policy, batch=256, profile=prof).summary["peak_live"]
-    res = plan_memory("alexnet", policy, batch=256, capacity=int(base + extra_mib * MiB), profile=prof,
-                      workspace="wr")
+    res = plan_memory("alexnet", policy, batch=256, capacity=int(base + extra_mib * MiB), profile=prof, workspace="wr")
     for r in res.kernels.itertuples():
         old = old_wr_rule(prof, r.signature, 256, r.free)
-        assert (r.time_ms, r.workspace, r.division, r.plans) == \
-               (old.time_ms, old.workspace, old.division, "+".join(m.plan for m in old.micro))
+        assert (r.time_ms, r.workspace, r.division, r.plans) == (
+            old.time_ms,
+            old.workspace,
+            old.division,
+            "+".join(m.plan for m in old.micro),
+        )
         assert r.workspace <= r.free
 
 
@@ -212,6 +227,7 @@ def test_memory_wr_rule_on_a_synthetic_profile_matches_brute_force(small):
 
 
 # --- step_plan -----------------------------------------------------------------------------------------
+
 
 def _memory(net, prof, policy="liveness", extra=MiB):
     base = plan_memory(net, policy, profile=prof).summary["peak_live"]
@@ -242,6 +258,7 @@ def test_step_plan_holds_the_memory_planners_choices_at_free_s(small, extra):
 def test_step_plan_on_the_bundled_h100_profile():
     prof = Profile.load(resolve_profile("h100-alexnet-b256-tf32-nchw-powerOfTwo"))
     from engine.zoo import get_network
+
     net = get_network("alexnet", 256)
     res = _memory(net, prof, "sn-recompute", 64 * MiB)
     plan = step_plan(res, prof)
@@ -259,7 +276,7 @@ def test_step_plan_refuses_what_it_cannot_plan(small):
     # a capacity that leaves some conv less than its least workspace (1 MiB without GEMM): the one-line error
     prof = without_gemm(prof)
     free = plan_memory(net, "liveness", capacity=1 << 40, profile=prof, workspace="wr")
-    cap = int(free.ticks.live[free.kernels.tick].max()) + MiB // 2     # 0.5 MiB free at the fullest conv tick
+    cap = int(free.ticks.live[free.kernels.tick].max()) + MiB // 2  # 0.5 MiB free at the fullest conv tick
     res = plan_memory(net, "liveness", capacity=cap, profile=prof, workspace="wr")
     assert not res.kernels.fits.all()
     with pytest.raises(InfeasibleBudgetError) as err:

@@ -52,18 +52,30 @@ def synthetic_plan(net, precision="tf32", layout="NCHW", budget="64MiB", mode="w
     rows = []
     for key in net.unique_kernels(precision, layout):
         rows += synthetic_rows(KernelSignature.from_key(key, net.batch), batch_sizes(policy, net.batch))
-    prov = {"synthetic": True, "gpu": "SYNTHETIC (no GPU; unit-test model)", "driver": "-", "cudnn_version": "-",
-            "frontend_version": "-", "date": "-", "command": "tests/test_torch_api.py"}
-    profile = Profile.from_records(rows, prov, [dict(name=net.name, batch=net.batch, precision=precision,
-                                                     layout=layout, policy=policy)])
+    prov = {
+        "synthetic": True,
+        "gpu": "SYNTHETIC (no GPU; unit-test model)",
+        "driver": "-",
+        "cudnn_version": "-",
+        "frontend_version": "-",
+        "date": "-",
+        "command": "tests/test_torch_api.py",
+    }
+    profile = Profile.from_records(
+        rows, prov, [dict(name=net.name, batch=net.batch, precision=precision, layout=layout, policy=policy)]
+    )
     return profile, make_plan(profile, net, mode=mode, budget=budget, policy=policy, precision=precision, layout=layout)
 
 
 def as_gpu_plan(plan):
     """The SYNTHETIC plan relabelled as measured on a GPU, so the checks after the SYNTHETIC refusal run."""
-    return dataclasses.replace(plan, provenance={**plan.provenance, "profile": {"synthetic": False,
-                                                                                 "gpu": "NVIDIA H100 80GB HBM3",
-                                                                                 "cudnn_version": "9.19.0"}})
+    return dataclasses.replace(
+        plan,
+        provenance={
+            **plan.provenance,
+            "profile": {"synthetic": False, "gpu": "NVIDIA H100 80GB HBM3", "cudnn_version": "9.19.0"},
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +101,7 @@ def one_line(err: pytest.ExceptionInfo) -> str:
 
 # --- the public wrappers forward exactly ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["optimize", "apply_plan", "remove_plan", "apply_memory_policy"])
 def test_public_wrappers_have_the_implementations_signature(name):
     wrapper = getattr(api, name)
@@ -97,6 +110,7 @@ def test_public_wrappers_have_the_implementations_signature(name):
 
     def shape(f):
         return [(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]
+
     assert shape(wrapper) == shape(impl)
 
 
@@ -109,16 +123,20 @@ def test_wrappers_pass_keyword_arguments_through(monkeypatch):
 
 # --- apply_plan: one line per mistake, before cuDNN ---------------------------------------------------
 
-@pytest.mark.parametrize("plan,expected", [
-    (None, "plan must be an engine.plan.Plan or the path of a plan file"),
-    (123, "got int 123"),
-    (b"{}", "got bytes"),
-    ({"format": "ucudnn-explorer-plan"}, "got dict"),
-    (["a"], "got list"),
-    ("/nonexistent/plan.json", "does not exist"),
-    (".", "is not a regular file"),
-    ("/dev/zero", "is not a regular file"),
-])
+
+@pytest.mark.parametrize(
+    "plan,expected",
+    [
+        (None, "plan must be an engine.plan.Plan or the path of a plan file"),
+        (123, "got int 123"),
+        (b"{}", "got bytes"),
+        ({"format": "ucudnn-explorer-plan"}, "got dict"),
+        (["a"], "got list"),
+        ("/nonexistent/plan.json", "does not exist"),
+        (".", "is not a regular file"),
+        ("/dev/zero", "is not a regular file"),
+    ],
+)
 def test_malformed_plans_are_one_line(user, plan, expected):
     with pytest.raises(EngineError) as err:
         api.apply_plan(user[0], plan)
@@ -133,11 +151,10 @@ def test_a_plan_file_that_is_not_json_is_one_line(user, tmp_path):
     assert "bad.plan.json" in one_line(err)
 
 
-@pytest.mark.parametrize("model,expected", [
-    (None, "needs a torch.nn.Module, got NoneType"),
-    ("resnet50", "got str 'resnet50'"),
-    (42, "got int"),
-])
+@pytest.mark.parametrize(
+    "model,expected",
+    [(None, "needs a torch.nn.Module, got NoneType"), ("resnet50", "got str 'resnet50'"), (42, "got int")],
+)
 def test_models_that_are_not_modules_are_one_line(user, model, expected):
     with pytest.raises(EngineError) as err:
         api.apply_plan(model, user[1])
@@ -214,6 +231,7 @@ def test_remove_plan_without_a_plan_is_one_line(user):
 
 # --- the plan is checked against the model in hand --------------------------------------------------
 
+
 def test_a_user_plan_is_checked_against_the_model_without_importing_its_name(user, plan_file, monkeypatch):
     """What apply_plan does before the GPU, in a process that never trusted the user's module: the
     plan's network name is not rebuilt (load_model would refuse it), the input shape comes from it."""
@@ -221,6 +239,7 @@ def test_a_user_plan_is_checked_against_the_model_without_importing_its_name(use
 
     def refuse(*a, **k):
         raise AssertionError("the network was rebuilt from the plan's name")
+
     monkeypatch.setattr(loader, "load_model", refuse)
     monkeypatch.setattr(loader, "_TRUSTED", set())
     plan = checks.loaded_plan(plan_file)
@@ -234,9 +253,11 @@ def test_a_user_plan_is_checked_against_the_model_without_importing_its_name(use
 def test_a_user_plan_needs_no_trust_in_a_fresh_process(plan_file):
     """The README's lines in a new interpreter: the plan is read and checked against the model (here a
     CPU model, so it ends at the device check, not at a PlanFormatError about the plan's network)."""
-    code = ("import torch, sys; sys.path.insert(0, '.'); from examples.user_model import build;"
-            "from engine.pytorch import apply_plan;"
-            f"apply_plan(build(), {str(plan_file)!r})")
+    code = (
+        "import torch, sys; sys.path.insert(0, '.'); from examples.user_model import build;"
+        "from engine.pytorch import apply_plan;"
+        f"apply_plan(build(), {str(plan_file)!r})"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode != 0 and last.startswith("engine.errors.EngineError: apply_plan"), last
@@ -262,8 +283,12 @@ def test_a_plan_for_another_input_shape_does_not_match(user):
 def test_every_kernel_signature_is_checked_not_only_the_forwards(user):
     plan = user[1]
     k = next(k for k in plan.kernels if k.id == "grouped:BD")
-    bad = dataclasses.replace(plan, kernels=[dataclasses.replace(k, signature=k.signature.replace("g4", "g2"))
-                                             if k is k0 else k0 for k0 in plan.kernels])
+    bad = dataclasses.replace(
+        plan,
+        kernels=[
+            dataclasses.replace(k, signature=k.signature.replace("g4", "g2")) if k is k0 else k0 for k0 in plan.kernels
+        ],
+    )
     with pytest.raises(EngineError, match="plan kernel grouped:BD has signature"):
         checks.match_plan(bad, checks.conv_calls(user[0], torch.zeros(1, *SHAPE)))
 
@@ -286,21 +311,26 @@ def test_a_model_that_cannot_run_the_input_shape_says_to_pass_one(user):
 
 # --- apply_memory_policy's arguments -------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def memory_result(user):
     from engine.memory import plan_memory
+
     return plan_memory(import_model(user[0], SHAPE, 4, "user"), policy="vdnn-all-p")
 
 
-@pytest.mark.parametrize("case,expected", [
-    ("model None", "needs a torch.nn.Module, got NoneType"),
-    ("model str", "needs a torch.nn.Module, got str"),
-    ("result None", "got NoneType"),
-    ("result 42", "got int"),
-    ("plan=42", "whose plan is a int"),
-    ("result dict", "got dict"),
-    ("example str", "example_input must be a torch.Tensor"),
-])
+@pytest.mark.parametrize(
+    "case,expected",
+    [
+        ("model None", "needs a torch.nn.Module, got NoneType"),
+        ("model str", "needs a torch.nn.Module, got str"),
+        ("result None", "got NoneType"),
+        ("result 42", "got int"),
+        ("plan=42", "whose plan is a int"),
+        ("result dict", "got dict"),
+        ("example str", "example_input must be a torch.Tensor"),
+    ],
+)
 def test_apply_memory_policy_arguments_are_one_line(user, memory_result, case, expected):
     model, result, example = user[0], memory_result, None
     if case.startswith("model"):
@@ -318,24 +348,28 @@ def test_apply_memory_policy_arguments_are_one_line(user, memory_result, case, e
 
 # --- optimize: arguments ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs,expected", [
-    (dict(model=None), "optimize needs a torch.nn.Module"),
-    (dict(model="resnet50"), "got str"),
-    (dict(mode="fast"), "mode must be 'wr'"),
-    (dict(budget="64XB"), "unknown unit"),
-    (dict(budget=[1]), "invalid size"),
-    (dict(mode="wd"), "mode='wd' needs budget="),
-    (dict(mode="free", budget="1GiB"), "mode='free' takes no budget"),
-    (dict(policy="fibonacci"), "unknown batch-size policy"),
-    (dict(policy=[0, 2]), "positive integers"),
-    (dict(engines="all"), "engines must be one of"),
-    (dict(max_workspace="lots"), "invalid size"),
-    (dict(cache=5), "cache must be the path"),
-    (dict(workspace="heap"), "workspace must be"),
-    (dict(max_shapes=0), "max_shapes must be a positive integer"),
-    (dict(max_shapes=True), "max_shapes must be a positive integer"),
-    (dict(progress=5), "progress must be True, False or a callable"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs,expected",
+    [
+        (dict(model=None), "optimize needs a torch.nn.Module"),
+        (dict(model="resnet50"), "got str"),
+        (dict(mode="fast"), "mode must be 'wr'"),
+        (dict(budget="64XB"), "unknown unit"),
+        (dict(budget=[1]), "invalid size"),
+        (dict(mode="wd"), "mode='wd' needs budget="),
+        (dict(mode="free", budget="1GiB"), "mode='free' takes no budget"),
+        (dict(policy="fibonacci"), "unknown batch-size policy"),
+        (dict(policy=[0, 2]), "positive integers"),
+        (dict(engines="all"), "engines must be one of"),
+        (dict(max_workspace="lots"), "invalid size"),
+        (dict(cache=5), "cache must be the path"),
+        (dict(workspace="heap"), "workspace must be"),
+        (dict(max_shapes=0), "max_shapes must be a positive integer"),
+        (dict(max_shapes=True), "max_shapes must be a positive integer"),
+        (dict(progress=5), "progress must be True, False or a callable"),
+    ],
+)
 def test_optimize_arguments_are_one_line(user, kwargs, expected):
     kwargs = {"model": user[0], **kwargs}
     with pytest.raises(EngineError) as err:
@@ -351,6 +385,7 @@ def test_optimize_on_a_cpu_host_says_there_is_no_gpu(user):
 
 
 # --- optimize: the lazy logic over a fake GPU side ------------------------------------------------------
+
 
 class FakeGPU:
     """The GPU side of engine.pytorch.optimize: SYNTHETIC profiles through the real make_plan, and a plan
@@ -421,7 +456,7 @@ def test_a_new_shape_is_planned_and_an_old_one_switched_back_without_planning(fa
     model(batch(8))
     assert fake.planned == [(8, "tf32", "NCHW"), (4, "tf32", "NCHW")]
     assert fake.switches == 1 and fake.attached.plan.batch == 8
-    model(batch(4, 40))   # another image size is another shape
+    model(batch(4, 40))  # another image size is another shape
     assert fake.planned[-1] == (4, "tf32", "NCHW") and fake.attached.chw == (3, 40, 40)
     assert len(auto.plans) == 3
 
@@ -469,11 +504,14 @@ def test_a_shape_that_cannot_be_planned_stays_stock_and_is_reported_once(monkeyp
     assert gpu.switches == 1 and gpu.attached.plan.batch == 8
 
 
-@pytest.mark.parametrize("inputs,why", [
-    ((torch.randn(4, 3, 32),), "input of 3 dimensions"),
-    ((torch.randn(4, 3, 32, 32, dtype=torch.float64),), "dtype torch.float64"),
-    ((torch.randn(4, 3, 32, 32, device="meta"),), "input on meta"),
-])
+@pytest.mark.parametrize(
+    "inputs,why",
+    [
+        ((torch.randn(4, 3, 32),), "input of 3 dimensions"),
+        ((torch.randn(4, 3, 32, 32, dtype=torch.float64),), "dtype torch.float64"),
+        ((torch.randn(4, 3, 32, 32, device="meta"),), "input on meta"),
+    ],
+)
 def test_inputs_no_plan_covers_run_stock(fake, inputs, why):
     model = user_model().double() if inputs[0].dtype == torch.float64 else user_model()
     auto = api.optimize(model, progress=False)
@@ -539,8 +577,10 @@ def test_progress_is_passed_through(fake):
 
 # --- the shared profile-and-plan path, with a fake profiler ---------------------------------------------
 
+
 def test_profile_and_plan_counts_what_it_measures_and_estimates_the_rest(monkeypatch):
     from engine.gpu import distributed, planning
+
     net = import_model(user_model(), SHAPE, 4, "user")
     labels = [f"g{i}" for i in range(4)]
     monkeypatch.setattr(planning, "missing", lambda net, **k: (4, {"g1", "g2", "g3"}))
@@ -549,6 +589,7 @@ def test_profile_and_plan_counts_what_it_measures_and_estimates_the_rest(monkeyp
         for i, label in enumerate(labels):
             progress(i + 1, len(labels), label)
         return synthetic_plan(net, precision, layout, policy=policy)[0]
+
     monkeypatch.setattr(distributed, "choose_profiler", lambda gpus, scheduler: profile_network)
     seen = []
     done = planning.profile_and_plan(net, mode="wr", budget="8MiB", progress=lambda *a: seen.append(a))
@@ -559,8 +600,9 @@ def test_profile_and_plan_counts_what_it_measures_and_estimates_the_rest(monkeyp
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is present")
-@pytest.mark.parametrize("example", [["examples/train_with_plan.py", "--plan", "plan.json"],
-                                     ["examples/optimize_user_model.py"]])
+@pytest.mark.parametrize(
+    "example", [["examples/train_with_plan.py", "--plan", "plan.json"], ["examples/optimize_user_model.py"]]
+)
 def test_the_training_examples_say_they_need_a_gpu(example):
     proc = subprocess.run([sys.executable, *example], cwd=ROOT, capture_output=True, text=True)
     lines = proc.stderr.strip().splitlines()

@@ -42,8 +42,9 @@ POLICIES = ("liveness", "vdnn-all-p", "sn-recompute")
 
 
 def _digest(net) -> dict:
-    layers = json.dumps([(x.name, x.op, x.inputs, x.out_shape, sorted(x.params.items())) for x in net.layers],
-                        default=str)
+    layers = json.dumps(
+        [(x.name, x.op, x.inputs, x.out_shape, sorted(x.params.items())) for x in net.layers], default=str
+    )
     out = {"layers": hashlib.sha256(layers.encode()).hexdigest()[:16]}
     for policy in POLICIES:
         r = plan_memory(net, policy, convention="pytorch")
@@ -57,12 +58,16 @@ def _without(net, layer_name):
     from engine.network import Layer, Network
 
     gone = net.layer(layer_name)
-    layers = [Layer(x.name, x.op, tuple(gone.inputs[0] if i == layer_name else i for i in x.inputs), x.out_shape,
-                    x.params) for x in net.layers if x.name != layer_name]
+    layers = [
+        Layer(x.name, x.op, tuple(gone.inputs[0] if i == layer_name else i for i in x.inputs), x.out_shape, x.params)
+        for x in net.layers
+        if x.name != layer_name
+    ]
     return Network(net.name, net.batch, layers)
 
 
 # ------------------------------------------------------------------------------------------ the oracle
+
 
 @pytest.mark.parametrize("name", ZOO_TWINS)
 def test_zoo_twins_give_the_same_kernels_and_timeline(name):
@@ -113,6 +118,7 @@ def test_functional_conv_is_the_same_conv_layer():
 
 # ------------------------------------------------------------------------------------- PyTorch's facts
 
+
 def _facts(model, shape=(8, 6, 6)):
     gm = trace.trace(model, "m")
     return gm, trace.record(gm, model, shape, "m")
@@ -124,11 +130,12 @@ def test_facts_of_the_own_ops_are_the_pytorch_convention():
     a convolution its input (its weight is a parameter, not an extra). Dropout is the exception that keeps the
     rules hand-written: on meta it keeps a float noise tensor (4 bytes per element), CUDA's native_dropout a
     bool mask (1 byte), as the pytorch convention says."""
-    model = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(inplace=True), nn.MaxPool2d(2),
-                          nn.Dropout()).to("meta")
+    model = nn.Sequential(
+        nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(inplace=True), nn.MaxPool2d(2), nn.Dropout()
+    ).to("meta")
     gm, facts = _facts(model)
     f = {n.target: facts[n] for n in gm.graph.nodes if n.op == "call_module"}
-    y = [e for e in f["0"].elems]   # elements of a (B, 8, 6, 6) map at each batch
+    y = [e for e in f["0"].elems]  # elements of a (B, 8, 6, 6) map at each batch
     assert f["0"].saves == {0} and f["0"].extras == [0, 0] and f["0"].flops[0] > 0
     assert f["1"].saves == {0} and f["1"].extras == [2 * 8 * 4] * 2 and f["1"].alias is None
     assert f["2"].alias == 0 and f["2"].inplace and f["2"].saves == {"Y"}
@@ -139,6 +146,7 @@ def test_facts_of_the_own_ops_are_the_pytorch_convention():
 def test_attention_on_meta_keeps_what_cuda_keeps():
     """On meta, scaled_dot_product_attention would take the math path and keep the attention probabilities
     (heads x L x L per sample); the facts follow CUDA's memory-efficient kernel, which keeps none of them."""
+
     class Attend(nn.Module):
         def __init__(self):
             super().__init__()
@@ -154,12 +162,13 @@ def test_attention_on_meta_keeps_what_cuda_keeps():
     tokens = 16 * 16
     attn = net.layer("attn").params
     assert attn["checkpoint"] and attn["flops"][0] > 0
-    assert 0 < attn["extra_bytes"][0] < 2 * tokens * tokens * 4   # less than one probability matrix per head
+    assert 0 < attn["extra_bytes"][0] < 2 * tokens * tokens * 4  # less than one probability matrix per head
 
 
 def test_views_share_storage_and_sizes_are_linear_in_the_batch():
     """A windowed reshape (Swin's B*nW), a permute (a view: no bytes) and a parameter-only bias: the sizes
     recorded at two batches predict a third exactly."""
+
     class Windows(nn.Module):
         def __init__(self):
             super().__init__()
@@ -189,18 +198,22 @@ def test_views_share_storage_and_sizes_are_linear_in_the_batch():
     interp.run(torch.zeros(5, 4, 8, 8))
     inv = build_inventory(net, "pytorch")
     permute = next(x for x in net.layers if x.params.get("op") == "Tensor.permute")
-    assert permute.params["alias"] == 0 and inv.tensors[f"Y:{permute.name}"].storage == \
-        inv.tensors[f"Y:{permute.inputs[0]}"].storage
+    assert (
+        permute.params["alias"] == 0
+        and inv.tensors[f"Y:{permute.name}"].storage == inv.tensors[f"Y:{permute.inputs[0]}"].storage
+    )
     generic = [x for x in net.layers if x.op == "generic"]
-    assert [x.elems(5) for x in generic] == [shapes[n] for n in ("view", "permute", "reshape", "conv", "add",
-                                                                       "flatten")]
-    assert [x.params["alias"] for x in generic] == [0, 0, None, None, None, 0]   # reshape after permute copies
+    assert [x.elems(5) for x in generic] == [
+        shapes[n] for n in ("view", "permute", "reshape", "conv", "add", "flatten")
+    ]
+    assert [x.params["alias"] for x in generic] == [0, 0, None, None, None, 0]  # reshape after permute copies
     # a convolution over windows (batch 4B) is not one of the Network's convolutions (its kernels' batch is the
     # mini-batch): a generic layer, its time from its flops, no kernels planned
     assert generic[3].params["op"] == "Conv2d" and generic[3].params["flops"][0] > 0 and not net.kernels()
 
 
 # -------------------------------------------------------------------------------- the memory planner
+
 
 def test_memory_planner_on_generic_layers():
     """MobileNetV3 (Hardswish, Hardsigmoid, SE multiply) and ConvNeXt (permutes, LayerNorm, a Linear over
@@ -260,6 +273,7 @@ def test_calibration_times_every_generic_layer_on_the_cpu():
 
 # ------------------------------------------------------------------------------- bounded refusals
 
+
 def test_recurrent_model_refused_before_it_runs():
     class Rnn(nn.Module):
         def __init__(self):
@@ -284,11 +298,11 @@ def test_size_limits_refuse_quickly():
     with pytest.raises(ModelImportError, match=f"nested more than {trace.MAX_NESTING} deep"):
         importer.import_model(deep, (3, 8, 8), 2, "m")
     many = nn.Sequential()
-    many._modules.update(dict.fromkeys(map(str, range(200_000)), nn.Identity()))   # 200,000 modules, built at once
+    many._modules.update(dict.fromkeys(map(str, range(200_000)), nn.Identity()))  # 200,000 modules, built at once
     start = time.perf_counter()
     with pytest.raises(ModelImportError, match=f"more than {trace.MAX_MODULES} modules"):
         importer.import_model(many, (3, 8, 8), 2, "m")
-    assert time.perf_counter() - start < 5   # the issue saw over 30 s; the CPU here is shared
+    assert time.perf_counter() - start < 5  # the issue saw over 30 s; the CPU here is shared
     with torch.device("meta"):
         wide = nn.Sequential(nn.Conv2d(3, 10**7, 3))
     with pytest.raises(ModelImportError, match=r"Conv2d at 0 has 3 -> 10000000 channels, more than 1048576"):
@@ -298,21 +312,33 @@ def test_size_limits_refuse_quickly():
 def test_cli_reaches_a_model_with_generic_layers():
     """The README's example, once refused: networks and memory on torchvision:mobilenet_v3_small."""
     for args in (["networks"], ["memory", "--batch", "2", "--policy", "sn-recompute"]):
-        out = subprocess.run([sys.executable, "-m", "engine", *args, "--network",
-                              "torchvision:mobilenet_v3_small@3x64x64"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-m", "engine", *args, "--network", "torchvision:mobilenet_v3_small@3x64x64"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr
     assert "re-forwards" in out.stdout and "peak" in out.stdout
 
 
 def test_builder_calling_sys_exit_is_an_error(tmp_path):
-    (tmp_path / "quitter.py").write_text(textwrap.dedent("""
+    (tmp_path / "quitter.py").write_text(
+        textwrap.dedent("""
         import sys
         def build():
             sys.exit(0)
-    """))
-    out = subprocess.run([sys.executable, "-m", "engine", "networks", "--network", "quitter:build"], cwd=tmp_path,
-                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""}, timeout=300)
+    """)
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "engine", "networks", "--network", "quitter:build"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+        timeout=300,
+    )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == ["error: quitter:build() called sys.exit(0) instead of returning a model"]
 

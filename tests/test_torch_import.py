@@ -67,15 +67,26 @@ def test_first_conv_needs_no_input_gradient():
 
 
 def test_conv_parameters_recorded():
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1),
-                          nn.Conv2d(8, 8, (3, 5), stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=4,
-                                    bias=False),
-                          nn.Conv2d(8, 6, 3, padding="same", dilation=2),
-                          nn.Conv2d(6, 6, 2, padding="valid"))
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.Conv2d(8, 8, (3, 5), stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=4, bias=False),
+        nn.Conv2d(8, 6, 3, padding="same", dilation=2),
+        nn.Conv2d(6, 6, 2, padding="valid"),
+    )
     net = imported(model)
     p = net.layer("1").params
-    assert (p["r"], p["s"], p["stride_h"], p["stride_w"], p["pad_h"], p["pad_w"], p["dil_h"], p["dil_w"],
-            p["groups"], p["bias"]) == (3, 5, 2, 1, 1, 2, 1, 2, 4, False)
+    assert (
+        p["r"],
+        p["s"],
+        p["stride_h"],
+        p["stride_w"],
+        p["pad_h"],
+        p["pad_w"],
+        p["dil_h"],
+        p["dil_w"],
+        p["groups"],
+        p["bias"],
+    ) == (3, 5, 2, 1, 1, 2, 1, 2, 4, False)
     assert (net.layer("2").params["pad_h"], net.layer("2").params["pad_w"]) == (2, 2)
     assert net.layer("3").params["pad_h"] == 0 and net.layer("3").out_shape == (6, 7, 11)
     assert net.param_count == sum(q.numel() for q in model.parameters())
@@ -96,8 +107,18 @@ def test_bn_without_affine_and_functional_ops():
             return self.fc(y)
 
     net = imported(Net(), (3, 8, 8))
-    assert [x.op for x in net.layers] == ["data", "conv", "relu", "conv", "concat", "bn", "pool", "dropout", "fc",
-                                          "softmax"]
+    assert [x.op for x in net.layers] == [
+        "data",
+        "conv",
+        "relu",
+        "conv",
+        "concat",
+        "bn",
+        "pool",
+        "dropout",
+        "fc",
+        "softmax",
+    ]
     assert net.layer("bn").param_count == 0
     assert net.param_count == sum(q.numel() for q in Net().parameters())
     assert net.layer("dropout").params["p"] == 0.3
@@ -133,19 +154,22 @@ def test_other_ops_become_generic_layers():
     assert not gelu.params["checkpoint"] and net.param_count == 4 * 3 * 9 + 4
 
 
-@pytest.mark.parametrize("model,message", [
-    (nn.Sequential(nn.Conv2d(3, 4, 3, padding_mode="reflect")), "padding_mode='reflect'"),
-])
+@pytest.mark.parametrize(
+    "model,message", [(nn.Sequential(nn.Conv2d(3, 4, 3, padding_mode="reflect")), "padding_mode='reflect'")]
+)
 def test_inexpressible_layers_refused(model, message):
     with pytest.raises(ModelImportError, match=message):
         imported(model)
 
 
-@pytest.mark.parametrize("model,shape", [
-    (nn.Sequential(nn.MaxPool2d((2, 3))), (3, 8, 5)),           # stride 2x3: not the Network's square pool
-    (nn.Sequential(nn.AdaptiveAvgPool2d(5)), (3, 5, 5)),         # uneven windows
-    (nn.Sequential(nn.Conv2d(3, 4, 3), nn.Linear(14, 2)), (4, 14, 2)),   # a Linear over the last dim
-])
+@pytest.mark.parametrize(
+    "model,shape",
+    [
+        (nn.Sequential(nn.MaxPool2d((2, 3))), (3, 8, 5)),  # stride 2x3: not the Network's square pool
+        (nn.Sequential(nn.AdaptiveAvgPool2d(5)), (3, 5, 5)),  # uneven windows
+        (nn.Sequential(nn.Conv2d(3, 4, 3), nn.Linear(14, 2)), (4, 14, 2)),  # a Linear over the last dim
+    ],
+)
 def test_forms_the_own_layers_cannot_express_are_generic(model, shape):
     net = imported(model)
     assert net.layers[-2].op == "generic" and net.layers[-2].out_shape == shape
@@ -179,8 +203,11 @@ def test_trace_failure_is_one_line():
         def forward(self, x):
             return x if x.sum() > 0 else -x
 
-    with pytest.raises(ModelImportError, match=r"cannot trace m with torch.fx at test_torch_import.py:\d+ in forward "
-                                               r"`return x if x.sum\(\) > 0 else -x` \(symbolically") as info:
+    with pytest.raises(
+        ModelImportError,
+        match=r"cannot trace m with torch.fx at test_torch_import.py:\d+ in forward "
+        r"`return x if x.sum\(\) > 0 else -x` \(symbolically",
+    ) as info:
         imported(Branchy())
     assert "\n" not in str(info.value)
 
@@ -192,6 +219,7 @@ def test_train_mode_restored():
 
 
 # --------------------------------------------------------------------------------------- names
+
 
 def test_names_round_trip():
     assert is_torch_name("torchvision:resnet50") and is_torch_name("pkg.mod:build@3x32x32")
@@ -210,7 +238,8 @@ def test_names_round_trip():
 
 
 def test_module_callable_loader(tmp_path, monkeypatch):
-    (tmp_path / "tinynets.py").write_text(textwrap.dedent("""
+    (tmp_path / "tinynets.py").write_text(
+        textwrap.dedent("""
         import torch.nn as nn
 
         def build():
@@ -220,26 +249,34 @@ def test_module_callable_loader(tmp_path, monkeypatch):
             return 42
 
         VALUE = 7
-    """))
+    """)
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.delitem(sys.modules, "tinynets", raising=False)
     with pytest.raises(ModelImportError, match="names Python code to run"):  # not named by the user yet
         get_network("tinynets:build@1x8x8", 2)
-    for source in ("tinynets:build", "tinynets:not_a_model", "tinynets:VALUE", "tinynets:missing",
-                   "nosuchmodule_xyz:build"):
+    for source in (
+        "tinynets:build",
+        "tinynets:not_a_model",
+        "tinynets:VALUE",
+        "tinynets:missing",
+        "nosuchmodule_xyz:build",
+    ):
         trust(source)
     net = get_network("tinynets:build@1x8x8", 2)
     assert net.name == "tinynets:build@1x8x8" and net.batch == 2
     assert [x.name for x in net.layers] == ["data", "0", "1", "3", "prob"]
     assert net.param_count == 1 * 4 * 9 + 4 + 256 * 3 + 3
-    for name, message in [("tinynets:not_a_model", "tinynets:not_a_model returned a int, not a torch.nn.Module"),
-                          ("tinynets:VALUE", "tinynets:VALUE is a int, not a callable"),
-                          ("tinynets:missing", "module 'tinynets' has no attribute 'missing'"),
-                          ("nosuchmodule_xyz:build", "cannot import 'nosuchmodule_xyz'.*ModuleNotFoundError"),
-                          ("torchvision:nosuch", "unknown torchvision model 'nosuch'; classification models: alexnet"),
-                          ("torchvision:alexnet@3x224", "input shape '3x224' is not CxHxW"),
-                          ("torchvision:alexnet@3x32x32", "cannot run torchvision:alexnet@3x32x32 on a 2x3x32x32"),
-                          ("tinynets:build@3x8x8", "cannot run tinynets:build@3x8x8 on a 2x3x8x8 input: at 0: .*channel")]:
+    for name, message in [
+        ("tinynets:not_a_model", "tinynets:not_a_model returned a int, not a torch.nn.Module"),
+        ("tinynets:VALUE", "tinynets:VALUE is a int, not a callable"),
+        ("tinynets:missing", "module 'tinynets' has no attribute 'missing'"),
+        ("nosuchmodule_xyz:build", "cannot import 'nosuchmodule_xyz'.*ModuleNotFoundError"),
+        ("torchvision:nosuch", "unknown torchvision model 'nosuch'; classification models: alexnet"),
+        ("torchvision:alexnet@3x224", "input shape '3x224' is not CxHxW"),
+        ("torchvision:alexnet@3x32x32", "cannot run torchvision:alexnet@3x32x32 on a 2x3x32x32"),
+        ("tinynets:build@3x8x8", "cannot run tinynets:build@3x8x8 on a 2x3x8x8 input: at 0: .*channel"),
+    ]:
         with pytest.raises(ModelImportError, match=message):
             get_network(name, 2)
 
@@ -250,8 +287,13 @@ def test_a_plan_naming_python_code_is_refused_without_running_it(tmp_path):
     from engine.plan import load_plan
     from engine.profile import Profile, resolve_profile
     from engine.planner import make_plan
-    plan = make_plan(Profile.load(resolve_profile("h100-alexnet-b256-tf32-nchw-powerOfTwo")),
-                     get_network("alexnet", 256), mode="wr", budget="64MiB")
+
+    plan = make_plan(
+        Profile.load(resolve_profile("h100-alexnet-b256-tf32-nchw-powerOfTwo")),
+        get_network("alexnet", 256),
+        mode="wr",
+        budget="64MiB",
+    )
     doc = plan.to_dict()
     doc["network"]["name"] = "os:abort"
     path = tmp_path / "hostile.plan.json"
@@ -267,19 +309,27 @@ def test_build_options_refused():
 
 # ----------------------------------------------------------------------------------------- CLI
 
+
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args,message", [
-    (["networks", "--network", "torchvision:nosuch"], "error: unknown torchvision model 'nosuch'"),
-    (["networks", "--network", "torchvision:alexnet", "--input", "3x2x2"], "error: cannot run torchvision:alexnet@3x2x2"),
-    (["networks", "--network", "alexnet", "--input", "3x64x64"], "error: --input is for PyTorch networks"),
-    (["memory", "--network", "torchvision:alexnet", "--input", "big"], "error: input shape 'big' is not CxHxW"),
-    (["networks", "--input", "3x64x64"], "error: --input needs --network"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["networks", "--network", "torchvision:nosuch"], "error: unknown torchvision model 'nosuch'"),
+        (
+            ["networks", "--network", "torchvision:alexnet", "--input", "3x2x2"],
+            "error: cannot run torchvision:alexnet@3x2x2",
+        ),
+        (["networks", "--network", "alexnet", "--input", "3x64x64"], "error: --input is for PyTorch networks"),
+        (["memory", "--network", "torchvision:alexnet", "--input", "big"], "error: input shape 'big' is not CxHxW"),
+        (["networks", "--input", "3x64x64"], "error: --input needs --network"),
+    ],
+)
 def test_cli_errors_one_line(args, message):
     proc = run_cli(*args)
     assert proc.returncode == 2, proc.stderr
@@ -297,8 +347,10 @@ def test_cli_networks_with_input(capsys):
 
 
 def test_zoo_and_cli_do_not_import_torch():
-    code = ("import sys; from engine.zoo import get_network; from engine.cli import main; "
-            "get_network('alexnet'); main(['networks', '--json']); assert 'torch' not in sys.modules")
+    code = (
+        "import sys; from engine.zoo import get_network; from engine.cli import main; "
+        "get_network('alexnet'); main(['networks', '--json']); assert 'torch' not in sys.modules"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
 

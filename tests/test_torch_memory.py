@@ -24,8 +24,16 @@ torch = pytest.importorskip("torch")
 torchvision = pytest.importorskip("torchvision")
 nn = torch.nn
 
-EXECUTABLE = ("liveness", "vdnn-all-p", "vdnn-conv-m", "vdnn-dyn", "sn-offload", "sn-recompute", "superneurons",
-              "layrub-inter")
+EXECUTABLE = (
+    "liveness",
+    "vdnn-all-p",
+    "vdnn-conv-m",
+    "vdnn-dyn",
+    "sn-offload",
+    "sn-recompute",
+    "superneurons",
+    "layrub-inter",
+)
 OFFLOADING = ("vdnn-all-p", "vdnn-conv-m", "sn-offload", "sn-recompute", "layrub-inter")
 
 
@@ -34,8 +42,14 @@ class Small(nn.Module):
 
     def __init__(self, channels=8):
         super().__init__()
-        self.features = nn.Sequential(nn.Conv2d(3, channels, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2),
-                                      nn.Conv2d(channels, 16, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2))
+        self.features = nn.Sequential(
+            nn.Conv2d(3, channels, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+            nn.Conv2d(channels, 16, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+        )
         self.fc = nn.Linear(16 * 4 * 4, 10)
 
     def forward(self, x):
@@ -81,7 +95,7 @@ def build(model_name):
 
 
 def step(model, x, target):
-    torch.manual_seed(1)   # the same dropout draws in every model
+    torch.manual_seed(1)  # the same dropout draws in every model
     loss = nn.functional.cross_entropy(model(x), target)
     loss.backward()
     return loss.detach()
@@ -89,7 +103,7 @@ def step(model, x, target):
 
 def plan(net, policy):
     options = {}
-    if policy in ("superneurons", "vdnn-dyn"):   # a capacity below the plan's own peak: LRU evictions, offloads
+    if policy in ("superneurons", "vdnn-dyn"):  # a capacity below the plan's own peak: LRU evictions, offloads
         free = plan_memory(net, policy="superneurons" if policy == "superneurons" else "vdnn-conv-p")
         options["capacity"] = int(free.peak * (0.8 if policy == "superneurons" else 1.0))
     return plan_memory(net, policy=policy, **options)
@@ -116,16 +130,16 @@ def test_policy_step_equals_stock_and_follows_the_plan(model_name, policy):
             apply_memory_policy(managed, result)
         return
     runtime = apply_memory_policy(managed, result, example_input=x)
-    for n in range(2):   # the second step accumulates into .grad and reuses the host buffers
+    for n in range(2):  # the second step accumulates into .grad and reuses the host buffers
         loss_stock, loss_managed = step(stock, x, target), step(managed, x, target)
         assert_same_step(stock, managed, loss_stock, loss_managed, f"step {n + 1}: ")
     s, summary = runtime.stats, result.summary
     assert s["steps"] == 2 and s["host_syncs_expected"] == 0
-    last = runtime._last     # the backward reached the plan's last tick: nothing of the step is still held
+    last = runtime._last  # the backward reached the plan's last tick: nothing of the step is still held
     assert last.done and not last.held and not last.recompute.cache
     assert s["recomputed_layers"] == summary["recompute_count"] == result.plan.recompute_count
     assert s["recompute_extra"] == 0, runtime.deviations
-    assert s["prefetch_late"] == s["on_demand"] == 0     # on the CPU, late means fetched on demand
+    assert s["prefetch_late"] == s["on_demand"] == 0  # on the CPU, late means fetched on demand
     if policy == "layrub-inter" and model_name != "small":
         # Caffe's batch norm keeps a normalised copy (xnorm) that PyTorch does not: named, never copied; and
         # it runs in place, where PyTorch's writes a new tensor, copied under the same plan storage
@@ -173,14 +187,14 @@ def test_copies_and_reforwards_run_at_the_plans_ticks():
         assert sorted(done) == sorted(copies), policy
         for kind, name, planned, seen in trace:
             assert seen >= planned, f"{policy}: {kind} {name} ran at {seen}, before its tick {planned}"
-            if planned[0] < len(p.inventory.route) - 1:          # forward ticks of the model's own layers are seen
+            if planned[0] < len(p.inventory.route) - 1:  # forward ticks of the model's own layers are seen
                 assert seen == planned, f"{policy}: {kind} {name} planned at {planned}, ran at {seen}"
         deadline = {(c.storage, c.issue): c.deadline for c in p.copies if c.direction == "prefetch"}
         for kind, name, planned, seen in trace:
             if kind == "prefetch" and deadline[name, planned[0]] is not None:
                 assert seen[0] <= deadline[name, planned[0]], f"{policy}: prefetch of {name} after its deadline"
         releases = [(name, planned) for kind, name, planned, _ in trace if kind == "release"]
-        for name, planned in releases:   # released exactly where the plan's residency of it stops
+        for name, planned in releases:  # released exactly where the plan's residency of it stops
             assert any(a - 1 == planned[0] for a, _ in _gaps(p.intervals[name])), (policy, name, planned)
         recomputed = [name for kind, name, _, _ in trace if kind == "recompute"]
         assert recomputed == [t.layer for t in p.ticks if t.phase == "R"], policy
@@ -219,11 +233,12 @@ def test_remove_restores_stock_pytorch():
     assert runtime.remove() is managed
     assert not hasattr(managed, "ucudnn_memory")
     assert sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in managed.modules()) == hooks
-    assert [m.inplace for m in managed.modules() if isinstance(m, nn.ReLU)] == \
-        [m.inplace for m in stock.modules() if isinstance(m, nn.ReLU)]
+    assert [m.inplace for m in managed.modules() if isinstance(m, nn.ReLU)] == [
+        m.inplace for m in stock.modules() if isinstance(m, nn.ReLU)
+    ]
     stock.zero_grad(), managed.zero_grad()
     assert_same_step(stock, managed, step(stock, x, target), step(managed, x, target))
-    assert runtime.stats["steps"] == 1      # the step after remove() was not managed
+    assert runtime.stats["steps"] == 1  # the step after remove() was not managed
 
     with apply_memory_policy(managed, plan(net, "vdnn-all-p")) as scoped:
         step(managed, x, target)
@@ -277,8 +292,11 @@ def test_parts_the_runtime_cannot_execute_are_refused_by_name():
     stock, net, _, _ = build("small")
     with pytest.raises(MemoryRuntimeError, match="baseline-vdnn-p cannot run in PyTorch: .*static allocation"):
         apply_memory_policy(stock, plan_memory(net, policy="baseline-vdnn-p"))
-    with pytest.raises(MemoryRuntimeError, match=r"layrub-hybrid cannot run in PyTorch: its intra-layer reuse "
-                                                 r"\(dX written into X's buffer on 0 layers, ReLU kept as a 1-byte"):
+    with pytest.raises(
+        MemoryRuntimeError,
+        match=r"layrub-hybrid cannot run in PyTorch: its intra-layer reuse "
+        r"\(dX written into X's buffer on 0 layers, ReLU kept as a 1-byte",
+    ):
         apply_memory_policy(stock, plan_memory(net, policy="layrub-hybrid"))
     resnet = torchvision.models.resnet18(num_classes=10)
     hybrid = plan_memory(import_model(resnet, (3, 32, 32), 2, "r18"), policy="layrub-hybrid")
@@ -298,17 +316,18 @@ def test_parts_the_runtime_cannot_execute_are_refused_by_name():
     fnet = import_model(model, (3, 16, 16), 4, "functional")
     with pytest.raises(MemoryRuntimeError, match=r"cannot re-forward relu: functional relu"):
         apply_memory_policy(model, plan_memory(fnet, policy="sn-recompute"))
-    apply_memory_policy(model, plan_memory(fnet, policy="vdnn-all-p")).remove()   # offloading needs no module
+    apply_memory_policy(model, plan_memory(fnet, policy="vdnn-all-p")).remove()  # offloading needs no module
 
 
 def test_cpu_mover_counts_an_on_demand_fetch_as_late():
     from engine.pytorch.offload import Mover, Stored, View
+
     mover = Mover(torch.device("cpu"))
     t = torch.randn(4, 5)
     s = Stored("Y:x", "Y:x#0", t, mover)
     mover.offload(s)
     mover.release(s)
     assert not s.resident
-    back = s.tensor(View.of(t))        # used before any prefetch: fetched now
+    back = s.tensor(View.of(t))  # used before any prefetch: fetched now
     assert torch.equal(back, t)
     assert mover.on_demand == 1 and mover.late() == 1 and mover.prefetched_bytes == t.numel() * 4

@@ -18,13 +18,16 @@ def one_line_error(capsys, argv) -> str:
     return err[0]
 
 
-@pytest.mark.parametrize("argv,expected", [
-    (["--mode", "wr"], "--mode wr needs --budget"),
-    (["--mode", "wd"], "--mode wd needs --budget"),
-    (["--mode", "free", "--budget", "64MiB"], "--mode free takes no --budget"),
-    (["--budget", "64XB"], "unknown unit 'XB'"),
-    (["--mode", "fast", "--budget", "64MiB"], "argument --mode: invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv,expected",
+    [
+        (["--mode", "wr"], "--mode wr needs --budget"),
+        (["--mode", "wd"], "--mode wd needs --budget"),
+        (["--mode", "free", "--budget", "64MiB"], "--mode free takes no --budget"),
+        (["--budget", "64XB"], "unknown unit 'XB'"),
+        (["--mode", "fast", "--budget", "64MiB"], "argument --mode: invalid choice"),
+    ],
+)
 def test_mistakes_are_one_line_before_any_gpu_work(capsys, argv, expected):
     assert expected in one_line_error(capsys, ["torch-plan", "--network", "alexnet", *argv])
 

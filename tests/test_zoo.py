@@ -22,8 +22,18 @@ GOLDEN_PARAMS = {
     "vgg16": 138_357_544,
     "googlenet": 6_624_904,
 }
-GOLDEN_CONVS = {"alexnet": 5, "alexnet-caffe": 5, "resnet18": 20, "resnet34": 36, "resnet50": 53,
-                "resnet101": 104, "resnet152": 155, "vgg16": 13, "googlenet": 57, "densenet40": 39}
+GOLDEN_CONVS = {
+    "alexnet": 5,
+    "alexnet-caffe": 5,
+    "resnet18": 20,
+    "resnet34": 36,
+    "resnet50": 53,
+    "resnet101": 104,
+    "resnet152": 155,
+    "vgg16": 13,
+    "googlenet": 57,
+    "densenet40": 39,
+}
 
 
 def convs(net):
@@ -82,12 +92,35 @@ def test_every_zoo_network_has_a_default_batch_and_ends_in_softmax():
 
 # ------------------------------------------------------------------------------------ AlexNet
 
+
 def test_alexnet_caffe_layer_list_is_superneurons_fig10():
     net = get_network("alexnet-caffe", 200)
     assert [layer.name for layer in net.layers] == [
-        "data", "conv1", "relu1", "lrn1", "pool1", "conv2", "relu2", "lrn2", "pool2", "conv3", "relu3",
-        "conv4", "relu4", "conv5", "relu5", "pool5", "fc6", "relu6", "drop6", "fc7", "relu7", "drop7", "fc8",
-        "prob"]
+        "data",
+        "conv1",
+        "relu1",
+        "lrn1",
+        "pool1",
+        "conv2",
+        "relu2",
+        "lrn2",
+        "pool2",
+        "conv3",
+        "relu3",
+        "conv4",
+        "relu4",
+        "conv5",
+        "relu5",
+        "pool5",
+        "fc6",
+        "relu6",
+        "drop6",
+        "fc7",
+        "relu7",
+        "drop7",
+        "fc8",
+        "prob",
+    ]
     assert len(net.layers) - 1 == 23
 
 
@@ -116,8 +149,24 @@ def test_alexnet_caffe_shapes_and_parameter_arithmetic():
     assert [net.layer(p).out_shape for p in ("pool1", "pool2", "pool5")] == [(96, 27, 27), (256, 13, 13), (256, 6, 6)]
     assert all(net.layer(p).params["ceil_mode"] for p in ("pool1", "pool2", "pool5"))
     assert net.layer("lrn1").params == {"size": 5, "alpha": 1e-4, "beta": 0.75, "k": 1.0}
-    by_hand = (96 * 3 * 11 * 11 + 96 + 256 * 48 * 25 + 256 + 384 * 256 * 9 + 384 + 384 * 192 * 9 + 384
-               + 256 * 192 * 9 + 256 + 9216 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 1000 + 1000)
+    by_hand = (
+        96 * 3 * 11 * 11
+        + 96
+        + 256 * 48 * 25
+        + 256
+        + 384 * 256 * 9
+        + 384
+        + 384 * 192 * 9
+        + 384
+        + 256 * 192 * 9
+        + 256
+        + 9216 * 4096
+        + 4096
+        + 4096 * 4096
+        + 4096
+        + 4096 * 1000
+        + 1000
+    )
     assert net.param_count == by_hand == 60_965_224
     assert net.layer("fc6").params["in_features"] == 256 * 6 * 6
 
@@ -134,6 +183,7 @@ def test_alexnet_torchvision_shapes():
 
 # ------------------------------------------------------------------------------------- ResNet
 
+
 def test_resnet50_structure():
     net = get_network("resnet50", 1)
     layers = net.layers
@@ -144,10 +194,13 @@ def test_resnet50_structure():
     adds = [x for x in layers if x.op == "add"]
     assert len(adds) == 16
     assert all([net.layer(n).op for n in net.consumers[a.name]] == ["relu"] for a in adds)
-    stage_out = {f"layer{i}": net.layer(f"layer{i}.{n - 1}.relu").out_shape
-                 for i, n in zip(range(1, 5), (3, 4, 6, 3))}
-    assert stage_out == {"layer1": (256, 56, 56), "layer2": (512, 28, 28), "layer3": (1024, 14, 14),
-                         "layer4": (2048, 7, 7)}
+    stage_out = {f"layer{i}": net.layer(f"layer{i}.{n - 1}.relu").out_shape for i, n in zip(range(1, 5), (3, 4, 6, 3))}
+    assert stage_out == {
+        "layer1": (256, 56, 56),
+        "layer2": (512, 28, 28),
+        "layer3": (1024, 14, 14),
+        "layer4": (2048, 7, 7),
+    }
     assert conv_shape(net, "conv1") == (3, 224, 64, 7, 2, 3, 1, 112)
     assert net.layer("maxpool").out_shape == (64, 56, 56)
     # v1.5: stride 2 on the 3x3 conv, and on the shortcut
@@ -177,8 +230,17 @@ def test_image_option_changes_shapes():
     assert get_network("densenet40", 1, image=64).layer("trans2.pool").out_shape == (976, 16, 16)
 
 
-@pytest.mark.parametrize("depth,stages", [(50, (3, 4, 6, 3)), (101, (3, 4, 23, 3)), (152, (3, 8, 36, 3)),
-                                          (200, (3, 24, 36, 3)), (302, (3, 4, 90, 3)), (1517, (3, 4, 495, 3))])
+@pytest.mark.parametrize(
+    "depth,stages",
+    [
+        (50, (3, 4, 6, 3)),
+        (101, (3, 4, 23, 3)),
+        (152, (3, 8, 36, 3)),
+        (200, (3, 24, 36, 3)),
+        (302, (3, 4, 90, 3)),
+        (1517, (3, 4, 495, 3)),
+    ],
+)
 def test_resnet_stages(depth, stages):
     assert resnet_stages(depth) == stages
     assert 3 * sum(stages) + 2 == depth
@@ -197,12 +259,22 @@ def test_resnet_n_has_n_weight_layers(depth):
     assert net.batch == 16
 
 
-@pytest.mark.parametrize("gen,zoo", [("resnet-18", "resnet18"), ("resnet-34", "resnet34"), ("resnet-50", "resnet50"),
-                                     ("resnet-101", "resnet101"), ("resnet-152", "resnet152"), ("vgg-16", "vgg16")])
+@pytest.mark.parametrize(
+    "gen,zoo",
+    [
+        ("resnet-18", "resnet18"),
+        ("resnet-34", "resnet34"),
+        ("resnet-50", "resnet50"),
+        ("resnet-101", "resnet101"),
+        ("resnet-152", "resnet152"),
+        ("vgg-16", "vgg16"),
+    ],
+)
 def test_generators_reproduce_zoo_networks(gen, zoo):
     a, b = get_network(gen, 4), get_network(zoo, 4)
-    assert [(x.name, x.op, x.inputs, x.out_shape, x.params) for x in a.layers] == \
-           [(x.name, x.op, x.inputs, x.out_shape, x.params) for x in b.layers]
+    assert [(x.name, x.op, x.inputs, x.out_shape, x.params) for x in a.layers] == [
+        (x.name, x.op, x.inputs, x.out_shape, x.params) for x in b.layers
+    ]
 
 
 def test_resnet_stages_override_superneurons_generator():
@@ -223,6 +295,7 @@ def test_resnet_n_rejects_impossible_depths(depth):
 
 
 # ---------------------------------------------------------------------------------------- VGG
+
 
 def test_vgg16_structure():
     net = get_network("vgg16", 1)
@@ -248,8 +321,13 @@ def test_vgg_deepening_follows_vdnn():
     widths = {}
     for c in convs(net):
         widths.setdefault(c.name.split("_")[0], set()).add((c.params["k"], c.params["r"], c.params["pad_h"]))
-    assert widths == {"conv1": {(64, 3, 1)}, "conv2": {(128, 3, 1)}, "conv3": {(256, 3, 1)},
-                      "conv4": {(512, 3, 1)}, "conv5": {(512, 3, 1)}}
+    assert widths == {
+        "conv1": {(64, 3, 1)},
+        "conv2": {(128, 3, 1)},
+        "conv3": {(256, 3, 1)},
+        "conv4": {(512, 3, 1)},
+        "conv5": {(512, 3, 1)},
+    }
     assert net.layer("pool5").out_shape == (512, 7, 7)
     # only the first conv of each group and the group-5 repeats differ: few unique kernels
     assert len(net.unique_kernels()) == len(get_network("vgg-16", 1).unique_kernels())
@@ -263,14 +341,34 @@ def test_vgg_n_rejects_other_depths(depth):
 
 # ---------------------------------------------------------------------------------- GoogLeNet
 
+
 def test_googlenet_structure():
     net = get_network("googlenet", 1)
-    out = {name: net.layer(f"{name}.concat").out_shape for name in
-           ("inception3a", "inception3b", "inception4a", "inception4b", "inception4c", "inception4d",
-            "inception4e", "inception5a", "inception5b")}
-    assert out == {"inception3a": (256, 28, 28), "inception3b": (480, 28, 28), "inception4a": (512, 14, 14),
-                   "inception4b": (512, 14, 14), "inception4c": (512, 14, 14), "inception4d": (528, 14, 14),
-                   "inception4e": (832, 14, 14), "inception5a": (832, 7, 7), "inception5b": (1024, 7, 7)}
+    out = {
+        name: net.layer(f"{name}.concat").out_shape
+        for name in (
+            "inception3a",
+            "inception3b",
+            "inception4a",
+            "inception4b",
+            "inception4c",
+            "inception4d",
+            "inception4e",
+            "inception5a",
+            "inception5b",
+        )
+    }
+    assert out == {
+        "inception3a": (256, 28, 28),
+        "inception3b": (480, 28, 28),
+        "inception4a": (512, 14, 14),
+        "inception4b": (512, 14, 14),
+        "inception4c": (512, 14, 14),
+        "inception4d": (528, 14, 14),
+        "inception4e": (832, 14, 14),
+        "inception5a": (832, 7, 7),
+        "inception5b": (1024, 7, 7),
+    }
     assert [net.layer(p).out_shape[1] for p in ("maxpool1", "maxpool2", "maxpool3", "maxpool4")] == [56, 28, 14, 7]
     assert all(x.params["ceil_mode"] for x in net.layers if x.op == "pool" and x.params["mode"] == "max")
     assert not any("aux" in x.name for x in net.layers)
@@ -284,6 +382,7 @@ def test_googlenet_structure():
 
 
 # ----------------------------------------------------------------------------------- DenseNet
+
 
 def test_densenet40_structure():
     net = get_network("densenet40", 1)
@@ -309,6 +408,7 @@ def test_densenet_growth_option():
 
 
 # ------------------------------------------------------------------------------- get_network
+
 
 def test_get_network_errors():
     with pytest.raises(UnknownNetworkError, match="unknown network 'lenet'; known: alexnet"):

@@ -9,6 +9,7 @@ writes one JSON line per plan to ``OUT`` so a cut-off run keeps what it measured
 Usage: python tools/engine_sweep.py OUT.jsonl [--deadline S] [--sizes 256,32] [--layers conv2,conv3]
        [--combos N] [--values N]
 """
+
 import argparse
 import itertools
 import json
@@ -114,9 +115,13 @@ for b in SIZES:
                 specs.append((kn.type, tname, knob_values(kn)))
             if eid not in described:
                 described.add(eid)
-                print(f"  engine {eid}: " + ", ".join(f"{t}={v[0]}..{v[-1]}({len(v)})" for _, t, v in specs), flush=True)
+                print(
+                    f"  engine {eid}: " + ", ".join(f"{t}={v[0]}..{v[-1]}({len(v)})" for _, t, v in specs), flush=True
+                )
             settable = [(t, v) for t, tn, v in specs if tn != "NOT_SET"]
-            combos = [dict(zip([t for t, _ in settable], vals)) for vals in itertools.product(*[v for _, v in settable])]
+            combos = [
+                dict(zip([t for t, _ in settable], vals)) for vals in itertools.product(*[v for _, v in settable])
+            ]
             random.Random(eid * 1000 + b).shuffle(combos)
             for kd in [{}] + combos[:MAX_COMBOS]:
                 tried += 1
@@ -155,7 +160,10 @@ for b in SIZES:
             print(f"  mode B failed: {err}", flush=True)
         finally:
             graphs.HEURISTICS = ("A", "FALLBACK")
-        print(f"{k.id} b={b}: engines {n_eng}, supported {supported}, configs tried {tried}, built {built}, "
-              f"new plans {new} + B {nb}, {time.perf_counter() - t0:.1f}s (sweep build {t_build:.2f}s, timing {t_time:.2f}s)", flush=True)
+        print(
+            f"{k.id} b={b}: engines {n_eng}, supported {supported}, configs tried {tried}, built {built}, "
+            f"new plans {new} + B {nb}, {time.perf_counter() - t0:.1f}s (sweep build {t_build:.2f}s, timing {t_time:.2f}s)",
+            flush=True,
+        )
         del bufs, cg
         cp.get_default_memory_pool().free_all_blocks()

@@ -4,6 +4,7 @@ Drives dashboard.jobs.JobRunner exactly as the "Verify plan on GPU" and "Profile
 (dashboard/views/gpu.py): verify the plan the default PlannerState shows, feed the report back into
 the state (measured times in the summary and timeline), then start a profile and cancel it.
 """
+
 import json
 import sys
 import tempfile
@@ -26,20 +27,26 @@ def wait(runner, timeout=300):
 
 state = PlannerState()
 plan = state.make_plan()
-print(f"state: profile {state.profile}, {state.network} b{state.batch} {state.mode} {state.policy} budget {state.budget}")
+print(
+    f"state: profile {state.profile}, {state.network} b{state.batch} {state.mode} {state.policy} budget {state.budget}"
+)
 runner = JobRunner()
 seen = []
 runner.param.watch(lambda e: seen.append(e.new), "progress")
 runner.start("verify", lambda progress, should_stop: verify_plan(plan, progress=progress, should_stop=should_stop))
 wait(runner)
 report = runner.result
-print(f"verify job: status {runner.status}, progress updates {len(seen)}, last {runner.progress}%, error {runner.error!r}")
+print(
+    f"verify job: status {runner.status}, progress updates {len(seen)}, last {runner.progress}%, error {runner.error!r}"
+)
 assert runner.status == "done", runner.error
 t = report["totals"]
 print(f"  all passed {t['all_passed']}, measured {t['measured_ms']:.2f} ms vs predicted {t['predicted_ms']:.2f} ms")
 state.set_verification(report)
-print(f"  state after set_verification: verified {state.verified}, measured kernels {len(state.measured or {})}, "
-      f"summary {json.dumps(state.result.summary, default=str)[:300]}")
+print(
+    f"  state after set_verification: verified {state.verified}, measured kernels {len(state.measured or {})}, "
+    f"summary {json.dumps(state.result.summary, default=str)[:300]}"
+)
 
 cache = Path(tempfile.mkdtemp()) / "c.sqlite"
 net = get_network("alexnet", 256)

@@ -21,6 +21,7 @@ of another GPU or cuDNN are skipped; a file this tool already relabelled is skip
 an interrupted run (or one out of ``--budget-s``) resumes. Each file is rewritten atomically, and only if
 every one of its graphs was labelled.
 """
+
 import argparse
 import gzip
 import json
@@ -92,8 +93,11 @@ def verify(t, ctx, new: list[str | None], count: int) -> tuple[int, int]:
             want = "|".join(built[name])
             if new[i] != want:
                 bad += 1
-                print(f"  DISAGREE {key} b={b} {name}: labelled {new[i]!r}, built on its own graph {want!r}"
-                      + (f", probed there {'|'.join(probed[name])!r}" if probed else ""), flush=True)
+                print(
+                    f"  DISAGREE {key} b={b} {name}: labelled {new[i]!r}, built on its own graph {want!r}"
+                    + (f", probed there {'|'.join(probed[name])!r}" if probed else ""),
+                    flush=True,
+                )
     return done, bad
 
 
@@ -130,18 +134,30 @@ def relabel(path: str, ctx, here: dict, args, n_verify: int) -> bool:
     for row, notes in zip(doc["rows"], new):
         row[col] = notes
     t["numerical_notes"] = new
-    doc["provenance"] = dict(p, numerical_notes_labelled={
-        "date": here["date"], "tool": TOOL, "cudnn_version": here["cudnn_version"],
-        "frontend_version": here["frontend_version"], "method": note_method(),
-        "granularity": "per (signature, micro_batch) graph" if per_graph else
-        "per (signature, plan), on the graph of its smallest measured micro-batch",
-        "graphs": graphs, "verified_graphs": verified})
+    doc["provenance"] = dict(
+        p,
+        numerical_notes_labelled={
+            "date": here["date"],
+            "tool": TOOL,
+            "cudnn_version": here["cudnn_version"],
+            "frontend_version": here["frontend_version"],
+            "method": note_method(),
+            "granularity": "per (signature, micro_batch) graph"
+            if per_graph
+            else "per (signature, plan), on the graph of its smallest measured micro-batch",
+            "graphs": graphs,
+            "verified_graphs": verified,
+        },
+    )
     atomic_write(path, json.dumps(doc, separators=(",", ":")), gzip_suffix=True)
     nd = t.numerical_notes.str.contains("NONDETERMINISTIC").mean()
     tc = t.numerical_notes.str.contains("TENSOR_CORE").mean()
-    print(f"{Path(path).name}: {graphs} graphs labelled in {t_label:.1f} s (method {note_method()}), {verified} "
-          f"verified in {time.perf_counter() - t0 - t_label:.1f} s; {changed} of {len(t)} rows changed; rows with "
-          f"TENSOR_CORE {tc:.0%}, NONDETERMINISTIC {nd:.0%}", flush=True)
+    print(
+        f"{Path(path).name}: {graphs} graphs labelled in {t_label:.1f} s (method {note_method()}), {verified} "
+        f"verified in {time.perf_counter() - t0 - t_label:.1f} s; {changed} of {len(t)} rows changed; rows with "
+        f"TENSOR_CORE {tc:.0%}, NONDETERMINISTIC {nd:.0%}",
+        flush=True,
+    )
     return True
 
 

@@ -4,6 +4,7 @@ Profiles AlexNet conv2-conv5 (all three kernels, b = 256, 128, 64, 32) with RTC 
 compares, per graph, the fastest RTC plan with the fastest other plan, and with the fastest other
 plan that needs no more workspace. Prints a markdown table.
 """
+
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,9 @@ from engine.zoo import get_network  # noqa: E402
 
 ctx = runtime.context()
 print(f"# RTC engines vs the rest: {runtime.provenance()['gpu']}, cuDNN {runtime.provenance()['cudnn_version']}\n")
-print("| kernel | b | RTC plans | best RTC ms (ws MiB) | best other ms (ws MiB) | best other within RTC's ws | build s |")
+print(
+    "| kernel | b | RTC plans | best RTC ms (ws MiB) | best other ms (ws MiB) | best other within RTC's ws | build s |"
+)
 print("|---|---|---|---|---|---|---|")
 net = get_network("alexnet", 256)
 wins = 0
@@ -38,7 +41,10 @@ for k in net.kernels():
         within = [r for r in other if r["workspace"] <= br["workspace"]]
         bw = min(within, key=lambda r: r["time_ms"]) if within else None
         wins += bool(bw is None or br["time_ms"] < bw["time_ms"] * 0.98)
-        print(f"| {k.id} | {b} | {len(rtc)} | {br['time_ms']:.3f} ({br['workspace'] / 2**20:.1f}) | "
-              f"{bo['time_ms']:.3f} ({bo['workspace'] / 2**20:.1f}) | "
-              f"{format(bw['time_ms'], '.3f') if bw else 'none'} | {dt:.1f} |", flush=True)
+        print(
+            f"| {k.id} | {b} | {len(rtc)} | {br['time_ms']:.3f} ({br['workspace'] / 2**20:.1f}) | "
+            f"{bo['time_ms']:.3f} ({bo['workspace'] / 2**20:.1f}) | "
+            f"{format(bw['time_ms'], '.3f') if bw else 'none'} | {dt:.1f} |",
+            flush=True,
+        )
 print(f"\nGraphs where an RTC plan is >2% faster than every other plan with no more workspace: {wins}")

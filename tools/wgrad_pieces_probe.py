@@ -7,6 +7,7 @@ host time; GPU-side variance shows pieces-only time moving with the total.
 
 Usage: python tools/wgrad_pieces_probe.py [trials]
 """
+
 import sys
 import time
 from pathlib import Path
@@ -61,6 +62,10 @@ for t in range(trials):
         ctx.stream.synchronize()
         res[name] = (runtime.median(times), host)
     clocks = cp.cuda.runtime.deviceGetAttribute(cp.cuda.runtime.cudaDevAttrClockRate, 0)
-    print(f"trial {t}: " + "  ".join(f"{n} {g:.3f} ms (host {h:.3f} ms/repeat)" for n, (g, h) in res.items())
-          + f"  clock attr {clocks}", flush=True)
+    print(
+        f"trial {t}: "
+        + "  ".join(f"{n} {g:.3f} ms (host {h:.3f} ms/repeat)" for n, (g, h) in res.items())
+        + f"  clock attr {clocks}",
+        flush=True,
+    )
     cp.get_default_memory_pool().free_all_blocks()

@@ -61,8 +61,13 @@ class StateView(pn.viewable.Viewer):
     @staticmethod
     def caption(testid: str) -> pn.pane.HTML:
         """Small text under a plot: the numbers behind its title, readable by people and tests."""
-        return pn.pane.HTML("", styles={"font-size": "0.82em", "color": "#444"}, margin=(0, 10, 6, 10),
-                            sizing_mode="stretch_width", name=testid)
+        return pn.pane.HTML(
+            "",
+            styles={"font-size": "0.82em", "color": "#444"},
+            margin=(0, 10, 6, 10),
+            sizing_mode="stretch_width",
+            name=testid,
+        )
 
     def _push(self, *panes) -> None:
         """Raw Bokeh edits reach a notebook only when pushed; on a server this is a no-op."""

@@ -14,8 +14,10 @@ from engine.units import format_size, parse_size
 from ..selection import SCOPE
 from .base import StateView
 
-MODE_HELP = {"WR": "WR (workspace reuse): the budget is each kernel's own workspace limit.",
-             "WD": "WD (workspace division): one network-wide workspace of this total, divided among kernels."}
+MODE_HELP = {
+    "WR": "WR (workspace reuse): the budget is each kernel's own workspace limit.",
+    "WD": "WD (workspace division): one network-wide workspace of this total, divided among kernels.",
+}
 
 
 def budget_label(b: int) -> str:
@@ -51,8 +53,14 @@ def parse_budget(text: str) -> int:
     return parse_size(text)
 
 
-SELECTS = {"profile": "Profile", "compare": "Compare with (the same network on another GPU)", "network": "Network",
-           "batch": "Mini-batch size", "precision": "Data type", "layout": "Layout"}
+SELECTS = {
+    "profile": "Profile",
+    "compare": "Compare with (the same network on another GPU)",
+    "network": "Network",
+    "batch": "Mini-batch size",
+    "precision": "Data type",
+    "layout": "Layout",
+}
 
 
 class Controls(StateView):
@@ -60,12 +68,14 @@ class Controls(StateView):
     never holds a value its options lack (which would make Panel send None back to the state); a widget's
     change is passed on only when the state offers it."""
 
-    _watch = {"selection": ("profile", "engines", *SCOPE, "compare", "analysis", "messages", "error"),
-              "planning": ("policy", "mode", "budget", "result", "error")}
+    _watch = {
+        "selection": ("profile", "engines", *SCOPE, "compare", "analysis", "messages", "error"),
+        "planning": ("policy", "mode", "budget", "result", "error"),
+    }
 
     def _build(self) -> None:
         sel, plan = self.state.selection, self.state.planning
-        self.widgets: dict[str, tuple] = {}   # name -> (widget, owning part)
+        self.widgets: dict[str, tuple] = {}  # name -> (widget, owning part)
         for name, label in SELECTS.items():
             self.widgets[name] = (pn.widgets.Select(label=label, sizing_mode="stretch_width"), sel)
         self.widgets["engines"] = (pn.widgets.RadioButtonGroup(sizing_mode="stretch_width", variant="outline"), sel)
@@ -76,23 +86,44 @@ class Controls(StateView):
             self.listen(widget, "value", lambda e, part=part, name=name: self._to_state(part, name, e.new))
         self.mode_help = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
         self.steps: list[int] = [0]
-        self.slider = BudgetSlider(start=0, end=1, value=0, step=1, sizing_mode="stretch_width", show_value=False,
-                                   label="Workspace budget", format=steps_formatter([0, 0]))
-        self.exact = pn.widgets.TextInput(placeholder="or type a budget with its unit, e.g. 120MiB",
-                                          sizing_mode="stretch_width")
+        self.slider = BudgetSlider(
+            start=0,
+            end=1,
+            value=0,
+            step=1,
+            sizing_mode="stretch_width",
+            show_value=False,
+            label="Workspace budget",
+            format=steps_formatter([0, 0]),
+        )
+        self.exact = pn.widgets.TextInput(
+            placeholder="or type a budget with its unit, e.g. 120MiB", sizing_mode="stretch_width"
+        )
         self.exact_error = pn.pane.Alert("", alert_type="danger", visible=False, margin=(0, 10))
         self.notes = pn.Column(sizing_mode="stretch_width")
         self._syncing = False
         self.listen(self.slider, "value", self._from_slider)
         self.listen(self.exact, "value", self._from_text)
         self.panel = pn.Column(
-            self.notes, self.profile, self.compare, self.network,
+            self.notes,
+            self.profile,
+            self.compare,
+            self.network,
             pn.Row(self.batch, self.precision, self.layout, sizing_mode="stretch_width"),
-            pn.pane.Markdown("**Batch-size policy**", margin=(5, 10, 0, 10)), self.policy,
-            pn.pane.Markdown("**Engines** (all measured / cuDNN's heuristic list / deterministic only)",
-                             margin=(5, 10, 0, 10)), self.engines,
-            pn.pane.Markdown("**Mode**", margin=(5, 10, 0, 10)), self.mode, self.mode_help,
-            self.slider, self.exact, self.exact_error, sizing_mode="stretch_width")
+            pn.pane.Markdown("**Batch-size policy**", margin=(5, 10, 0, 10)),
+            self.policy,
+            pn.pane.Markdown(
+                "**Engines** (all measured / cuDNN's heuristic list / deterministic only)", margin=(5, 10, 0, 10)
+            ),
+            self.engines,
+            pn.pane.Markdown("**Mode**", margin=(5, 10, 0, 10)),
+            self.mode,
+            self.mode_help,
+            self.slider,
+            self.exact,
+            self.exact_error,
+            sizing_mode="stretch_width",
+        )
 
     def _to_state(self, part, name: str, value) -> None:
         """A widget's choice, passed on only when the state offers it (a transient None never is)."""
@@ -110,8 +141,11 @@ class Controls(StateView):
             for name, (widget, part) in self.widgets.items():
                 options = dict(part.param[name].get_range())
                 value = getattr(part, name)
-                if list(widget.options.values() if isinstance(widget.options, dict) else widget.options) != list(
-                        options.values()) or widget.value != value:
+                if (
+                    list(widget.options.values() if isinstance(widget.options, dict) else widget.options)
+                    != list(options.values())
+                    or widget.value != value
+                ):
                     widget.param.update(options=options, value=value)
             if names & {"analysis", "mode", "result"}:
                 self._set_options()
@@ -140,8 +174,9 @@ class Controls(StateView):
         """The slider sits on the step nearest the budget; its label shows the budget itself, exactly."""
         plan = self.state.planning
         what = "Workspace limit per kernel" if plan.mode == "WR" else "Total workspace budget"
-        self.slider.param.update(value=nearest_step(self.steps, plan.budget),
-                                 label=f"{what}: {budget_label(plan.budget)} (log scale)")
+        self.slider.param.update(
+            value=nearest_step(self.steps, plan.budget), label=f"{what}: {budget_label(plan.budget)} (log scale)"
+        )
         typed = self.exact.value.strip()
         if typed:
             try:

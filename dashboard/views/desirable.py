@@ -13,7 +13,6 @@ from .base import StateView
 
 
 class DesirableView(StateView):
-
     def _build(self) -> None:
         self.plot = DesirablePlot()
         self.plot.fig.css_classes = ["ucd-desirable"]
@@ -23,8 +22,9 @@ class DesirableView(StateView):
         self._syncing = False
         self._options_of = None
         self.text = self.caption("desirable-caption")
-        self.panel = pn.Column(self.pane, pn.Row(self.picker, self.text, sizing_mode="stretch_width"),
-                               sizing_mode="stretch_width")
+        self.panel = pn.Column(
+            self.pane, pn.Row(self.picker, self.text, sizing_mode="stretch_width"), sizing_mode="stretch_width"
+        )
 
     def _pick(self, event) -> None:
         if not self._syncing and event.new:
@@ -41,8 +41,9 @@ class DesirableView(StateView):
         self._syncing = True
         try:
             if self._options_of is not analysis:  # options and value in one update: never a value not offered
-                self.picker.param.update(options={f"{k.id} ({k.kind.value})": k.id for k in analysis.kernels},
-                                         value=result.kernel)
+                self.picker.param.update(
+                    options={f"{k.id} ({k.kind.value})": k.id for k in analysis.kernels}, value=result.kernel
+                )
                 self._options_of = analysis
             elif self.picker.value != result.kernel:
                 self.picker.value = result.kernel
@@ -53,11 +54,15 @@ class DesirableView(StateView):
         title = f"Desirable set of {kernel} ({c.policy})"
         limit = c.budget if c.mode == "WR" else None
         self.plot.update(result.desirable, result.pieces, analysis.engine_colors, title, limit)
-        pick = (f"The plan uses {chosen.division.iloc[0]} ({chosen.engines.iloc[0]}), "
-                f"{chosen.time_ms.iloc[0]:.3f} ms with {format_size(chosen.workspace_mib.iloc[0] * 2**20)} (red)."
-                if len(chosen) else "")
-        self.text.object = (f"{KIND_NAMES[kernel.split(':')[1]]} of {kernel.split(':')[0]}: "
-                            f"{len(result.desirable)} desirable configurations. {pick} Bars: micro-batch division, "
-                            f"coloured by engine" + ("; dotted line: the WR limit." if limit is not None else "."))
+        pick = (
+            f"The plan uses {chosen.division.iloc[0]} ({chosen.engines.iloc[0]}), "
+            f"{chosen.time_ms.iloc[0]:.3f} ms with {format_size(chosen.workspace_mib.iloc[0] * 2**20)} (red)."
+            if len(chosen)
+            else ""
+        )
+        self.text.object = (
+            f"{KIND_NAMES[kernel.split(':')[1]]} of {kernel.split(':')[0]}: "
+            f"{len(result.desirable)} desirable configurations. {pick} Bars: micro-batch division, "
+            f"coloured by engine" + ("; dotted line: the WR limit." if limit is not None else ".")
+        )
         self._push(self.pane)
-

@@ -35,20 +35,22 @@ class GPUView(StateView):
         self._on_runner()
 
     def _build(self) -> None:
-        self.profile_btn = pn.widgets.Button(label="Profile on GPU", color="primary",
-                                             sizing_mode="stretch_width")
-        self.verify_btn = pn.widgets.Button(label="Verify plan on GPU", color="primary",
-                                            sizing_mode="stretch_width")
+        self.profile_btn = pn.widgets.Button(label="Profile on GPU", color="primary", sizing_mode="stretch_width")
+        self.verify_btn = pn.widgets.Button(label="Verify plan on GPU", color="primary", sizing_mode="stretch_width")
         self.cancel_btn = pn.widgets.Button(label="Cancel", color="warning", sizing_mode="stretch_width")
         self.progress = pn.indicators.Progress(value=0, max=100, sizing_mode="stretch_width", visible=False)
         self.status = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
         self.profile_btn.on_click(lambda _e: self.locked(self.start_profile))
         self.verify_btn.on_click(lambda _e: self.locked(self.start_verify))
         self.cancel_btn.on_click(lambda _e: self.runner.cancel())
-        self.panel = pn.Column(pn.pane.Markdown("**GPU**", margin=(5, 10, 0, 10)),
-                               pn.Row(self.profile_btn, self.verify_btn, sizing_mode="stretch_width"),
-                               self.progress, pn.Row(self.cancel_btn, sizing_mode="stretch_width"),
-                               self.status, sizing_mode="stretch_width")
+        self.panel = pn.Column(
+            pn.pane.Markdown("**GPU**", margin=(5, 10, 0, 10)),
+            pn.Row(self.profile_btn, self.verify_btn, sizing_mode="stretch_width"),
+            self.progress,
+            pn.Row(self.cancel_btn, sizing_mode="stretch_width"),
+            self.status,
+            sizing_mode="stretch_width",
+        )
 
     def _refresh(self, *_events) -> None:
         self._on_runner()
@@ -63,8 +65,16 @@ class GPUView(StateView):
         profile_network = gpu_function("profile_network")
 
         def work(progress, should_stop):
-            return profile_network(net, policy=policy, precision=precision, layout=layout, progress=progress,
-                                   should_stop=should_stop, command="dashboard: Profile on GPU")
+            return profile_network(
+                net,
+                policy=policy,
+                precision=precision,
+                layout=layout,
+                progress=progress,
+                should_stop=should_stop,
+                command="dashboard: Profile on GPU",
+            )
+
         return self.runner.start("profile", work, owner=self.token)
 
     def start_verify(self) -> bool:
@@ -77,6 +87,7 @@ class GPUView(StateView):
 
         def work(progress, should_stop):
             return key, verify_plan(plan, progress=progress, should_stop=should_stop)
+
         return self.runner.start("verify", work, owner=self.token)
 
     # --- runner -> page ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import panel as pn
 
 from engine.errors import BudgetError, EngineError
 from engine.memory import MEMORY_POLICIES
-from engine.units import GiB, format_size, parse_size
+from engine.units import GiB, format_size
 
 from ..errors import describe_error
 from ..memory_plot import MemoryPlot
@@ -22,8 +22,13 @@ from ..memory_runs import MEASURE, RESULTS_ENV, Measured
 from .base import StateView
 from .controls import parse_budget
 
-CAPACITIES = {"12 GiB (K40, TITAN X: the papers' GPUs)": 12 * GiB, "16 GiB (P100)": 16 * GiB,
-              "32 GiB (V100)": 32 * GiB, "80 GiB (H100)": 80 * GiB, "unbounded": None}
+CAPACITIES = {
+    "12 GiB (K40, TITAN X: the papers' GPUs)": 12 * GiB,
+    "16 GiB (P100)": 16 * GiB,
+    "32 GiB (V100)": 32 * GiB,
+    "80 GiB (H100)": 80 * GiB,
+    "unbounded": None,
+}
 
 
 class MemoryView(StateView):
@@ -32,10 +37,15 @@ class MemoryView(StateView):
     def _build(self) -> None:
         self.plot: MemoryPlot | None = None  # made, with its data, when the tab first shows a plan
         self.plots = pn.Column(sizing_mode="stretch_width")
-        self.policy = pn.widgets.Select(label="Memory policy", options=self.state.memory_state.param.memory_policy.objects,
-                                        value=self.state.memory_policy, width=220)
-        self.capacity = pn.widgets.Select(label="GPU capacity", options=CAPACITIES, value=self.state.capacity,
-                                          width=260)
+        self.policy = pn.widgets.Select(
+            label="Memory policy",
+            options=self.state.memory_state.param.memory_policy.objects,
+            value=self.state.memory_policy,
+            width=220,
+        )
+        self.capacity = pn.widgets.Select(
+            label="GPU capacity", options=CAPACITIES, value=self.state.capacity, width=260
+        )
         self.exact = pn.widgets.TextInput(label="or exactly", placeholder="e.g. 24GiB", width=140)
         self.error = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
         self.listen(self.capacity, "value", self._pick_capacity)
@@ -46,8 +56,15 @@ class MemoryView(StateView):
         self.measured_error = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
         self.active = False
         self._stale = True
-        self.panel = pn.Column(pn.Row(self.policy, self.capacity, self.exact), self.error, self.plots, self.text,
-                               self.measured_error, self.measured, sizing_mode="stretch_width")
+        self.panel = pn.Column(
+            pn.Row(self.policy, self.capacity, self.exact),
+            self.error,
+            self.plots,
+            self.text,
+            self.measured_error,
+            self.measured,
+            sizing_mode="stretch_width",
+        )
 
     def show(self, active: bool) -> None:
         """Called by the Dashboard when the memory tab opens or closes."""
@@ -106,37 +123,52 @@ class MemoryView(StateView):
         self._stale = False
         s = frames["summary"].iloc[0]
         cap = self.state.capacity
-        title = (f"Memory timeline: {s['network']} B={s['batch']}, {s['policy']}, "
-                 f"capacity {format_size(cap) if cap else 'unbounded'}")
+        title = (
+            f"Memory timeline: {s['network']} B={s['batch']}, {s['policy']}, "
+            f"capacity {format_size(cap) if cap else 'unbounded'}"
+        )
         first = self.plot is None
         if first:  # figures enter the page with their data: an empty figure cannot set its ranges
             self.plot = MemoryPlot()
             self.plot.fig.css_classes = ["ucd-memory"]
         self.plot.update(frames, title)
         if first:
-            self.plots[:] = [pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width"),
-                             pn.pane.Bokeh(self.plot.lanes, sizing_mode="stretch_width")]
+            self.plots[:] = [
+                pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width"),
+                pn.pane.Bokeh(self.plot.lanes, sizing_mode="stretch_width"),
+            ]
         fits = "fits" if s["fits"] else "does NOT fit"
-        timing = (f"; iteration {s['iteration_ms']:.1f} ms (convolutions {s['conv_ms']:.1f} ms, stalls "
-                  f"{s['stall_ms']:.1f} ms)" if s["iteration_ms"] == s["iteration_ms"] else "")
-        moved = (f"; offloaded {format_size(s['offload_bytes'])}, prefetched {format_size(s['prefetch_bytes'])}, "
-                 f"{int(s['recompute_count'])} steps recomputed")
+        timing = (
+            f"; iteration {s['iteration_ms']:.1f} ms (convolutions {s['conv_ms']:.1f} ms, stalls "
+            f"{s['stall_ms']:.1f} ms)"
+            if s["iteration_ms"] == s["iteration_ms"]
+            else ""
+        )
+        moved = (
+            f"; offloaded {format_size(s['offload_bytes'])}, prefetched {format_size(s['prefetch_bytes'])}, "
+            f"{int(s['recompute_count'])} steps recomputed"
+        )
         notes = " ".join(frames["notes"].note) if "notes" in frames and len(frames["notes"]) else ""
         times = s.get("time_note") or "no time modelled (no profile)"
-        self.text.object = (f"Peak {format_size(s['peak'])} at {s['peak_layer']} ({s['peak_phase']}), {fits}"
-                            f"{timing}{moved}. Convolution workspaces and times come from the selected profile. "
-                            f"{notes}<br><b>Predicted times</b>: {html.escape(times)}")
+        self.text.object = (
+            f"Peak {format_size(s['peak'])} at {s['peak_layer']} ({s['peak_phase']}), {fits}"
+            f"{timing}{moved}. Convolution workspaces and times come from the selected profile. "
+            f"{notes}<br><b>Predicted times</b>: {html.escape(times)}"
+        )
         self._show_measured(s)
         self._push(self.panel)
 
     def _show_measured(self, s) -> None:
         """The measured run for these controls beside the prediction, or why there is none."""
         m = self.state.memory_measured()
-        self.measured_error.param.update(object=f"Measured memory runs not shown: {html.escape(m.error)}",
-                                         visible=bool(m.error))
+        self.measured_error.param.update(
+            object=f"Measured memory runs not shown: {html.escape(m.error)}", visible=bool(m.error)
+        )
         run = m.run if m.run is not None and not m.run.error else None
-        self.plot.mark_measured(run.peak if run else None,
-                                f"{m.runs.provenance_line()}, {run.model} b{run.batch} {run.variant}" if run else "")
+        self.plot.mark_measured(
+            run.peak if run else None,
+            f"{m.runs.provenance_line()}, {run.model} b{run.batch} {run.variant}" if run else "",
+        )
         self.measured.object = "" if m.error else measured_html(m, s, self.state.memory_policy)
 
 
@@ -161,8 +193,10 @@ def measured_html(m: Measured, s, policy: str) -> str:
     that no run exists for this network, mini-batch and policy and which command makes one."""
     esc = html.escape
     where = f"{esc(str(s['network']))} b{int(s['batch'])} under {esc(policy)}"
-    make = (f"<code>{MEASURE}</code> on a GPU host writes one (then <code>python benchmarks/memory_training.py "
-            f"report</code>); <code>{RESULTS_ENV}=path</code> reads another results file")
+    make = (
+        f"<code>{MEASURE}</code> on a GPU host writes one (then <code>python benchmarks/memory_training.py "
+        f"report</code>); <code>{RESULTS_ENV}=path</code> reads another results file"
+    )
     if m.runs is None:
         return f"<b>Measured</b>: no measured run yet ({esc(m.path)} does not exist): {make}."
     prov = esc(m.runs.provenance_line())
@@ -170,36 +204,59 @@ def measured_html(m: Measured, s, policy: str) -> str:
     r = m.run
     if r is None:
         have = ", ".join(m.runs.scopes()) or "none"
-        return (f"<b>Measured</b>: no measured run for {where} in {esc(m.path)} ({prov}; it holds "
-                f"{esc(have)}, TF32 NCHW): {make}.{capacity}")
-    head = (f"<b>Measured</b> on {prov}: {esc(r.model)} b{r.batch}, {esc(r.variant)}, {_cap(r.capacity)}"
-            + (f", {r.steps} timed steps" if r.steps else ""))
+        return (
+            f"<b>Measured</b>: no measured run for {where} in {esc(m.path)} ({prov}; it holds "
+            f"{esc(have)}, TF32 NCHW): {make}.{capacity}"
+        )
+    head = f"<b>Measured</b> on {prov}: {esc(r.model)} b{r.batch}, {esc(r.variant)}, {_cap(r.capacity)}" + (
+        f", {r.steps} timed steps" if r.steps else ""
+    )
     p = r.predicted
     if r.error:
-        return (f"{head}: the run failed: {esc(r.error)} (the benchmark predicted a peak of "
-                f"{_size(p.get('peak'))}).{capacity}")
-    spread = (f" ({r.step_ms_p10:.1f}-{r.step_ms_p90:.1f})" if r.step_ms_p10 is not None and r.step_ms_p90 is not None
-              else "")
-    rows = [("peak", _size(s["peak"]), _size(p.get("peak")), _size(r.peak)),
-            ("step time", _ms(s["iteration_ms"]), _ms(p.get("iteration_ms")), _ms(r.step_ms) + spread),
-            ("offloaded per step", _size(s["offload_bytes"]), _size(p.get("offload_bytes")), _size(r.offloaded_bytes)),
-            ("recomputations per step", _count(s["recompute_count"]), _count(p.get("recompute_count")),
-             _count(r.recomputed))]
+        return (
+            f"{head}: the run failed: {esc(r.error)} (the benchmark predicted a peak of "
+            f"{_size(p.get('peak'))}).{capacity}"
+        )
+    spread = (
+        f" ({r.step_ms_p10:.1f}-{r.step_ms_p90:.1f})" if r.step_ms_p10 is not None and r.step_ms_p90 is not None else ""
+    )
+    rows = [
+        ("peak", _size(s["peak"]), _size(p.get("peak")), _size(r.peak)),
+        ("step time", _ms(s["iteration_ms"]), _ms(p.get("iteration_ms")), _ms(r.step_ms) + spread),
+        ("offloaded per step", _size(s["offload_bytes"]), _size(p.get("offload_bytes")), _size(r.offloaded_bytes)),
+        (
+            "recomputations per step",
+            _count(s["recompute_count"]),
+            _count(p.get("recompute_count")),
+            _count(r.recomputed),
+        ),
+    ]
     cell = 'style="padding:1px 10px;text-align:right"'
-    table = ("<table><tr><th></th>" + "".join(f"<th {cell}>{h}</th>" for h in
-                                                 ("predicted here", "predicted by the benchmark", "measured"))
-             + "</tr>" + "".join(f"<tr><td>{name}</td>" + "".join(f"<td {cell}>{v}</td>" for v in vals) + "</tr>"
-                                 for name, *vals in rows) + "</table>")
+    table = (
+        "<table><tr><th></th>"
+        + "".join(f"<th {cell}>{h}</th>" for h in ("predicted here", "predicted by the benchmark", "measured"))
+        + "</tr>"
+        + "".join(
+            f"<tr><td>{name}</td>" + "".join(f"<td {cell}>{v}</td>" for v in vals) + "</tr>" for name, *vals in rows
+        )
+        + "</table>"
+    )
     cap = s["capacity"]
-    here = (f"this tab's plan ({esc(str(s['network']))}, tensors as {esc(str(s.get('convention', '?')))}, workspace "
-            f"rule {esc(str(s.get('workspace_rule', '?')))}, capacity "
-            f"{format_size(cap) if cap == cap and cap else 'unbounded'})")
-    bench = (f"torchvision:{esc(r.model)} imported, tensors as {esc(p.get('convention', '?'))}, workspace rule "
-             f"{esc(p.get('workspace_rule', '?'))}, {_cap(r.capacity)}"
-             + (f"; {esc(p['time_model'])}" if p.get("time_model") else ""))
-    return (f"{head}.{table}Predicted here: {here}. Predicted by the benchmark: {bench}. Measured: "
-            f"<code>torch.cuda.max_memory_allocated</code>, the median step (CUDA events, 10-90 % in brackets) and "
-            f"the memory runtime's own counters.{capacity}")
+    here = (
+        f"this tab's plan ({esc(str(s['network']))}, tensors as {esc(str(s.get('convention', '?')))}, workspace "
+        f"rule {esc(str(s.get('workspace_rule', '?')))}, capacity "
+        f"{format_size(cap) if cap == cap and cap else 'unbounded'})"
+    )
+    bench = (
+        f"torchvision:{esc(r.model)} imported, tensors as {esc(p.get('convention', '?'))}, workspace rule "
+        f"{esc(p.get('workspace_rule', '?'))}, {_cap(r.capacity)}"
+        + (f"; {esc(p['time_model'])}" if p.get("time_model") else "")
+    )
+    return (
+        f"{head}.{table}Predicted here: {here}. Predicted by the benchmark: {bench}. Measured: "
+        f"<code>torch.cuda.max_memory_allocated</code>, the median step (CUDA events, 10-90 % in brackets) and "
+        f"the memory runtime's own counters.{capacity}"
+    )
 
 
 def _stock(policy: str) -> bool:
@@ -215,8 +272,11 @@ def _capacity_html(runs, network: str) -> str:
         if "error" in e:
             parts.append(f"{gib} GiB: the prediction failed ({html.escape(e['error'])})")
             continue
-        found = [f"{b} for {'stock PyTorch' if _stock(v) else html.escape(v)} (predicted "
-                 f"{e['predicted'].get(v) or '-'})" for v, b in e["found"].items() if b]
+        found = [
+            f"{b} for {'stock PyTorch' if _stock(v) else html.escape(v)} (predicted {e['predicted'].get(v) or '-'})"
+            for v, b in e["found"].items()
+            if b
+        ]
         if found:
             parts.append(f"under {gib} GiB the largest mini-batch found is " + ", ".join(found))
     return (" <b>Capacity runs</b>: " + "; ".join(parts) + ".") if parts else ""

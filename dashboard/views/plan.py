@@ -15,32 +15,60 @@ from ..errors import describe_error
 from ..frames import plan_frame_columns
 from .base import StateView
 
-COLUMNS = {"kernel": "Kernel", "division": "Micro-batches", "engines": "Engines", "time_ms": "Time [ms]",
-           "baseline_ms": "Undivided [ms]", "workspace_mib": "Workspace [MiB]", "plans": "Plans (pieces x size)"}
+COLUMNS = {
+    "kernel": "Kernel",
+    "division": "Micro-batches",
+    "engines": "Engines",
+    "time_ms": "Time [ms]",
+    "baseline_ms": "Undivided [ms]",
+    "workspace_mib": "Workspace [MiB]",
+    "plans": "Plans (pieces x size)",
+}
 
 
 class PlanView(StateView):
-
     def _build(self) -> None:
         self.table = pn.widgets.Tabulator(
-            plan_frame_columns(), disabled=True, selectable=1, show_index=False, height=420,
-            sizing_mode="stretch_width", titles=COLUMNS, hidden_columns=["layer", "kind"],
-            formatters={"time_ms": {"type": "money", "precision": 3, "symbol": ""},
-                        "baseline_ms": {"type": "money", "precision": 3, "symbol": ""},
-                        "workspace_mib": {"type": "money", "precision": 2, "symbol": ""}},
+            plan_frame_columns(),
+            disabled=True,
+            selectable=1,
+            show_index=False,
+            height=420,
+            sizing_mode="stretch_width",
+            titles=COLUMNS,
+            hidden_columns=["layer", "kind"],
+            formatters={
+                "time_ms": {"type": "money", "precision": 3, "symbol": ""},
+                "baseline_ms": {"type": "money", "precision": 3, "symbol": ""},
+                "workspace_mib": {"type": "money", "precision": 2, "symbol": ""},
+            },
             header_tooltips={"baseline_ms": "undivided policy at the same budget and mode"},
-            layout="fit_data")
+            layout="fit_data",
+        )
         self.listen(self.table, "selection", self._selected)
-        self.download = pn.widgets.FileDownload(callback=self._export, filename="plan.json", label="Export plan (JSON)",
-                                                color="primary", embed=False, auto=True, sizing_mode="stretch_width")
-        self.upload = pn.widgets.FileInput(accept=".json,.gz", multiple=False, label="Load a plan file (JSON)",
-                                           sizing_mode="stretch_width")
+        self.download = pn.widgets.FileDownload(
+            callback=self._export,
+            filename="plan.json",
+            label="Export plan (JSON)",
+            color="primary",
+            embed=False,
+            auto=True,
+            sizing_mode="stretch_width",
+        )
+        self.upload = pn.widgets.FileInput(
+            accept=".json,.gz", multiple=False, label="Load a plan file (JSON)", sizing_mode="stretch_width"
+        )
         self.listen(self.upload, ["value", "filename"], self._load)
         self.alert = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
         self._syncing = False
         # export/load stay in reach (the sidebar); the table goes where there is room (a tab)
-        self.files = pn.Column(pn.pane.Markdown("**Plan file**", margin=(5, 10, 0, 10)), self.download, self.upload,
-                               self.alert, sizing_mode="stretch_width")
+        self.files = pn.Column(
+            pn.pane.Markdown("**Plan file**", margin=(5, 10, 0, 10)),
+            self.download,
+            self.upload,
+            self.alert,
+            sizing_mode="stretch_width",
+        )
         self.panel = pn.Column(self.table, sizing_mode="stretch_width")
 
     def _refresh(self, *_events) -> None:
@@ -69,8 +97,10 @@ class PlanView(StateView):
         """FileDownload callback: the engine's plan for the current controls, as JSON."""
         s, sc = self.state, self.state.scope
         if sc is not None:  # named here, not per budget change: a filename change costs a browser re-layout
-            self.download.filename = (f"{sc.network}-b{sc.batch}-{sc.precision}-{sc.layout}-{s.mode}-{s.policy}-"
-                                      f"{format_size(s.budget).replace(' ', '')}.plan.json")
+            self.download.filename = (
+                f"{sc.network}-b{sc.batch}-{sc.precision}-{sc.layout}-{s.mode}-{s.policy}-"
+                f"{format_size(s.budget).replace(' ', '')}.plan.json"
+            )
         try:
             text = self.state.plan_json()
         except (EngineError, ValueError, KeyError) as err:
@@ -86,7 +116,8 @@ class PlanView(StateView):
         file may arrive as a new file name with no content (the browser sends nothing to decode)."""
         data, name = self.upload.value, self.upload.filename
         if not any(e.name == "value" and e.new is not None for e in events) and not (
-                any(e.name == "filename" for e in events) and name):
+            any(e.name == "filename" for e in events) and name
+        ):
             return  # cleared
         name = Path(name or "plan.json").name
         if not data:

@@ -22,8 +22,10 @@ CSS = """
 
 
 def card(title: str, value: str, sub: str, testid: str) -> str:
-    return (f'<div class="ucd-card" data-testid="{testid}"><div class="t">{html.escape(title)}</div>'
-            f'<div class="v">{html.escape(value)}</div><div class="s">{html.escape(sub)}</div></div>')
+    return (
+        f'<div class="ucd-card" data-testid="{testid}"><div class="t">{html.escape(title)}</div>'
+        f'<div class="v">{html.escape(value)}</div><div class="s">{html.escape(sub)}</div></div>'
+    )
 
 
 def summary_html(s: dict) -> str:
@@ -31,24 +33,52 @@ def summary_html(s: dict) -> str:
     if not s.get("feasible"):
         return card("No plan", "infeasible", s.get("reason", ""), "summary-infeasible")
     budget = format_size(s["budget"]) + (" per kernel" if s["mode"] == "WR" else " in total")
-    cards = [card("Predicted convolution time", f"{s['time_ms']:.2f} ms",
-                  f"{s['mode']}, {s['policy']}, budget {budget}", "summary-time")]
+    cards = [
+        card(
+            "Predicted convolution time",
+            f"{s['time_ms']:.2f} ms",
+            f"{s['mode']}, {s['policy']}, budget {budget}",
+            "summary-time",
+        )
+    ]
     if math.isnan(s["speedup"]):
         cards.append(card("Speed-up over undivided", "n/a", s.get("baseline_reason", ""), "summary-speedup"))
     else:
-        cards.append(card("Speed-up over undivided", f"{s['speedup']:.2f}x",
-                          f"undivided at the same memory: {s['baseline_ms']:.2f} ms", "summary-speedup"))
-    cards.append(card("Total workspace", format_size(s["workspace"]),
-                      f"sum over {s['n_kernels']} kernels", "summary-workspace"))
-    cards.append(card("Distance to unlimited optimum", f"+{s['gap_ms']:.2f} ms ({s['gap_pct']:.1f}%)",
-                      f"optimum {s['optimum_ms']:.2f} ms with {format_size(s['optimum_workspace'])}", "summary-gap"))
+        cards.append(
+            card(
+                "Speed-up over undivided",
+                f"{s['speedup']:.2f}x",
+                f"undivided at the same memory: {s['baseline_ms']:.2f} ms",
+                "summary-speedup",
+            )
+        )
+    cards.append(
+        card("Total workspace", format_size(s["workspace"]), f"sum over {s['n_kernels']} kernels", "summary-workspace")
+    )
+    cards.append(
+        card(
+            "Distance to unlimited optimum",
+            f"+{s['gap_ms']:.2f} ms ({s['gap_pct']:.1f}%)",
+            f"optimum {s['optimum_ms']:.2f} ms with {format_size(s['optimum_workspace'])}",
+            "summary-gap",
+        )
+    )
     if "measured_ms" in s:
         check = ""
         if "all_passed" in s:
-            check = ("; results correct" if s["all_passed"] else
-                     "; WRONG RESULTS in " + ", ".join(s["failed"][:4]) + ("..." if len(s["failed"]) > 4 else ""))
-        cards.append(card("Measured on GPU", f"{s['measured_ms']:.2f} ms",
-                          f"{s['measured_ms'] / s['time_ms']:.2f}x the prediction{check}", "summary-measured"))
+            check = (
+                "; results correct"
+                if s["all_passed"]
+                else "; WRONG RESULTS in " + ", ".join(s["failed"][:4]) + ("..." if len(s["failed"]) > 4 else "")
+            )
+        cards.append(
+            card(
+                "Measured on GPU",
+                f"{s['measured_ms']:.2f} ms",
+                f"{s['measured_ms'] / s['time_ms']:.2f}x the prediction{check}",
+                "summary-measured",
+            )
+        )
     return '<div class="ucd-cards" data-testid="summary">' + "".join(cards) + "</div>"
 
 
@@ -71,5 +101,7 @@ def scope_html(analysis) -> str:
     """What the cards are about: the GPU the profile was measured on and the scope (from the same snapshot)."""
     sc, gpu = analysis.scope, analysis.profile.provenance.get("gpu", "unknown GPU")
     synthetic = "SYNTHETIC profile, " if analysis.profile.synthetic else ""
-    return (f'<div class="ucd-scope" data-testid="summary-scope">{html.escape(synthetic + str(gpu))}: '
-            f'{html.escape(sc.network)} B={sc.batch}, {sc.precision}, {sc.layout}</div>')
+    return (
+        f'<div class="ucd-scope" data-testid="summary-scope">{html.escape(synthetic + str(gpu))}: '
+        f"{html.escape(sc.network)} B={sc.batch}, {sc.precision}, {sc.layout}</div>"
+    )

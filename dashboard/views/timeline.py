@@ -9,7 +9,6 @@ from .base import StateView
 
 
 class TimelineView(StateView):
-
     def _build(self) -> None:
         self.plot = TimelinePlot()
         self.plot.fig.css_classes = ["ucd-timeline"]
@@ -28,6 +27,8 @@ class TimelineView(StateView):
         total = f"{c.time_ms:.2f} ms predicted" if c.feasible else "no plan at this budget"
         if result.measured:
             total += f", {sum(result.measured.values()):.2f} ms measured (grey lanes)"
-        self.text.object = (f"Kernels in execution order (Forward, then BackwardData and BackwardFilter in reverse), "
-                            f"each split into its micro-batches and coloured by engine: {total}.")
+        self.text.object = (
+            f"Kernels in execution order (Forward, then BackwardData and BackwardFilter in reverse), "
+            f"each split into its micro-batches and coloured by engine: {total}."
+        )
         self._push(self.pane)

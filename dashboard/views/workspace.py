@@ -11,7 +11,6 @@ from .base import StateView
 
 
 class WorkspaceView(StateView):
-
     def _build(self) -> None:
         self.plot = WorkspacePlot()
         self.plot.fig.css_classes = ["ucd-workspace"]
@@ -28,6 +27,7 @@ class WorkspaceView(StateView):
                 with self.state.lock:
                     self.state.kernel = src.data["kernel"][new[0]]
                 src.selected.indices = []
+
         return cb
 
     def _refresh(self, *_events) -> None:
@@ -35,10 +35,17 @@ class WorkspaceView(StateView):
         if result is None:
             return
         wr, wd = result.wr, result.wd
+
         def part(c, what):
-            return (f"{c.mode} {format_size(c.budget)} {what} (uses {format_size(c.workspace)})" if c.feasible
-                    else f"{c.mode} infeasible")
+            return (
+                f"{c.mode} {format_size(c.budget)} {what} (uses {format_size(c.workspace)})"
+                if c.feasible
+                else f"{c.mode} infeasible"
+            )
+
         self.plot.update(result.workspace)
-        self.text.object = (f"{result.choice.policy}: {part(wr, 'per kernel')} (light bars); {part(wd, 'in total')} "
-                            f"(dark bars). Click a bar segment to show that kernel's desirable set.")
+        self.text.object = (
+            f"{result.choice.policy}: {part(wr, 'per kernel')} (light bars); {part(wd, 'in total')} "
+            f"(dark bars). Click a bar segment to show that kernel's desirable set."
+        )
         self._push(self.pane)

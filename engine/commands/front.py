@@ -35,14 +35,23 @@ def run(args) -> int:
     front = wd_front([confs for _, confs in sets])
     points = [(int(w), float(t)) for w, t in zip(front.workspace, front.time_ms)]
     if fmt == "csv":
-        text = "workspace_bytes,workspace_mib,time_ms\n" + "".join(
-            f"{w},{w / MiB:.6f},{t!r}\n" for w, t in points)
+        text = "workspace_bytes,workspace_mib,time_ms\n" + "".join(f"{w},{w / MiB:.6f},{t!r}\n" for w, t in points)
     else:
-        text = json.dumps({
-            "network": {"name": network.name, "batch": network.batch}, "precision": precision, "layout": layout,
-            "policy": policy_name(args.policy), "kernels": [k.id for k, _ in sets],
-            "points": [{"workspace": w, "workspace_mib": w / MiB, "time_ms": t} for w, t in points],
-            "profile": profile.provenance}, indent=1) + "\n"
+        text = (
+            json.dumps(
+                {
+                    "network": {"name": network.name, "batch": network.batch},
+                    "precision": precision,
+                    "layout": layout,
+                    "policy": policy_name(args.policy),
+                    "kernels": [k.id for k, _ in sets],
+                    "points": [{"workspace": w, "workspace_mib": w / MiB, "time_ms": t} for w, t in points],
+                    "profile": profile.provenance,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     if args.output is not None:
         atomic_write(args.output, text, what="front")
         print(f"wrote {len(points)} front points to {args.output}", file=sys.stderr)

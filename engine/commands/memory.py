@@ -35,43 +35,81 @@ from ..memory.calibrate import load as load_calibration
 from ..memory.timemodel import TimeParams, time_note
 from ..memory.workspace import RULES
 
-BATCH_SEARCH_LIMIT = 1 << 16   # --max-batch looks no further
-MAX_OPTIMIZER_COPIES = 16      # SGD momentum 1, Adam 2; more is a typo
+BATCH_SEARCH_LIMIT = 1 << 16  # --max-batch looks no further
+MAX_OPTIMIZER_COPIES = 16  # SGD momentum 1, Adam 2; more is a typo
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--network", required=True, help="zoo name, generator name (resnet-N, vgg-N) or spec path")
     add_input_argument(parser)
     parser.add_argument("--batch", type=int, default=None, help="mini-batch size (default: the network's)")
-    parser.add_argument("--policy", default="liveness",
-                        help=f"one of {', '.join(MEMORY_POLICIES)}; a comma-separated list, or 'all' to compare")
+    parser.add_argument(
+        "--policy",
+        default="liveness",
+        help=f"one of {', '.join(MEMORY_POLICIES)}; a comma-separated list, or 'all' to compare",
+    )
     parser.add_argument("--capacity", default=None, help="GPU capacity, e.g. 12GiB (default: unbounded)")
     parser.add_argument("--profile", default=None, help="bundled profile name or path (convolution times/workspaces)")
     parser.add_argument("--workspace", default=None, choices=RULES, help="override the policy's workspace rule")
-    parser.add_argument("--convention", default=None, choices=list(CONVENTIONS),
-                        help="override the policy's framework tensor rules")
-    parser.add_argument("--strategy", default=None, choices=("speed", "memory", "cost-aware"),
-                        help="SuperNeurons recomputation strategy (the policies that take one: "
-                             f"{', '.join(n for n, p in MEMORY_POLICIES.items() if 'strategy' in p.options())})")
-    parser.add_argument("--reserve", default=None, metavar="FRACTION",
-                        help=f"share of --capacity left to the allocator by plans that fill it, e.g. 0.05 or 5%% "
-                             f"(default: {RESERVE:.0%} in the pytorch convention, for PyTorch's caching allocator; "
-                             f"0 in the papers' own)")
-    parser.add_argument("--bandwidth", default=None,
-                        help="host-device copy bandwidth per second (default 54GB, or --time-params' measurement)")
-    parser.add_argument("--time-params", default=None, metavar="FILE",
-                        help="time-model measurements of a GPU host (python -m engine.pytorch.calibrate): copy "
-                             "rates, HBM and FC rates, per-layer times of the measured networks, and the bytes "
-                             "PyTorch keeps allocated itself (counted as workspace)")
-    parser.add_argument("--optimizer-copies", type=int, default=0,
-                        help="optimizer state in units of the weights (SGD momentum: 1, Adam: 2)")
-    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
-                        help="write JSON (to PATH, or stdout without one) instead of the table")
-    parser.add_argument("--snapshot", default=None, metavar="PATH",
-                        help="also write the predicted timeline as a PyTorch memory snapshot (pytorch.org/memory_viz); "
-                             "with several policies one file each, PATH.pickle -> PATH.POLICY.pickle")
+    parser.add_argument(
+        "--convention", default=None, choices=list(CONVENTIONS), help="override the policy's framework tensor rules"
+    )
+    parser.add_argument(
+        "--strategy",
+        default=None,
+        choices=("speed", "memory", "cost-aware"),
+        help="SuperNeurons recomputation strategy (the policies that take one: "
+        f"{', '.join(n for n, p in MEMORY_POLICIES.items() if 'strategy' in p.options())})",
+    )
+    parser.add_argument(
+        "--reserve",
+        default=None,
+        metavar="FRACTION",
+        help=f"share of --capacity left to the allocator by plans that fill it, e.g. 0.05 or 5%% "
+        f"(default: {RESERVE:.0%} in the pytorch convention, for PyTorch's caching allocator; "
+        f"0 in the papers' own)",
+    )
+    parser.add_argument(
+        "--bandwidth",
+        default=None,
+        help="host-device copy bandwidth per second (default 54GB, or --time-params' measurement)",
+    )
+    parser.add_argument(
+        "--time-params",
+        default=None,
+        metavar="FILE",
+        help="time-model measurements of a GPU host (python -m engine.pytorch.calibrate): copy "
+        "rates, HBM and FC rates, per-layer times of the measured networks, and the bytes "
+        "PyTorch keeps allocated itself (counted as workspace)",
+    )
+    parser.add_argument(
+        "--optimizer-copies",
+        type=int,
+        default=0,
+        help="optimizer state in units of the weights (SGD momentum: 1, Adam: 2)",
+    )
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="PATH",
+        help="write JSON (to PATH, or stdout without one) instead of the table",
+    )
+    parser.add_argument(
+        "--snapshot",
+        default=None,
+        metavar="PATH",
+        help="also write the predicted timeline as a PyTorch memory snapshot (pytorch.org/memory_viz); "
+        "with several policies one file each, PATH.pickle -> PATH.POLICY.pickle",
+    )
     parser.add_argument("--max-batch", action="store_true", help="largest mini-batch that fits --capacity")
-    parser.add_argument("--deepest", default=None, choices=("resnet", "resnet-sn", "vgg"),
-                        help="deepest network of this family that fits --capacity at --batch")
+    parser.add_argument(
+        "--deepest",
+        default=None,
+        choices=("resnet", "resnet-sn", "vgg"),
+        help="deepest network of this family that fits --capacity at --batch",
+    )
 
 
 def _policies(text: str) -> list[str]:
@@ -96,8 +134,10 @@ def _reserve(text: str) -> float:
     except ValueError:
         value = math.nan
     if not 0 <= value < 1:
-        raise EngineError(f"--reserve {text!r} is not a share of the capacity: give a fraction in [0, 1) such as 0.05, "
-                          f"or a percentage such as 5%")
+        raise EngineError(
+            f"--reserve {text!r} is not a share of the capacity: give a fraction in [0, 1) such as 0.05, "
+            f"or a percentage such as 5%"
+        )
     return value
 
 
@@ -119,8 +159,10 @@ def _check_options(args) -> None:
         if value == "":
             raise EngineError(f"{flag} was given an empty file name")
     if not 0 <= args.optimizer_copies <= MAX_OPTIMIZER_COPIES:
-        raise EngineError(f"--optimizer-copies must be from 0 to {MAX_OPTIMIZER_COPIES} (SGD momentum: 1, Adam: 2), "
-                          f"got {args.optimizer_copies}")
+        raise EngineError(
+            f"--optimizer-copies must be from 0 to {MAX_OPTIMIZER_COPIES} (SGD momentum: 1, Adam: 2), "
+            f"got {args.optimizer_copies}"
+        )
 
 
 def _time_params(path: str | None):
@@ -142,20 +184,34 @@ def run(args) -> int:
     # the precision and layout the profile measured (the default precision's without a profile)
     variant = dict(zip(("precision", "layout"), network_variant(profile, args.network))) if profile else {}
     params, fw = _time_params(args.time_params)
-    if args.bandwidth is not None:   # a given bandwidth replaces both directions, measured or not
+    if args.bandwidth is not None:  # a given bandwidth replaces both directions, measured or not
         bw = float(parse_size(args.bandwidth.removesuffix("/s")))
         try:
-            params = dataclasses.replace(params, bandwidth=bw, h2d=None, d2h=None, measured=tuple(
-                m for m in params.measured if m not in ("bandwidth", "h2d", "d2h")))
+            params = dataclasses.replace(
+                params,
+                bandwidth=bw,
+                h2d=None,
+                d2h=None,
+                measured=tuple(m for m in params.measured if m not in ("bandwidth", "h2d", "d2h")),
+            )
         except EngineError as err:
             raise EngineError(f"--bandwidth {args.bandwidth}: {str(err).removeprefix('time model: ')}") from None
     options = {}
     if args.strategy:
         options["strategy"] = args.strategy
     reserve = _reserve(args.reserve) if args.reserve is not None else None
-    common = dict(batch=args.batch, capacity=capacity, profile=profile, workspace=args.workspace,
-                  convention=args.convention, time_params=params, optimizer_copies=args.optimizer_copies,
-                  framework_bytes=fw, **variant, reserve=reserve)
+    common = dict(
+        batch=args.batch,
+        capacity=capacity,
+        profile=profile,
+        workspace=args.workspace,
+        convention=args.convention,
+        time_params=params,
+        optimizer_copies=args.optimizer_copies,
+        framework_bytes=fw,
+        **variant,
+        reserve=reserve,
+    )
 
     if args.max_batch or args.deepest:
         if args.snapshot:
@@ -167,22 +223,53 @@ def run(args) -> int:
             opts = _options(name, options)
             if args.max_batch:
                 limit = BATCH_SEARCH_LIMIT
-                value = max_batch(args.network, name, capacity, profile=profile, convention=args.convention,
-                                  framework_bytes=fw, **variant, reserve=reserve, limit=limit, **opts)
+                value = max_batch(
+                    args.network,
+                    name,
+                    capacity,
+                    profile=profile,
+                    convention=args.convention,
+                    framework_bytes=fw,
+                    **variant,
+                    reserve=reserve,
+                    limit=limit,
+                    **opts,
+                )
             else:
                 if args.batch is None:
                     raise EngineError("--deepest needs --batch")
                 limit = deepest_limit(args.deepest)
-                value = deepest(args.deepest, name, capacity, args.batch, profile=profile,
-                                convention=args.convention, framework_bytes=fw, **variant, reserve=reserve, **opts)
+                value = deepest(
+                    args.deepest,
+                    name,
+                    capacity,
+                    args.batch,
+                    profile=profile,
+                    convention=args.convention,
+                    framework_bytes=fw,
+                    **variant,
+                    reserve=reserve,
+                    **opts,
+                )
             # the search stops at its limit: an answer there says "at least", not "the largest"
-            rows.append({"policy": name, "max_batch" if args.max_batch else "deepest": value,
-                         "search_limit": limit, "at_limit": value >= limit})
+            rows.append(
+                {
+                    "policy": name,
+                    "max_batch" if args.max_batch else "deepest": value,
+                    "search_limit": limit,
+                    "at_limit": value >= limit,
+                }
+            )
         key = "max_batch" if args.max_batch else "deepest"
         what = "largest mini-batch" if args.max_batch else f"deepest {args.deepest}"
-        text = "\n".join([f"{what} of {args.network} within {format_size(capacity)}"] +
-                         [f"  {r['policy']:<24} {r[key]}" + (f" or more (the search stops at {r['search_limit']})"
-                                                            if r["at_limit"] else "") for r in rows])
+        text = "\n".join(
+            [f"{what} of {args.network} within {format_size(capacity)}"]
+            + [
+                f"  {r['policy']:<24} {r[key]}"
+                + (f" or more (the search stops at {r['search_limit']})" if r["at_limit"] else "")
+                for r in rows
+            ]
+        )
         _emit(args, {"network": args.network, "capacity": capacity, "question": key, "rows": rows}, text)
         return 0
 
@@ -198,17 +285,24 @@ def run(args) -> int:
         res = results[0]
         _emit(args, res.to_dict(), format_table(res))
     else:
-        head = (f"{'policy':<24} {'peak':>10} {'fits':>4} {'needs':>10} {'iter ms':>9} {'stall ms':>9} "
-                f"{'offload':>10} {'re-fwd':>6}")
-        lines = [f"{results[0].network} batch {results[0].batch}, capacity "
-                 f"{format_size(capacity) if capacity else 'unbounded'}", head]
+        head = (
+            f"{'policy':<24} {'peak':>10} {'fits':>4} {'needs':>10} {'iter ms':>9} {'stall ms':>9} "
+            f"{'offload':>10} {'re-fwd':>6}"
+        )
+        lines = [
+            f"{results[0].network} batch {results[0].batch}, capacity "
+            f"{format_size(capacity) if capacity else 'unbounded'}",
+            head,
+        ]
         for r in results:
             s = r.summary
             it = "" if math.isnan(s["iteration_ms"]) else f"{s['iteration_ms']:.2f}"
             st = "" if math.isnan(s["stall_ms"]) else f"{s['stall_ms']:.2f}"
-            lines.append(f"{r.policy:<24} {format_size(s['peak']):>10} {'yes' if s['fits'] else 'no':>4} "
-                         f"{format_size(s['min_capacity']):>10} {it:>9} {st:>9} "
-                         f"{format_size(s['offload_bytes']):>10} {s['recompute_count']:>6}")
+            lines.append(
+                f"{r.policy:<24} {format_size(s['peak']):>10} {'yes' if s['fits'] else 'no':>4} "
+                f"{format_size(s['min_capacity']):>10} {it:>9} {st:>9} "
+                f"{format_size(s['offload_bytes']):>10} {s['recompute_count']:>6}"
+            )
         if any(r.time_note for r in results):
             lines.append(time_note(params) + " (per policy: --json, summary.layer_runs_measured)")
         _emit(args, {"results": [r.to_dict(ticks=False) for r in results]}, "\n".join(lines))
@@ -218,9 +312,14 @@ def run(args) -> int:
         chosen = ", ".join(f"{r.policy} needs {format_size(r.summary['min_capacity'])}" for r in results)
         if any(m <= capacity for m in mins.values()):
             ok = [p for p, m in mins.items() if m <= capacity]
-            print(f"error: {args.network} batch {results[0].batch} does not fit {format_size(capacity)} under "
-                  f"{', '.join(names)} ({chosen}); policies that fit: {', '.join(ok)}", file=sys.stderr)
+            print(
+                f"error: {args.network} batch {results[0].batch} does not fit {format_size(capacity)} under "
+                f"{', '.join(names)} ({chosen}); policies that fit: {', '.join(ok)}",
+                file=sys.stderr,
+            )
             return 1
-        raise EngineError(f"capacity {format_size(capacity)} is too small for every policy: {args.network} batch "
-                          f"{results[0].batch} needs at least {format_size(mins[best])} (policy {best})")
+        raise EngineError(
+            f"capacity {format_size(capacity)} is too small for every policy: {args.network} batch "
+            f"{results[0].batch} needs at least {format_size(mins[best])} (policy {best})"
+        )
     return 0

@@ -13,8 +13,9 @@ from ..pytorch.loader import trust
 
 
 def add_input_argument(parser) -> None:
-    parser.add_argument("--input", metavar="CxHxW", default=None,
-                        help=f"per-sample input shape of a PyTorch network ({SYNTAX})")
+    parser.add_argument(
+        "--input", metavar="CxHxW", default=None, help=f"per-sample input shape of a PyTorch network ({SYNTAX})"
+    )
 
 
 def apply_input(args) -> None:

@@ -16,27 +16,40 @@ from ..zoo import GENERATORS, NETWORKS, get_network
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--network", metavar="NAME",
-                        help="a zoo name, a generator such as resnet-152 or vgg-116, a .json/.yaml spec, "
-                             "or a PyTorch model such as torchvision:resnet50")
+    parser.add_argument(
+        "--network",
+        metavar="NAME",
+        help="a zoo name, a generator such as resnet-152 or vgg-116, a .json/.yaml spec, "
+        "or a PyTorch model such as torchvision:resnet50",
+    )
     parser.add_argument("--batch", type=int, metavar="N", help="mini-batch size (default: per network)")
     add_input_argument(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
 def summary(net: Network) -> dict:
-    return {"network": net.name, "batch": net.batch, "params": net.param_count,
-            "conv_layers": len(net.conv_layers()), "kernels": len(net.kernels()),
-            "unique_kernels": len(net.unique_kernels()), "description": net.description}
+    return {
+        "network": net.name,
+        "batch": net.batch,
+        "params": net.param_count,
+        "conv_layers": len(net.conv_layers()),
+        "kernels": len(net.kernels()),
+        "unique_kernels": len(net.unique_kernels()),
+        "description": net.description,
+    }
 
 
 def details(net: Network) -> dict:
     unique = net.unique_kernels()
-    return {**summary(net),
-            "kernel_list": [{"id": k.id, "layer": k.layer, "kind": k.kind.value, "key": k.signature.key}
-                            for k in net.kernels()],
-            "unique_kernel_list": [{"key": key, "count": len(ks), "kernels": [k.id for k in ks]}
-                                   for key, ks in unique.items()]}
+    return {
+        **summary(net),
+        "kernel_list": [
+            {"id": k.id, "layer": k.layer, "kind": k.kind.value, "key": k.signature.key} for k in net.kernels()
+        ],
+        "unique_kernel_list": [
+            {"key": key, "count": len(ks), "kernels": [k.id for k in ks]} for key, ks in unique.items()
+        ],
+    }
 
 
 def run(args) -> int:
@@ -49,17 +62,38 @@ def run(args) -> int:
         return 0
     rows = [summary(get_network(name, args.batch)) for name in NETWORKS]
     if args.json:
-        print(json.dumps({"networks": rows,
-                          "generators": {pattern: help_text for pattern, (_, _, help_text) in GENERATORS.items()}},
-                         indent=1))
+        print(
+            json.dumps(
+                {
+                    "networks": rows,
+                    "generators": {pattern: help_text for pattern, (_, _, help_text) in GENERATORS.items()},
+                },
+                indent=1,
+            )
+        )
         return 0
     header = ("network", "batch", "params", "conv layers", "kernels", "unique", "description")
-    table = [header] + [(r["network"], str(r["batch"]), f"{r['params']:,}", str(r["conv_layers"]),
-                         str(r["kernels"]), str(r["unique_kernels"]), r["description"]) for r in rows]
+    table = [header] + [
+        (
+            r["network"],
+            str(r["batch"]),
+            f"{r['params']:,}",
+            str(r["conv_layers"]),
+            str(r["kernels"]),
+            str(r["unique_kernels"]),
+            r["description"],
+        )
+        for r in rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
-        print("  ".join(cell.rjust(w) if 0 < i < len(widths) else cell.ljust(w)
-                        for i, (cell, w) in enumerate(zip(row, widths))) + "  " + row[-1])
+        print(
+            "  ".join(
+                cell.rjust(w) if 0 < i < len(widths) else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))
+            )
+            + "  "
+            + row[-1]
+        )
     print("\ngenerators:")
     for pattern, (_, batch, help_text) in GENERATORS.items():
         print(f"  {pattern:9s} {help_text}; default batch {batch}")
@@ -70,8 +104,10 @@ def run(args) -> int:
 
 def _print_details(info: dict) -> None:
     print(f"{info['network']}: {info['description']}")
-    print(f"batch {info['batch']}, {info['params']:,} parameters, {info['conv_layers']} conv layers, "
-          f"{info['kernels']} kernels, {info['unique_kernels']} unique")
+    print(
+        f"batch {info['batch']}, {info['params']:,} parameters, {info['conv_layers']} conv layers, "
+        f"{info['kernels']} kernels, {info['unique_kernels']} unique"
+    )
     print(f"\nkernels ({info['kernels']}):")
     width = max((len(k["id"]) for k in info["kernel_list"]), default=2)
     for k in info["kernel_list"]:

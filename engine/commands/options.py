@@ -15,21 +15,40 @@ from .network_args import add_input_argument
 
 def add_source_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
     """Arguments shared by ``plan`` and ``front``: which profile, network and policy."""
-    parser.add_argument("--profile", required=required, metavar="PATH|NAME",
-                        help="a profile file (.profile.json[.gz]) or the name of a bundled profile")
+    parser.add_argument(
+        "--profile",
+        required=required,
+        metavar="PATH|NAME",
+        help="a profile file (.profile.json[.gz]) or the name of a bundled profile",
+    )
     parser.add_argument("--network", required=required, metavar="NAME", help="a zoo network, e.g. alexnet")
     add_input_argument(parser)
-    parser.add_argument("--batch", type=str, default=None, metavar="N",
-                        help="mini-batch size (default: the one the profile records for this network)")
-    parser.add_argument("--policy", default="powerOfTwo", metavar="undivided|powerOfTwo|all|LIST",
-                        help="batch-size policy: which micro-batch sizes the optimizer may use (default powerOfTwo)")
-    parser.add_argument("--precision", default=None, metavar="|".join(PRECISIONS),
-                        help="default: as the profile records the network")
-    parser.add_argument("--layout", default=None, metavar="|".join(LAYOUTS),
-                        help="default: as the profile records the network")
-    parser.add_argument("--engines", default="all", choices=ENGINE_SETS,
-                        help="plans the optimizer may use: all measured (default), heuristics (only cuDNN's "
-                             "heuristic list, as a framework sees it), deterministic (no NONDETERMINISTIC plans)")
+    parser.add_argument(
+        "--batch",
+        type=str,
+        default=None,
+        metavar="N",
+        help="mini-batch size (default: the one the profile records for this network)",
+    )
+    parser.add_argument(
+        "--policy",
+        default="powerOfTwo",
+        metavar="undivided|powerOfTwo|all|LIST",
+        help="batch-size policy: which micro-batch sizes the optimizer may use (default powerOfTwo)",
+    )
+    parser.add_argument(
+        "--precision", default=None, metavar="|".join(PRECISIONS), help="default: as the profile records the network"
+    )
+    parser.add_argument(
+        "--layout", default=None, metavar="|".join(LAYOUTS), help="default: as the profile records the network"
+    )
+    parser.add_argument(
+        "--engines",
+        default="all",
+        choices=ENGINE_SETS,
+        help="plans the optimizer may use: all measured (default), heuristics (only cuDNN's "
+        "heuristic list, as a framework sees it), deterministic (no NONDETERMINISTIC plans)",
+    )
 
 
 def load_sources(args) -> tuple[Profile, Network]:
@@ -45,4 +64,3 @@ def load_sources(args) -> tuple[Profile, Network]:
     else:
         batch = default_batch(profile, args.network)
     return profile, get_network(args.network, batch)
-

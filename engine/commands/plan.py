@@ -16,17 +16,31 @@ from .options import add_source_arguments, load_sources
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_source_arguments(parser, required=False)  # not needed with --show
-    parser.add_argument("--mode", metavar="wr|wd",
-                        help="wr: per-kernel workspace limit (mu-cuDNN WR); wd: one total budget (WD, 0-1 ILP)")
-    parser.add_argument("--budget", metavar="SIZE",
-                        help="workspace budget, e.g. 64MiB or 1.5GiB: per kernel for wr, in total for wd")
+    parser.add_argument(
+        "--mode",
+        metavar="wr|wd",
+        help="wr: per-kernel workspace limit (mu-cuDNN WR); wd: one total budget (WD, 0-1 ILP)",
+    )
+    parser.add_argument(
+        "--budget", metavar="SIZE", help="workspace budget, e.g. 64MiB or 1.5GiB: per kernel for wr, in total for wd"
+    )
     parser.add_argument("--solver", default="auto", help="WD only: ILP solver (default auto)")
-    parser.add_argument("--time-limit", type=str, default="10", metavar="SECONDS",
-                        help="WD only: ILP time limit (default 10 s)")
-    parser.add_argument("-o", "--output", default=None, metavar="PLAN.json",
-                        help="write the plan here (JSON; gzip-compressed if the name ends in .gz)")
-    parser.add_argument("--show", default=None, metavar="PLAN.json",
-                        help="instead of planning, validate a saved plan and print its summary")
+    parser.add_argument(
+        "--time-limit", type=str, default="10", metavar="SECONDS", help="WD only: ILP time limit (default 10 s)"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="PLAN.json",
+        help="write the plan here (JSON; gzip-compressed if the name ends in .gz)",
+    )
+    parser.add_argument(
+        "--show",
+        default=None,
+        metavar="PLAN.json",
+        help="instead of planning, validate a saved plan and print its summary",
+    )
 
 
 def run(args) -> int:
@@ -49,10 +63,18 @@ def run(args) -> int:
     if not 0 < time_limit < math.inf:
         raise EngineError(f"--time-limit must be a positive number of seconds, got {args.time_limit!r}")
     profile, network = load_sources(args)
-    plan = make_plan(profile, network, mode=mode, budget=args.budget, policy=args.policy,
-                     precision=args.precision, layout=args.layout,
-                     command="python -m engine " + shlex.join(sys.argv[1:]), solver=args.solver,
-                     time_limit_s=time_limit)
+    plan = make_plan(
+        profile,
+        network,
+        mode=mode,
+        budget=args.budget,
+        policy=args.policy,
+        precision=args.precision,
+        layout=args.layout,
+        command="python -m engine " + shlex.join(sys.argv[1:]),
+        solver=args.solver,
+        time_limit_s=time_limit,
+    )
     print(plan_summary(plan))
     if args.output is not None:
         print(f"wrote {plan.save(args.output)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-_T0: list[float] = []   # when the first bar of this process was drawn
+_T0: list[float] = []  # when the first bar of this process was drawn
 
 
 def progress_bar(done: int, total: int, msg: str) -> None:

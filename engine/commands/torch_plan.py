@@ -26,8 +26,12 @@ def add_arguments(p) -> None:
     add_input_argument(p)
     p.add_argument("--batch", type=int, help="mini-batch size (default: the network's)")
     add_precision_arguments(p)
-    p.add_argument("--mode", default="wr", choices=MODES,
-                   help="wr: --budget per kernel; wd: --budget in total; free: WR at the memory free now")
+    p.add_argument(
+        "--mode",
+        default="wr",
+        choices=MODES,
+        help="wr: --budget per kernel; wd: --budget in total; free: WR at the memory free now",
+    )
     p.add_argument("--budget", help="workspace budget, e.g. 64MiB (not with --mode free)")
     add_profiling_arguments(p)
     p.add_argument("--profile-output", help="also write the profile (.profile.json.gz)")
@@ -37,6 +41,7 @@ def add_arguments(p) -> None:
 def checked_budget(mode: str, budget: str | None) -> str | None:
     """The --budget of a WR/WD plan, or None for --mode free; checked before any GPU work starts."""
     from ..units import parse_size
+
     if mode == "free":
         if budget is not None:
             raise EngineError("--mode free takes no --budget: the limit is the device memory free when planning")
@@ -53,6 +58,7 @@ def run(args) -> int:
     from ..summary import plan_summary
     from ..units import format_size, parse_size
     from ..zoo import get_network
+
     checked_budget(args.mode, args.budget)
     cap = parse_size(args.max_workspace)
     layout = layout_of(args)
@@ -61,15 +67,29 @@ def run(args) -> int:
     if not ok:
         raise GPUUnavailableError(f"cannot profile: {why}")
     from ..gpu.planning import profile_and_plan
+
     command = "python -m engine " + shlex.join(sys.argv[1:])
-    done = profile_and_plan(net, mode=args.mode, budget=args.budget, policy=args.policy, precision=args.precision,
-                            layout=layout, cache=args.cache, max_workspace=cap, engines=args.engines, gpus=args.gpus,
-                            command=command, progress=progress_bar)
+    done = profile_and_plan(
+        net,
+        mode=args.mode,
+        budget=args.budget,
+        policy=args.policy,
+        precision=args.precision,
+        layout=layout,
+        cache=args.cache,
+        max_workspace=cap,
+        engines=args.engines,
+        gpus=args.gpus,
+        command=command,
+        progress=progress_bar,
+    )
     if args.profile_output:
         print(f"wrote {done.profile.save(args.profile_output)}")
     if args.mode == "free":
-        print(f"--mode free: WR at {format_size(done.budget)} per kernel, the device memory free now "
-              f"(no plan above --max-workspace {format_size(cap)} was timed)")
+        print(
+            f"--mode free: WR at {format_size(done.budget)} per kernel, the device memory free now "
+            f"(no plan above --max-workspace {format_size(cap)} was timed)"
+        )
     print(plan_summary(done.plan))
     safe = net.name.replace(":", "-").replace("/", "-").replace("@", "-")
     out = args.output or f"{safe}-b{net.batch}-{args.precision}-{args.mode}.plan.json"

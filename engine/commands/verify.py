@@ -20,14 +20,17 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from ..gpu import available
     from ..plan import load_plan
+
     plan = load_plan(args.plan)  # a malformed plan is named before the GPU is looked for
     ok, why = available()
     if not ok:
         raise GPUUnavailableError(f"cannot verify {args.plan}: {why} (the plan itself is valid)")
     from ..gpu.report import report_table, write_report
     from ..gpu.verify import verify_plan
-    report = verify_plan(plan, repeats=args.repeats, command="python -m engine " + " ".join(sys.argv[1:]),
-                         progress=progress_bar)
+
+    report = verify_plan(
+        plan, repeats=args.repeats, command="python -m engine " + " ".join(sys.argv[1:]), progress=progress_bar
+    )
     write_report(report, args.output)
     print(report_table(report))
     print(f"report: {args.output}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 ENGINES = ("sweep", "heuristics")  # profiling: cuDNN's heuristic list plus the engine sweep, or the list alone
-KNOB_SAMPLES = 16                  # knob settings per engine in the sweep, besides its defaults
+KNOB_SAMPLES = 16  # knob settings per engine in the sweep, besides its defaults
 
 
 @lru_cache(maxsize=1)
@@ -26,6 +26,7 @@ def available() -> tuple[bool, str]:
         return False, f"no usable CUDA GPU: {err}"
     try:
         import cudnn
+
         cudnn.backend_version()
     except Exception as err:
         return False, f"the cuDNN frontend (nvidia-cudnn-frontend) does not load: {err}"
@@ -36,10 +37,12 @@ def available() -> tuple[bool, str]:
 def profile_network(*args, **kwargs):
     """See engine.gpu.profiler.profile_network."""
     from .profiler import profile_network as impl
+
     return impl(*args, **kwargs)
 
 
 def verify_plan(*args, **kwargs):
     """See engine.gpu.verify.verify_plan."""
     from .verify import verify_plan as impl
+
     return impl(*args, **kwargs)

@@ -29,8 +29,9 @@ class ProfileCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path, check_same_thread=False)
         except (OSError, sqlite3.Error) as err:
-            raise EngineError(f"cannot open profile cache {str(self.path)!r}: {err}; choose another with --cache") \
-                from None
+            raise EngineError(
+                f"cannot open profile cache {str(self.path)!r}: {err}; choose another with --cache"
+            ) from None
         try:
             self._open()
         except EngineError:
@@ -38,8 +39,10 @@ class ProfileCache:
             raise
         except sqlite3.Error as err:
             self.db.close()
-            raise EngineError(f"profile cache {str(self.path)!r} is not a usable SQLite cache ({err}); move it away "
-                              f"to start a new one, or choose another with --cache") from None
+            raise EngineError(
+                f"profile cache {str(self.path)!r} is not a usable SQLite cache ({err}); move it away "
+                f"to start a new one, or choose another with --cache"
+            ) from None
 
     def _open(self) -> None:
         """WAL mode, the schema check and the tables; an existing cache of another schema is refused."""
@@ -50,38 +53,57 @@ class ProfileCache:
             if row is None:
                 self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             elif str(row[0]) != str(SCHEMA_VERSION):
-                raise EngineError(f"profile cache {str(self.path)!r} has schema {short(row[0])}, expected "
-                                  f"{SCHEMA_VERSION}; move it away to start a new one")
-            cols = ", ".join(f"{c} {'INTEGER' if t is int else 'REAL' if t is float else 'TEXT'}"
-                             for c, t in COLUMNS.items())
-            self.db.execute(f"CREATE TABLE IF NOT EXISTS measurements (device TEXT NOT NULL, {cols}, "
-                            f"UNIQUE (device, signature, micro_batch, plan))")
-            self.db.execute("CREATE TABLE IF NOT EXISTS done (device TEXT NOT NULL, signature TEXT NOT NULL, "
-                            "micro_batch INTEGER NOT NULL, options TEXT NOT NULL, provenance TEXT, "
-                            "UNIQUE (device, signature, micro_batch, options))")
+                raise EngineError(
+                    f"profile cache {str(self.path)!r} has schema {short(row[0])}, expected "
+                    f"{SCHEMA_VERSION}; move it away to start a new one"
+                )
+            cols = ", ".join(
+                f"{c} {'INTEGER' if t is int else 'REAL' if t is float else 'TEXT'}" for c, t in COLUMNS.items()
+            )
+            self.db.execute(
+                f"CREATE TABLE IF NOT EXISTS measurements (device TEXT NOT NULL, {cols}, "
+                f"UNIQUE (device, signature, micro_batch, plan))"
+            )
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS done (device TEXT NOT NULL, signature TEXT NOT NULL, "
+                "micro_batch INTEGER NOT NULL, options TEXT NOT NULL, provenance TEXT, "
+                "UNIQUE (device, signature, micro_batch, options))"
+            )
 
     def is_done(self, key: str, b: int, options: dict) -> bool:
         with self._lock:
-            return self.db.execute("SELECT 1 FROM done WHERE device=? AND signature=? AND micro_batch=? AND options=?",
-                                   (self.device_key, key, b, _opts(options))).fetchone() is not None
+            return (
+                self.db.execute(
+                    "SELECT 1 FROM done WHERE device=? AND signature=? AND micro_batch=? AND options=?",
+                    (self.device_key, key, b, _opts(options)),
+                ).fetchone()
+                is not None
+            )
 
     def commit(self, key: str, b: int, options: dict, rows: list[dict], provenance: dict) -> None:
         """Store one graph's rows and mark it done, atomically."""
         marks = ", ".join("?" * (len(_COLS) + 1))
         with self._lock, self.db:
             for table in ("measurements", "done"):  # one set of rows per graph: the last options measured
-                self.db.execute(f"DELETE FROM {table} WHERE device=? AND signature=? AND micro_batch=?",
-                                (self.device_key, key, b))
-            self.db.executemany(f"INSERT INTO measurements (device, {', '.join(_COLS)}) VALUES ({marks})",
-                                [(self.device_key, *[r[c] for c in _COLS]) for r in rows])
-            self.db.execute("INSERT OR REPLACE INTO done VALUES (?, ?, ?, ?, ?)",
-                            (self.device_key, key, b, _opts(options), json.dumps(provenance)))
+                self.db.execute(
+                    f"DELETE FROM {table} WHERE device=? AND signature=? AND micro_batch=?", (self.device_key, key, b)
+                )
+            self.db.executemany(
+                f"INSERT INTO measurements (device, {', '.join(_COLS)}) VALUES ({marks})",
+                [(self.device_key, *[r[c] for c in _COLS]) for r in rows],
+            )
+            self.db.execute(
+                "INSERT OR REPLACE INTO done VALUES (?, ?, ?, ?, ?)",
+                (self.device_key, key, b, _opts(options), json.dumps(provenance)),
+            )
 
     def rows(self, key: str, b: int) -> list[dict]:
         with self._lock:
-            cur = self.db.execute(f"SELECT {', '.join(_COLS)} FROM measurements WHERE device=? AND signature=? "
-                                  f"AND micro_batch=? ORDER BY heuristic_rank < 0, heuristic_rank, plan",
-                                  (self.device_key, key, b))
+            cur = self.db.execute(
+                f"SELECT {', '.join(_COLS)} FROM measurements WHERE device=? AND signature=? "
+                f"AND micro_batch=? ORDER BY heuristic_rank < 0, heuristic_rank, plan",
+                (self.device_key, key, b),
+            )
             return [dict(zip(_COLS, r)) for r in cur.fetchall()]
 
     def close(self) -> None:

@@ -20,15 +20,19 @@ from .pieces import Pieces
 
 _ADD_F32 = cp.ElementwiseKernel("float32 x", "float32 acc", "acc += x", "ucudnn_add_f32")
 _ACC_F16 = cp.ElementwiseKernel("float16 x", "float32 acc", "acc += (float)x", "ucudnn_acc_f16")
-_ACC_BF16 = cp.ElementwiseKernel("uint16 x", "float32 acc", "acc += __uint_as_float(((unsigned int)x) << 16)",
-                                 "ucudnn_acc_bf16")
+_ACC_BF16 = cp.ElementwiseKernel(
+    "uint16 x", "float32 acc", "acc += __uint_as_float(((unsigned int)x) << 16)", "ucudnn_acc_bf16"
+)
 _TO_F16 = cp.ElementwiseKernel("float32 acc", "float16 y", "y = (float16)acc", "ucudnn_to_f16")
 _TO_BF16 = cp.ElementwiseKernel(
-    "float32 acc", "uint16 y",
+    "float32 acc",
+    "uint16 y",
     "unsigned int u = __float_as_uint(acc); y = (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16)",
-    "ucudnn_to_bf16")
-_FROM_BF16 = cp.ElementwiseKernel("uint16 x", "float32 y", "y = __uint_as_float(((unsigned int)x) << 16)",
-                                  "ucudnn_from_bf16")
+    "ucudnn_to_bf16",
+)
+_FROM_BF16 = cp.ElementwiseKernel(
+    "uint16 x", "float32 y", "y = __uint_as_float(((unsigned int)x) << 16)", "ucudnn_from_bf16"
+)
 
 
 def typed(buf: cp.ndarray, precision: str) -> cp.ndarray:
@@ -51,9 +55,9 @@ class KernelRun:
 
     id: str
     sig: KernelSignature
-    micro: list[tuple[int, str]]      # (micro-batch size, plan name) in execution order
-    workspace: int = 0                # bytes reserved for this kernel (its WD segment size)
-    offset: int | None = None         # WD: byte offset of its segment in the arena
+    micro: list[tuple[int, str]]  # (micro-batch size, plan name) in execution order
+    workspace: int = 0  # bytes reserved for this kernel (its WD segment size)
+    offset: int | None = None  # WD: byte offset of its segment in the arena
 
 
 class KernelExecutor:
@@ -76,11 +80,13 @@ class KernelExecutor:
 
     @property
     def scratch_bytes(self) -> int:
-        return (self._scratch.nbytes if self._scratch is not None else 0) + \
-               (self._acc.nbytes if self._acc is not None else 0)
+        return (self._scratch.nbytes if self._scratch is not None else 0) + (
+            self._acc.nbytes if self._acc is not None else 0
+        )
 
-    def enqueue(self, ptrs: dict[str, int], ws_ptr: int, ctx, *, accumulate: bool = False,
-                w_array: cp.ndarray | None = None) -> None:
+    def enqueue(
+        self, ptrs: dict[str, int], ws_ptr: int, ctx, *, accumulate: bool = False, w_array: cp.ndarray | None = None
+    ) -> None:
         """Enqueue every piece on ctx.stream. ``ptrs`` are full-batch base pointers of x, w, y.
 
         BackwardFilter with several pieces, or with ``accumulate`` (beta = 1), needs ``w_array``:
@@ -97,8 +103,9 @@ class KernelExecutor:
         dw, sc, acc = typed(w_array, prec), typed(self._scratch, prec), self._acc
         with ctx.stream:
             summed = False
-            for _ in self.pieces.filter_pieces(ptrs["x"], ptrs["w"], ptrs["y"], ws_ptr, self._scratch.data.ptr,
-                                               accumulate):
+            for _ in self.pieces.filter_pieces(
+                ptrs["x"], ptrs["w"], ptrs["y"], ws_ptr, self._scratch.data.ptr, accumulate
+            ):
                 if prec == "fp16":
                     if not summed:  # dW holds the first piece or its old value: the fp32 sum starts there
                         acc[...] = dw.astype(cp.float32)
@@ -126,8 +133,10 @@ class Arena:
             size = max((e.workspace_needed for e in executors), default=0)
         for r, e in zip(runs, executors):
             if mode == "wd" and e.workspace_needed > r.workspace:
-                raise EngineError(f"{r.id}: its plans need {e.workspace_needed} B of workspace but its WD segment "
-                                  f"holds {r.workspace} B")
+                raise EngineError(
+                    f"{r.id}: its plans need {e.workspace_needed} B of workspace but its WD segment "
+                    f"holds {r.workspace} B"
+                )
         self.buffer = cp.empty(max(size, 1), dtype=cp.uint8)
         self.size = size
 

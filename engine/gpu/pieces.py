@@ -38,30 +38,34 @@ _ROLES = ("x", "w", "y")
 class Pieces:
     """One kernel's configuration, built: ``micro`` is ((first sample, micro-batch, plan name), ...)."""
 
-    def __init__(self, kernel_id: str, sig: KernelSignature, micro: list[tuple[int, str]], plans: ExecutionPlans,
-                 offset: int = 0):
+    def __init__(
+        self, kernel_id: str, sig: KernelSignature, micro: list[tuple[int, str]], plans: ExecutionPlans, offset: int = 0
+    ):
         if sum(b for b, _ in micro) != sig.n:
             raise EngineError(f"{kernel_id}: micro-batches {[b for b, _ in micro]} do not sum to {sig.n}")
-        self.id, self.sig, self.offset = kernel_id, sig, offset   # offset: of its WD segment in the arena
-        self.per = per = per_sample_bytes(sig)   # bytes per sample of the sliced x, y; of the whole filter w
+        self.id, self.sig, self.offset = kernel_id, sig, offset  # offset: of its WD segment in the arena
+        self.per = per = per_sample_bytes(sig)  # bytes per sample of the sliced x, y; of the whole filter w
         self.backend_handle = plans.ctx.backend_handle
         self.micro, self.graphs, self._launches, workspace, start = [], [], [], 0, 0
         for b, name in micro:
             for role in ("x", "y"):
                 if (start * per[role]) % ALIGN:
-                    raise EngineError(f"{kernel_id}: the micro-batch starting at sample {start} is not {ALIGN}-byte "
-                                      f"aligned ({per[role]} bytes per sample); reorder the micro-configurations")
+                    raise EngineError(
+                        f"{kernel_id}: the micro-batch starting at sample {start} is not {ALIGN}-byte "
+                        f"aligned ({per[role]} bytes per sample); reorder the micro-configurations"
+                    )
             cg, index, ws = plans.build(sig, b, name)
             execute, cpp_index, order = cg.raw_execute(index)
             ptrs = (ctypes.c_uint64 * 3)()
             slot = [order.index(r) for r in _ROLES]
-            self._launches.append((execute, cpp_index, ptrs, ctypes.addressof(ptrs), *slot,
-                                   start * per["x"], start * per["y"]))
+            self._launches.append(
+                (execute, cpp_index, ptrs, ctypes.addressof(ptrs), *slot, start * per["x"], start * per["y"])
+            )
             self.micro.append((start, b, name))
             self.graphs.append((cg, index))
             workspace = max(workspace, ws)
             start += b
-        self.workspace = workspace                # bytes: the largest piece's
+        self.workspace = workspace  # bytes: the largest piece's
 
     def __len__(self) -> int:
         return len(self._launches)

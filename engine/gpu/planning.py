@@ -32,22 +32,25 @@ class Planned:
 
     plan: Plan
     profile: Profile
-    budget: int       # the budget planned with (for mode free: the memory free then)
-    graphs: int       # graphs the network needs
-    measured: int     # of which measured now (0: all were in the cache)
-    seconds: float    # profiling time
+    budget: int  # the budget planned with (for mode free: the memory free then)
+    graphs: int  # graphs the network needs
+    measured: int  # of which measured now (0: all were in the cache)
+    seconds: float  # profiling time
 
 
 def free_memory() -> int:
     """Bytes of device memory free now (cudaMemGetInfo), the most workspace a kernel could get."""
     import cupy
+
     return int(cupy.cuda.runtime.memGetInfo()[0])
 
 
-def missing(net: Network, *, policy, precision: str, layout: str, cache: str | None, max_workspace: int,
-            engines: str) -> tuple[int, set[str]]:
+def missing(
+    net: Network, *, policy, precision: str, layout: str, cache: str | None, max_workspace: int, engines: str
+) -> tuple[int, set[str]]:
     """(graphs the network needs, labels of those the cache lacks on this GPU under these options)."""
     from . import runtime
+
     options = measure_settings(max_workspace=max_workspace, engines=engines).options()
     work = graphs(net, policy, precision, layout)
     store = ProfileCache(os.path.expanduser(cache or DEFAULT_CACHE), device_key(runtime.provenance()))
@@ -57,16 +60,29 @@ def missing(net: Network, *, policy, precision: str, layout: str, cache: str | N
         store.close()
 
 
-def profile_and_plan(net: Network, *, mode: str, budget=None, policy="powerOfTwo", precision: str = "tf32",
-                     layout: str = "NCHW", cache: str | None = None, max_workspace="1GiB", engines: str = "sweep",
-                     gpus: str | None = None, command: str = "",
-                     progress: Callable[[int, int, str], None] | None = None) -> Planned:
+def profile_and_plan(
+    net: Network,
+    *,
+    mode: str,
+    budget=None,
+    policy="powerOfTwo",
+    precision: str = "tf32",
+    layout: str = "NCHW",
+    cache: str | None = None,
+    max_workspace="1GiB",
+    engines: str = "sweep",
+    gpus: str | None = None,
+    command: str = "",
+    progress: Callable[[int, int, str], None] | None = None,
+) -> Planned:
     """Profile ``net``'s missing graphs on this host's GPU(s) into ``cache``, then plan with ``make_plan``
     (``mode`` wr or wd at ``budget``, or free). ``progress(done, total, message)`` sees every graph."""
     from .distributed import choose_profiler
+
     cap = parse_size(max_workspace)
-    total, todo = missing(net, policy=policy, precision=precision, layout=layout, cache=cache, max_workspace=cap,
-                          engines=engines)
+    total, todo = missing(
+        net, policy=policy, precision=precision, layout=layout, cache=cache, max_workspace=cap, engines=engines
+    )
     profile_network = choose_profiler(gpus, None)
     t0, measured = time.perf_counter(), [0]
 
@@ -79,10 +95,27 @@ def profile_and_plan(net: Network, *, mode: str, budget=None, policy="powerOfTwo
             eta = f", about {spent / measured[0] * left:.0f} s left" if measured[0] and left else ""
             progress(done, n, f"{label}: {measured[0]} of {len(todo)} measured{eta}")
 
-    profile = profile_network(net, policy=policy, precision=precision, layout=layout, cache_path=cache,
-                              max_workspace=cap, engines=engines, command=command, progress=report)
+    profile = profile_network(
+        net,
+        policy=policy,
+        precision=precision,
+        layout=layout,
+        cache_path=cache,
+        max_workspace=cap,
+        engines=engines,
+        command=command,
+        progress=report,
+    )
     seconds = time.perf_counter() - t0
     limit = free_memory() if mode == "free" else parse_size(budget)
-    plan = make_plan(profile, net, mode="wr" if mode == "free" else mode, budget=limit, policy=policy,
-                     precision=precision, layout=layout, command=command)
+    plan = make_plan(
+        profile,
+        net,
+        mode="wr" if mode == "free" else mode,
+        budget=limit,
+        policy=policy,
+        precision=precision,
+        layout=layout,
+        command=command,
+    )
     return Planned(plan, profile, limit, total, len(todo), seconds)

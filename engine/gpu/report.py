@@ -15,11 +15,15 @@ def division(sizes: list[int]) -> str:
 def report_table(report: dict) -> str:
     lines = [f"{'kernel':<16} {'division':<14} {'pred ms':>9} {'meas ms':>9} {'ratio':>6} {'rel L2':>9} {'tol':>7}  ok"]
     for r in report["kernels"]:
-        lines.append(f"{r['id']:<16} {r['division']:<14} {r['predicted_ms']:9.3f} {r['measured_ms']:9.3f} "
-                     f"{r['ratio']:6.2f} {r['rel_l2']:9.2e} {r['tolerance']:7.0e}  {'yes' if r['passed'] else 'NO'}")
+        lines.append(
+            f"{r['id']:<16} {r['division']:<14} {r['predicted_ms']:9.3f} {r['measured_ms']:9.3f} "
+            f"{r['ratio']:6.2f} {r['rel_l2']:9.2e} {r['tolerance']:7.0e}  {'yes' if r['passed'] else 'NO'}"
+        )
     t = report["totals"]
-    lines.append(f"{'total':<16} {'':<14} {t['predicted_ms']:9.3f} {t['measured_ms']:9.3f} {t['ratio']:6.2f}"
-                 f"   {'all passed' if t['all_passed'] else 'FAILED: ' + ', '.join(t['failed'])}")
+    lines.append(
+        f"{'total':<16} {'':<14} {t['predicted_ms']:9.3f} {t['measured_ms']:9.3f} {t['ratio']:6.2f}"
+        f"   {'all passed' if t['all_passed'] else 'FAILED: ' + ', '.join(t['failed'])}"
+    )
     return "\n".join(lines)
 
 

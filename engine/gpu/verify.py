@@ -37,14 +37,22 @@ def runs_from_plan(plan) -> tuple[str, list[KernelRun], dict]:
     """(mode, kernel runs, plan dict) from an engine.plan.Plan, a plan dict, or a path to a plan file."""
     if isinstance(plan, (str, bytes)) or hasattr(plan, "__fspath__"):
         from ..plan import load_plan
+
         plan = load_plan(plan)
     d = plan.to_dict() if hasattr(plan, "to_dict") else plan
     batch = int(d["network"]["batch"])
     runs = []
     for k in d["kernels"]:
         sig = KernelSignature.from_key(k["signature"], batch)
-        runs.append(KernelRun(k["id"], sig, [(int(m["batch"]), m["plan"]) for m in k["micro"]],
-                              int(k.get("workspace", 0)), k.get("offset")))
+        runs.append(
+            KernelRun(
+                k["id"],
+                sig,
+                [(int(m["batch"]), m["plan"]) for m in k["micro"]],
+                int(k.get("workspace", 0)),
+                k.get("offset"),
+            )
+        )
     return d["mode"], runs, d
 
 
@@ -80,8 +88,9 @@ def rel_l2(out: cp.ndarray, ref: cp.ndarray) -> float:
     return float(cp.linalg.norm(o - r)) / (den if den > 0 else 1.0)
 
 
-def verify_kernel(run: KernelRun, ex: KernelExecutor, ws_ptr: int, ctx, *, repeats: int,
-                  accumulate: bool = False) -> dict:
+def verify_kernel(
+    run: KernelRun, ex: KernelExecutor, ws_ptr: int, ctx, *, repeats: int, accumulate: bool = False
+) -> dict:
     sig = run.sig
     per = per_sample_bytes(sig)
     n = sig.n
@@ -127,18 +136,32 @@ def verify_kernel(run: KernelRun, ex: KernelExecutor, ws_ptr: int, ctx, *, repea
         unwritten = int(cp.isnan(got).sum())
         expect = ref if base is None else ref + base.astype(ref.dtype)
         err = rel_l2(got, expect) if unwritten == 0 else float("nan")
-        times = runtime.time_repeats(ctx, lambda r: ex.enqueue(ptrs, ws_ptr, ctx, accumulate=False, w_array=w),
-                                     repeats=repeats, warmup=1)
+        times = runtime.time_repeats(
+            ctx, lambda r: ex.enqueue(ptrs, ws_ptr, ctx, accumulate=False, w_array=w), repeats=repeats, warmup=1
+        )
     tol = PRECISIONS[sig.precision].tolerance
-    return dict(reference_plan=ref_name, reference_float64=is64, unwritten=unwritten,
-                rel_l2=err, tolerance=tol, passed=bool(unwritten == 0 and err <= tol),
-                measured_ms=runtime.median(times), measured_min_ms=min(times), measured_max_ms=max(times),
-                repeats=repeats)
+    return dict(
+        reference_plan=ref_name,
+        reference_float64=is64,
+        unwritten=unwritten,
+        rel_l2=err,
+        tolerance=tol,
+        passed=bool(unwritten == 0 and err <= tol),
+        measured_ms=runtime.median(times),
+        measured_min_ms=min(times),
+        measured_max_ms=max(times),
+        repeats=repeats,
+    )
 
 
-def verify_plan(plan, *, repeats: int = 5, command: str = "",
-                progress: Callable[[int, int, str], None] | None = None,
-                should_stop: Callable[[], bool] | None = None) -> dict:
+def verify_plan(
+    plan,
+    *,
+    repeats: int = 5,
+    command: str = "",
+    progress: Callable[[int, int, str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict:
     """Run every kernel of a plan on this GPU; returns a JSON-ready report (see module doc)."""
     ctx = runtime.context()
     mode, runs, d = runs_from_plan(plan)
@@ -155,25 +178,41 @@ def verify_plan(plan, *, repeats: int = 5, command: str = "",
             seen[key] = verify_kernel(run, ex, arena.pointer(run), ctx, repeats=repeats)
         res = dict(seen[key])
         predicted = sum(float(m["time_ms"]) for m in k["micro"])
-        res.update(id=run.id, signature=run.sig.key, division=division([b for b, _ in run.micro]),
-                   plans=[name for _, name in run.micro], predicted_ms=predicted,
-                   ratio=res["measured_ms"] / predicted if predicted else float("nan"),
-                   workspace=ex.workspace_needed, scratch_bytes=ex.scratch_bytes)
+        res.update(
+            id=run.id,
+            signature=run.sig.key,
+            division=division([b for b, _ in run.micro]),
+            plans=[name for _, name in run.micro],
+            predicted_ms=predicted,
+            ratio=res["measured_ms"] / predicted if predicted else float("nan"),
+            workspace=ex.workspace_needed,
+            scratch_bytes=ex.scratch_bytes,
+        )
         results.append(res)
         if progress:
             progress(i + 1, len(runs), run.id)
     pred = sum(r["predicted_ms"] for r in results)
     meas = sum(r["measured_ms"] for r in results)
     return {
-        "format": "ucudnn-explorer-verify", "version": 1,
+        "format": "ucudnn-explorer-verify",
+        "version": 1,
         "provenance": runtime.provenance(command),
-        "plan": {"network": d["network"], "mode": d["mode"], "policy": d.get("policy"), "budget": d.get("budget"),
-                 "profile_gpu": d.get("provenance", {}).get("profile", {}).get("gpu"),
-                 "profile_cudnn": d.get("provenance", {}).get("profile", {}).get("cudnn_version")},
+        "plan": {
+            "network": d["network"],
+            "mode": d["mode"],
+            "policy": d.get("policy"),
+            "budget": d.get("budget"),
+            "profile_gpu": d.get("provenance", {}).get("profile", {}).get("gpu"),
+            "profile_cudnn": d.get("provenance", {}).get("profile", {}).get("cudnn_version"),
+        },
         "arena_bytes": arena.size,
         "kernels": results,
-        "totals": {"predicted_ms": pred, "measured_ms": meas, "ratio": meas / pred if pred else float("nan"),
-                   "all_passed": all(r["passed"] for r in results), "failed": [r["id"] for r in results
-                                                                                if not r["passed"]],
-                   "seconds": round(time.perf_counter() - t0, 2)},
+        "totals": {
+            "predicted_ms": pred,
+            "measured_ms": meas,
+            "ratio": meas / pred if pred else float("nan"),
+            "all_passed": all(r["passed"] for r in results),
+            "failed": [r["id"] for r in results if not r["passed"]],
+            "seconds": round(time.perf_counter() - t0, 2),
+        },
     }

@@ -18,6 +18,22 @@ from .steps import step_limits, step_plan
 from .tensors import CONVENTIONS, build_inventory, route_construct
 from .timemodel import TimeParams
 
-__all__ = ["CONVENTIONS", "MEMORY_POLICIES", "RESERVE", "MemoryResult", "TimeParams", "build_inventory", "deepest",
-           "format_table", "max_batch", "memory_frames", "memory_snapshot", "plan_memory", "planning_capacity",
-           "route_construct", "smallest_capacity", "step_limits", "step_plan"]
+__all__ = [
+    "CONVENTIONS",
+    "MEMORY_POLICIES",
+    "RESERVE",
+    "MemoryResult",
+    "TimeParams",
+    "build_inventory",
+    "deepest",
+    "format_table",
+    "max_batch",
+    "memory_frames",
+    "memory_snapshot",
+    "plan_memory",
+    "planning_capacity",
+    "route_construct",
+    "smallest_capacity",
+    "step_limits",
+    "step_plan",
+]

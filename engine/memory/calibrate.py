@@ -33,7 +33,7 @@ from .timemodel import TimeParams, layer_key
 
 FORMAT = "ucudnn-explorer-time-params"
 VERSION = 1
-DUPLEX_GAIN = 1.5   # both directions at once must move this much more than one alone to count as duplex
+DUPLEX_GAIN = 1.5  # both directions at once must move this much more than one alone to count as duplex
 MAX_LAYERS = 100_000
 
 
@@ -123,8 +123,9 @@ def time_params(doc: dict, base: TimeParams | None = None) -> TimeParams:
     constants); ``measured`` and ``source`` say which and whence."""
     check(doc)
     base = base or TimeParams()
-    kw = dict(bandwidth=base.bandwidth, hbm=base.hbm, fc_flops=base.fc_flops, duplex=base.duplex, h2d=base.h2d,
-              d2h=base.d2h)
+    kw = dict(
+        bandwidth=base.bandwidth, hbm=base.hbm, fc_flops=base.fc_flops, duplex=base.duplex, h2d=base.h2d, d2h=base.d2h
+    )
     measured = []
     copy = _section(doc, "copy")
     for k in ("h2d", "d2h"):
@@ -188,8 +189,16 @@ def framework_bytes(doc: dict) -> int:
 
 def merge(*docs: dict) -> dict:
     """One document from several measurements of one host (later sections and layer tables win)."""
-    out = {"format": FORMAT, "version": VERSION, "provenance": {}, "copy": {}, "hbm": {}, "fc": {}, "layers": {},
-           "framework": {}}
+    out = {
+        "format": FORMAT,
+        "version": VERSION,
+        "provenance": {},
+        "copy": {},
+        "hbm": {},
+        "fc": {},
+        "layers": {},
+        "framework": {},
+    }
     for d in docs:
         check(d)
         for sec in ("provenance", "copy", "hbm", "fc", "layers", "framework"):

@@ -32,21 +32,51 @@ def memory_frames(result) -> dict[str, pd.DataFrame]:
     """
     t = result.ticks
     present = [c for c in CLASSES if c in t and (t[c] > 0).any()]
-    memory = t.melt(id_vars=["tick", "step", "layer", "phase"], value_vars=present, var_name="cls",
-                    value_name="bytes")
+    memory = t.melt(id_vars=["tick", "step", "layer", "phase"], value_vars=present, var_name="cls", value_name="bytes")
     memory["cls"] = pd.Categorical(memory["cls"], categories=list(CLASSES))
     memory = memory.sort_values(["tick", "cls"]).reset_index(drop=True)
     cap = np.nan if result.capacity is None else float(result.capacity)
-    lines = t[["tick", "step", "layer", "phase", "live", "workspace", "total", "live_tensors", "start_ms", "end_ms",
-               "stall_ms"]].copy()
+    lines = t[
+        [
+            "tick",
+            "step",
+            "layer",
+            "phase",
+            "live",
+            "workspace",
+            "total",
+            "live_tensors",
+            "start_ms",
+            "end_ms",
+            "stall_ms",
+        ]
+    ].copy()
     lines.insert(7, "capacity", cap)
     lines.insert(8, "free_for_workspace", cap - lines["live"])
     copies = result.copies.rename(columns={"direction": "lane"})[
-        ["lane", "storage", "tensors", "bytes", "reason", "issue_tick", "issue_step", "deadline_tick", "start_ms",
-         "end_ms"]].copy()
+        [
+            "lane",
+            "storage",
+            "tensors",
+            "bytes",
+            "reason",
+            "issue_tick",
+            "issue_step",
+            "deadline_tick",
+            "start_ms",
+            "end_ms",
+        ]
+    ].copy()
     copies["deadline_tick"] = pd.to_numeric(copies["deadline_tick"], errors="coerce")
     rec = t[t.phase == "R"][["tick", "step", "layer", "compute_ms", "start_ms"]].reset_index(drop=True)
-    summary = pd.DataFrame([{"network": result.network, "batch": result.batch, "policy": result.policy,
-                             "capacity": cap, **result.summary}])
-    return {"memory": memory, "lines": lines, "copies": copies, "recompute": rec,
-            "kernels": result.kernels.copy(), "summary": summary}
+    summary = pd.DataFrame(
+        [{"network": result.network, "batch": result.batch, "policy": result.policy, "capacity": cap, **result.summary}]
+    )
+    return {
+        "memory": memory,
+        "lines": lines,
+        "copies": copies,
+        "recompute": rec,
+        "kernels": result.kernels.copy(),
+        "summary": summary,
+    }

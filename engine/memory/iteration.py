@@ -25,10 +25,9 @@ from .reserve import check_reserve, default_reserve, planning_capacity
 from .tensors import CLASSES, DATA_CLASSES, build_inventory, get_convention
 from .timeline import MemoryPlan, memory_curve
 from .timemodel import TimeParams, simulate, time_note
-from .workspace import (DYNAMIC, PLAN_RULES, RULES, choose_workspace, least_workspace, tick_kernels,
-                        unmeasured)
+from .workspace import DYNAMIC, PLAN_RULES, RULES, choose_workspace, least_workspace, tick_kernels, unmeasured
 
-PYTORCH_CONVENTIONS = ("pytorch",)   # tensors as PyTorch allocates them: a prediction of a PyTorch step
+PYTORCH_CONVENTIONS = ("pytorch",)  # tensors as PyTorch allocates them: a prediction of a PyTorch step
 
 
 @dataclass
@@ -47,9 +46,9 @@ class MemoryResult:
     options: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     profile: str = ""
-    plan: MemoryPlan | None = field(default=None, repr=False)   # the residency intervals (snapshot.py)
-    time_params: TimeParams | None = field(default=None, repr=False)   # the time model's constants
-    reserve: float = 0.0    # the share of the cap left to the allocator: ``capacity`` is (1 - reserve) x the cap
+    plan: MemoryPlan | None = field(default=None, repr=False)  # the residency intervals (snapshot.py)
+    time_params: TimeParams | None = field(default=None, repr=False)  # the time model's constants
+    reserve: float = 0.0  # the share of the cap left to the allocator: ``capacity`` is (1 - reserve) x the cap
 
     @property
     def peak_is_lower_bound(self) -> bool:
@@ -85,14 +84,24 @@ class MemoryResult:
             if isinstance(v, np.integer):
                 return int(v)
             if isinstance(v, (np.floating, float)):
-                return float(v) if math.isfinite(float(v)) else None   # JSON has no NaN or inf
+                return float(v) if math.isfinite(float(v)) else None  # JSON has no NaN or inf
             return v
-        out = {"network": self.network, "batch": self.batch, "policy": self.policy, "paper": self.paper,
-               "convention": self.convention, "capacity": self.capacity, "workspace_rule": self.workspace_rule,
-               "profile": self.profile, "reserve": self.reserve,
-               "options": {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in self.options.items()},
-               "notes": self.notes, "summary": {k: clean(v) for k, v in self.summary.items()},
-               "time_model": self.time_note}
+
+        out = {
+            "network": self.network,
+            "batch": self.batch,
+            "policy": self.policy,
+            "paper": self.paper,
+            "convention": self.convention,
+            "capacity": self.capacity,
+            "workspace_rule": self.workspace_rule,
+            "profile": self.profile,
+            "reserve": self.reserve,
+            "options": {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in self.options.items()},
+            "notes": self.notes,
+            "summary": {k: clean(v) for k, v in self.summary.items()},
+            "time_model": self.time_note,
+        }
         if ticks:
             out["ticks"] = [{k: clean(v) for k, v in r.items()} for r in self.ticks.to_dict("records")]
             out["kernels"] = [{k: clean(v) for k, v in r.items()} for r in self.kernels.to_dict("records")]
@@ -108,12 +117,25 @@ def _resolve_network(network: str | Network, batch: int | None) -> Network:
     return get_network(network, batch)
 
 
-def plan_memory(network: str | Network, policy: str = "liveness", batch: int | None = None,
-                capacity: int | None = None, profile: Profile | None = None, workspace: str | None = None,
-                convention: str | None = None, time_params: TimeParams | None = None, itemsize: int | None = None,
-                precision: str = DEFAULT_PRECISION, layout: str | None = None, optimizer_copies: int = 0,
-                framework_bytes: int = 0, conv_plan=None, plan_workspace: str | None = None,
-                reserve: float | None = None, **policy_options) -> MemoryResult:
+def plan_memory(
+    network: str | Network,
+    policy: str = "liveness",
+    batch: int | None = None,
+    capacity: int | None = None,
+    profile: Profile | None = None,
+    workspace: str | None = None,
+    convention: str | None = None,
+    time_params: TimeParams | None = None,
+    itemsize: int | None = None,
+    precision: str = DEFAULT_PRECISION,
+    layout: str | None = None,
+    optimizer_copies: int = 0,
+    framework_bytes: int = 0,
+    conv_plan=None,
+    plan_workspace: str | None = None,
+    reserve: float | None = None,
+    **policy_options,
+) -> MemoryResult:
     """Memory timeline of one training iteration of ``network`` under ``policy``.
 
     ``capacity`` (bytes) bounds what the dynamic workspace rules may take, drives the LRU tensor
@@ -150,7 +172,7 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
     if plan_rule:
         workspace, variant = plan_rule, (conv_plan.precision, conv_plan.layout)
     elif workspace is None and conv.name in PYTORCH_CONVENTIONS:
-        workspace = "heuristic"   # what stock PyTorch runs (cudnn.benchmark off), whatever the paper's rule
+        workspace = "heuristic"  # what stock PyTorch runs (cudnn.benchmark off), whatever the paper's rule
     inv = build_inventory(net, conv, itemsize or record.itemsize, int(framework_bytes))
     params = time_params or TimeParams()
     reserved = planning_capacity(capacity, reserve)
@@ -159,8 +181,10 @@ def plan_memory(network: str | Network, policy: str = "liveness", batch: int | N
         res = _evaluate(plan, cap, profile, params, variant, conv_plan)
         res.reserve = reserve if cap != capacity else 0.0
         if res.reserve:
-            res.notes.append(f"planned for {1 - reserve:.0%} of the {format_size(capacity)} cap: the rest is left to "
-                             f"the caching allocator (engine/memory/reserve.py)")
+            res.notes.append(
+                f"planned for {1 - reserve:.0%} of the {format_size(capacity)} cap: the rest is left to "
+                f"the caching allocator (engine/memory/reserve.py)"
+            )
         return res
 
     if info.search is not None:
@@ -197,8 +221,9 @@ def _plan_rule(conv_plan, plan_workspace: str | None, workspace: str | None, net
             raise EngineError("plan_workspace goes with conv_plan (the Plan applied with engine.pytorch.apply_plan)")
         return None
     if not isinstance(conv_plan, Plan):
-        raise EngineError(f"conv_plan must be an engine.plan.Plan (engine.plan.load_plan), got "
-                          f"{type(conv_plan).__name__}")
+        raise EngineError(
+            f"conv_plan must be an engine.plan.Plan (engine.plan.load_plan), got {type(conv_plan).__name__}"
+        )
     if workspace is not None:
         raise EngineError("give either conv_plan (its kernels' workspaces) or a workspace rule, not both")
     if conv_plan.batch != net.batch:
@@ -212,8 +237,14 @@ def _plan_rule(conv_plan, plan_workspace: str | None, workspace: str | None, net
     return PLAN_RULES[mode]
 
 
-def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, params: TimeParams,
-             variant: tuple[str, str], conv_plan=None) -> MemoryResult:
+def _evaluate(
+    plan: MemoryPlan,
+    capacity: int | None,
+    profile: Profile | None,
+    params: TimeParams,
+    variant: tuple[str, str],
+    conv_plan=None,
+) -> MemoryResult:
     """The result of ``plan`` with its workspace chosen from the profile's (precision, layout) ``variant``."""
     inv = plan.inventory
     net = inv.net
@@ -226,10 +257,13 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
     timing = simulate(plan, choices, params) if profile is not None else None
     n = len(plan.ticks)
     rows = {
-        "tick": np.arange(n), "step": [t.step for t in plan.ticks], "layer": [t.layer for t in plan.ticks],
-        "op": [net.layer(t.layer).op for t in plan.ticks], "phase": [t.phase for t in plan.ticks],
+        "tick": np.arange(n),
+        "step": [t.step for t in plan.ticks],
+        "layer": [t.layer for t in plan.ticks],
+        "op": [net.layer(t.layer).op for t in plan.ticks],
+        "phase": [t.phase for t in plan.ticks],
     }
-    for c in CLASSES:   # the workspace column: convolutions' plus the framework's own (a persistent tensor)
+    for c in CLASSES:  # the workspace column: convolutions' plus the framework's own (a persistent tensor)
         rows[c] = ws + curve.by_class.get(c, 0) if c == "workspace" else curve.by_class.get(c, np.zeros(n))
     rows["live"] = live
     rows["total"] = total
@@ -238,25 +272,71 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
     rows["free"] = (capacity - live) if capacity is not None else np.full(n, np.nan)
     for key in ("start_ms", "end_ms", "stall_ms", "compute_ms"):
         rows[key] = np.asarray(getattr(timing, key)) if timing else np.full(n, np.nan)
-    rows["time_source"] = timing.source if timing else [""] * n   # profile, measured or roofline
+    rows["time_source"] = timing.source if timing else [""] * n  # profile, measured or roofline
     ticks = pd.DataFrame(rows)
-    kernels = pd.DataFrame([{
-        "tick": c.tick, "step": plan.ticks[c.tick].step, "layer": c.layer, "kind": c.kind.value,
-        "signature": c.key, "free": c.free, "workspace": c.workspace, "time_ms": c.time_ms,
-        "division": c.config.division, "plans": "+".join(m.plan for m in c.config.micro), "fits": c.fits,
-    } for c in choices], columns=["tick", "step", "layer", "kind", "signature", "free", "workspace", "time_ms",
-                                  "division", "plans", "fits"])
+    kernels = pd.DataFrame(
+        [
+            {
+                "tick": c.tick,
+                "step": plan.ticks[c.tick].step,
+                "layer": c.layer,
+                "kind": c.kind.value,
+                "signature": c.key,
+                "free": c.free,
+                "workspace": c.workspace,
+                "time_ms": c.time_ms,
+                "division": c.config.division,
+                "plans": "+".join(m.plan for m in c.config.micro),
+                "fits": c.fits,
+            }
+            for c in choices
+        ],
+        columns=[
+            "tick",
+            "step",
+            "layer",
+            "kind",
+            "signature",
+            "free",
+            "workspace",
+            "time_ms",
+            "division",
+            "plans",
+            "fits",
+        ],
+    )
     storages_tensors: dict[str, list[str]] = {}
     for t in inv.tensors.values():
         storages_tensors.setdefault(t.storage, []).append(t.name)
-    copies = pd.DataFrame([{
-        "storage": c.storage, "tensors": ",".join(storages_tensors.get(c.storage, [])), "direction": c.direction,
-        "bytes": c.nbytes, "issue_tick": c.issue, "issue_step": plan.ticks[c.issue].step,
-        "deadline_tick": c.deadline, "reason": c.reason,
-        "start_ms": timing.copy_start_ms[i] if timing else math.nan,
-        "end_ms": timing.copy_end_ms[i] if timing else math.nan,
-    } for i, c in enumerate(plan.copies)], columns=["storage", "tensors", "direction", "bytes", "issue_tick",
-                                                    "issue_step", "deadline_tick", "reason", "start_ms", "end_ms"])
+    copies = pd.DataFrame(
+        [
+            {
+                "storage": c.storage,
+                "tensors": ",".join(storages_tensors.get(c.storage, [])),
+                "direction": c.direction,
+                "bytes": c.nbytes,
+                "issue_tick": c.issue,
+                "issue_step": plan.ticks[c.issue].step,
+                "deadline_tick": c.deadline,
+                "reason": c.reason,
+                "start_ms": timing.copy_start_ms[i] if timing else math.nan,
+                "end_ms": timing.copy_end_ms[i] if timing else math.nan,
+            }
+            for i, c in enumerate(plan.copies)
+        ],
+        columns=[
+            "storage",
+            "tensors",
+            "direction",
+            "bytes",
+            "issue_tick",
+            "issue_step",
+            "deadline_tick",
+            "reason",
+            "start_ms",
+            "end_ms",
+        ],
+    )
     k = int(np.argmax(total))
     peak = float(total[k])
     if timing:
@@ -272,12 +352,17 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
         min_cap = peak
     rec = ticks[ticks.phase == "R"]
     summary = {
-        "peak": peak, "peak_tick": k, "peak_step": int(plan.ticks[k].step), "peak_layer": plan.ticks[k].layer,
+        "peak": peak,
+        "peak_tick": k,
+        "peak_step": int(plan.ticks[k].step),
+        "peak_layer": plan.ticks[k].layer,
         "peak_phase": "B" if plan.ticks[k].phase == "R" else plan.ticks[k].phase,
-        "peak_live": float(np.max(live)), "peak_data": float(np.max(rows["data"])),
+        "peak_live": float(np.max(live)),
+        "peak_data": float(np.max(rows["data"])),
         "peak_workspace": float(np.max(ws)) if n else 0.0,
         "persistent": float(sum(curve.by_class[c][0] for c in ("weights", "optimizer"))),
-        "avg_time_weighted": avg, "avg_per_step": float(step_max.mean()),
+        "avg_time_weighted": avg,
+        "avg_per_step": float(step_max.mean()),
         "iteration_ms": timing.iteration_ms if timing else math.nan,
         "compute_ms": float(np.sum(timing.compute_ms)) if timing else math.nan,
         "stall_ms": float(np.sum(timing.stall_ms)) if timing else math.nan,
@@ -300,43 +385,76 @@ def _evaluate(plan: MemoryPlan, capacity: int | None, profile: Profile | None, p
     if profile is None:
         notes.append("no profile: no time modelled")
     elif missing := unmeasured(profile, choices, net.batch):
-        how = ("undivided, as PyTorch runs them: cuDNN's heuristic order at the largest measured size below it, "
-               "times and workspaces extrapolated" if plan.workspace_rule in ("heuristic", "per-layer-heuristic") else
-               "micro-batches of its measured sizes (mu-cuDNN's desirable set), as `python -m engine plan` does")
-        notes.append(f"the profile has no measurement at mini-batch {net.batch} for {missing} of {len(choices)} "
-                     f"kernel runs: they run {how}")
+        how = (
+            "undivided, as PyTorch runs them: cuDNN's heuristic order at the largest measured size below it, "
+            "times and workspaces extrapolated"
+            if plan.workspace_rule in ("heuristic", "per-layer-heuristic")
+            else "micro-batches of its measured sizes (mu-cuDNN's desirable set), as `python -m engine plan` does"
+        )
+        notes.append(
+            f"the profile has no measurement at mini-batch {net.batch} for {missing} of {len(choices)} "
+            f"kernel runs: they run {how}"
+        )
     paper = P.MEMORY_POLICIES[plan.policy].paper if plan.policy in P.MEMORY_POLICIES else ""
-    return MemoryResult(net.name, net.batch, plan.policy, paper, inv.convention.name, capacity, plan.workspace_rule,
-                        ticks, kernels, copies, summary, dict(plan.options), notes,
-                        profile.describe() if profile is not None else "", plan, params)
+    return MemoryResult(
+        net.name,
+        net.batch,
+        plan.policy,
+        paper,
+        inv.convention.name,
+        capacity,
+        plan.workspace_rule,
+        ticks,
+        kernels,
+        copies,
+        summary,
+        dict(plan.options),
+        notes,
+        profile.describe() if profile is not None else "",
+        plan,
+        params,
+    )
 
 
 def _unknown_note(unknown: int, conv_plan) -> str:
-    where = ("are not in the conv plan (stock PyTorch runs them) and no profile gives" if conv_plan is not None else
-             "have no profile to give")
-    return (f"the peak is a lower bound, not a prediction of what runs: {unknown} convolution kernel runs {where} "
-            f"their workspace, which cuDNN takes at run time (give profile=, whose heuristic rule is what stock "
-            f"PyTorch picks, or conv_plan=, the plan applied with engine.pytorch.apply_plan)")
+    where = (
+        "are not in the conv plan (stock PyTorch runs them) and no profile gives"
+        if conv_plan is not None
+        else "have no profile to give"
+    )
+    return (
+        f"the peak is a lower bound, not a prediction of what runs: {unknown} convolution kernel runs {where} "
+        f"their workspace, which cuDNN takes at run time (give profile=, whose heuristic rule is what stock "
+        f"PyTorch picks, or conv_plan=, the plan applied with engine.pytorch.apply_plan)"
+    )
 
 
 def format_table(result: MemoryResult) -> str:
     """A short human-readable report: summary lines and the per-step memory table."""
     s = result.summary
     cap = format_size(result.capacity) if result.capacity else "unbounded"
-    lines = [f"{result.network} batch {result.batch}, policy {result.policy} ({result.paper}; tensors as "
-             f"{result.convention}), capacity {cap}, workspace rule {result.workspace_rule}"]
+    lines = [
+        f"{result.network} batch {result.batch}, policy {result.policy} ({result.paper}; tensors as "
+        f"{result.convention}), capacity {cap}, workspace rule {result.workspace_rule}"
+    ]
     at_least = "at least " if result.peak_is_lower_bound else ""
-    lines.append(f"peak {at_least}{format_size(s['peak'])} at step {s['peak_step']} "
-                 f"({s['peak_layer']} {s['peak_phase']}); "
-                 f"live without workspace {format_size(s['peak_live'])}; activations+gradients "
-                 f"{format_size(s['peak_data'])}; fits: {'yes' if s['fits'] else 'no'} "
-                 f"(needs at least {format_size(s['min_capacity'])})")
+    lines.append(
+        f"peak {at_least}{format_size(s['peak'])} at step {s['peak_step']} "
+        f"({s['peak_layer']} {s['peak_phase']}); "
+        f"live without workspace {format_size(s['peak_live'])}; activations+gradients "
+        f"{format_size(s['peak_data'])}; fits: {'yes' if s['fits'] else 'no'} "
+        f"(needs at least {format_size(s['min_capacity'])})"
+    )
     if not math.isnan(s["iteration_ms"]):
-        lines.append(f"iteration {s['iteration_ms']:.2f} ms (compute {s['compute_ms']:.2f}, convolutions "
-                     f"{s['conv_ms']:.2f}, stalls {s['stall_ms']:.2f}, recompute {s['recompute_ms']:.2f}); "
-                     f"time-weighted average memory {format_size(s['avg_time_weighted'])}")
-    lines.append(f"offloaded {format_size(s['offload_bytes'])}, prefetched {format_size(s['prefetch_bytes'])}, "
-                 f"{s['recompute_count']} re-forwards, per-step average memory {format_size(s['avg_per_step'])}")
+        lines.append(
+            f"iteration {s['iteration_ms']:.2f} ms (compute {s['compute_ms']:.2f}, convolutions "
+            f"{s['conv_ms']:.2f}, stalls {s['stall_ms']:.2f}, recompute {s['recompute_ms']:.2f}); "
+            f"time-weighted average memory {format_size(s['avg_time_weighted'])}"
+        )
+    lines.append(
+        f"offloaded {format_size(s['offload_bytes'])}, prefetched {format_size(s['prefetch_bytes'])}, "
+        f"{s['recompute_count']} re-forwards, per-step average memory {format_size(s['avg_per_step'])}"
+    )
     if result.time_note:
         lines.append(result.time_note)
     for note in result.notes:
@@ -346,6 +464,8 @@ def format_table(result: MemoryResult) -> str:
     lines += ["", head]
     for r in steps.itertuples():
         free = "" if math.isnan(r.free) else format_size(r.free)
-        lines.append(f"{r.step:>4} {r.layer[:16]:<16} {r.phase:<2} {format_size(r.live):>10} "
-                     f"{format_size(r.workspace):>10} {format_size(r.total):>10} {free:>10} {r.live_tensors:>3}")
+        lines.append(
+            f"{r.step:>4} {r.layer[:16]:<16} {r.phase:<2} {format_size(r.live):>10} "
+            f"{format_size(r.workspace):>10} {format_size(r.total):>10} {free:>10} {r.live_tensors:>3}"
+        )
     return "\n".join(lines)

@@ -5,7 +5,7 @@ the residency of every storage, and the copies. Rules are cited to the papers (f
 choices the papers leave open are keyword switches whose defaults are documented here and in
 docs/reproduction.md. vDNN_dyn tries several of these plans under a capacity (a ``search``).
 
-The module is over 400 lines because every builder of the three papers sits beside the registry
+The module is over 300 statements because every builder of the three papers sits beside the registry
 (``MEMORY_POLICIES``) that names it, and says what it needs, for every reader: a new memory policy is one
 builder and one ``register`` line here.
 """
@@ -21,10 +21,11 @@ from ..errors import EngineError
 from .tensors import DATA_CLASSES, Inventory, Tensor
 from .timeline import Copy, MemoryPlan, Tick, base_ticks, cut, liveness_intervals, merge, whole_iteration
 
-SN_CHECKPOINTS = ("conv", "fc", "softmax", "data")   # superneurons-release recompute.h is_checkpoint
+SN_CHECKPOINTS = ("conv", "fc", "softmax", "data")  # superneurons-release recompute.h is_checkpoint
 
 
 # ----------------------------------------------------------------------------------- baselines
+
 
 def baseline_superneurons(inv: Inventory) -> MemoryPlan:
     """SuperNeurons' baseline (arXiv:1801.04380 §3, "naive network-wide tensor allocation"): one
@@ -62,11 +63,12 @@ def liveness(inv: Inventory, workspace: str = "fit") -> MemoryPlan:
 
 # --------------------------------------------------------------------------- offload machinery
 
+
 @dataclass
 class _Offload:
     storage: str
-    release: int            # last tick on the GPU before the gap
-    prefetch: int           # first tick back on the GPU
+    release: int  # last tick on the GPU before the gap
+    prefetch: int  # first tick back on the GPU
     off_issue: int
     off_at: str
     off_deadline: int | None
@@ -79,12 +81,14 @@ def _apply_offloads(plan: MemoryPlan, offloads: list[_Offload]) -> None:
     sizes = inv.storage_bytes()
     for o in offloads:
         if o.prefetch <= o.release + 1:
-            continue    # no gap: the reuse is immediate, nothing to gain
+            continue  # no gap: the reuse is immediate, nothing to gain
         plan.intervals[o.storage] = cut(plan.intervals[o.storage], (o.release + 1, o.prefetch - 1))
-        plan.copies.append(Copy(o.storage, "offload", sizes[o.storage], o.off_issue, o.off_at, o.off_deadline,
-                                "offload"))
-        plan.copies.append(Copy(o.storage, "prefetch", sizes[o.storage], o.prefetch, "start", o.pre_deadline,
-                                o.pre_reason))
+        plan.copies.append(
+            Copy(o.storage, "offload", sizes[o.storage], o.off_issue, o.off_at, o.off_deadline, "offload")
+        )
+        plan.copies.append(
+            Copy(o.storage, "prefetch", sizes[o.storage], o.prefetch, "start", o.pre_deadline, o.pre_reason)
+        )
 
 
 def _uses_by_storage(inv: Inventory, ticks: list[Tick]) -> dict[str, list[int]]:
@@ -102,6 +106,7 @@ def _fwd_bwd_split(uses: list[int], n_fwd: int) -> tuple[int | None, int | None]
 
 
 # ------------------------------------------------------------------------------------- vDNN
+
 
 def feature_extractor(inv: Inventory) -> list[str]:
     """Layers before the first FC in the route: vDNN manages only these (arXiv:1602.08124 §III intro)."""
@@ -133,19 +138,19 @@ def vdnn(inv: Inventory, offload: str = "all", algo: str = "p") -> MemoryPlan:
     plan = MemoryPlan(f"vdnn-{offload}-{algo}", inv, ticks, liveness_intervals(inv, ticks), workspace_rule=algo)
     uses = _uses_by_storage(inv, ticks)
     pos = {name: i for i, name in enumerate(inv.route)}
-    offloaded_x: dict[str, list[str]] = {}     # layer -> storages of its X it offloads
+    offloaded_x: dict[str, list[str]] = {}  # layer -> storages of its X it offloads
     persistent = inv.persistent_storages()
     for name in feature_extractor(inv):
         layer = inv.net.layer(name)
         if offload == "conv" and layer.op != "conv":
             continue
         if offload == "all" and layer.op == "relu":
-            continue    # in place, only Y and dY are used (vDNN arXiv:1602.08124 §III-B)
+            continue  # in place, only Y and dY are used (vDNN arXiv:1602.08124 §III-B)
         for src in layer.inputs:
             st = inv.tensors[f"Y:{src}"].storage
             last_f, first_b = _fwd_bwd_split(uses[st], n)
             if last_f != pos[name] or first_b is None or st in persistent:
-                continue    # not the last consumer, or never reused: released, not offloaded
+                continue  # not the last consumer, or never reused: released, not offloaded
             offloaded_x.setdefault(name, []).append(st)
     prefetched: set[str] = set()
     prefetch_at: dict[str, int] = {}
@@ -166,11 +171,9 @@ def vdnn(inv: Inventory, offload: str = "all", algo: str = "p") -> MemoryPlan:
             _, first_b = _fwd_bwd_split(uses[st], n)
             p = prefetch_at.get(st)
             if p is None or p > first_b:
-                offs.append(_Offload(st, pos[name], first_b, pos[name], "start", pos[name] + 1, first_b,
-                                     "on demand"))
+                offs.append(_Offload(st, pos[name], first_b, pos[name], "start", pos[name] + 1, first_b, "on demand"))
             else:
-                offs.append(_Offload(st, pos[name], p, pos[name], "start", pos[name] + 1, p + 1,
-                                     "findPrefetchLayer"))
+                offs.append(_Offload(st, pos[name], p, pos[name], "start", pos[name] + 1, p + 1, "findPrefetchLayer"))
     _apply_offloads(plan, offs)
     plan.options.update(offload=offload, algo=algo)
     return plan
@@ -181,8 +184,9 @@ def vdnn(inv: Inventory, offload: str = "all", algo: str = "p") -> MemoryPlan:
 LAYRUB_INTRA_CONSUMERS = ("conv", "fc")
 
 
-def layrub_alias(inv: Inventory, relu_mask_bytes: float = 1.0,
-                 consumers: tuple[str, ...] = LAYRUB_INTRA_CONSUMERS) -> tuple[Inventory, list[str]]:
+def layrub_alias(
+    inv: Inventory, relu_mask_bytes: float = 1.0, consumers: tuple[str, ...] = LAYRUB_INTRA_CONSUMERS
+) -> tuple[Inventory, list[str]]:
     """Layrub's intra-layer reuse (doi:10.1145/3243904 §3.1-3.2, §4.2): with wgrad before dgrad, a CONV or FC
     writes dX into X's buffer once no later backward reads X's data. ReLU keeps a 1-byte sign mask
     ("char") instead of its data so its blob qualifies. An input that fans out, or whose data a later
@@ -205,7 +209,7 @@ def layrub_alias(inv: Inventory, relu_mask_bytes: float = 1.0,
     for k, st in storage.items():
         members.setdefault(st, []).append(k)
     order = list(reversed(inv.route))
-    last_read: dict[str, int] = {}     # storage -> last position in backward order that reads it
+    last_read: dict[str, int] = {}  # storage -> last position in backward order that reads it
     for j, name in enumerate(order):
         for u in bwd[name]:
             last_read[storage[u]] = j
@@ -259,13 +263,14 @@ def layrub(inv: Inventory, mode: str = "hybrid", buffers: str = "constant", relu
     if mode == "intra":
         plan = MemoryPlan("layrub-intra", inv, ticks, whole_iteration(inv, ticks), workspace_rule="per-layer-heuristic")
     else:
-        plan = MemoryPlan(f"layrub-{mode}", inv, ticks, liveness_intervals(inv, ticks),
-                    workspace_rule="per-layer-heuristic")
+        plan = MemoryPlan(
+            f"layrub-{mode}", inv, ticks, liveness_intervals(inv, ticks), workspace_rule="per-layer-heuristic"
+        )
         uses = _uses_by_storage(inv, ticks)
         classes = inv.storage_class()
         offs = []
         loaded_by: dict[str, int] = {}
-        for tick in ticks[n:-1]:     # during bwd(l), load what the next backward tick needs
+        for tick in ticks[n:-1]:  # during bwd(l), load what the next backward tick needs
             for u in ticks[tick.index + 1].uses:
                 loaded_by.setdefault(inv.tensors[u].storage, tick.index)
         persistent = inv.persistent_storages()
@@ -315,6 +320,7 @@ def _constant_buffers(plan: MemoryPlan) -> None:
 
 # ------------------------------------------------------------------------------- SuperNeurons
 
+
 def _sn_conv_outputs(inv: Inventory) -> list[str]:
     return [inv.tensors[f"Y:{n}"].storage for n in inv.route if inv.net.layer(n).op == "conv"]
 
@@ -344,8 +350,18 @@ def _sn_offload(plan: MemoryPlan, storages: list[str]) -> None:
         release = max(last_f, window_end)
         starts = [c for c in conv_b if c < first_b]
         p = starts[-1] if starts else first_bwd
-        offs.append(_Offload(st, release, p, produced, "end", release + 1, first_b,
-                             "prefetch at backward CONV" if starts else "prefetch at backward start"))
+        offs.append(
+            _Offload(
+                st,
+                release,
+                p,
+                produced,
+                "end",
+                release + 1,
+                first_b,
+                "prefetch at backward CONV" if starts else "prefetch at backward start",
+            )
+        )
     _apply_offloads(plan, offs)
 
 
@@ -399,7 +415,7 @@ def sn_segment_memory_centric(inv: Inventory, rule: str = "code", checkpoints=SN
     """
     segs = sn_segments(inv, checkpoints)
     _, peak = sn_bottleneck(inv)
-    longest: dict[str, list[str]] = {}     # segment start -> its full chain
+    longest: dict[str, list[str]] = {}  # segment start -> its full chain
     for chain in segs.values():
         if len(chain) > len(longest.get(chain[0], [])):
             longest[chain[0]] = chain
@@ -416,8 +432,9 @@ def sn_segment_memory_centric(inv: Inventory, rule: str = "code", checkpoints=SN
     return out
 
 
-def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str = "code",
-                       checkpoints=SN_CHECKPOINTS) -> tuple[list[Tick], dict[str, list[tuple[int, int]]]]:
+def sn_recompute_ticks(
+    inv: Inventory, strategy: str = "cost-aware", rule: str = "code", checkpoints=SN_CHECKPOINTS
+) -> tuple[list[Tick], dict[str, list[tuple[int, int]]]]:
     """The tick list with re-forwards, and the residency of the dropped (non-checkpoint) outputs.
 
     Follows superneurons-release ``recompute.cpp``: in forward, a non-checkpoint output is freed
@@ -435,8 +452,11 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
     # dropped and re-forwarded alone: the storage holds the in-place result, which autograd keeps
     per_storage = Counter(t.storage for t in inv.tensors.values())
     droppable = {f"Y:{n}" for n in segs if per_storage[inv.tensors[f"Y:{n}"].storage] == 1}
-    mem_mode = sn_segment_memory_centric(inv, rule, checkpoints) if strategy == "cost-aware" else \
-        {n: strategy == "memory" for n in segs}
+    mem_mode = (
+        sn_segment_memory_centric(inv, rule, checkpoints)
+        if strategy == "cost-aware"
+        else {n: strategy == "memory" for n in segs}
+    )
     base = base_ticks(inv)
     n = len(inv.route)
     # last backward use of each dropped output in the original schedule (liveness frees after it)
@@ -491,7 +511,7 @@ def sn_recompute_ticks(inv: Inventory, strategy: str = "cost-aware", rule: str =
         if dropped_inputs or own:
             for a in closure(([name] if name in segs else []) + dropped_inputs):
                 out = f"Y:{a}"
-                if out in resident or out not in droppable:   # kept by liveness: nothing to re-forward
+                if out in resident or out not in droppable:  # kept by liveness: nothing to re-forward
                     continue
                 ticks.append(Tick(len(ticks), t.step, a, "R", tuple(inv.fwd_uses[a])))
                 resident[out] = ticks[-1].index
@@ -521,12 +541,17 @@ def _recompute_plan(name: str, inv: Inventory, strategy: str, rule: str, workspa
                 sp.extend([(used[0], used[-1])] if used else [])
         intervals[st] = merge(sp)
     _reforwarded_extras(inv, ticks, spans, intervals)
-    return MemoryPlan(name, inv, ticks, intervals, workspace_rule=workspace,
-                recompute_count=sum(t.phase == "R" for t in ticks))
+    return MemoryPlan(
+        name, inv, ticks, intervals, workspace_rule=workspace, recompute_count=sum(t.phase == "R" for t in ticks)
+    )
 
 
-def _reforwarded_extras(inv: Inventory, ticks: list[Tick], spans: dict[str, list[tuple[int, int]]],
-                        intervals: dict[str, list[tuple[int, int]]]) -> None:
+def _reforwarded_extras(
+    inv: Inventory,
+    ticks: list[Tick],
+    spans: dict[str, list[tuple[int, int]]],
+    intervals: dict[str, list[tuple[int, int]]],
+) -> None:
     """A re-forwarded layer's saved extras (max-pool indices, dropout masks, batch-norm statistics) are not kept
     from its forward: each re-forward makes them again, and they live as long as the output it makes or up to
     their own last use (the layer's backward), as the PyTorch runtime keeps them (engine/pytorch/recompute.py).
@@ -539,17 +564,26 @@ def _reforwarded_extras(inv: Inventory, ticks: list[Tick], spans: dict[str, list
         starts = [a for a, _ in again] + [len(ticks)]
         for u in inv.fwd_uses[layer]:
             t = inv.tensors[u]
-            if (t.layer != layer or u == f"Y:{layer}" or t.cls in ("activations", "input") or t.persistent or
-                    per_storage[t.storage] > 1 or not again):
+            if (
+                t.layer != layer
+                or u == f"Y:{layer}"
+                or t.cls in ("activations", "input")
+                or t.persistent
+                or per_storage[t.storage] > 1
+                or not again
+            ):
                 continue
             used = [tick.index for tick in ticks if u in tick.uses]
             # each re-forward's extras: up to the output's span end or their last use before the next re-forward
-            intervals[t.storage] = merge([(fwd[layer], fwd[layer])] + [
-                (a, max([b] + [i for i in used if a <= i < nxt])) for (a, b), nxt in zip(again, starts[1:])])
+            intervals[t.storage] = merge(
+                [(fwd[layer], fwd[layer])]
+                + [(a, max([b] + [i for i in used if a <= i < nxt])) for (a, b), nxt in zip(again, starts[1:])]
+            )
 
 
-def sn_recompute(inv: Inventory, strategy: str = "cost-aware", rule: str = "code", offload: bool = True,
-                 workspace: str = "fit") -> MemoryPlan:
+def sn_recompute(
+    inv: Inventory, strategy: str = "cost-aware", rule: str = "code", offload: bool = True, workspace: str = "fit"
+) -> MemoryPlan:
     """Liveness + UTP offload of CONV outputs + recomputation (SuperNeurons Fig. 10c, Table 1)."""
     plan = _recompute_plan("sn-recompute", inv, strategy, rule, workspace)
     if offload:
@@ -558,8 +592,13 @@ def sn_recompute(inv: Inventory, strategy: str = "cost-aware", rule: str = "code
     return plan
 
 
-def superneurons(inv: Inventory, capacity: int | None = None, strategy: str = "cost-aware", rule: str = "code",
-                 workspace: str = "fit") -> MemoryPlan:
+def superneurons(
+    inv: Inventory,
+    capacity: int | None = None,
+    strategy: str = "cost-aware",
+    rule: str = "code",
+    workspace: str = "fit",
+) -> MemoryPlan:
     """The full SuperNeurons runtime: liveness, cost-aware recomputation, and the LRU Tensor Cache
     (SuperNeurons arXiv:1801.04380 §3.3.2, Alg. 2): CONV outputs stay on the GPU and are offloaded only when an
     allocation would exceed the capacity, least recently used first, never one the running layer
@@ -577,7 +616,7 @@ def _lru(plan: MemoryPlan, candidates: set[str], capacity: int) -> None:
     ticks = plan.ticks
     uses = _uses_by_storage(inv, ticks)
     n = len(ticks)
-    live = [0.0] * (n + 1)       # resident bytes per tick before any eviction (workspace excluded)
+    live = [0.0] * (n + 1)  # resident bytes per tick before any eviction (workspace excluded)
     starts: dict[int, list[str]] = {}
     ends: dict[int, list[str]] = {}
     for st, sp in plan.intervals.items():
@@ -589,7 +628,7 @@ def _lru(plan: MemoryPlan, candidates: set[str], capacity: int) -> None:
                 ends.setdefault(b + 1, []).append(st)
     for i in range(1, n + 1):
         live[i] += live[i - 1]
-    adjust, restore = 0.0, [0.0] * (n + 2)   # evicted bytes, and when they come back
+    adjust, restore = 0.0, [0.0] * (n + 2)  # evicted bytes, and when they come back
     resident: set[str] = set()
     last_use: dict[str, int] = {}
     evicted: set[str] = set()
@@ -601,7 +640,7 @@ def _lru(plan: MemoryPlan, candidates: set[str], capacity: int) -> None:
         for st in starts.get(k, []):
             resident.add(st)
         locked = {inv.tensors[u].storage for u in t.uses}
-        for st in evicted & locked:          # a miss: fetch back what this tick needs
+        for st in evicted & locked:  # a miss: fetch back what this tick needs
             evicted.discard(st)
             resident.add(st)
             plan.copies.append(Copy(st, "prefetch", sizes[st], k, "start", k, "LRU miss"))
@@ -627,11 +666,13 @@ def _lru(plan: MemoryPlan, candidates: set[str], capacity: int) -> None:
 
 # -------------------------------------------------------------------------------------- vDNN_dyn
 
+
 def vdnn_dyn(inv: Inventory, evaluate: Callable, capacity: int | None, workspace: str | None):
     """vDNN_dyn (arXiv:1602.08124 §III-C): profiling passes under the capacity. (1) vDNN_all with memory-optimal
     convolutions must fit, else the network is untrainable; (2) no offload, then vDNN_conv, then vDNN_all, all
     with the fastest algorithms; (3) greedy per-layer downgrade of the algorithm to what fits, with vDNN_conv
     then vDNN_all; (4) else back to pass (1). ``evaluate(plan)`` is iteration.py's: a plan's MemoryResult."""
+
     def run(offload, rule, label):
         plan = liveness(inv, rule) if offload is None else vdnn(inv, offload=offload, algo="p")
         plan.policy = "vdnn-dyn"
@@ -642,7 +683,7 @@ def vdnn_dyn(inv: Inventory, evaluate: Callable, capacity: int | None, workspace
         return res
 
     def done(res):
-        res.summary["min_capacity"] = first.summary["min_capacity"]   # pass (1) is the floor
+        res.summary["min_capacity"] = first.summary["min_capacity"]  # pass (1) is the floor
         return res
 
     first = run("all", "m", "vDNN_all(m)")
@@ -670,7 +711,7 @@ PYTORCH = {
     "runs": "the runtime executes the plan's copies and re-forwards",
     "stock": "nothing to execute: autograd already frees each saved tensor after its last use (stock PyTorch)",
     "static": "a framework's static allocation (tensors resident the whole iteration); PyTorch's caching allocator "
-              "frees tensors by liveness, so there is nothing to execute",
+    "frees tensors by liveness, so there is nothing to execute",
     "aliasing": "refused: intra-layer reuse (dX written into X's buffer) has no PyTorch form",
 }
 
@@ -679,16 +720,17 @@ PYTORCH = {
 class PolicyInfo:
     """A memory policy and what it needs: the readers (plan_memory, the capacity searches, the CLI, the dashboard,
     the PyTorch runtime, the benchmarks) ask these fields, never the policy's name."""
+
     name: str
     paper: str
     convention: str
-    build: Callable[..., MemoryPlan] | None   # None: a ``search`` over other plans
+    build: Callable[..., MemoryPlan] | None  # None: a ``search`` over other plans
     kwargs: dict
     description: str
-    takes_capacity: bool = False    # the builder plans under the capacity (an LRU cache): gets ``capacity=``
-    fills_capacity: bool = False    # keeps tensors resident up to the capacity: planned for (1 - reserve) of it
+    takes_capacity: bool = False  # the builder plans under the capacity (an LRU cache): gets ``capacity=``
+    fills_capacity: bool = False  # keeps tensors resident up to the capacity: planned for (1 - reserve) of it
     search: Callable | None = None  # (inv, evaluate, capacity, workspace) -> MemoryResult: passes of other plans
-    pytorch: str = "runs"           # a key of PYTORCH: how engine.pytorch.apply_memory_policy treats its plans
+    pytorch: str = "runs"  # a key of PYTORCH: how engine.pytorch.apply_memory_policy treats its plans
 
     def options(self) -> list[str]:
         """The switches a caller may set: the builder's keywords but those the registry fixes for this policy."""
@@ -702,8 +744,10 @@ class PolicyInfo:
         allowed = self.options()
         for key in options:
             if key not in allowed:
-                raise EngineError(f"memory policy {self.name!r} has no option {key!r}; it takes "
-                                  f"{', '.join(allowed) if allowed else 'none'}")
+                raise EngineError(
+                    f"memory policy {self.name!r} has no option {key!r}; it takes "
+                    f"{', '.join(allowed) if allowed else 'none'}"
+                )
 
     def make(self, inv: Inventory, capacity: int | None = None, **options) -> MemoryPlan:
         """The policy's plan of ``inv`` with the registry's switches and the caller's ``options`` (and the
@@ -717,43 +761,112 @@ class PolicyInfo:
 MEMORY_POLICIES: dict[str, PolicyInfo] = {}
 
 
-def register(name: str, paper: str, convention: str, build, description: str, *, takes_capacity: bool = False,
-             fills_capacity: bool = False, search=None, pytorch: str = "runs", **kwargs) -> PolicyInfo:
+def register(
+    name: str,
+    paper: str,
+    convention: str,
+    build,
+    description: str,
+    *,
+    takes_capacity: bool = False,
+    fills_capacity: bool = False,
+    search=None,
+    pytorch: str = "runs",
+    **kwargs,
+) -> PolicyInfo:
     """Add a memory policy (docs/architecture.md, "A memory policy"); ``kwargs`` are switches fixed for it."""
     if pytorch not in PYTORCH:
         raise EngineError(f"memory policy {name!r}: pytorch must be one of {', '.join(PYTORCH)}, got {pytorch!r}")
     if (build is None) == (search is None):
         raise EngineError(f"memory policy {name!r} needs a builder or a search, not both or neither")
-    info = MEMORY_POLICIES[name] = PolicyInfo(name, paper, convention, build, kwargs, description, takes_capacity,
-                                              fills_capacity, search, pytorch)
+    info = MEMORY_POLICIES[name] = PolicyInfo(
+        name, paper, convention, build, kwargs, description, takes_capacity, fills_capacity, search, pytorch
+    )
     return info
 
 
-register("baseline-superneurons", "superneurons", "superneurons", baseline_superneurons,
-         "SuperNeurons' baseline: every tensor allocated for the whole iteration", pytorch="static")
-register("baseline-vdnn-m", "vdnn", "torch", baseline_vdnn, "vDNN's Torch baseline, memory-optimal convolutions",
-         pytorch="static", algo="m")
-register("baseline-vdnn-p", "vdnn", "torch", baseline_vdnn, "vDNN's Torch baseline, performance-optimal convolutions",
-         pytorch="static", algo="p")
-register("baseline-caffe", "layrub", "caffe", baseline_caffe, "Layrub's Caffe baseline: data and diff of every blob",
-         pytorch="static")
+register(
+    "baseline-superneurons",
+    "superneurons",
+    "superneurons",
+    baseline_superneurons,
+    "SuperNeurons' baseline: every tensor allocated for the whole iteration",
+    pytorch="static",
+)
+register(
+    "baseline-vdnn-m",
+    "vdnn",
+    "torch",
+    baseline_vdnn,
+    "vDNN's Torch baseline, memory-optimal convolutions",
+    pytorch="static",
+    algo="m",
+)
+register(
+    "baseline-vdnn-p",
+    "vdnn",
+    "torch",
+    baseline_vdnn,
+    "vDNN's Torch baseline, performance-optimal convolutions",
+    pytorch="static",
+    algo="p",
+)
+register(
+    "baseline-caffe",
+    "layrub",
+    "caffe",
+    baseline_caffe,
+    "Layrub's Caffe baseline: data and diff of every blob",
+    pytorch="static",
+)
 register("liveness", "superneurons", "superneurons", liveness, "SuperNeurons liveness analysis", pytorch="stock")
 for _off in ("all", "conv"):
     for _algo in ("m", "p"):
-        register(f"vdnn-{_off}-{_algo}", "vdnn", "torch", vdnn, f"vDNN_{_off} with "
-                 f"{'memory' if _algo == 'm' else 'performance'}-optimal convolutions", offload=_off, algo=_algo)
-register("vdnn-dyn", "vdnn", "torch", None,
-         "vDNN_dyn: profiling passes pick offloads and algorithms under the capacity", search=vdnn_dyn,
-         fills_capacity=True)
+        register(
+            f"vdnn-{_off}-{_algo}",
+            "vdnn",
+            "torch",
+            vdnn,
+            f"vDNN_{_off} with {'memory' if _algo == 'm' else 'performance'}-optimal convolutions",
+            offload=_off,
+            algo=_algo,
+        )
+register(
+    "vdnn-dyn",
+    "vdnn",
+    "torch",
+    None,
+    "vDNN_dyn: profiling passes pick offloads and algorithms under the capacity",
+    search=vdnn_dyn,
+    fills_capacity=True,
+)
 for _mode in ("intra", "inter", "hybrid"):
-    register(f"layrub-{_mode}", "layrub", "caffe", layrub, f"Layrub {_mode}-layer memory reuse", mode=_mode,
-             pytorch="runs" if _mode == "inter" else "aliasing")
+    register(
+        f"layrub-{_mode}",
+        "layrub",
+        "caffe",
+        layrub,
+        f"Layrub {_mode}-layer memory reuse",
+        mode=_mode,
+        pytorch="runs" if _mode == "inter" else "aliasing",
+    )
 register("sn-offload", "superneurons", "superneurons", sn_offload, "SuperNeurons liveness + offload of CONV outputs")
-register("sn-recompute", "superneurons", "superneurons", sn_recompute,
-         "SuperNeurons liveness + offload + cost-aware recomputation")
-register("superneurons", "superneurons", "superneurons", superneurons,
-         "SuperNeurons runtime: liveness, LRU tensor cache, cost-aware recomputation, dynamic workspace",
-         takes_capacity=True, fills_capacity=True)
+register(
+    "sn-recompute",
+    "superneurons",
+    "superneurons",
+    sn_recompute,
+    "SuperNeurons liveness + offload + cost-aware recomputation",
+)
+register(
+    "superneurons",
+    "superneurons",
+    "superneurons",
+    superneurons,
+    "SuperNeurons runtime: liveness, LRU tensor cache, cost-aware recomputation, dynamic workspace",
+    takes_capacity=True,
+    fills_capacity=True,
+)
 
 
 def get_policy(name: str) -> PolicyInfo:

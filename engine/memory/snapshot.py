@@ -14,23 +14,23 @@ import pickle
 
 from ..errors import EngineError
 
-ALIGN = 512        # the caching allocator's block rounding
-BASE = 1 << 40     # where the predicted segment starts (a device-pointer-like address, never 0)
+ALIGN = 512  # the caching allocator's block rounding
+BASE = 1 << 40  # where the predicted segment starts (a device-pointer-like address, never 0)
 
 
 class _FirstFit:
     """Addresses in one predicted segment: lowest free gap that fits, freed gaps merged."""
 
     def __init__(self) -> None:
-        self.free: list[tuple[int, int]] = []   # (address, size), sorted, below ``top``
+        self.free: list[tuple[int, int]] = []  # (address, size), sorted, below ``top``
         self.top = 0
-        self.high = 0   # the segment's size: the highest ``top`` reached
+        self.high = 0  # the segment's size: the highest ``top`` reached
 
     def alloc(self, size: int) -> int:
         size = _rounded(size)
         for i, (addr, gap) in enumerate(self.free):
             if gap >= size:
-                self.free[i:i + 1] = [(addr + size, gap - size)] if gap > size else []
+                self.free[i : i + 1] = [(addr + size, gap - size)] if gap > size else []
                 return addr
         addr, self.top = self.top, self.top + size
         self.high = max(self.high, self.top)
@@ -78,7 +78,7 @@ def _allocations(result) -> list[tuple[int, int, int, str, str]]:
             continue
         label = f"{cls}, offloaded between uses" if storage in offloaded and len(spans) > 1 else cls
         out += [(a, b, sizes[storage], storage, label) for a, b in spans if b >= a and sizes[storage] > 0]
-    for cls, nbytes in plan.class_override.items():   # static pools hold a constant amount all iteration
+    for cls, nbytes in plan.class_override.items():  # static pools hold a constant amount all iteration
         if nbytes > 0:
             out.append((0, end, int(nbytes), f"{cls} pool", cls))
     for tick, ws in enumerate(result.ticks["workspace"]):
@@ -94,7 +94,7 @@ def memory_snapshot(result) -> dict:
     ticks = result.plan.ticks
     starts, ends = _times(result)
     source = f"predicted {result.network} b{result.batch} {result.policy}"
-    events: list[tuple[int, int, int, dict]] = []   # (tick, 0 alloc / 1 free, order, event)
+    events: list[tuple[int, int, int, dict]] = []  # (tick, 0 alloc / 1 free, order, event)
     heap = _FirstFit()
     pending: list[tuple[int, int, int, list]] = []  # frees not yet issued: (last tick, addr, size, frames)
     live_at_end = []
@@ -104,18 +104,46 @@ def memory_snapshot(result) -> dict:
             pending.remove(item)
         tick = ticks[first]
         phase = {"F": "forward", "B": "backward", "R": "re-forward"}[tick.phase]
-        frames = [{"filename": source, "line": tick.step, "name": f"{name} [{cls}]"},
-                  {"filename": source, "line": tick.step, "name": f"step {tick.step} {phase} {tick.layer}"}]
+        frames = [
+            {"filename": source, "line": tick.step, "name": f"{name} [{cls}]"},
+            {"filename": source, "line": tick.step, "name": f"step {tick.step} {phase} {tick.layer}"},
+        ]
         addr = BASE + heap.alloc(size)
-        events.append((first, 0, len(events), {"action": "alloc", "addr": addr, "size": size, "stream": 0,
-                                               "frames": frames, "time_us": starts[first]}))
+        events.append(
+            (
+                first,
+                0,
+                len(events),
+                {
+                    "action": "alloc",
+                    "addr": addr,
+                    "size": size,
+                    "stream": 0,
+                    "frames": frames,
+                    "time_us": starts[first],
+                },
+            )
+        )
         if last == len(ticks) - 1:
             live_at_end.append((addr, size, frames))
         else:
             pending.append((last, addr, size, frames))
             for action in ("free_requested", "free_completed"):
-                events.append((last, 1, len(events), {"action": action, "addr": addr, "size": size, "stream": 0,
-                                                       "frames": frames, "time_us": ends[last]}))
+                events.append(
+                    (
+                        last,
+                        1,
+                        len(events),
+                        {
+                            "action": action,
+                            "addr": addr,
+                            "size": size,
+                            "stream": 0,
+                            "frames": frames,
+                            "time_us": ends[last],
+                        },
+                    )
+                )
     trace = [e for *_, e in sorted(events, key=lambda e: e[:3])]
     return {"segments": [_segment(heap, live_at_end)], "device_traces": [trace], "allocator_settings": {}}
 
@@ -125,18 +153,34 @@ def _segment(heap: _FirstFit, live: list[tuple[int, int, list]]) -> dict:
     blocks, at = [], BASE
     for addr, size, frames in sorted(live, key=lambda r: r[0]):
         if addr > at:
-            blocks.append({"address": at, "size": addr - at, "requested_size": 0, "state": "inactive",
-                           "frames": []})
-        blocks.append({"address": addr, "size": _rounded(size), "requested_size": size,
-                       "state": "active_allocated", "frames": frames})
+            blocks.append({"address": at, "size": addr - at, "requested_size": 0, "state": "inactive", "frames": []})
+        blocks.append(
+            {
+                "address": addr,
+                "size": _rounded(size),
+                "requested_size": size,
+                "state": "active_allocated",
+                "frames": frames,
+            }
+        )
         at = addr + _rounded(size)
     end = BASE + max(heap.high, ALIGN)
     if end > at:
         blocks.append({"address": at, "size": end - at, "requested_size": 0, "state": "inactive", "frames": []})
     allocated = sum(b["requested_size"] for b in blocks)
-    return {"device": 0, "address": BASE, "total_size": end - BASE, "stream": 0, "segment_type": "large",
-            "segment_pool_id": (0, 0), "is_expandable": False, "allocated_size": allocated,
-            "active_size": allocated, "requested_size": allocated, "blocks": blocks}
+    return {
+        "device": 0,
+        "address": BASE,
+        "total_size": end - BASE,
+        "stream": 0,
+        "segment_type": "large",
+        "segment_pool_id": (0, 0),
+        "is_expandable": False,
+        "allocated_size": allocated,
+        "active_size": allocated,
+        "requested_size": allocated,
+        "blocks": blocks,
+    }
 
 
 def snapshot_bytes(result) -> bytes:

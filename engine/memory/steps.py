@@ -31,8 +31,10 @@ def step_limits(result: MemoryResult) -> tuple[dict[str, int], dict[str, int]]:
     """({kernel id: least free(s) over the ticks it runs at, bytes}, {kernel id: how many ticks}) of a
     memory result under a capacity. Negative free(s) (live memory alone above the capacity) is 0."""
     if result.capacity is None:
-        raise EngineError("a per-step plan needs a memory plan under a capacity (plan_memory(..., capacity=...)): "
-                          "without one free(s) is unbounded")
+        raise EngineError(
+            "a per-step plan needs a memory plan under a capacity (plan_memory(..., capacity=...)): "
+            "without one free(s) is unbounded"
+        )
     limits: dict[str, int] = {}
     runs: dict[str, int] = {}
     for r in result.kernels.itertuples():
@@ -50,8 +52,10 @@ def step_plan(result: MemoryResult, profile: Profile, command: str = "") -> Plan
     from ..planner import make_plan
 
     if result.workspace_rule != "wr":
-        raise EngineError(f"a per-step plan is the memory planner's wr workspace rule; this result used "
-                          f"{result.workspace_rule!r} (plan_memory(..., workspace='wr'))")
+        raise EngineError(
+            f"a per-step plan is the memory planner's wr workspace rule; this result used "
+            f"{result.workspace_rule!r} (plan_memory(..., workspace='wr'))"
+        )
     if result.plan is None:
         raise EngineError("this memory result keeps no MemoryPlan (its network is needed for the plan)")
     if not len(result.kernels):
@@ -60,15 +64,30 @@ def step_plan(result: MemoryResult, profile: Profile, command: str = "") -> Plan
     sig = KernelSignature.from_key(result.kernels.signature.iloc[0])
     net = result.plan.inventory.net
     missing = [k.id for k in net.kernels(sig.precision, sig.layout) if k.id not in limits]
-    if missing:   # every kernel must have its own limit: the default would be the largest
-        raise EngineError(f"the memory result has no free(s) for {', '.join(missing[:5])}; it does not run every "
-                          f"convolution kernel of {net.name}")
-    plan = make_plan(profile, net, mode="wr", budget=max(limits.values()), policy=WR_POLICY,
-                     precision=sig.precision, layout=sig.layout, limits=limits, command=command)
+    if missing:  # every kernel must have its own limit: the default would be the largest
+        raise EngineError(
+            f"the memory result has no free(s) for {', '.join(missing[:5])}; it does not run every "
+            f"convolution kernel of {net.name}"
+        )
+    plan = make_plan(
+        profile,
+        net,
+        mode="wr",
+        budget=max(limits.values()),
+        policy=WR_POLICY,
+        precision=sig.precision,
+        layout=sig.layout,
+        limits=limits,
+        command=command,
+    )
     again = [k for k, n in runs.items() if n > 1]
-    plan.notes.append(f"per-step plan of memory policy {result.policy} under capacity {format_size(result.capacity)}: "
-                      f"each kernel's limit is the memory free when it runs (workspace rule wr)")
+    plan.notes.append(
+        f"per-step plan of memory policy {result.policy} under capacity {format_size(result.capacity)}: "
+        f"each kernel's limit is the memory free when it runs (workspace rule wr)"
+    )
     if again:
-        plan.notes.append(f"{', '.join(again)} run at several steps (re-forwards): each has the least free "
-                          f"memory of its steps as its limit")
+        plan.notes.append(
+            f"{', '.join(again)} run at several steps (re-forwards): each has the least free "
+            f"memory of its steps as its limit"
+        )
     return plan

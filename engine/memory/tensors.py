@@ -35,29 +35,38 @@ from ..errors import EngineError
 from ..network import Network
 
 # Classes for stacking memory; the first four live the whole iteration.
-CLASSES = ("weights", "weight_grads", "optimizer", "bn_stats", "input", "activations", "gradients", "masks",
-           "workspace")
-DATA_CLASSES = ("activations", "gradients")   # SuperNeurons' DATA tensors, Layrub's "intermediate data"
+CLASSES = (
+    "weights",
+    "weight_grads",
+    "optimizer",
+    "bn_stats",
+    "input",
+    "activations",
+    "gradients",
+    "masks",
+    "workspace",
+)
+DATA_CLASSES = ("activations", "gradients")  # SuperNeurons' DATA tensors, Layrub's "intermediate data"
 
 
 @dataclass(frozen=True)
 class OpRule:
     """How one op allocates: in place or not, what its backward reads, how it writes dX."""
 
-    inplace: bool = False            # Y shares X's storage
-    saves: tuple[str, ...] = ()      # backward reads "X", "Y" and/or named extras
-    dx: str = "new"                  # new | alias_dy (in place) | alias_y (into Y) | none
-    dup_dy: bool = False             # superneurons-release registers dY twice (LRN): counted twice in l^b
+    inplace: bool = False  # Y shares X's storage
+    saves: tuple[str, ...] = ()  # backward reads "X", "Y" and/or named extras
+    dx: str = "new"  # new | alias_dy (in place) | alias_y (into Y) | none
+    dup_dy: bool = False  # superneurons-release registers dY twice (LRN): counted twice in l^b
 
 
 @dataclass(frozen=True)
 class Extra:
     """A tensor an op keeps besides its output: size per element of X or Y, or per channel."""
 
-    per: str          # "x", "y" or "channel"
-    nbytes: float     # bytes per unit (per element or per channel)
+    per: str  # "x", "y" or "channel"
+    nbytes: float  # bytes per unit (per element or per channel)
     cls: str
-    scope: str = "saved"   # saved: forward to backward; persistent: whole iteration; backward: only there
+    scope: str = "saved"  # saved: forward to backward; persistent: whole iteration; backward: only there
     mode: str | None = None  # only for layers with this params["mode"] (max-pool indices)
 
 
@@ -65,12 +74,12 @@ class Extra:
 class Convention:
     name: str
     rules: dict[str, OpRule]
-    extras: dict[str, dict[str, Extra]] = field(default_factory=dict)   # op -> {name: Extra}
-    fork: str = "keep"               # keep: one gradient per branch, summed at the producer; accumulate
-    grad_of_input: bool = False      # the first layer computes dX of the input batch anyway
+    extras: dict[str, dict[str, Extra]] = field(default_factory=dict)  # op -> {name: Extra}
+    fork: str = "keep"  # keep: one gradient per branch, summed at the producer; accumulate
+    grad_of_input: bool = False  # the first layer computes dX of the input batch anyway
     weight_grads: str = "persistent"  # persistent | from_backward
-    optimizer_copies: int = 0        # optimizer state in units of the weights (momentum = 1)
-    input_held: bool = False         # the caller holds the input batch for the whole step (a training loop's x)
+    optimizer_copies: int = 0  # optimizer state in units of the weights (momentum = 1)
+    input_held: bool = False  # the caller holds the input batch for the whole step (a training loop's x)
     source: str = ""
 
     def rule(self, op: str) -> OpRule:
@@ -84,8 +93,11 @@ class Convention:
             return self.rule(layer.op)
         p = layer.params
         view = p["alias"] is not None and not p["inplace"]
-        return OpRule(inplace=p["alias"] is not None, saves=tuple(p["saves"]) + ("saved",) * any(p["extra_bytes"]),
-                      dx="alias_dy" if view else "new")
+        return OpRule(
+            inplace=p["alias"] is not None,
+            saves=tuple(p["saves"]) + ("saved",) * any(p["extra_bytes"]),
+            dx="alias_dy" if view else "new",
+        )
 
     def with_options(self, **kw) -> "Convention":
         return replace(self, **kw)
@@ -105,10 +117,15 @@ _SN = Convention(
         "add": OpRule(dx="alias_dy"),
         "concat": OpRule(dx="alias_dy"),
     },
-    {"dropout": {"mask": Extra("x", 1, "masks", "persistent")},
-     "bn": {"running": Extra("channel", 8, "bn_stats", "persistent")}},
-    fork="keep", grad_of_input=True, weight_grads="persistent",
-    source="superneurons-release src/layer/*.cpp (forward/backward dependency registration)")
+    {
+        "dropout": {"mask": Extra("x", 1, "masks", "persistent")},
+        "bn": {"running": Extra("channel", 8, "bn_stats", "persistent")},
+    },
+    fork="keep",
+    grad_of_input=True,
+    weight_grads="persistent",
+    source="superneurons-release src/layer/*.cpp (forward/backward dependency registration)",
+)
 
 _TORCH = Convention(
     "torch",
@@ -124,10 +141,15 @@ _TORCH = Convention(
         "add": OpRule(dx="alias_dy"),
         "concat": OpRule(dx="alias_dy"),
     },
-    {"dropout": {"noise": Extra("x", 4, "masks")},
-     "bn": {"stats": Extra("channel", 8, "bn_stats"), "running": Extra("channel", 8, "bn_stats", "persistent")}},
-    fork="accumulate", grad_of_input=False, weight_grads="persistent",
-    source="Torch7 nn/cudnn as in vDNN arXiv:1602.08124 §II-B and Fig. 2 (in-place ACTV)")
+    {
+        "dropout": {"noise": Extra("x", 4, "masks")},
+        "bn": {"stats": Extra("channel", 8, "bn_stats"), "running": Extra("channel", 8, "bn_stats", "persistent")},
+    },
+    fork="accumulate",
+    grad_of_input=False,
+    weight_grads="persistent",
+    source="Torch7 nn/cudnn as in vDNN arXiv:1602.08124 §II-B and Fig. 2 (in-place ACTV)",
+)
 
 _CAFFE = Convention(
     "caffe",
@@ -143,11 +165,19 @@ _CAFFE = Convention(
         "add": OpRule(),
         "concat": OpRule(),
     },
-    {"dropout": {"mask": Extra("x", 4, "masks")},
-     "bn": {"xnorm": Extra("x", 4, "activations"), "stats": Extra("channel", 8, "bn_stats"),
-            "running": Extra("channel", 8, "bn_stats", "persistent")}},
-    fork="keep", grad_of_input=False, weight_grads="persistent",
-    source="BVLC Caffe layers (in-place ReLU/Dropout/BatchNorm, Split for fan-out) as Layrub uses it")
+    {
+        "dropout": {"mask": Extra("x", 4, "masks")},
+        "bn": {
+            "xnorm": Extra("x", 4, "activations"),
+            "stats": Extra("channel", 8, "bn_stats"),
+            "running": Extra("channel", 8, "bn_stats", "persistent"),
+        },
+    },
+    fork="keep",
+    grad_of_input=False,
+    weight_grads="persistent",
+    source="BVLC Caffe layers (in-place ReLU/Dropout/BatchNorm, Split for fan-out) as Layrub uses it",
+)
 
 _PYTORCH = Convention(
     "pytorch",
@@ -163,13 +193,19 @@ _PYTORCH = Convention(
         "add": OpRule(inplace=True, dx="alias_dy"),
         "concat": OpRule(dx="alias_dy"),
     },
-    {"pool": {"indices": Extra("y", 8, "masks", mode="max")},
-     "dropout": {"mask": Extra("x", 1, "masks")},
-     "bn": {"stats": Extra("channel", 8, "bn_stats"), "running": Extra("channel", 8, "bn_stats", "persistent")},
-     "softmax": {"lossgrad": Extra("y", 4, "gradients", "backward")}},
-    fork="accumulate", grad_of_input=False, weight_grads="from_backward", input_held=True,
+    {
+        "pool": {"indices": Extra("y", 8, "masks", mode="max")},
+        "dropout": {"mask": Extra("x", 1, "masks")},
+        "bn": {"stats": Extra("channel", 8, "bn_stats"), "running": Extra("channel", 8, "bn_stats", "persistent")},
+        "softmax": {"lossgrad": Extra("y", 4, "gradients", "backward")},
+    },
+    fork="accumulate",
+    grad_of_input=False,
+    weight_grads="from_backward",
+    input_held=True,
     source="PyTorch autograd saved tensors (torchvision models, cuDNN conv/BN, CrossEntropyLoss); the training "
-           "loop holds the input batch")
+    "loop holds the input batch",
+)
 
 CONVENTIONS = {c.name: c for c in (_SN, _TORCH, _CAFFE, _PYTORCH)}
 
@@ -262,8 +298,9 @@ def _elems(shape) -> int:
     return math.prod(shape)
 
 
-def build_inventory(net: Network, convention: Convention | str = "superneurons", itemsize: int = 4,
-                    framework_bytes: int = 0) -> Inventory:
+def build_inventory(
+    net: Network, convention: Convention | str = "superneurons", itemsize: int = 4, framework_bytes: int = 0
+) -> Inventory:
     """All tensors of one training iteration of ``net`` under ``convention``."""
     conv = get_convention(convention) if isinstance(convention, str) else convention
     route = route_construct(net)
@@ -280,12 +317,15 @@ def build_inventory(net: Network, convention: Convention | str = "superneurons",
 
     def act_bytes(layer_name) -> int:
         layer = net.layer(layer_name)
-        return layer.elems(N) * layer.params.get("itemsize", itemsize) if layer.op == "generic" else \
-            N * _elems(layer.out_shape) * itemsize
+        return (
+            layer.elems(N) * layer.params.get("itemsize", itemsize)
+            if layer.op == "generic"
+            else N * _elems(layer.out_shape) * itemsize
+        )
 
     data = net.layers[0]
     add(f"Y:{data.name}", "input", act_bytes(data.name), data.name, persistent=conv.input_held)
-    if framework_bytes:   # library workspaces the framework keeps allocated (PyTorch: cuBLAS, cuBLASLt)
+    if framework_bytes:  # library workspaces the framework keeps allocated (PyTorch: cuBLAS, cuBLASLt)
         add("L:framework", "workspace", framework_bytes, data.name, persistent=True)
     fwd_uses: dict[str, list[str]] = {}
     bwd_uses: dict[str, list[str]] = {name: [] for name in route}
@@ -296,7 +336,7 @@ def build_inventory(net: Network, convention: Convention | str = "superneurons",
         layer = net.layer(name)
         rule = conv.layer_rule(layer)
         src = layer.inputs[0]
-        if layer.op == "generic":   # a view or in-place write shares the storage PyTorch saw it share
+        if layer.op == "generic":  # a view or in-place write shares the storage PyTorch saw it share
             alias = layer.params["alias"]
             y_storage = tensors[f"Y:{layer.inputs[alias]}"].storage if alias is not None else None
         else:
@@ -313,11 +353,17 @@ def build_inventory(net: Network, convention: Convention | str = "superneurons",
         for ex_name, ex in conv.extras.get(layer.op, {}).items():
             if ex.mode is not None and layer.params.get("mode", "max") != ex.mode:
                 continue
-            unit = {"x": N * _elems(net.layer(src).out_shape), "y": N * layer.out_elems,
-                    "channel": layer.out_shape[0]}[ex.per]
+            unit = {"x": N * _elems(net.layer(src).out_shape), "y": N * layer.out_elems, "channel": layer.out_shape[0]}[
+                ex.per
+            ]
             persistent = ex.scope == "persistent"
-            tname = add(f"M:{name}:{ex_name}" if ex.cls == "masks" else f"S:{name}:{ex_name}",
-                        ex.cls, math.ceil(unit * ex.nbytes), name, persistent=persistent)
+            tname = add(
+                f"M:{name}:{ex_name}" if ex.cls == "masks" else f"S:{name}:{ex_name}",
+                ex.cls,
+                math.ceil(unit * ex.nbytes),
+                name,
+                persistent=persistent,
+            )
             ex_names[ex_name] = tname
             if ex.scope == "saved":
                 uses.append(tname)
@@ -331,7 +377,7 @@ def build_inventory(net: Network, convention: Convention | str = "superneurons",
                 add(f"O{k}:{name}", "optimizer", pbytes, name, persistent=True)
 
     # backward, in reverse route order: gradients and their storages
-    grads_of: dict[str, list[str]] = {}     # produced tensor -> gradient tensors its producer reads
+    grads_of: dict[str, list[str]] = {}  # produced tensor -> gradient tensors its producer reads
     for name in reversed(route):
         layer = net.layer(name)
         rule = conv.layer_rule(layer)

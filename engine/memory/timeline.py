@@ -24,8 +24,8 @@ class Tick:
     index: int
     step: int
     layer: str
-    phase: str              # F forward, B backward, R re-forward (recomputation)
-    uses: tuple[str, ...]   # tensor names read or written; the tensors "locked" by this tick
+    phase: str  # F forward, B backward, R re-forward (recomputation)
+    uses: tuple[str, ...]  # tensor names read or written; the tensors "locked" by this tick
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Copy:
     synchronisation point; ``None`` means no tick waits for it)."""
 
     storage: str
-    direction: str          # offload (device to host) | prefetch (host to device)
+    direction: str  # offload (device to host) | prefetch (host to device)
     nbytes: int
     issue: int
     at: str = "start"
@@ -53,10 +53,10 @@ class MemoryPlan:
     policy: str
     inventory: Inventory
     ticks: list[Tick]
-    intervals: dict[str, list[tuple[int, int]]]          # storage -> inclusive tick ranges on the GPU
+    intervals: dict[str, list[tuple[int, int]]]  # storage -> inclusive tick ranges on the GPU
     copies: list[Copy] = field(default_factory=list)
     workspace_rule: str = "p"
-    class_override: dict[str, int] = field(default_factory=dict)   # static pools: constant bytes per class
+    class_override: dict[str, int] = field(default_factory=dict)  # static pools: constant bytes per class
     notes: list[str] = field(default_factory=list)
     options: dict = field(default_factory=dict)
     recompute_count: int = 0
@@ -130,7 +130,7 @@ def memory_curve(plan: MemoryPlan) -> MemoryCurve:
     n = len(plan.ticks)
     sizes = inv.storage_bytes()
     classes = inv.storage_class()
-    diff = {c: np.zeros(n + 1, dtype=np.float64) for c in CLASSES}   # workspace: the framework's own, if any
+    diff = {c: np.zeros(n + 1, dtype=np.float64) for c in CLASSES}  # workspace: the framework's own, if any
     count = np.zeros(n + 1, dtype=np.int64)
     for st, spans in plan.intervals.items():
         c = classes[st]

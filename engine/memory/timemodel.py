@@ -24,27 +24,26 @@ from .timeline import MemoryPlan
 from .workspace import KernelChoice
 
 
-SOURCES = ("bandwidth", "h2d", "d2h", "duplex", "hbm", "fc_flops")   # what a calibration may measure
+SOURCES = ("bandwidth", "h2d", "d2h", "duplex", "hbm", "fc_flops")  # what a calibration may measure
 # physically possible values, so a typo (1e-300 B/s, a layer of 1e308 ms) is refused rather than giving an
 # iteration of inf ms: copies from 1 MB/s to 10 TB/s (PCIe 5 x16 moves 64 GB/s, NVLink-C2C 900 GB/s), device
 # memory 1 GB/s to 1 PB/s (HBM3e: 8 TB/s), GEMMs 1 GFLOP/s to 1 EFLOP/s, a layer at most 1000 s
-BOUNDS = {"bandwidth": (1e6, 1e13), "h2d": (1e6, 1e13), "d2h": (1e6, 1e13), "hbm": (1e9, 1e15),
-          "fc_flops": (1e9, 1e18)}
+BOUNDS = {"bandwidth": (1e6, 1e13), "h2d": (1e6, 1e13), "d2h": (1e6, 1e13), "hbm": (1e9, 1e15), "fc_flops": (1e9, 1e18)}
 MAX_LAYER_MS = 1e6
 
 
 @dataclass(frozen=True)
 class TimeParams:
-    bandwidth: float = 54e9     # host <-> device, bytes/s (both directions unless h2d / d2h say otherwise)
-    hbm: float = 2.5e12         # effective device-memory bandwidth of non-conv layers, bytes/s [assume]
-    fc_flops: float = 40e12     # effective FP32 GEMM rate of FC layers, flop/s [assume]
+    bandwidth: float = 54e9  # host <-> device, bytes/s (both directions unless h2d / d2h say otherwise)
+    hbm: float = 2.5e12  # effective device-memory bandwidth of non-conv layers, bytes/s [assume]
+    fc_flops: float = 40e12  # effective FP32 GEMM rate of FC layers, flop/s [assume]
     duplex: bool = True
-    h2d: float | None = None    # prefetch (host -> device) rate, bytes/s; None: ``bandwidth``
-    d2h: float | None = None    # offload (device -> host) rate, bytes/s; None: ``bandwidth``
+    h2d: float | None = None  # prefetch (host -> device) rate, bytes/s; None: ``bandwidth``
+    d2h: float | None = None  # offload (device -> host) rate, bytes/s; None: ``bandwidth``
     # measured non-conv layer times: (network key ``name/bB``, layer, phase F or B, ms); see layer_key
     layer_ms: tuple[tuple[str, str, str, float], ...] = ()
-    measured: tuple[str, ...] = ()   # which of SOURCES were measured (calibrate.py), the rest assumed
-    source: str = ""                 # where the measurements come from (GPU, date), for reports
+    measured: tuple[str, ...] = ()  # which of SOURCES were measured (calibrate.py), the rest assumed
+    source: str = ""  # where the measurements come from (GPU, date), for reports
 
     def __post_init__(self):
         for name in ("bandwidth", "hbm", "fc_flops", "h2d", "d2h"):
@@ -57,8 +56,9 @@ class TimeParams:
                 raise EngineError(f"time model: {name} must be from {lo:g} to {hi:g} {unit}, got {v!r}")
         for net, layer, phase, ms in self.layer_ms:
             if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms <= MAX_LAYER_MS:
-                raise EngineError(f"time model: layer {layer} ({phase}) of {net} must take 0 to {MAX_LAYER_MS:g} ms, "
-                                  f"got {ms!r}")
+                raise EngineError(
+                    f"time model: layer {layer} ({phase}) of {net} must take 0 to {MAX_LAYER_MS:g} ms, got {ms!r}"
+                )
         for name in self.measured:
             if name not in SOURCES:
                 raise EngineError(f"time model: unknown measured quantity {name!r}; expected some of {SOURCES}")
@@ -87,8 +87,15 @@ def layer_key(name: str, batch: int) -> str:
 
 # bytes moved per element of the output, forward and backward [assume: one read and one write per
 # operand; LRN and BN make two passes]
-_TRAFFIC = {"relu": (2, 3), "lrn": (3, 5), "bn": (3, 4), "dropout": (2.25, 2.25), "softmax": (2, 3),
-            "concat": (2, 2), "add": (3, 0)}
+_TRAFFIC = {
+    "relu": (2, 3),
+    "lrn": (3, 5),
+    "bn": (3, 4),
+    "dropout": (2.25, 2.25),
+    "softmax": (2, 3),
+    "concat": (2, 2),
+    "add": (3, 0),
+}
 
 
 def layer_time_ms(plan: MemoryPlan, layer_name: str, phase: str, params: TimeParams) -> float:
@@ -132,8 +139,13 @@ def _generic_ms(inv, layer, back: bool, params: TimeParams) -> float:
         return 0.0
     n, item = net.batch, inv.itemsize
     y = layer.elems(n) * p.get("itemsize", item)
-    x = sum(net.layer(s).elems(n) * net.layer(s).params.get("itemsize", item) if net.layer(s).op == "generic"
-            else n * net.layer(s).out_elems * item for s in layer.inputs if net.layer(s).op != "data" or True)
+    x = sum(
+        net.layer(s).elems(n) * net.layer(s).params.get("itemsize", item)
+        if net.layer(s).op == "generic"
+        else n * net.layer(s).out_elems * item
+        for s in layer.inputs
+        if net.layer(s).op != "data" or True
+    )
     extra = p["extra_bytes"][0] * n + p["extra_bytes"][1]
     flops = (p["flops"][0] * n + p["flops"][1]) * (2 if back else 1)
     moved = (x + y + extra) * (2 if back else 1)
@@ -148,7 +160,7 @@ class Timing:
     stall_ms: list[float]
     copy_start_ms: list[float]
     copy_end_ms: list[float]
-    source: list[str]           # per tick: profile (conv), measured or roofline (other layers)
+    source: list[str]  # per tick: profile (conv), measured or roofline (other layers)
 
     @property
     def iteration_ms(self) -> float:
@@ -212,20 +224,28 @@ def simulate(plan: MemoryPlan, choices: list[KernelChoice], params: TimeParams) 
 
 def time_note(params: TimeParams, measured_runs: int | None = None, modelled_runs: int | None = None) -> str:
     """One line saying which of the time model's numbers are measured and which modelled (assumed)."""
+
     def tag(name: str) -> str:
         return "measured" if params.is_measured(name) else "assumed"
 
     if params.h2d is not None or params.d2h is not None:
-        copies = (f"copies {params.rate('prefetch') / 1e9:.1f} GB/s host->device ({tag('h2d')}), "
-                  f"{params.rate('offload') / 1e9:.1f} GB/s device->host ({tag('d2h')})")
+        copies = (
+            f"copies {params.rate('prefetch') / 1e9:.1f} GB/s host->device ({tag('h2d')}), "
+            f"{params.rate('offload') / 1e9:.1f} GB/s device->host ({tag('d2h')})"
+        )
     else:
         copies = f"copies {params.bandwidth / 1e9:.1f} GB/s ({tag('bandwidth')})"
     copies += f", {'duplex' if params.duplex else 'one copy engine'} ({tag('duplex')})"
-    roof = f"roofline HBM {params.hbm / 1e12:.2f} TB/s ({tag('hbm')}), FC {params.fc_flops / 1e12:.1f} TFLOP/s " \
-           f"({tag('fc_flops')})"
+    roof = (
+        f"roofline HBM {params.hbm / 1e12:.2f} TB/s ({tag('hbm')}), FC {params.fc_flops / 1e12:.1f} TFLOP/s "
+        f"({tag('fc_flops')})"
+    )
     if measured_runs is None:
-        layers = (f"other layers measured where calibrated ({len(params.layer_ms)} layer times held), else by "
-                  f"{roof}") if params.layer_ms else f"other layers by {roof}"
+        layers = (
+            (f"other layers measured where calibrated ({len(params.layer_ms)} layer times held), else by {roof}")
+            if params.layer_ms
+            else f"other layers by {roof}"
+        )
     else:
         layers = f"other layers: {measured_runs} runs measured, {modelled_runs} modelled by {roof}"
     where = f" [measurements: {params.source}]" if params.source else ""

@@ -54,11 +54,10 @@ from .timeline import MemoryPlan
 # per profile: {(signature key, batch): desirable set} for mini-batches the profile did not measure
 _DIVIDED: "weakref.WeakKeyDictionary[Profile, dict]" = weakref.WeakKeyDictionary()
 
-RULES = ("m", "p", "heuristic", "shared-m", "shared-p", "per-layer-heuristic", "per-kernel-p", "fit", "fit-seq",
-         "wr")
+RULES = ("m", "p", "heuristic", "shared-m", "shared-p", "per-layer-heuristic", "per-kernel-p", "fit", "fit-seq", "wr")
 DYNAMIC = ("fit", "fit-seq", "wr")
-PLAN_RULES = {"per-call": "plan", "arena": "plan-arena"}   # apply_plan's workspace -> the rule that counts it
-WR_POLICY = "all"   # the batch-size policy of the ``wr`` rule: every micro-batch size the profile measured
+PLAN_RULES = {"per-call": "plan", "arena": "plan-arena"}  # apply_plan's workspace -> the rule that counts it
+WR_POLICY = "all"  # the batch-size policy of the ``wr`` rule: every micro-batch size the profile measured
 
 
 @dataclass(frozen=True)
@@ -67,9 +66,9 @@ class KernelChoice:
     layer: str
     kind: KernelKind
     key: str
-    free: float             # bytes free for workspace when the kernel runs (inf without a capacity)
+    free: float  # bytes free for workspace when the kernel runs (inf without a capacity)
     config: Configuration
-    fits: bool              # False when even the smallest workspace exceeds free(s)
+    fits: bool  # False when even the smallest workspace exceeds free(s)
 
     @property
     def workspace(self) -> int:
@@ -121,9 +120,11 @@ def _options(profile: Profile, key: str, batch: int) -> list[Configuration]:
         except InfeasibleBudgetError:
             cache[key, batch] = []
     if not cache[key, batch]:
-        raise EngineError(f"profile {profile.source or '(in memory)'} cannot make mini-batch {batch} for {key} from "
-                          f"its measured micro-batch sizes {profile.sizes(key)}; profile this network at this "
-                          f"mini-batch size first")
+        raise EngineError(
+            f"profile {profile.source or '(in memory)'} cannot make mini-batch {batch} for {key} from "
+            f"its measured micro-batch sizes {profile.sizes(key)}; profile this network at this "
+            f"mini-batch size first"
+        )
     return cache[key, batch]
 
 
@@ -143,14 +144,15 @@ def framework_first_beyond(profile: Profile, key: str, batch: int, limit: float)
     for r in profile.ranked(key, ref, None, timed_only=False).itertuples():
         slope = (r.workspace - grown[r.plan]) / (ref - sizes[-2]) if r.plan in grown else 0.0
         workspace = int(r.workspace + max(0.0, slope) * (batch - ref))
-        time_ms = r.time_ms if r.status == "ok" else fastest   # an untimed plan: as framework_first
+        time_ms = r.time_ms if r.status == "ok" else fastest  # an untimed plan: as framework_first
         if workspace <= limit and time_ms == time_ms:
             return MicroConfig(batch, r.plan, float(time_ms) * batch / ref, workspace)
     return None
 
 
-def pick(profile: Profile, kernel: Kernel, batch: int, algo: str,
-         limit: float = math.inf) -> tuple[Configuration, bool]:
+def pick(
+    profile: Profile, kernel: Kernel, batch: int, algo: str, limit: float = math.inf
+) -> tuple[Configuration, bool]:
     """One kernel's configuration under ``algo`` (m, p, heuristic, fit, wr) and a workspace limit.
     Returns (configuration, fits); when nothing fits, the least-workspace configuration and False."""
     if algo == "wr":
@@ -163,9 +165,9 @@ def pick(profile: Profile, kernel: Kernel, batch: int, algo: str,
     if algo == "p":
         best = min(cands, key=lambda c: c.time_ms)
         return best, best.workspace <= limit
-    if algo == "heuristic":   # PyTorch without cudnn.benchmark: heuristic order, skipping what it cannot allocate
+    if algo == "heuristic":  # PyTorch without cudnn.benchmark: heuristic order, skipping what it cannot allocate
         first = profile.framework_first(key, batch, None)
-        if first is None:   # a mini-batch the profile did not measure: the order measured below it, extrapolated
+        if first is None:  # a mini-batch the profile did not measure: the order measured below it, extrapolated
             beyond = framework_first_beyond(profile, key, batch, limit)
             if beyond is not None:
                 return _single(beyond), True
@@ -196,9 +198,16 @@ def unmeasured(profile: Profile, choices: list[KernelChoice], batch: int) -> int
     return sum(1 for c in choices if not profile.candidates(c.key, [batch]))
 
 
-def choose_workspace(plan: MemoryPlan, live, capacity: int | None, profile: Profile | None, rule: str,
-                     precision: str = "tf32", layout: str = "NCHW",
-                     conv_plan=None) -> tuple[list[KernelChoice], list[float]]:
+def choose_workspace(
+    plan: MemoryPlan,
+    live,
+    capacity: int | None,
+    profile: Profile | None,
+    rule: str,
+    precision: str = "tf32",
+    layout: str = "NCHW",
+    conv_plan=None,
+) -> tuple[list[KernelChoice], list[float]]:
     """Pick every conv kernel's configuration and return (choices, workspace bytes per tick). A kernel
     whose workspace nothing gives (no profile, not in ``conv_plan``) has no choice and counts 0."""
     if rule not in RULES and rule not in PLAN_RULES.values():
@@ -216,8 +225,15 @@ def choose_workspace(plan: MemoryPlan, live, capacity: int | None, profile: Prof
     kernels = tick_kernels(plan, precision, layout)
     free_of = (lambda t: math.inf) if capacity is None else (lambda t: capacity - float(live[t]))
     choices: list[KernelChoice] = []
-    algo = {"shared-m": "m", "shared-p": "p", "per-layer-heuristic": "heuristic", "per-kernel-p": "p",
-            "fit-seq": "fit", "plan": "heuristic", "plan-arena": "heuristic"}.get(rule, rule)
+    algo = {
+        "shared-m": "m",
+        "shared-p": "p",
+        "per-layer-heuristic": "heuristic",
+        "per-kernel-p": "p",
+        "fit-seq": "fit",
+        "plan": "heuristic",
+        "plan-arena": "heuristic",
+    }.get(rule, rule)
     by_tick: dict[int, list] = {}
     for k in kernels:
         by_tick.setdefault(k[0], []).append(k)
@@ -231,7 +247,7 @@ def choose_workspace(plan: MemoryPlan, live, capacity: int | None, profile: Prof
                 config = pk.configuration
                 choices.append(KernelChoice(tick, layer, kind, sig.key, free, config, config.workspace <= free))
                 if rule == "plan-arena":
-                    continue      # in the arena
+                    continue  # in the arena
             elif profile is None:
                 continue
             else:
@@ -252,15 +268,17 @@ def choose_workspace(plan: MemoryPlan, live, capacity: int | None, profile: Prof
     elif rule == "per-kernel-p":
         seen = {(c.layer, c.kind): c.workspace for c in choices}
         ws = [float(sum(seen.values()))] * n
-    elif rule == "plan-arena":   # apply_plan's arena: allocated when the plan is applied, held all iteration
-        arena = conv_plan.arena_size if conv_plan.mode == "wd" else max((k.workspace for k in conv_plan.kernels),
-                                                                        default=0)
+    elif rule == "plan-arena":  # apply_plan's arena: allocated when the plan is applied, held all iteration
+        arena = (
+            conv_plan.arena_size if conv_plan.mode == "wd" else max((k.workspace for k in conv_plan.kernels), default=0)
+        )
         ws = [w + float(arena or 0) for w in ws]
     return choices, ws
 
 
-def least_workspace(plan: MemoryPlan, profile: Profile | None, rule: str, precision: str = "tf32",
-                    layout: str = "NCHW") -> list[float]:
+def least_workspace(
+    plan: MemoryPlan, profile: Profile | None, rule: str, precision: str = "tf32", layout: str = "NCHW"
+) -> list[float]:
     """Per tick, the least workspace the rule could get away with: what decides the smallest
     capacity at which a dynamic rule still fits."""
     n = len(plan.ticks)
@@ -271,8 +289,9 @@ def least_workspace(plan: MemoryPlan, profile: Profile | None, rule: str, precis
     by_tick: dict[int, list[int]] = {}
     for tick, _layer, _kind, sig in tick_kernels(plan, precision, layout):
         if rule == "wr":
-            least = min((m.workspace for ms in profile.candidates(sig.key).values() for m in ms if m.batch <= batch),
-                        default=0)
+            least = min(
+                (m.workspace for ms in profile.candidates(sig.key).values() for m in ms if m.batch <= batch), default=0
+            )
         else:
             least = min(c.workspace for c in _options(profile, sig.key, batch))
         by_tick.setdefault(tick, []).append(least)

@@ -7,6 +7,17 @@ from .wd import WDResult, minimum_budget, wd, wd_problem
 from .wr import canonical, micro_front, wr
 
 __all__ = [
-    "Configuration", "MicroConfig", "NetworkFront", "WDResult", "canonical", "desirable", "desirable_set",
-    "micro_front", "minimum_budget", "network_front", "wd", "wd_problem", "wr",
+    "Configuration",
+    "MicroConfig",
+    "NetworkFront",
+    "WDResult",
+    "canonical",
+    "desirable",
+    "desirable_set",
+    "micro_front",
+    "minimum_budget",
+    "network_front",
+    "wd",
+    "wd_problem",
+    "wr",
 ]

@@ -19,8 +19,7 @@ _CHUNK = 4096  # limits per pass of the WR table
 
 
 def _tie_key(c: Configuration) -> tuple:
-    return (c.workspace, c.time_ms, len(c.micro),
-            tuple((-m.batch, m.plan, m.time_ms, m.workspace) for m in c.micro))
+    return (c.workspace, c.time_ms, len(c.micro), tuple((-m.batch, m.plan, m.time_ms, m.workspace) for m in c.micro))
 
 
 def desirable(configs: Iterable[Configuration]) -> list[Configuration]:
@@ -37,8 +36,9 @@ def desirable(configs: Iterable[Configuration]) -> list[Configuration]:
     return out
 
 
-def desirable_set(candidates: Mapping[int, Sequence[MicroConfig]], batch: int,
-                  limit: int | None = None) -> list[Configuration]:
+def desirable_set(
+    candidates: Mapping[int, Sequence[MicroConfig]], batch: int, limit: int | None = None
+) -> list[Configuration]:
     """C(B) = D(∪ over b', cμ in Cμ(b'), c in C(B - b') of {cμ} + c): the full desirable set of a kernel.
 
     Computed as WR for every limit at once: a configuration fits W iff each piece does, so the fastest
@@ -63,8 +63,9 @@ def desirable_set(candidates: Mapping[int, Sequence[MicroConfig]], batch: int,
         return tmu, pick
 
     # limits in chunks: the table is (batch+1) x limits, which for B=1024 under `all` would not be small
-    tb = np.concatenate([solve_table(sizes, table(limits[k:k + _CHUNK])[0], batch)[batch]
-                         for k in range(0, len(limits), _CHUNK)])
+    tb = np.concatenate(
+        [solve_table(sizes, table(limits[k : k + _CHUNK])[0], batch)[batch] for k in range(0, len(limits), _CHUNK)]
+    )
     if not np.isfinite(tb).any():
         check_feasible(candidates, batch, limit)
     previous = np.concatenate(([np.inf], tb[:-1]))
@@ -72,8 +73,7 @@ def desirable_set(candidates: Mapping[int, Sequence[MicroConfig]], batch: int,
     # second pass, only over the limits where T_B steps, to recover each step's pieces
     tmu, pick = table(limits[steps])
     _, arg = solve_choices(sizes, tmu, batch)
-    configs = [reconstruct(arg, sizes, batch, i, lambda j, i: fronts[sizes[j]][pick[j, i]])
-               for i in range(len(steps))]
+    configs = [reconstruct(arg, sizes, batch, i, lambda j, i: fronts[sizes[j]][pick[j, i]]) for i in range(len(steps))]
     # the DP adds times in peel order, Configuration.time_ms in canonical order; re-prune so the
     # returned list is strictly decreasing in the times callers will read
     return desirable(configs)

@@ -33,7 +33,7 @@ class _Node:
     """A front of some kernels; a leaf (left is None) is one kernel of group ``group``."""
 
     workspace: np.ndarray  # int64, ascending
-    time_ms: np.ndarray    # float, strictly decreasing
+    time_ms: np.ndarray  # float, strictly decreasing
     left: "_Node | None" = None
     right: "_Node | None" = None
     li: np.ndarray | None = None  # point i = left[li[i]] + right[ri[i]]; for a leaf, li = index into the set
@@ -65,10 +65,10 @@ def _pareto(ws: np.ndarray, t: np.ndarray) -> np.ndarray:
     return kept[last_of_value]
 
 
-_DIRECT = 4096      # merges with at most this many pairwise sums are enumerated outright
-_LEAF_BLOCK = 16    # finest block: 16 consecutive points of the larger front with one point of the other
-_SPLIT = 4          # each refinement splits a block 4 ways along each front
-_HUFFMAN = 10_000   # network_front merges smallest-first while the two smallest have at most this many pairs
+_DIRECT = 4096  # merges with at most this many pairwise sums are enumerated outright
+_LEAF_BLOCK = 16  # finest block: 16 consecutive points of the larger front with one point of the other
+_SPLIT = 4  # each refinement splits a block 4 ways along each front
+_HUFFMAN = 10_000  # network_front merges smallest-first while the two smallest have at most this many pairs
 
 
 def _split(lo: np.ndarray, hi: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -158,7 +158,9 @@ class NetworkFront:
             minimum = int(self.workspace[0])
             raise InfeasibleBudgetError(
                 f"total workspace budget {budget} B ({format_size(budget)}) is below {minimum} B "
-                f"({format_size(minimum)}), the least any choice of configurations needs", minimum=minimum)
+                f"({format_size(minimum)}), the least any choice of configurations needs",
+                minimum=minimum,
+            )
         return i
 
     def choice(self, i: int) -> list[int]:

@@ -36,7 +36,7 @@ not a 1e-4 one), tight feasibility tolerances (so "1 byte over the budget" is in
 scaling) and a clear error naming the least feasible budget. ``wd_problem`` returns the PuLP model
 ``wd`` solves, for export (``problem.writeLP(path)`` / ``writeMPS``).
 
-The module is over 400 lines because steps 1-5 are one exact algorithm: the bound, the fixing margin,
+The module is over 300 statements because steps 1-5 are one exact algorithm: the bound, the fixing margin,
 the incumbent and the solver settings are correct only together, so they are read in one place.
 """
 
@@ -55,31 +55,37 @@ from ..errors import EngineError, InfeasibleBudgetError
 from ..units import MiB, format_size
 
 SOLVERS = ("auto", "highs", "cbc")
-_GAP = 1e-9          # relative and absolute (ms) optimality gap: effectively exact
-_FEAS_TOL = 1e-9     # MiB, i.e. ~0.001 byte: a solution 1 byte over the budget is infeasible
-_FIX_MARGIN = 1e-9   # relative: fixing keeps what is this close past its limit (float rounding of LB, UB)
-_DP_WIDTH = 512      # states per stage of the incumbent's DP (_dp); 128 cost as much time overall but found
-                     # the optimum less often (ResNet-50 b32, 44 budgets: 40 vs 43), which leaves more to HiGHS
-SOLVER_LOG = {"on": False}   # the solver's banner and log on stdout: off, except under `python -m engine --verbose`
+_GAP = 1e-9  # relative and absolute (ms) optimality gap: effectively exact
+_FEAS_TOL = 1e-9  # MiB, i.e. ~0.001 byte: a solution 1 byte over the budget is infeasible
+_FIX_MARGIN = 1e-9  # relative: fixing keeps what is this close past its limit (float rounding of LB, UB)
+_DP_WIDTH = 512  # states per stage of the incumbent's DP (_dp); 128 cost as much time overall but found
+# the optimum less often (ResNet-50 b32, 44 budgets: 40 vs 43), which leaves more to HiGHS
+SOLVER_LOG = {"on": False}  # the solver's banner and log on stdout: off, except under `python -m engine --verbose`
 # module docstring, step 5 (options an older HiGHS lacks are ignored with a warning in its log)
-_HIGHS_OPTIONS = dict(mip_heuristic_effort=0.0, mip_heuristic_run_rins=False, mip_heuristic_run_rens=False,
-                      mip_heuristic_run_root_reduced_cost=False, mip_heuristic_run_feasibility_jump=False,
-                      mip_detect_symmetry=False, mip_allow_restart=False)
+_HIGHS_OPTIONS = dict(
+    mip_heuristic_effort=0.0,
+    mip_heuristic_run_rins=False,
+    mip_heuristic_run_rens=False,
+    mip_heuristic_run_root_reduced_cost=False,
+    mip_heuristic_run_feasibility_jump=False,
+    mip_detect_symmetry=False,
+    mip_allow_restart=False,
+)
 
 
 @dataclass
 class WDResult:
-    choice: list[int]                    # per kernel, index into its set
+    choice: list[int]  # per kernel, index into its set
     configurations: list[Configuration]  # per kernel, the chosen configuration
-    time_ms: float                       # Σ of the chosen configurations' times
-    workspace: int                       # Σ of their workspaces, bytes
-    n_variables: int                     # 0-1 variables of the ILP as written (Eq. 1-4)
-    solve_time_s: float                  # the solver's own run: HiGHS run(); CBC: its process incl. file I/O
-    build_time_s: float                  # building the PuLP model and loading it into the solver
-    solver: str                          # "highs" or "cbc"
-    status: str                          # "optimal", or "time_limit" when stopped with a feasible solution
-    n_solver_variables: int = 0          # integer variables of the model solved (module docstring, step 5)
-    reduce_time_s: float = 0.0           # steps 1-4 of the module docstring, before the build
+    time_ms: float  # Σ of the chosen configurations' times
+    workspace: int  # Σ of their workspaces, bytes
+    n_variables: int  # 0-1 variables of the ILP as written (Eq. 1-4)
+    solve_time_s: float  # the solver's own run: HiGHS run(); CBC: its process incl. file I/O
+    build_time_s: float  # building the PuLP model and loading it into the solver
+    solver: str  # "highs" or "cbc"
+    status: str  # "optimal", or "time_limit" when stopped with a feasible solution
+    n_solver_variables: int = 0  # integer variables of the model solved (module docstring, step 5)
+    reduce_time_s: float = 0.0  # steps 1-4 of the module docstring, before the build
 
 
 def _values(kernel_sets: Sequence[Sequence[Configuration]]) -> list[list[tuple[int, float]]]:
@@ -105,17 +111,21 @@ def _check(values: list[list[tuple[int, float]]], budget: int) -> None:
     if budget < minimum:
         raise InfeasibleBudgetError(
             f"total workspace budget {budget} B ({format_size(budget)}) is below {minimum} B "
-            f"({format_size(minimum)}), the sum of every kernel's smallest workspace", minimum=minimum)
+            f"({format_size(minimum)}), the sum of every kernel's smallest workspace",
+            minimum=minimum,
+        )
 
 
-def _lagrange(W: np.ndarray, T: np.ndarray, valid: np.ndarray, m: np.ndarray,
-              budget: int) -> tuple[float, float, np.ndarray]:
+def _lagrange(
+    W: np.ndarray, T: np.ndarray, valid: np.ndarray, m: np.ndarray, budget: int
+) -> tuple[float, float, np.ndarray]:
     """The best multiplier λ, its bound LB, and the hull choice at λ (least workspace among ties).
 
     The bound is concave in λ with breakpoints at the slopes between two configurations of a group;
     the hull choice's workspace falls as λ grows, and the bound peaks at the first breakpoint where
     that workspace fits the budget.
     """
+
     def hull(lam: float) -> tuple[np.ndarray, np.ndarray]:
         v = np.where(valid, T + lam * W, np.inf)
         best = v.min(axis=1)
@@ -123,8 +133,8 @@ def _lagrange(W: np.ndarray, T: np.ndarray, valid: np.ndarray, m: np.ndarray,
         return best, np.where(ties, W, np.inf).argmin(axis=1)
 
     rows = np.arange(len(W))
-    dW = W[:, None, :] - W[:, :, None]   # [g, a, b]: M_gb - M_ga
-    dT = T[:, :, None] - T[:, None, :]   # [g, a, b]: T_ga - T_gb
+    dW = W[:, None, :] - W[:, :, None]  # [g, a, b]: M_gb - M_ga
+    dT = T[:, :, None] - T[:, None, :]  # [g, a, b]: T_ga - T_gb
     steep = valid[:, :, None] & valid[:, None, :] & (dW > 0) & (dT > 0)
     slopes = np.unique(np.append(dT[steep] / dW[steep], 0.0))
     lo, hi = 0, len(slopes) - 1
@@ -168,16 +178,19 @@ def _hull(ws: np.ndarray, ts: np.ndarray) -> tuple[float, float, np.ndarray, np.
     for w, t in sorted(zip(ws.tolist(), ts.tolist())):
         if points and t >= points[-1][1]:
             continue  # no faster than a point with no more workspace
-        while len(points) >= 2 and ((points[-1][1] - points[-2][1]) * (w - points[-2][0])
-                                    >= (t - points[-2][1]) * (points[-1][0] - points[-2][0])):
+        while len(points) >= 2 and (
+            (points[-1][1] - points[-2][1]) * (w - points[-2][0])
+            >= (t - points[-2][1]) * (points[-1][0] - points[-2][0])
+        ):
             points.pop()  # on or above the segment from points[-2] to (w, t)
         points.append((w, t))
     p = np.array(points)
     return p[0, 0], p[0, 1], np.diff(p[:, 0]), np.diff(p[:, 1])
 
 
-def _dp(W: np.ndarray, T: np.ndarray, m: np.ndarray, allowed: np.ndarray, budget: int,
-        upper: float) -> np.ndarray | None:
+def _dp(
+    W: np.ndarray, T: np.ndarray, m: np.ndarray, allowed: np.ndarray, budget: int, upper: float
+) -> np.ndarray | None:
     """A choice by dynamic programming over the kernels with more than one ``allowed`` configuration,
     no slower than ``upper``; None if there are no such kernels or it finds none.
 
@@ -200,9 +213,9 @@ def _dp(W: np.ndarray, T: np.ndarray, m: np.ndarray, allowed: np.ndarray, budget
     order = np.argsort(edge_t / edge_w, kind="stable")
     edge_group, edge_w, edge_t = edge_group[order], edge_w[order], edge_t[order]
     step_group = np.repeat(np.arange(len(free)), m[free].astype(int))  # index into free, one per kernel
-    left = m[free] - np.cumsum(np.eye(len(free))[step_group], axis=0)   # [j]: kernels still to come after step j
+    left = m[free] - np.cumsum(np.eye(len(free))[step_group], axis=0)  # [j]: kernels still to come after step j
     rest_w, rest_t = left @ first_w, left @ first_t  # their LP bound: rest_t + the edges bought with the
-    zero = np.zeros((len(left), 1))                  # budget beyond rest_w, piecewise linear
+    zero = np.zeros((len(left), 1))  # budget beyond rest_w, piecewise linear
     edges_w = np.hstack((zero, np.cumsum(left[:, edge_group] * edge_w, axis=1)))
     edges_t = np.hstack((zero, np.cumsum(left[:, edge_group] * edge_t, axis=1)))
     ws, ts = np.array([(W * counts).sum()]), np.array([(T * counts).sum()])
@@ -235,10 +248,10 @@ def _dp(W: np.ndarray, T: np.ndarray, m: np.ndarray, allowed: np.ndarray, budget
 class _Reduced:
     """The model ``wd`` solves: kernels grouped by identical sets, and the configurations kept."""
 
-    kernels: list[list[int]]             # per group, its kernels in ascending order
+    kernels: list[list[int]]  # per group, its kernels in ascending order
     sets: list[list[tuple[int, float]]]  # per group, (workspace, time) per configuration
     chains: list[list[tuple[int, int]]]  # per group, (configuration, bound on its count) kept, by workspace
-    incumbent: np.ndarray                # counts of the incumbent, (groups, configurations)
+    incumbent: np.ndarray  # counts of the incumbent, (groups, configurations)
 
 
 def _reduce(values: list[list[tuple[int, float]]], budget: int, warm_start: Sequence[int] | None) -> _Reduced:
@@ -253,9 +266,9 @@ def _reduce(values: list[list[tuple[int, float]]], budget: int, warm_start: Sequ
     W = np.zeros((n_groups, width))  # bytes as float64: exact below 2**53
     T = np.zeros((n_groups, width))
     for g, s in enumerate(sets):
-        valid[g, :len(s)] = True
-        W[g, :len(s)] = [w for w, _ in s]
-        T[g, :len(s)] = [t for _, t in s]
+        valid[g, : len(s)] = True
+        W[g, : len(s)] = [w for w, _ in s]
+        T[g, : len(s)] = [t for _, t in s]
     m = np.array([len(ks) for ks in kernels], dtype=float)
 
     lam, lower, pick = _lagrange(W, T, valid, m, budget)
@@ -393,8 +406,13 @@ class _TimedHiGHS(pulp.HiGHS):
 
         lp.solverModel = Model()
         lp.solverModel.setOptionValue("output_flag", log)
-        options = {"mip_rel_gap": self.gapRel, "mip_abs_gap": self.gapAbs, "threads": self.threads,
-                   "time_limit": None if self.timeLimit is None else float(self.timeLimit), **self.optionsDict}
+        options = {
+            "mip_rel_gap": self.gapRel,
+            "mip_abs_gap": self.gapAbs,
+            "threads": self.threads,
+            "time_limit": None if self.timeLimit is None else float(self.timeLimit),
+            **self.optionsDict,
+        }
         for key, value in options.items():
             if value is not None:
                 lp.solverModel.setOptionValue(key, value)
@@ -412,13 +430,13 @@ class _TimedHiGHS(pulp.HiGHS):
         lower = np.array([-inf if v.lowBound is None else v.lowBound for v in variables], dtype=float)
         upper = np.array([inf if v.upBound is None else v.upBound for v in variables], dtype=float)
         h = lp.solverModel
-        h.addCols(n, cost, lower, upper, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32),
-                  np.zeros(0))
+        h.addCols(n, cost, lower, upper, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0))
         h.changeObjectiveOffset(float(lp.objective.constant))
         integer = np.array([i for i, v in enumerate(variables) if v.cat == pulp.LpInteger], dtype=np.int32)
         if self.mip and len(integer):
-            h.changeColsIntegrality(len(integer), integer,
-                                    np.full(len(integer), highspy.HighsVarType.kInteger.value, dtype=np.uint8))
+            h.changeColsIntegrality(
+                len(integer), integer, np.full(len(integer), highspy.HighsVarType.kInteger.value, dtype=np.uint8)
+            )
         starts, index, coef, row_lo, row_up = [], [], [], [], []
         for i, constraint in enumerate(lp._constraints.values()):
             constraint.index = i
@@ -430,8 +448,15 @@ class _TimedHiGHS(pulp.HiGHS):
             lb, ub = constraint.getLb(), constraint.getUb()
             row_lo.append(-inf if lb is None else lb)
             row_up.append(inf if ub is None else ub)
-        h.addRows(len(starts), np.array(row_lo, dtype=float), np.array(row_up, dtype=float), len(index),
-                  np.array(starts, dtype=np.int32), np.array(index, dtype=np.int32), np.array(coef, dtype=float))
+        h.addRows(
+            len(starts),
+            np.array(row_lo, dtype=float),
+            np.array(row_up, dtype=float),
+            len(index),
+            np.array(starts, dtype=np.int32),
+            np.array(index, dtype=np.int32),
+            np.array(coef, dtype=float),
+        )
         self.load_s = time.perf_counter() - start
 
     def callSolver(self, lp):
@@ -470,8 +495,14 @@ def _resolve_solver(solver: str) -> str:
     return solver
 
 
-def wd(kernel_sets: Sequence[Sequence[Configuration]], budget: int, *, solver: str = "auto",
-       time_limit_s: float = 10.0, warm_start: Sequence[int] | None = None) -> WDResult:
+def wd(
+    kernel_sets: Sequence[Sequence[Configuration]],
+    budget: int,
+    *,
+    solver: str = "auto",
+    time_limit_s: float = 10.0,
+    warm_start: Sequence[int] | None = None,
+) -> WDResult:
     """Solve WD: one configuration per kernel, total workspace <= ``budget`` bytes, least total time.
 
     ``kernel_sets``: one (desirable) set per kernel, repeated kernels included, since each kernel gets
@@ -485,8 +516,9 @@ def wd(kernel_sets: Sequence[Sequence[Configuration]], budget: int, *, solver: s
             raise ValueError(f"warm_start has {len(warm_start)} entries for {len(kernel_sets)} kernels")
         for k, (i, configs) in enumerate(zip(warm_start, kernel_sets)):
             if not 0 <= i < len(configs):
-                raise ValueError(f"warm_start[{k}] = {i} is not an index into kernel {k}'s "
-                                 f"{len(configs)} configurations")
+                raise ValueError(
+                    f"warm_start[{k}] = {i} is not an index into kernel {k}'s {len(configs)} configurations"
+                )
     start = time.perf_counter()
     values = _values(kernel_sets)
     _check(values, budget)
@@ -502,28 +534,44 @@ def wd(kernel_sets: Sequence[Sequence[Configuration]], budget: int, *, solver: s
         import highspy
 
         warm = {v.name: float(v.varValue) for v in prob.variables()}
-        backend = _TimedHiGHS(warm, msg=SOLVER_LOG["on"], timeLimit=time_limit_s, gapRel=_GAP, gapAbs=_GAP,
-                              mip_feasibility_tolerance=_FEAS_TOL, primal_feasibility_tolerance=_FEAS_TOL,
-                              **_HIGHS_OPTIONS)
+        backend = _TimedHiGHS(
+            warm,
+            msg=SOLVER_LOG["on"],
+            timeLimit=time_limit_s,
+            gapRel=_GAP,
+            gapAbs=_GAP,
+            mip_feasibility_tolerance=_FEAS_TOL,
+            primal_feasibility_tolerance=_FEAS_TOL,
+            **_HIGHS_OPTIONS,
+        )
         prob.solve(backend)
         build_s += backend.load_s
         solve_s = backend.solve_s
         model_status = prob.solverModel.getModelStatus()
-        status = ("optimal" if model_status == highspy.HighsModelStatus.kOptimal else
-                  "time_limit" if model_status == highspy.HighsModelStatus.kTimeLimit else
-                  prob.solverModel.modelStatusToString(model_status))
+        status = (
+            "optimal"
+            if model_status == highspy.HighsModelStatus.kOptimal
+            else "time_limit"
+            if model_status == highspy.HighsModelStatus.kTimeLimit
+            else prob.solverModel.modelStatusToString(model_status)
+        )
     else:
         backend = _cbc(msg=SOLVER_LOG["on"], timeLimit=time_limit_s, gapRel=_GAP, gapAbs=_GAP, warmStart=True)
         start = time.perf_counter()
         prob.solve(backend)
         solve_s = time.perf_counter() - start
-        status = ("optimal" if prob.sol_status == pulp.LpSolutionOptimal else
-                  "time_limit" if prob.sol_status == pulp.LpSolutionIntegerFeasible else
-                  pulp.LpStatus[prob.status].lower())
+        status = (
+            "optimal"
+            if prob.sol_status == pulp.LpSolutionOptimal
+            else "time_limit"
+            if prob.sol_status == pulp.LpSolutionIntegerFeasible
+            else pulp.LpStatus[prob.status].lower()
+        )
     counts = _counts(red, prob)
     if counts is None:
-        raise EngineError(f"ILP solver {name} returned no valid solution (status {status!r}) "
-                          f"for a budget of {format_size(budget)}")
+        raise EngineError(
+            f"ILP solver {name} returned no valid solution (status {status!r}) for a budget of {format_size(budget)}"
+        )
     choice = [0] * len(kernel_sets)
     for g, kernels in enumerate(red.kernels):
         for k, c in zip(kernels, [c for c, n in enumerate(counts[g]) for _ in range(n)]):
@@ -532,5 +580,16 @@ def wd(kernel_sets: Sequence[Sequence[Configuration]], budget: int, *, solver: s
     total_ws = sum(c.workspace for c in chosen)
     if total_ws > budget:
         raise EngineError(f"ILP solver {name} returned a choice of {total_ws} B, over the budget of {budget} B")
-    return WDResult(choice, chosen, sum(c.time_ms for c in chosen), total_ws, n_vars, solve_s, build_s,
-                    name, status, sum(len(c) - 1 for c in red.chains), reduce_s)
+    return WDResult(
+        choice,
+        chosen,
+        sum(c.time_ms for c in chosen),
+        total_ws,
+        n_vars,
+        solve_s,
+        build_s,
+        name,
+        status,
+        sum(len(c) - 1 for c in red.chains),
+        reduce_s,
+    )

@@ -50,8 +50,9 @@ def micro_front(micros: Iterable[MicroConfig], limit: int | None = None) -> list
     return out
 
 
-def size_fronts(candidates: Mapping[int, Sequence[MicroConfig]], batch: int,
-                limit: int | None) -> dict[int, list[MicroConfig]]:
+def size_fronts(
+    candidates: Mapping[int, Sequence[MicroConfig]], batch: int, limit: int | None
+) -> dict[int, list[MicroConfig]]:
     """{b: micro_front} for the profiled sizes 1 <= b <= batch that have a micro-configuration within limit."""
     if batch < 1:
         raise ValueError(f"mini-batch size must be >= 1, got {batch}")
@@ -90,7 +91,7 @@ def solve_table(sizes: Sequence[int], tmu: np.ndarray, batch: int) -> np.ndarray
         if n_small:
             vals = buf[:n_small]
             if n_small <= run:  # sizes 1..n_small: rows b-1 down to b-n_small, a reversed slice
-                np.add(T[b - 1:b - n_small - 1:-1], tmu[:n_small], out=vals)  # stop >= 0: n_small <= b/2
+                np.add(T[b - 1 : b - n_small - 1 : -1], tmu[:n_small], out=vals)  # stop >= 0: n_small <= b/2
             else:
                 np.take(T, b - sizes_arr[:n_small], axis=0, out=vals)
                 vals += tmu[:n_small]
@@ -152,10 +153,14 @@ def check_feasible(candidates: Mapping[int, Sequence[MicroConfig]], batch: int, 
         sizes = sorted(b for b in candidates if 1 <= b <= batch and candidates[b])
         raise InfeasibleBudgetError(
             f"no configuration sums to mini-batch {batch}: the profiled micro-batch sizes {sizes or 'none'} "
-            f"cannot partition it", minimum=-1)
+            f"cannot partition it",
+            minimum=-1,
+        )
     raise InfeasibleBudgetError(
         f"workspace limit {limit} B ({format_size(limit or 0)}) is below {minimum} B ({format_size(minimum)}), "
-        f"the smallest workspace of any configuration of mini-batch {batch}", minimum=minimum)
+        f"the smallest workspace of any configuration of mini-batch {batch}",
+        minimum=minimum,
+    )
 
 
 def reconstruct(arg: np.ndarray, sizes: Sequence[int], batch: int, k: int, chooser) -> Configuration:

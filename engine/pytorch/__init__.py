@@ -13,18 +13,32 @@ import importlib
 
 def _lazy(module: str):
     """Forward every argument, as given, to the function of the same name in ``engine.pytorch.<module>``."""
+
     def wrap(stub):
         @functools.wraps(stub)
         def call(*args, **kwargs):
             return getattr(importlib.import_module(f"{__name__}.{module}"), stub.__name__)(*args, **kwargs)
+
         call.implementation = f"{__name__}.{module}.{stub.__name__}"
         return call
+
     return wrap
 
 
 @_lazy("autoplan")
-def optimize(model, budget=None, mode="wr", *, policy="powerOfTwo", engines="sweep", max_workspace="1GiB",
-             cache=None, workspace="per-call", max_shapes=8, progress=True):
+def optimize(
+    model,
+    budget=None,
+    mode="wr",
+    *,
+    policy="powerOfTwo",
+    engines="sweep",
+    max_workspace="1GiB",
+    cache=None,
+    workspace="per-call",
+    max_shapes=8,
+    progress=True,
+):
     """Plan the model's convolutions at its first forward, per input shape (engine.pytorch.autoplan.optimize)."""
 
 

@@ -41,11 +41,11 @@ class AppliedPlan:
 
     plan: Plan
     arena: torch.Tensor
-    planned: dict[str, str] = field(default_factory=dict)    # module name -> plan layer
-    unplanned: list[str] = field(default_factory=list)        # module names left to stock PyTorch
-    fallbacks: dict[str, int] = field(default_factory=dict)   # module name -> calls run stock (shape changed)
-    per_call: bool = False                                     # workspace per call, not from the arena
-    handles: dict[str, int] = field(default_factory=dict)     # module name -> op handle, while detached
+    planned: dict[str, str] = field(default_factory=dict)  # module name -> plan layer
+    unplanned: list[str] = field(default_factory=list)  # module names left to stock PyTorch
+    fallbacks: dict[str, int] = field(default_factory=dict)  # module name -> calls run stock (shape changed)
+    per_call: bool = False  # workspace per call, not from the arena
+    handles: dict[str, int] = field(default_factory=dict)  # module name -> op handle, while detached
 
     @property
     def workspace(self) -> int:
@@ -55,8 +55,10 @@ class AppliedPlan:
     def summary(self) -> str:
         p = self.plan
         ws = "workspace per call" if self.per_call else f"workspace arena {format_size(self.workspace)}"
-        lines = [f"{p.mode.upper()} plan for {p.network} b{p.batch} {p.precision} {p.layout}: "
-                 f"{len(self.planned)} convolutions planned, {ws}"]
+        lines = [
+            f"{p.mode.upper()} plan for {p.network} b{p.batch} {p.precision} {p.layout}: "
+            f"{len(self.planned)} convolutions planned, {ws}"
+        ]
         if self.unplanned:
             lines.append(f"stock PyTorch (not in the plan): {', '.join(self.unplanned)}")
         return "\n".join(lines)
@@ -74,13 +76,13 @@ class PlannedConv2d(nn.Conv2d):
         self._handle, self._name, self._applied = handle, name, applied
         self._shape = torch.Size((L.sig.n, L.sig.c, L.sig.h, L.sig.w))
         self._dtype = ops.TORCH_DTYPE[L.sig.precision]
-        self._amp = self._dtype != torch.float32   # autocast casts to the planned precision
+        self._amp = self._dtype != torch.float32  # autocast casts to the planned precision
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # the hot path of every planned layer and step: attributes read once, no tuple or device objects built
         dt, w, bias = self._dtype, self.weight, self.bias
         if self._amp and torch.is_autocast_enabled("cuda"):
-            w = w.to(dt)   # a new fp16 copy per call, as stock autocast's cast (its cache lives one region)
+            w = w.to(dt)  # a new fp16 copy per call, as stock autocast's cast (its cache lives one region)
             if x.dtype != dt:
                 x = x.to(dt)
             if bias is not None:
@@ -88,9 +90,11 @@ class PlannedConv2d(nn.Conv2d):
         if x.shape != self._shape or x.dtype != dt or w.dtype != dt or x.get_device() != w.get_device():
             fb = self._applied.fallbacks
             if self._name not in fb:
-                warnings.warn(f"{self._name}: input {tuple(x.shape)} {x.dtype} on {x.device} is not what the plan was "
-                              f"made for ({tuple(self._shape)} {dt} on {w.device}); running stock PyTorch",
-                              stacklevel=2)
+                warnings.warn(
+                    f"{self._name}: input {tuple(x.shape)} {x.dtype} on {x.device} is not what the plan was "
+                    f"made for ({tuple(self._shape)} {dt} on {w.device}); running stock PyTorch",
+                    stacklevel=2,
+                )
             fb[self._name] = fb.get(self._name, 0) + 1
             return super().forward(x)
         if bias is not None and bias.dtype != dt:
@@ -100,21 +104,27 @@ class PlannedConv2d(nn.Conv2d):
 
 def _device_check(plan: Plan, device: torch.device) -> None:
     if ops is None:
-        raise EngineError(f"planned convolutions need the cuDNN frontend, which does not load here ({_NO_FRONTEND}); "
-                          f"install the 'gpu' extra on a GPU host: python3 -m pip install -e \".[gpu]\"")
+        raise EngineError(
+            f"planned convolutions need the cuDNN frontend, which does not load here ({_NO_FRONTEND}); "
+            f"install the 'gpu' extra on a GPU host: python3 -m pip install -e \".[gpu]\""
+        )
     import cudnn
+
     prof = plan.provenance.get("profile") or {}
     gpu, here_gpu = prof.get("gpu"), torch.cuda.get_device_name(device)
     v = cudnn.backend_version()
     here_cudnn = f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
     if gpu != here_gpu or prof.get("cudnn_version") != here_cudnn:
-        raise EngineError(f"the plan was profiled on {gpu} with cuDNN {prof.get('cudnn_version')}, but this is "
-                          f"{here_gpu} with cuDNN {here_cudnn}: engine ids are not portable; profile this GPU "
-                          f"(python -m engine torch-plan ...)")
+        raise EngineError(
+            f"the plan was profiled on {gpu} with cuDNN {prof.get('cudnn_version')}, but this is "
+            f"{here_gpu} with cuDNN {here_cudnn}: engine ids are not portable; profile this GPU "
+            f"(python -m engine torch-plan ...)"
+        )
 
 
-def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None = None,
-               workspace: str | None = None) -> nn.Module:
+def apply_plan(
+    model: nn.Module, plan, input_shape: tuple[int, int, int] | None = None, workspace: str | None = None
+) -> nn.Module:
     """Swap every convolution the plan covers for its planned kernels; returns ``model`` (changed in place).
 
     ``plan`` is an engine.plan.Plan or a plan file, checked against ``model`` itself (engine.pytorch.checks);
@@ -146,6 +156,7 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
 
     from ..gpu.graphs import ExecutionPlans
     from ..gpu.pieces import Pieces
+
     context = ops.TorchContext.get(device.index or 0)
     plans = ExecutionPlans(context, include_rtc=True)
     arena_size = plan.arena_size if plan.mode == "wd" else 0
@@ -157,8 +168,10 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
             sig = KernelSignature.from_key(k.signature, plan.batch)
             pieces[short] = Pieces(k.id, sig, [(m.batch, m.plan) for m in k.micro], plans, k.offset or 0)
             if plan.mode == "wd" and pieces[short].workspace > k.workspace:
-                raise EngineError(f"{k.id}: its plans need {pieces[short].workspace} B of workspace but its WD "
-                                  f"segment holds {k.workspace} B")
+                raise EngineError(
+                    f"{k.id}: its plans need {pieces[short].workspace} B of workspace but its WD "
+                    f"segment holds {k.workspace} B"
+                )
             if plan.mode == "wr":
                 arena_size = max(arena_size, pieces[short].workspace)
         built.append((name, mod, plan_layer, pieces))
@@ -166,8 +179,18 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
     applied = AppliedPlan(plan, arena, unplanned=unplanned, per_call=per_call)
     arena_ptr = arena.data_ptr()
     for name, mod, plan_layer, pieces in built:
-        L = ops.PlannedLayer(name, pieces["F"], pieces.get("BD"), pieces["BF"], None if per_call else arena_ptr,
-                             context, mod.stride, mod.padding, mod.dilation, mod.groups)
+        L = ops.PlannedLayer(
+            name,
+            pieces["F"],
+            pieces.get("BD"),
+            pieces["BF"],
+            None if per_call else arena_ptr,
+            context,
+            mod.stride,
+            mod.padding,
+            mod.dilation,
+            mod.groups,
+        )
         mod.__class__ = PlannedConv2d  # same Parameters, buffers, hooks and state-dict keys
         mod._setup(ops.register(L), name, applied)
         applied.planned[name] = plan_layer
@@ -175,8 +198,11 @@ def apply_plan(model: nn.Module, plan, input_shape: tuple[int, int, int] | None 
     weakref.finalize(applied, _release, [m._handle for m in model.modules() if isinstance(m, PlannedConv2d)])
     model.ucudnn = applied
     if applied.unplanned:
-        warnings.warn(f"{len(applied.unplanned)} convolution(s) are not in the plan and stay stock PyTorch: "
-                      f"{', '.join(applied.unplanned)}", stacklevel=2)
+        warnings.warn(
+            f"{len(applied.unplanned)} convolution(s) are not in the plan and stay stock PyTorch: "
+            f"{', '.join(applied.unplanned)}",
+            stacklevel=2,
+        )
     return model
 
 

@@ -36,8 +36,19 @@ DEFAULT_BUDGET = "64MiB"  # per kernel: the limit mu-cuDNN's evaluation and issu
 PRECISION = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
-def optimize(model, budget=None, mode="wr", *, policy="powerOfTwo", engines="sweep", max_workspace="1GiB",
-             cache=None, workspace="per-call", max_shapes=8, progress=True) -> "AutoPlan":
+def optimize(
+    model,
+    budget=None,
+    mode="wr",
+    *,
+    policy="powerOfTwo",
+    engines="sweep",
+    max_workspace="1GiB",
+    cache=None,
+    workspace="per-call",
+    max_shapes=8,
+    progress=True,
+) -> "AutoPlan":
     """Plan ``model``'s convolutions per input shape at its first forward there; returns the ``AutoPlan``.
 
     ``budget`` is WR's per-kernel workspace limit (``mode="wr"``, mu-cuDNN §III-B; default 64 MiB) or WD's
@@ -51,10 +62,13 @@ def optimize(model, budget=None, mode="wr", *, policy="powerOfTwo", engines="swe
     from ..gpu import ENGINES
     from ..policies import batch_sizes
     from ..units import parse_size
+
     checks.checked_model(model, "optimize")
     if mode not in MODES:
-        raise EngineError(f"mode must be 'wr' (budget per kernel), 'wd' (budget in total) or 'free' (WR at the "
-                          f"memory free when planning), got {short(mode)}")
+        raise EngineError(
+            f"mode must be 'wr' (budget per kernel), 'wd' (budget in total) or 'free' (WR at the "
+            f"memory free when planning), got {short(mode)}"
+        )
     if mode == "free" and budget is not None:
         raise EngineError("mode='free' takes no budget: the limit is the device memory free when planning")
     if mode == "wd" and budget is None:
@@ -83,8 +97,7 @@ def optimize(model, budget=None, mode="wr", *, policy="powerOfTwo", engines="swe
         old.remove()
     if "ucudnn" in model.__dict__:
         _remove(model)
-    settings = dict(mode=mode, budget=budget, policy=policy, engines=engines, max_workspace=max_workspace,
-                    cache=cache)
+    settings = dict(mode=mode, budget=budget, policy=policy, engines=engines, max_workspace=max_workspace, cache=cache)
     auto = AutoPlan(model, device, settings, workspace, max_shapes, progress)
     model.ucudnn_auto = auto
     return auto
@@ -96,9 +109,9 @@ class AutoPlan:
     def __init__(self, model: nn.Module, device, settings: dict, workspace: str | None, max_shapes: int, progress):
         self.model, self.device, self.settings = model, device, settings
         self.workspace, self.max_shapes, self.progress = workspace, max_shapes, progress
-        self.plans: OrderedDict[tuple, object] = OrderedDict()   # key -> AppliedPlan, least recent first
-        self.stock: dict[tuple, str] = {}                         # key -> why it runs stock PyTorch
-        self.history: list[dict] = []                             # one entry per shape planned
+        self.plans: OrderedDict[tuple, object] = OrderedDict()  # key -> AppliedPlan, least recent first
+        self.stock: dict[tuple, str] = {}  # key -> why it runs stock PyTorch
+        self.history: list[dict] = []  # one entry per shape planned
         self.current: tuple | None = None
         self._busy = False
         self._hook = model.register_forward_pre_hook(self._before)
@@ -154,8 +167,11 @@ class AutoPlan:
             self._switch(key)
             return
         if self.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            self._run_stock(key, "first seen while a CUDA graph is captured, where nothing can be profiled; run "
-                                 "one eager forward at this shape first")
+            self._run_stock(
+                key,
+                "first seen while a CUDA graph is captured, where nothing can be profiled; run "
+                "one eager forward at this shape first",
+            )
             return
         self._busy = True
         try:
@@ -173,22 +189,38 @@ class AutoPlan:
     def _plan(self, key):
         """Import, profile what is missing, plan and apply for ``key``; the model ends with that plan."""
         from .importer import import_model
+
         (n, *chw), precision, layout = key
         chw = tuple(chw)
         if self.current is not None:
             self.plans[self.current] = _detach(self.model)
             self.current = None
         name = f"{type(self.model).__name__}@{'x'.join(map(str, chw))}"
-        net = import_model(self.model, chw, n, name, f"{type(self.model).__name__} as optimize() saw it, input "
-                                                     f"{'x'.join(map(str, chw))}")
+        net = import_model(
+            self.model,
+            chw,
+            n,
+            name,
+            f"{type(self.model).__name__} as optimize() saw it, input {'x'.join(map(str, chw))}",
+        )
         t0 = time.perf_counter()
-        done = _profile_and_plan(net, precision=precision, layout=layout, progress=self._progress(name),
-                                 **self.settings)
+        done = _profile_and_plan(
+            net, precision=precision, layout=layout, progress=self._progress(name), **self.settings
+        )
         applied = _apply(self.model, done.plan, chw, self.workspace)
-        self.history.append(dict(shape=key[0], precision=precision, layout=layout, graphs=done.graphs,
-                                 measured=done.measured, profile_s=round(done.seconds, 2),
-                                 seconds=round(time.perf_counter() - t0, 2), budget=done.budget,
-                                 predicted_ms=done.plan.totals.time_ms))
+        self.history.append(
+            dict(
+                shape=key[0],
+                precision=precision,
+                layout=layout,
+                graphs=done.graphs,
+                measured=done.measured,
+                profile_s=round(done.seconds, 2),
+                seconds=round(time.perf_counter() - t0, 2),
+                budget=done.budget,
+                predicted_ms=done.plan.totals.time_ms,
+            )
+        )
         return applied
 
     def _switch(self, key) -> None:
@@ -221,15 +253,18 @@ class AutoPlan:
             if done == total or now - last[0] >= 2.0:
                 last[0] = now
                 print(f"optimize {name}: {done}/{total} graphs; {msg}", file=sys.stderr, flush=True)
+
         return show
 
 
 # --- the GPU side (CPU tests replace these) --------------------------------------------------------
 
+
 def _check_host(model: nn.Module):
     """The model's CUDA device, once this host can profile and run plans there."""
     device = checks.model_device(model, "optimize")
     from ..gpu import available
+
     ok, why = available()
     if not ok:
         raise EngineError(f"optimize profiles this GPU and runs plans through the cuDNN frontend: {why}")
@@ -238,11 +273,13 @@ def _check_host(model: nn.Module):
 
 def _profile_and_plan(net, **kwargs):
     from ..gpu.planning import profile_and_plan
+
     return profile_and_plan(net, command="engine.pytorch.optimize", **kwargs)
 
 
 def _apply(model: nn.Module, plan, input_shape, workspace):
     from .apply import apply_plan
+
     with warnings.catch_warnings():  # convolutions left stock are listed in model.ucudnn.unplanned
         warnings.simplefilter("ignore")
         return apply_plan(model, plan, input_shape, workspace).ucudnn
@@ -250,14 +287,17 @@ def _apply(model: nn.Module, plan, input_shape, workspace):
 
 def _detach(model: nn.Module):
     from .apply import detach_plan
+
     return detach_plan(model)
 
 
 def _attach(model: nn.Module, applied) -> None:
     from .apply import attach_plan
+
     attach_plan(model, applied)
 
 
 def _remove(model: nn.Module) -> None:
     from .apply import remove_plan
+
     remove_plan(model)

@@ -72,7 +72,7 @@ class _Timer:
         return [(b - a) * 1e3 for a, b in self.marks]
 
 
-GPU_CYCLES_PER_MS = 2.0e6   # an upper bound of the GPU clock (H100: 1.98 GHz): a longer sleep is harmless
+GPU_CYCLES_PER_MS = 2.0e6  # an upper bound of the GPU clock (H100: 1.98 GHz): a longer sleep is harmless
 
 
 def timed_ms(fn, device: torch.device, repeats: int = 10, warmup: int = 3, setup=None) -> list[float]:
@@ -104,6 +104,7 @@ def median(xs: list[float]) -> float:
 
 
 # --- the host: copies, elementwise ops, GEMMs -----------------------------------------------------------
+
 
 def measure_copies(nbytes: int = 256 * MiB, repeats: int = 10) -> dict:
     """Pinned host<->device copy rates, bytes/s: each direction alone and both at once."""
@@ -142,8 +143,13 @@ def measure_copies(nbytes: int = 256 * MiB, repeats: int = 10) -> dict:
             with torch.cuda.stream(s2):
                 down.stop(b)
     torch.cuda.synchronize()
-    return {"h2d": h2d, "d2h": d2h, "duplex_h2d": nbytes / (median(up.times_ms()) / 1e3),
-            "duplex_d2h": nbytes / (median(down.times_ms()) / 1e3), "bytes": nbytes}
+    return {
+        "h2d": h2d,
+        "d2h": d2h,
+        "duplex_h2d": nbytes / (median(up.times_ms()) / 1e3),
+        "duplex_d2h": nbytes / (median(down.times_ms()) / 1e3),
+        "bytes": nbytes,
+    }
 
 
 def measure_hbm(nbytes: int = 512 * MiB, repeats: int = 10) -> dict:
@@ -153,10 +159,12 @@ def measure_hbm(nbytes: int = 512 * MiB, repeats: int = 10) -> dict:
     a = torch.rand(n, device=dev)
     b = torch.rand(n, device=dev)
     out = torch.empty(n, device=dev)
-    ops = {"relu": (lambda _: torch.clamp_min(a, 0.0, out=out), 2),   # bytes moved per element of a: 2 or 3
-           "add": (lambda _: torch.add(a, b, out=out), 3),
-           "mul": (lambda _: torch.mul(a, 2.0, out=out), 2),
-           "copy": (lambda _: out.copy_(a), 2)}
+    ops = {
+        "relu": (lambda _: torch.clamp_min(a, 0.0, out=out), 2),  # bytes moved per element of a: 2 or 3
+        "add": (lambda _: torch.add(a, b, out=out), 3),
+        "mul": (lambda _: torch.mul(a, 2.0, out=out), 2),
+        "copy": (lambda _: out.copy_(a), 2),
+    }
     rates = {name: moved * nbytes / (median(timed_ms(fn, dev, repeats)) / 1e3) for name, (fn, moved) in ops.items()}
     return {"rate": median(list(rates.values())), "ops": rates, "bytes": nbytes}
 
@@ -169,8 +177,11 @@ def measure_gemm(shapes=FC_SHAPES, repeats: int = 10) -> dict:
         x, w = torch.randn(m, k, device=dev), torch.randn(k, n, device=dev)
         ms = median(timed_ms(lambda _: torch.mm(x, w), dev, repeats))
         rates.append([m, k, n, 2 * m * k * n / (ms / 1e3)])
-    return {"flops": median([r[3] for r in rates]), "shapes": rates,
-            "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}
+    return {
+        "flops": median([r[3] for r in rates]),
+        "shapes": rates,
+        "tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+    }
 
 
 def measure_framework_bytes() -> dict:
@@ -204,9 +215,17 @@ def layer_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.M
         base = names[mod]
         i = seen.get(base, 0)
         seen[base] = i + 1
-        ins = [(tuple(a.shape), a.dtype, torch.channels_last if a.dim() == 4 and not a.is_contiguous()
-                and a.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format)
-               for a in args if isinstance(a, torch.Tensor)]
+        ins = [
+            (
+                tuple(a.shape),
+                a.dtype,
+                torch.channels_last
+                if a.dim() == 4 and not a.is_contiguous() and a.is_contiguous(memory_format=torch.channels_last)
+                else torch.contiguous_format,
+            )
+            for a in args
+            if isinstance(a, torch.Tensor)
+        ]
         calls.append((base if i == 0 else f"{base}_{i}", mod, ins))
 
     for m, n in names.items():
@@ -243,8 +262,11 @@ def _time_layer(mod: nn.Module, inputs: list[Spec], device, repeats: int) -> tup
         if not (isinstance(out, torch.Tensor) and out.requires_grad and wrt):
             return fwd, 0.0
         grad = torch.randn_like(out)
-        bwd = median(timed_ms(lambda _: torch.autograd.grad(out, wrt, grad, retain_graph=True, allow_unused=True),
-                              device, repeats))
+        bwd = median(
+            timed_ms(
+                lambda _: torch.autograd.grad(out, wrt, grad, retain_graph=True, allow_unused=True), device, repeats
+            )
+        )
     return fwd, bwd
 
 
@@ -261,6 +283,7 @@ def _time_join(network, layer, device, dtype, repeats: int) -> float:
         for x in ins[1:]:
             acc = acc.add_(x) if acc is not ins[0] else torch.add(acc, x)
         return acc
+
     return median(timed_ms(add, device, repeats))
 
 
@@ -274,8 +297,9 @@ def _time_loss(logits_shape, device, repeats: int) -> tuple[float, float]:
     return fwd, bwd
 
 
-def measure_layers(model: nn.Module, input_shape, batch: int, network=None,
-                   repeats: int = 10) -> tuple[dict, list[str]]:
+def measure_layers(
+    model: nn.Module, input_shape, batch: int, network=None, repeats: int = 10
+) -> tuple[dict, list[str]]:
     """({layer: {"F": ms, "B": ms, "op": module type}}, unmatched) for a model's non-conv layers at ``batch``, in
     train mode. With ``network`` (the imported Network) only its layers are kept, its loss layer gets
     cross-entropy's times, and ``unmatched`` lists the module calls the Network has no layer for."""
@@ -284,7 +308,7 @@ def measure_layers(model: nn.Module, input_shape, batch: int, network=None,
     model.train()
     example = torch.zeros((batch, *input_shape), device=device, dtype=dtype)
     calls = layer_calls(model, example)
-    layers = {l.name: l for l in network.layers} if network is not None else None
+    layers = {layer.name: layer for layer in network.layers} if network is not None else None
     out, unmatched = {}, []
     for name, mod, inputs in calls:
         if layers is not None and name not in layers:
@@ -292,12 +316,15 @@ def measure_layers(model: nn.Module, input_shape, batch: int, network=None,
             continue
         fwd, bwd = _time_layer(mod, inputs, device, repeats)
         out[name] = {"F": fwd, "B": bwd, "op": type(mod).__name__}
-    for layer in network.layers if network is not None else []:   # functional ops: timed from the Network's shapes
+    for layer in network.layers if network is not None else []:  # functional ops: timed from the Network's shapes
         if layer.name in out:
             continue
         if layer.op in ("add", "concat"):
-            out[layer.name] = {"F": _time_join(network, layer, device, dtype, repeats), "B": 0.0,
-                               "op": f"{layer.op} (functional)"}
+            out[layer.name] = {
+                "F": _time_join(network, layer, device, dtype, repeats),
+                "B": 0.0,
+                "op": f"{layer.op} (functional)",
+            }
         elif layer.op == "relu":
             spec = ((network.batch, *network.layer(layer.inputs[0]).out_shape), dtype, torch.contiguous_format)
             fwd, bwd = _time_layer(nn.ReLU(), [spec], device, repeats)
@@ -315,17 +342,29 @@ def measure_layers(model: nn.Module, input_shape, batch: int, network=None,
 
 # --- the whole document ----------------------------------------------------------------------------------
 
+
 def provenance(command: str, synthetic: bool = False) -> dict:
     cuda = torch.cuda.is_available()
     dev = torch.cuda.get_device_name() if cuda else "cpu"
-    return {"gpu": dev, "gpu_uuid": str(torch.cuda.get_device_properties(0).uuid) if cuda else "",
-            "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": command,
-            "synthetic": synthetic}
+    return {
+        "gpu": dev,
+        "gpu_uuid": str(torch.cuda.get_device_properties(0).uuid) if cuda else "",
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "synthetic": synthetic,
+    }
 
 
-def measure(models: list[tuple[str, int]] = (), host: bool = True, repeats: int = 10, tf32: bool = True,
-            copy_bytes: int = 256 * MiB, command: str = "") -> dict:
+def measure(
+    models: list[tuple[str, int]] = (),
+    host: bool = True,
+    repeats: int = 10,
+    tf32: bool = True,
+    copy_bytes: int = 256 * MiB,
+    command: str = "",
+) -> dict:
     """The measurements document of this host (engine.memory.calibrate's format): copies, HBM and GEMM rates
     (``host``) and the non-conv layer times of each (torch network name, mini-batch) in ``models``."""
     from .loader import load_model, load_network
@@ -356,9 +395,14 @@ def measure(models: list[tuple[str, int]] = (), host: bool = True, repeats: int 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m engine.pytorch.calibrate", description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--output", required=True, help="measurements JSON (python -m engine memory --time-params)")
-    ap.add_argument("--model", action="append", default=[], metavar="NAME=BATCH",
-                    help="a torch network name and mini-batch whose non-conv layers to time, e.g. "
-                         "torchvision:alexnet=256 (repeatable)")
+    ap.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=BATCH",
+        help="a torch network name and mini-batch whose non-conv layers to time, e.g. "
+        "torchvision:alexnet=256 (repeatable)",
+    )
     ap.add_argument("--no-host", action="store_true", help="skip copies, HBM and GEMM rates")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--no-tf32", action="store_true", help="strict fp32 GEMMs and convolutions")
@@ -374,12 +418,18 @@ def main(argv=None) -> int:
             print(f"error: --model {spec!r} is not NAME=BATCH", file=sys.stderr)
             return 2
         models.append((name, int(b)))
-    doc = measure(models, not args.no_host, args.repeats, not args.no_tf32,
-                  command="python -m engine.pytorch.calibrate " + " ".join(argv or sys.argv[1:]))
+    doc = measure(
+        models,
+        not args.no_host,
+        args.repeats,
+        not args.no_tf32,
+        command="python -m engine.pytorch.calibrate " + " ".join(argv or sys.argv[1:]),
+    )
     if args.merge:
         from pathlib import Path
 
         from ..memory.calibrate import load
+
         if Path(args.output).exists():
             doc = merge(load(args.output), doc)
     save(args.output, doc)

@@ -27,15 +27,19 @@ WORKSPACE = ("arena", "per-call")
 
 def checked_model(model, what: str = "apply_plan") -> nn.Module:
     if not isinstance(model, nn.Module):
-        raise EngineError(f"{what} needs a torch.nn.Module, got {type(model).__name__} {short(model)}: build the "
-                          f"model first (e.g. torchvision.models.resnet50().cuda()) and pass it")
+        raise EngineError(
+            f"{what} needs a torch.nn.Module, got {type(model).__name__} {short(model)}: build the "
+            f"model first (e.g. torchvision.models.resnet50().cuda()) and pass it"
+        )
     return model
 
 
 def checked_workspace(workspace) -> None:
     if workspace is not None and workspace not in WORKSPACE:
-        raise EngineError(f"workspace must be 'arena', 'per-call' or None (per-call for a plan with per-kernel "
-                          f"limits, else arena), got {short(workspace)}")
+        raise EngineError(
+            f"workspace must be 'arena', 'per-call' or None (per-call for a plan with per-kernel "
+            f"limits, else arena), got {short(workspace)}"
+        )
 
 
 def checked_input_shape(input_shape) -> tuple[int, int, int] | None:
@@ -47,8 +51,10 @@ def checked_input_shape(input_shape) -> tuple[int, int, int] | None:
     except TypeError:
         shape = ()
     if len(shape) != 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
-        raise EngineError(f"input_shape must be the per-sample input (C, H, W) as 3 positive integers, e.g. "
-                          f"(3, 224, 224), got {short(input_shape)}")
+        raise EngineError(
+            f"input_shape must be the per-sample input (C, H, W) as 3 positive integers, e.g. "
+            f"(3, 224, 224), got {short(input_shape)}"
+        )
     return shape
 
 
@@ -57,8 +63,10 @@ def loaded_plan(plan) -> Plan:
     if isinstance(plan, Plan):
         return plan
     if not isinstance(plan, (str, os.PathLike)):
-        raise EngineError(f"plan must be an engine.plan.Plan or the path of a plan file (python -m engine "
-                          f"torch-plan ... -o plan.json), got {type(plan).__name__} {short(plan)}")
+        raise EngineError(
+            f"plan must be an engine.plan.Plan or the path of a plan file (python -m engine "
+            f"torch-plan ... -o plan.json), got {type(plan).__name__} {short(plan)}"
+        )
     what = f"plan {short(str(plan))}"
     doc = load_json_file(plan, what, PlanFormatError)
     try:
@@ -74,16 +82,22 @@ def model_device(model: nn.Module, what: str = "apply_plan") -> torch.device:
         raise EngineError(f"{what}: the model has no parameters, so it has no convolutions to plan")
     if len(devices) > 1:
         names = ", ".join(sorted(str(d) for d in devices))
-        raise EngineError(f"{what}: the model's parameters and buffers are on several devices ({names}); move it "
-                          f"whole to one GPU first (model.cuda())")
+        raise EngineError(
+            f"{what}: the model's parameters and buffers are on several devices ({names}); move it "
+            f"whole to one GPU first (model.cuda())"
+        )
     if any(d.type == "meta" for d in devices):
-        raise EngineError(f"{what}: the model is on the meta device (shapes only, no weights); build it on the GPU "
-                          f"or materialise it first (model.to_empty(device='cuda'), then initialise its weights)")
+        raise EngineError(
+            f"{what}: the model is on the meta device (shapes only, no weights); build it on the GPU "
+            f"or materialise it first (model.to_empty(device='cuda'), then initialise its weights)"
+        )
     device = devices.pop()
     if device.type != "cuda":
         if not torch.cuda.is_available():
-            raise EngineError(f"{what} runs planned convolutions on a CUDA GPU, and this host has none "
-                              f"(torch.cuda.is_available() is False); run it on a GPU host")
+            raise EngineError(
+                f"{what} runs planned convolutions on a CUDA GPU, and this host has none "
+                f"(torch.cuda.is_available() is False); run it on a GPU host"
+            )
         raise EngineError(f"{what} needs the model on the GPU first (model.cuda()); it is on {device}")
     return device
 
@@ -92,14 +106,18 @@ def default_input_shape(plan: Plan) -> tuple[int, int, int]:
     """The per-sample input of the plan's network: its torch name says it, a zoo or spec network's data
     layer gives it (built without torch); otherwise the caller must say."""
     from ..netnames import is_torch_name, split_name
+
     if is_torch_name(plan.network):
         return split_name(plan.network)[1]
     from ..zoo import get_network
+
     try:
         return tuple(get_network(plan.network, 1).layers[0].out_shape)
     except (EngineError, ValueError, OSError) as err:
-        raise EngineError(f"the plan's network {short(plan.network)} does not say the model's input shape "
-                          f"({' '.join(str(err).split())[:200]}); pass input_shape=(C, H, W)") from None
+        raise EngineError(
+            f"the plan's network {short(plan.network)} does not say the model's input shape "
+            f"({' '.join(str(err).split())[:200]}); pass input_shape=(C, H, W)"
+        ) from None
 
 
 def conv_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.Conv2d, tuple[int, int, int]]]:
@@ -108,17 +126,20 @@ def conv_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.Co
     calls, hooks = [], []
     for m in names:
         if type(m) is nn.Conv2d:  # apply_plan removed any earlier plan first
-            hooks.append(m.register_forward_pre_hook(lambda mod, args: calls.append(
-                (names[mod], mod, tuple(args[0].shape[1:])))))
+            hooks.append(
+                m.register_forward_pre_hook(lambda mod, args: calls.append((names[mod], mod, tuple(args[0].shape[1:]))))
+            )
     was_training = model.training
     try:
         model.eval()
         with torch.no_grad():
             model(example)
     except Exception as err:  # noqa: BLE001 - the user's model on our example input: say which input
-        raise EngineError(f"the model does not run on an input of shape {tuple(example.shape)} "
-                          f"({type(err).__name__}: {' '.join(str(err).split())[:200]}); pass the per-sample "
-                          f"input_shape=(C, H, W) the plan was made for") from None
+        raise EngineError(
+            f"the model does not run on an input of shape {tuple(example.shape)} "
+            f"({type(err).__name__}: {' '.join(str(err).split())[:200]}); pass the per-sample "
+            f"input_shape=(C, H, W) the plan was made for"
+        ) from None
     finally:
         model.train(was_training)
         for h in hooks:
@@ -126,14 +147,26 @@ def conv_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.Co
     return calls
 
 
-def signature(mod: nn.Conv2d, chw, kind: KernelKind, batch: int, precision: str,
-              layout: str) -> KernelSignature | None:
+def signature(mod: nn.Conv2d, chw, kind: KernelKind, batch: int, precision: str, layout: str) -> KernelSignature | None:
     """The module's kernel signature, or None if it has no cuDNN-plannable form here (padding modes, 'same')."""
     if mod.padding_mode != "zeros" or isinstance(mod.padding, str) or len(mod.kernel_size) != 2:
         return None
     c, h, w = chw
-    return KernelSignature(kind, batch, c, h, w, mod.out_channels, *mod.kernel_size, *mod.padding, *mod.stride,
-                           *mod.dilation, mod.groups, precision, layout)
+    return KernelSignature(
+        kind,
+        batch,
+        c,
+        h,
+        w,
+        mod.out_channels,
+        *mod.kernel_size,
+        *mod.padding,
+        *mod.stride,
+        *mod.dilation,
+        mod.groups,
+        precision,
+        layout,
+    )
 
 
 def match_plan(plan: Plan, calls) -> tuple[dict[str, dict], list[tuple[str, nn.Conv2d, str]], list[str]]:
@@ -152,8 +185,10 @@ def match_plan(plan: Plan, calls) -> tuple[dict[str, dict], list[tuple[str, nn.C
     matched, unplanned, seen = [], [], set()
     for name, mod, chw in calls:
         if mod in seen:
-            raise EngineError(f"{name} is called more than once per forward; apply_plan plans each convolution "
-                              f"call separately and cannot share one module between them")
+            raise EngineError(
+                f"{name} is called more than once per forward; apply_plan plans each convolution "
+                f"call separately and cannot share one module between them"
+            )
         seen.add(mod)
         sig = signature(mod, chw, KernelKind.FORWARD, plan.batch, plan.precision, plan.layout)
         queue = free.get(sig.key) if sig else None
@@ -164,12 +199,16 @@ def match_plan(plan: Plan, calls) -> tuple[dict[str, dict], list[tuple[str, nn.C
         for k in layers[plan_layer].values():
             own = signature(mod, chw, k.kind, plan.batch, plan.precision, plan.layout).key
             if k.signature != own:
-                raise EngineError(f"the plan does not match this model: plan kernel {k.id} has signature "
-                                  f"{k.signature} but {name}'s is {own}")
+                raise EngineError(
+                    f"the plan does not match this model: plan kernel {k.id} has signature "
+                    f"{k.signature} but {name}'s is {own}"
+                )
         matched.append((name, mod, plan_layer))
     left = [n for q in free.values() for n in q]
     if left:
-        raise EngineError(f"the plan does not match this model: {len(left)} planned layer(s) have no convolution "
-                          f"of that signature in the model ({', '.join(left[:5])}{', ...' if len(left) > 5 else ''});"
-                          f" was the plan made for {plan.network} b{plan.batch} with another input shape?")
+        raise EngineError(
+            f"the plan does not match this model: {len(left)} planned layer(s) have no convolution "
+            f"of that signature in the model ({', '.join(left[:5])}{', ...' if len(left) > 5 else ''});"
+            f" was the plan made for {plan.network} b{plan.batch} with another input shape?"
+        )
     return layers, matched, unplanned

@@ -38,6 +38,7 @@ class TorchContext:
     def __init__(self, device: int):
         import cudnn
         from cudnn._handle import to_backend_handle
+
         with torch.cuda.device(device):
             torch.cuda.init()
             self.handle = cudnn.create_handle()
@@ -65,11 +66,38 @@ class PlannedLayer:
     The arena tensor itself belongs to the model (``model.ucudnn``), so deleting the model or removing the
     plan frees it; the registry below keeps only its address."""
 
-    __slots__ = ("name", "forward", "backward_data", "backward_filter", "context", "sig", "fmt", "x_shape",
-                 "y_shape", "stride", "padding", "dilation", "groups", "ws_f", "ws_bd", "ws_bf")
+    __slots__ = (
+        "name",
+        "forward",
+        "backward_data",
+        "backward_filter",
+        "context",
+        "sig",
+        "fmt",
+        "x_shape",
+        "y_shape",
+        "stride",
+        "padding",
+        "dilation",
+        "groups",
+        "ws_f",
+        "ws_bd",
+        "ws_bf",
+    )
 
-    def __init__(self, name: str, forward: Pieces, backward_data: Pieces | None, backward_filter: Pieces,
-                 arena: int | None, context: TorchContext, stride, padding, dilation, groups: int):
+    def __init__(
+        self,
+        name: str,
+        forward: Pieces,
+        backward_data: Pieces | None,
+        backward_filter: Pieces,
+        arena: int | None,
+        context: TorchContext,
+        stride,
+        padding,
+        dilation,
+        groups: int,
+    ):
         """``arena``: the device address of the plan's workspace arena, or None for workspace per call."""
         self.name, self.context = name, context
         self.forward, self.backward_data, self.backward_filter = forward, backward_data, backward_filter
@@ -78,8 +106,9 @@ class PlannedLayer:
         self.x_shape, self.y_shape = (s.n, s.c, s.h, s.w), (s.n, s.k, s.out_h, s.out_w)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         # workspace addresses per kernel, read without a lookup on the hot path
-        self.ws_f, self.ws_bd, self.ws_bf = (None if arena is None or k is None else arena + k.offset
-                                             for k in (forward, backward_data, backward_filter))
+        self.ws_f, self.ws_bd, self.ws_bf = (
+            None if arena is None or k is None else arena + k.offset for k in (forward, backward_data, backward_filter)
+        )
 
 
 _LAYERS: list[PlannedLayer | None] = []
@@ -158,7 +187,7 @@ def _backward_filter(x: torch.Tensor, grad_y: torch.Tensor, weight: torch.Tensor
     dw = torch.empty_like(weight, memory_format=fmt)
     L.context.bind()
     ws, _keep = _workspace(L.ws_bf, k, x.device)
-    xp, dwp, yp = x.data_ptr(), dw.data_ptr(), grad_y.data_ptr()   # roles of BackwardFilter: x = X, y = dY, w = dW
+    xp, dwp, yp = x.data_ptr(), dw.data_ptr(), grad_y.data_ptr()  # roles of BackwardFilter: x = X, y = dY, w = dW
     if len(k) == 1:
         k.launch(xp, dwp, yp, ws)
         return dw
@@ -237,7 +266,7 @@ class PlannedConvFunction(torch.autograd.Function):
             grad_x = bd(grad_y, weight, h)
         if need_w:
             grad_w = bf(x, grad_y, weight, h)
-        if need_b:   # summed in fp32 for fp16/bf16, as dW's pieces are
+        if need_b:  # summed in fp32 for fp16/bf16, as dW's pieces are
             grad_b = grad_y.sum((0, 2, 3), dtype=torch.float32).to(grad_y.dtype)
         return grad_x, grad_w, grad_b, None
 

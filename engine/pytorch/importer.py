@@ -32,11 +32,19 @@ from ..errors import ModelImportError
 from ..network import NetBuilder, Network
 from ..spec import MAX_LAYERS
 from . import trace as T
-from .ownops import (Refused, Step, Unsupported, function_handlers, functional_conv, is_tensor, module_handlers,
-                     tensor_args)
+from .ownops import (
+    Refused,
+    Step,
+    Unsupported,
+    function_handlers,
+    functional_conv,
+    is_tensor,
+    module_handlers,
+    tensor_args,
+)
 
 LOSS = "prob"
-LAYER = "ucudnn_layer"   # node.meta: the name of the layer the node became
+LAYER = "ucudnn_layer"  # node.meta: the name of the layer the node became
 
 
 def import_model(model, input_shape: tuple[int, int, int], batch: int, name: str, description: str = "") -> Network:
@@ -54,8 +62,14 @@ def traced_network(model, shape, batch: int, name: str, description: str = "") -
     layer naming it in ``node.meta[LAYER]`` (calibrate.py replays generic layers from it)."""
     shape = tuple(shape)
     gm, steps = traced_steps(model, shape, name)
-    return gm, _build(steps, shape, batch, name, description or f"{name}, imported from PyTorch (input "
-                      f"{_dims(shape)})", reserved={n.target for n in gm.graph.nodes if n.op == "call_module"})
+    return gm, _build(
+        steps,
+        shape,
+        batch,
+        name,
+        description or f"{name}, imported from PyTorch (input {_dims(shape)})",
+        reserved={n.target for n in gm.graph.nodes if n.op == "call_module"},
+    )
 
 
 def traced_steps(model, shape, name) -> tuple[object, list[Step]]:
@@ -68,16 +82,21 @@ def traced_steps(model, shape, name) -> tuple[object, list[Step]]:
     gm = T.trace(model, name)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != 1:
-        raise ModelImportError(f"cannot import {name}: forward takes {len(placeholders)} inputs "
-                               f"({', '.join(n.name for n in placeholders)}); the importer needs one image batch")
+        raise ModelImportError(
+            f"cannot import {name}: forward takes {len(placeholders)} inputs "
+            f"({', '.join(n.name for n in placeholders)}); the importer needs one image batch"
+        )
     if len(gm.graph.nodes) > 4 * MAX_LAYERS:
-        raise ModelImportError(f"cannot import {name}: {len(gm.graph.nodes)} traced operations, more than the "
-                               f"{4 * MAX_LAYERS} the importer takes")
+        raise ModelImportError(
+            f"cannot import {name}: {len(gm.graph.nodes)} traced operations, more than the "
+            f"{4 * MAX_LAYERS} the importer takes"
+        )
     facts = T.record(gm, model, shape, name)
     return gm, _classify_all(gm, facts, name)
 
 
 # ---------------------------------------------------------------------------------- classification
+
 
 def _classify_all(gm, facts, name) -> list[Step]:
     modules = dict(gm.named_modules())
@@ -92,15 +111,18 @@ def _classify_all(gm, facts, name) -> list[Step]:
             owner = owners.setdefault(id(param), f"{target}.{pname}")
             if owner != f"{target}.{pname}":
                 problems.append((("Parameter", f"{target}.{pname}"), f"the same tensor as {owner}"))
-    depends: dict = {}          # node -> computed from the input batch
-    derived: dict = {}          # node computed from parameters alone -> the parameters' names
+    depends: dict = {}  # node -> computed from the input batch
+    derived: dict = {}  # node computed from parameters alone -> the parameters' names
     owned: set[str] = set()
     steps = []
     for node in gm.graph.nodes:
         ins = node.all_input_nodes
         depends[node] = node.op == "placeholder" or any(depends[n] for n in ins)
-        view_of_params = (node.op not in ("placeholder", "output") and facts[node].alias is not None
-                          and not any(depends[n] and is_tensor(n) for n in ins))   # a class token expanded
+        view_of_params = (
+            node.op not in ("placeholder", "output")
+            and facts[node].alias is not None
+            and not any(depends[n] and is_tensor(n) for n in ins)
+        )  # a class token expanded
         if node.op not in ("placeholder", "output") and (not depends[node] or view_of_params):
             own = {node.target} if node.op == "get_attr" and _is_parameter(gm, node.target) else set()
             derived[node] = own.union(*(derived.get(n, set()) for n in ins))
@@ -112,7 +134,7 @@ def _classify_all(gm, facts, name) -> list[Step]:
             continue
         if step is None:
             continue
-        if step.op in ("generic", "conv"):   # a parameter read directly counts for its first layer
+        if step.op in ("generic", "conv"):  # a parameter read directly counts for its first layer
             params = set().union(*(derived.get(n, set()) for n in ins)) - owned
             owned |= params
             if step.op == "generic":
@@ -144,13 +166,19 @@ def _classify(node, modules, calls, facts, derived) -> Step | None:
     module = modules[node.target] if node.op == "call_module" else None
     if module is not None and any(True for _ in module.parameters()):
         if calls[node.target] > 1:
-            raise Refused(f"called {calls[node.target]} times: a layer per call would count shared weights "
-                           f"more than once")
+            raise Refused(
+                f"called {calls[node.target]} times: a layer per call would count shared weights more than once"
+            )
         frozen = [n for n, p in module.named_parameters() if not p.requires_grad]
         if frozen:
             raise Refused(f"frozen parameters ({', '.join(frozen)}); the Network trains every parameter")
-    if f.alias is not None and not f.inplace and f.elems[0] == facts[node.all_input_nodes[f.alias]].elems[0] \
-            and shape == node.all_input_nodes[f.alias].meta.get(T.SHAPE) and not f.saves:
+    if (
+        f.alias is not None
+        and not f.inplace
+        and f.elems[0] == facts[node.all_input_nodes[f.alias]].elems[0]
+        and shape == node.all_input_nodes[f.alias].meta.get(T.SHAPE)
+        and not f.saves
+    ):
         # an identity (nn.Identity, dropout with training=False): the input itself
         return Step(node, None, {"src": node.all_input_nodes[f.alias]})
     batch = shape != T.SEVERAL and len(shape) >= 2 and shape[0] == T.BATCHES[0] and T.linear(f.elems)[1] == 0
@@ -158,8 +186,13 @@ def _classify(node, modules, calls, facts, derived) -> Step | None:
     if conv is not None:
         return conv
     try:
-        if shape == T.SEVERAL or any(n in derived for n in node.all_input_nodes) or len(shape) < 2 \
-                or shape[0] != T.BATCHES[0] or T.linear(f.elems)[1] != 0:
+        if (
+            shape == T.SEVERAL
+            or any(n in derived for n in node.all_input_nodes)
+            or len(shape) < 2
+            or shape[0] != T.BATCHES[0]
+            or T.linear(f.elems)[1] != 0
+        ):
             raise Unsupported("not a batch of samples")
         if module is not None:
             handler = module_handlers().get(type(module))
@@ -179,20 +212,32 @@ def _generic(node, f: T.NodeFacts, module, derived) -> Step:
     per, fixed = T.linear(f.elems)
     shape = node.meta[T.SHAPE]
     batched = shape != T.SEVERAL and len(shape) > 1 and shape[0] == T.BATCHES[0] and fixed == 0
-    inputs = [n for n in node.all_input_nodes if is_tensor(n) and n not in derived] or \
-        [next(iter(node.graph.nodes))]   # sized by the batch but read from parameters: ordered after the input
+    inputs = [n for n in node.all_input_nodes if is_tensor(n) and n not in derived] or [
+        next(iter(node.graph.nodes))
+    ]  # sized by the batch but read from parameters: ordered after the input
     index = {n: i for i, n in enumerate(inputs)}
     all_in = node.all_input_nodes
     alias = index.get(all_in[f.alias]) if f.alias is not None else None
     flops, extra = T.linear(f.flops), T.linear(f.extras)
-    return Step(node, "generic", dict(
-        srcs=inputs, out_shape=tuple(shape[1:]) if batched else (per,), op=_what(node, module),
-        param_count=sum(p.numel() for p in module.parameters()) if module is not None else 0,
-        fixed_elems=0 if batched else fixed, itemsize=None if f.floating else f.itemsize,
-        alias=alias, inplace=f.inplace and alias is not None,
-        saves=sorted((f"X{index[all_in[i]]}" for i in f.saves if i != "Y" and all_in[i] in index)) +
-        (["Y"] if "Y" in f.saves else []),
-        extra_bytes=list(extra), flops=list(flops), random=f.random))
+    return Step(
+        node,
+        "generic",
+        dict(
+            srcs=inputs,
+            out_shape=tuple(shape[1:]) if batched else (per,),
+            op=_what(node, module),
+            param_count=sum(p.numel() for p in module.parameters()) if module is not None else 0,
+            fixed_elems=0 if batched else fixed,
+            itemsize=None if f.floating else f.itemsize,
+            alias=alias,
+            inplace=f.inplace and alias is not None,
+            saves=sorted((f"X{index[all_in[i]]}" for i in f.saves if i != "Y" and all_in[i] in index))
+            + (["Y"] if "Y" in f.saves else []),
+            extra_bytes=list(extra),
+            flops=list(flops),
+            random=f.random,
+        ),
+    )
 
 
 def _output(node) -> Step:
@@ -206,6 +251,7 @@ def _output(node) -> Step:
 
 
 # -------------------------------------------------------------------------------------- building
+
 
 def _build(steps, shape, batch, name, description, reserved: set[str]) -> Network:
     """Replay the steps through NetBuilder, checking each own layer's shape against torch's."""
@@ -244,8 +290,11 @@ def _build(steps, shape, batch, name, description, reserved: set[str]) -> Networ
             kwargs["src"] = layer_of[inputs[0]]
         in_features = kwargs.pop("in_features", None)
         own = node.op == "call_module"
-        label = unique(node.target, own) if own else unique(_scoped(node, _short(node) if step.op == "generic"
-                                                                        else step.op))
+        label = (
+            unique(node.target, own)
+            if own
+            else unique(_scoped(node, _short(node) if step.op == "generic" else step.op))
+        )
         try:
             if step.op != "generic":
                 _check_inputs(b, inputs, [layer_of[s] for s in inputs], step.op, in_features)
@@ -254,8 +303,9 @@ def _build(steps, shape, batch, name, description, reserved: set[str]) -> Networ
             raise ModelImportError(f"cannot import {name}: layer {label} ({step.op}): {err}") from None
         got, want = b.layers[-1].out_shape, node.meta[T.SHAPE][1:]
         if step.op != "generic" and got != want and (step.op in _SPATIAL or math.prod(got) != math.prod(want)):
-            raise ModelImportError(f"cannot import {name}: layer {label} ({step.op}) gives shape {got} in the "
-                                   f"Network but {want} in torch")
+            raise ModelImportError(
+                f"cannot import {name}: layer {label} ({step.op}) gives shape {got} in the Network but {want} in torch"
+            )
     return b.build()
 
 
@@ -297,6 +347,7 @@ def _what(node, module) -> str:
 
 
 # ------------------------------------------------------------------------------------------ messages
+
 
 def _describe(node, modules) -> tuple[str, str]:
     """(what, where) of a node for the refusal message: the operation's name and the node's."""

@@ -1,12 +1,12 @@
 """Which module runs each layer of a memory plan's network, call by call.
 
 The model is traced as engine/pytorch/importer.py traces it (``traced_steps``), and every traced operation
-that became a layer (a generic one included) is set beside the plan's layer at the same place: a module call gives the module (its first call
-is named after it, later calls ``name_1``, ...), a function a functional layer; a last softmax the plan
-has beyond the model's operations is the loss, run outside the model. Names cannot tell a module's
-second call from a function named like it (``relu_1``), so the trace decides. Mismatches are collected
-into one error naming every offending layer: another op or module at that place, a module type that
-does not fit the op, other channels or features, a module with parameters the plan does not have.
+that became a layer (a generic one included) is set beside the plan's layer at the same place: a module call
+gives the module (its first call is named after it, later calls ``name_1``, ...), a function a functional
+layer; a last softmax the plan has beyond the model's operations is the loss, run outside the model. Names
+cannot tell a module's second call from a function named like it (``relu_1``), so the trace decides.
+Mismatches are collected into one error naming every offending layer: another op or module at that place, a
+module type that does not fit the op, other channels or features, a module with parameters the plan does not have.
 """
 
 from __future__ import annotations
@@ -20,9 +20,14 @@ from ..errors import EngineError, MemoryRuntimeError
 from ..network import Network
 
 KINDS = {
-    "conv": (nn.Conv2d,), "fc": (nn.Linear,), "bn": (nn.BatchNorm2d,), "relu": (nn.ReLU,),
+    "conv": (nn.Conv2d,),
+    "fc": (nn.Linear,),
+    "bn": (nn.BatchNorm2d,),
+    "relu": (nn.ReLU,),
     "pool": (nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d),
-    "dropout": (nn.Dropout,), "lrn": (nn.LocalResponseNorm,), "softmax": (nn.Softmax,),
+    "dropout": (nn.Dropout,),
+    "lrn": (nn.LocalResponseNorm,),
+    "softmax": (nn.Softmax,),
 }
 
 
@@ -31,13 +36,17 @@ def _traced_layers(model: nn.Module, net: Network) -> tuple[list[tuple[str, str 
     parameters the traced graph reads directly (a module traced through, e.g. torchvision's LayerNorm2d,
     whose weights a functional generic layer reads)."""
     from . import importer
+
     try:
         gm, steps = importer.traced_steps(model, net.layers[0].out_shape, net.name)
     except EngineError as err:
         raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: {err}") from None
     read = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
-    return [(s.op, s.node.target if s.node.op == "call_module" else None) for s in steps
-            if s.op not in (None, "data") and s.node.op != "output"], read
+    return [
+        (s.op, s.node.target if s.node.op == "call_module" else None)
+        for s in steps
+        if s.op not in (None, "data") and s.node.op != "output"
+    ], read
 
 
 class LayerMap:
@@ -74,15 +83,20 @@ class LayerMap:
                 self.names.setdefault(mod, []).append(name)
                 self.modules[name] = mod
         covered = {m for m in self.names}
-        inside = tuple(f"{target}." for _, target in traced if target)   # children of a layer's module (MHA's)
+        inside = tuple(f"{target}." for _, target in traced if target)  # children of a layer's module (MHA's)
         for mname, mod in modules.items():
-            if next(mod.children(), None) is None and mod not in covered and not mname.startswith(inside) and \
-                    any(f"{mname}.{p}" not in read for p, _ in mod.named_parameters(recurse=False)):
+            if (
+                next(mod.children(), None) is None
+                and mod not in covered
+                and not mname.startswith(inside)
+                and any(f"{mname}.{p}" not in read for p, _ in mod.named_parameters(recurse=False))
+            ):
                 problems.append(f"the model's {mname} ({type(mod).__name__}) is not in the plan")
         if problems:
             more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
-            raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: "
-                                     f"{'; '.join(problems[:5])}{more}")
+            raise MemoryRuntimeError(
+                f"the memory plan of {net.name} does not match this model: {'; '.join(problems[:5])}{more}"
+            )
 
     def module_of(self, layer: str) -> nn.Module | None:
         return self.modules.get(layer)
@@ -91,8 +105,11 @@ class LayerMap:
 def _mismatch(layer, mname: str, mod: nn.Module) -> list[str]:
     if layer.op == "generic":
         kind = type(mod).__name__
-        return [] if kind == layer.params["op"] else [
-            f"plan layer {layer.name} runs a {layer.params['op']} but the model's {mname} is a {kind}"]
+        return (
+            []
+            if kind == layer.params["op"]
+            else [f"plan layer {layer.name} runs a {layer.params['op']} but the model's {mname} is a {kind}"]
+        )
     kinds = KINDS.get(layer.op, ())
     if not isinstance(mod, kinds):
         return [f"plan layer {layer.name} is a {layer.op} but the model's {mname} is a {type(mod).__name__}"]

@@ -40,9 +40,11 @@ def load_model(name: str, device=None):
     source, shape = split_name(name)
     module, attr = source.split(":")
     if module != "torchvision" and source not in _TRUSTED:
-        raise ModelImportError(f"network {source!r} names Python code to run; a name read from a file or an upload may "
-                               f"only be a zoo or torchvision: network. Name your own model with --network {source} "
-                               f"(or engine.pytorch.loader.trust({source!r}) in Python)")
+        raise ModelImportError(
+            f"network {source!r} names Python code to run; a name read from a file or an upload may "
+            f"only be a zoo or torchvision: network. Name your own model with --network {source} "
+            f"(or engine.pytorch.loader.trust({source!r}) in Python)"
+        )
     torch = _torch(name)
 
     def build():
@@ -108,7 +110,7 @@ def _torch(name: str):
     try:
         import torch
     except ImportError:
-        raise ModelImportError(f"{name} needs PyTorch: python3 -m pip install -e \".[torch]\"") from None
+        raise ModelImportError(f'{name} needs PyTorch: python3 -m pip install -e ".[torch]"') from None
     return torch
 
 
@@ -116,18 +118,21 @@ def _torchvision(model: str):
     try:
         import torchvision
     except ImportError:
-        raise ModelImportError(f"torchvision:{model} needs torchvision: python3 -m pip install -e \".[torch]\"") from None
+        raise ModelImportError(f'torchvision:{model} needs torchvision: python3 -m pip install -e ".[torch]"') from None
     known = torchvision.models.list_models(module=torchvision.models)
     segmentation = torchvision.models.list_models(module=torchvision.models.segmentation)
     if model not in known + segmentation:
-        raise ModelImportError(f"unknown torchvision model {model!r}; classification models: {', '.join(known)}; "
-                               f"segmentation models: see torchvision.models.list_models(module=torchvision.models."
-                               f"segmentation)")
+        raise ModelImportError(
+            f"unknown torchvision model {model!r}; classification models: {', '.join(known)}; "
+            f"segmentation models: see torchvision.models.list_models(module=torchvision.models."
+            f"segmentation)"
+        )
     with warnings.catch_warnings():  # weight-initialisation notices: the weights are never used
         warnings.simplefilter("ignore")
         # a segmentation model's backbone would otherwise download ImageNet weights
-        return torchvision.models.get_model(model, weights=None, **({"weights_backbone": None}
-                                                                    if model in segmentation else {}))
+        return torchvision.models.get_model(
+            model, weights=None, **({"weights_backbone": None} if model in segmentation else {})
+        )
 
 
 def _call(module_name: str, attr: str):
@@ -137,11 +142,14 @@ def _call(module_name: str, attr: str):
     try:
         module = importlib.import_module(module_name)
     except SystemExit as err:
-        raise ModelImportError(f"importing {module_name!r} for {module_name}:{attr} called sys.exit({err.code!r})") \
-            from None
+        raise ModelImportError(
+            f"importing {module_name!r} for {module_name}:{attr} called sys.exit({err.code!r})"
+        ) from None
     except Exception as err:  # noqa: BLE001 - the user's module: its own error, on one line
-        raise ModelImportError(f"cannot import {module_name!r} for {module_name}:{attr}: "
-                               f"{type(err).__name__}: {' '.join(str(err).split())}") from None
+        raise ModelImportError(
+            f"cannot import {module_name!r} for {module_name}:{attr}: "
+            f"{type(err).__name__}: {' '.join(str(err).split())}"
+        ) from None
     finally:
         if added:
             sys.path.remove(os.getcwd())
@@ -155,8 +163,10 @@ def _call(module_name: str, attr: str):
     try:
         return target()
     except SystemExit as err:  # a builder that exits would end the command with its status, silently
-        raise ModelImportError(f"{module_name}:{attr}() called sys.exit({err.code!r}) instead of returning a "
-                               f"model") from None
+        raise ModelImportError(
+            f"{module_name}:{attr}() called sys.exit({err.code!r}) instead of returning a model"
+        ) from None
     except Exception as err:  # noqa: BLE001 - the user's builder failed: report it in one line
-        raise ModelImportError(f"{module_name}:{attr}() failed: {type(err).__name__}: "
-                               f"{' '.join(str(err).split())}") from None
+        raise ModelImportError(
+            f"{module_name}:{attr}() failed: {type(err).__name__}: {' '.join(str(err).split())}"
+        ) from None

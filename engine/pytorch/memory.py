@@ -49,16 +49,22 @@ def apply_memory_policy(model: nn.Module, result, example_input: torch.Tensor | 
     has parts the runtime cannot execute, raises ``MemoryRuntimeError``.
     """
     if not isinstance(model, nn.Module):
-        raise MemoryRuntimeError(f"apply_memory_policy needs a torch.nn.Module, got {type(model).__name__}: build "
-                                 f"the model first and pass it")
+        raise MemoryRuntimeError(
+            f"apply_memory_policy needs a torch.nn.Module, got {type(model).__name__}: build "
+            f"the model first and pass it"
+        )
     plan = getattr(result, "plan", None)
     if not isinstance(plan, MemoryPlan):
         got = type(result).__name__ if plan is None else f"a result whose plan is a {type(plan).__name__}"
-        raise MemoryRuntimeError(f"apply_memory_policy needs the MemoryResult of engine.memory.plan_memory (it "
-                                 f"carries the MemoryPlan to execute), got {got}")
+        raise MemoryRuntimeError(
+            f"apply_memory_policy needs the MemoryResult of engine.memory.plan_memory (it "
+            f"carries the MemoryPlan to execute), got {got}"
+        )
     if example_input is not None and not isinstance(example_input, torch.Tensor):
-        raise MemoryRuntimeError(f"example_input must be a torch.Tensor batch of the plan's shape or None, got "
-                                 f"{type(example_input).__name__}")
+        raise MemoryRuntimeError(
+            f"example_input must be a torch.Tensor batch of the plan's shape or None, got "
+            f"{type(example_input).__name__}"
+        )
     notes = executable(plan, result)
     old = model.__dict__.get("ucudnn_memory")
     if old is not None:
@@ -68,8 +74,10 @@ def apply_memory_policy(model: nn.Module, result, example_input: torch.Tensor | 
     _check_recompute(schedule, layers)
     data = schedule.storage_of(f"Y:{layers.data}")
     if data in schedule.gaps:
-        notes.append("the input batch is offloaded as the plan says, but the caller still holds it: its release "
-                     "frees nothing and its prefetch makes a second copy on the device")
+        notes.append(
+            "the input batch is offloaded as the plan says, but the caller still holds it: its release "
+            "frees nothing and its prefetch makes a second copy on the device"
+        )
     if schedule.ignored:
         notes.append(f"copies of {', '.join(schedule.ignored)} leave no gap before a prefetch; kept on the device")
     runtime = MemoryRuntime(model, result, schedule, layers, notes)
@@ -91,32 +99,44 @@ def executable(plan, result=None) -> list[str]:
     opts = plan.options
     how = get_policy(name).pytorch
     if how == "static":
-        raise MemoryRuntimeError(f"memory policy {name} cannot run in PyTorch: it is {PYTORCH[how]}"
-                                 f"{' (and vDNN shares two gradient buffers)' if plan.class_override else ''}")
+        raise MemoryRuntimeError(
+            f"memory policy {name} cannot run in PyTorch: it is {PYTORCH[how]}"
+            f"{' (and vDNN shares two gradient buffers)' if plan.class_override else ''}"
+        )
     if how == "aliasing":
         layers = opts.get("aliased", [])
         where = f" ({', '.join(layers[:3])}{', ...' if len(layers) > 3 else ''})" if layers else ""
         static = ", static allocation" if opts.get("buffers") == "static" else ""
-        raise MemoryRuntimeError(f"memory policy {name} cannot run in PyTorch: its intra-layer reuse (dX written into "
-                                 f"X's buffer on {len(layers)} layers{where}, ReLU kept as a 1-byte sign mask{static}) "
-                                 f"has no PyTorch form: backward writes every input gradient into a new tensor and "
-                                 f"ReLU saves its output; layrub-inter (migration only) runs")
+        raise MemoryRuntimeError(
+            f"memory policy {name} cannot run in PyTorch: its intra-layer reuse (dX written into "
+            f"X's buffer on {len(layers)} layers{where}, ReLU kept as a 1-byte sign mask{static}) "
+            f"has no PyTorch form: backward writes every input gradient into a new tensor and "
+            f"ReLU saves its output; layrub-inter (migration only) runs"
+        )
     notes = []
     if plan.workspace_rule and plan.workspace_rule not in PYTORCH_RULES:
-        notes.append(f"workspace rule {plan.workspace_rule!r} not executed: PyTorch's cuDNN heuristics pick the "
-                     f"convolution algorithms (planned convolutions: engine.pytorch.apply_plan)")
+        notes.append(
+            f"workspace rule {plan.workspace_rule!r} not executed: PyTorch's cuDNN heuristics pick the "
+            f"convolution algorithms (planned convolutions: engine.pytorch.apply_plan)"
+        )
     if plan.class_override:
-        notes.append(f"constant buffer pool for {', '.join(plan.class_override)} not executed: in PyTorch reusing "
-                     f"freed blocks is the caching allocator's job")
+        notes.append(
+            f"constant buffer pool for {', '.join(plan.class_override)} not executed: in PyTorch reusing "
+            f"freed blocks is the caching allocator's job"
+        )
     if how == "stock" or (not plan.copies and not plan.recompute_count):
         notes.append("no copies and no re-forwards: autograd already frees each saved tensor after its last use")
     if result is not None and result.convention != "pytorch":
-        notes.append(f"the prediction counts tensors as {result.convention} allocates them, not PyTorch (predicted() "
-                     f"gives no peak): plan with convention='pytorch' to predict the step's peak")
+        notes.append(
+            f"the prediction counts tensors as {result.convention} allocates them, not PyTorch (predicted() "
+            f"gives no peak): plan with convention='pytorch' to predict the step's peak"
+        )
     elif result is not None and result.peak_is_lower_bound:
-        notes.append(f"the predicted peak {format_size(result.peak)} is a lower bound (predicted() gives none): it "
-                     f"counts no workspace for {result.summary['workspace_unknown']} convolution kernel runs; plan "
-                     f"with profile= (stock cuDNN) or conv_plan= (a plan applied with apply_plan)")
+        notes.append(
+            f"the predicted peak {format_size(result.peak)} is a lower bound (predicted() gives none): it "
+            f"counts no workspace for {result.summary['workspace_unknown']} convolution kernel runs; plan "
+            f"with profile= (stock cuDNN) or conv_plan= (a plan applied with apply_plan)"
+        )
     return notes
 
 
@@ -124,15 +144,19 @@ def _check_recompute(schedule: Schedule, layers: LayerMap) -> None:
     inv = schedule.plan.inventory
     bad = [n for n in schedule.recomputed if n in layers.functional and inv.net.layer(n).op not in ("add", "concat")]
     if bad:
-        raise MemoryRuntimeError(f"cannot re-forward {', '.join(bad[:5])}: functional {inv.net.layer(bad[0]).op} "
-                                 f"layers have no module the runtime can call again (write them as modules, "
-                                 f"e.g. nn.ReLU)")
+        raise MemoryRuntimeError(
+            f"cannot re-forward {', '.join(bad[:5])}: functional {inv.net.layer(bad[0]).op} "
+            f"layers have no module the runtime can call again (write them as modules, "
+            f"e.g. nn.ReLU)"
+        )
     shared = [n for n in schedule.recomputed if inv.tensors[f"Y:{n}"].storage != f"Y:{n}"]
     if shared:
         n = shared[0]
-        raise MemoryRuntimeError(f"the plan re-forwards {n} but its {inv.convention.name} convention puts {n}'s output "
-                                 f"in the storage of {inv.tensors[f'Y:{n}'].storage[2:]} (in place); plan SuperNeurons "
-                                 f"recomputation with the superneurons convention")
+        raise MemoryRuntimeError(
+            f"the plan re-forwards {n} but its {inv.convention.name} convention puts {n}'s output "
+            f"in the storage of {inv.tensors[f'Y:{n}'].storage[2:]} (in place); plan SuperNeurons "
+            f"recomputation with the superneurons convention"
+        )
 
 
 class MemoryRuntime:
@@ -153,8 +177,10 @@ class MemoryRuntime:
         self._checking = False
         self._warned_batch = False
         self.tracing_memory = False
-        self._hooks = [model.register_forward_pre_hook(self._begin),
-                       model.register_forward_hook(self._end, always_call=True)]
+        self._hooks = [
+            model.register_forward_pre_hook(self._begin),
+            model.register_forward_hook(self._end, always_call=True),
+        ]
         for module in layers.names:
             self._hooks.append(module.register_forward_pre_hook(self._pre))
             self._hooks.append(module.register_forward_hook(self._post, always_call=True))
@@ -175,8 +201,11 @@ class MemoryRuntime:
                 raise MemoryRuntimeError(f"the plan is for mini-batch {batch}, the example input has {x.shape[0]}")
             if not self._warned_batch:
                 self._warned_batch = True
-                warnings.warn(f"the memory plan is for mini-batch {batch}, this step has {x.shape[0]}: the schedule "
-                              f"runs, its byte counts are the plan's only at batch {batch}", stacklevel=2)
+                warnings.warn(
+                    f"the memory plan is for mini-batch {batch}, this step has {x.shape[0]}: the schedule "
+                    f"runs, its byte counts are the plan's only at batch {batch}",
+                    stacklevel=2,
+                )
         mover = None
         if active:
             mover = self._movers.get(x.device)
@@ -234,15 +263,33 @@ class MemoryRuntime:
         their use on the GPU's clock (reading this waits for the step's copies), re-forwards."""
         step = self._last
         if step is None or step.mover is None:
-            return {"offloaded_bytes": 0, "prefetched_bytes": 0, "prefetch_late": 0, "recomputed_layers": 0,
-                    "host_syncs_expected": 0, "offloads": 0, "prefetches": 0, "on_demand": 0,
-                    "prefetch_pending_at_unpack": 0, "recompute_extra": 0, "steps": self.steps}
+            return {
+                "offloaded_bytes": 0,
+                "prefetched_bytes": 0,
+                "prefetch_late": 0,
+                "recomputed_layers": 0,
+                "host_syncs_expected": 0,
+                "offloads": 0,
+                "prefetches": 0,
+                "on_demand": 0,
+                "prefetch_pending_at_unpack": 0,
+                "recompute_extra": 0,
+                "steps": self.steps,
+            }
         m = step.mover
-        return {"offloaded_bytes": m.offloaded_bytes, "prefetched_bytes": m.prefetched_bytes,
-                "prefetch_late": m.late(), "recomputed_layers": step.recompute.count, "host_syncs_expected": 0,
-                "offloads": m.offloads, "prefetches": m.prefetches, "on_demand": m.on_demand,
-                "prefetch_pending_at_unpack": m.pending_at_unpack, "recompute_extra": step.recompute.extra,
-                "steps": self.steps}
+        return {
+            "offloaded_bytes": m.offloaded_bytes,
+            "prefetched_bytes": m.prefetched_bytes,
+            "prefetch_late": m.late(),
+            "recomputed_layers": step.recompute.count,
+            "host_syncs_expected": 0,
+            "offloads": m.offloads,
+            "prefetches": m.prefetches,
+            "on_demand": m.on_demand,
+            "prefetch_pending_at_unpack": m.pending_at_unpack,
+            "recompute_extra": step.recompute.extra,
+            "steps": self.steps,
+        }
 
     @property
     def trace(self) -> list[tuple[str, str, tuple[int, int], tuple[int, int]]]:
@@ -277,9 +324,13 @@ class MemoryRuntime:
         (``peak_counted`` holds the plan's number in every case): no peak is promised there."""
         s = self.result.summary
         promised = self.result.convention == "pytorch" and not self.result.peak_is_lower_bound
-        return {"peak": s["peak"] if promised else None, "peak_counted": s["peak"],
-                "offload_bytes": s["offload_bytes"], "prefetch_bytes": s["prefetch_bytes"],
-                "recompute_count": s["recompute_count"]}
+        return {
+            "peak": s["peak"] if promised else None,
+            "peak_counted": s["peak"],
+            "offload_bytes": s["offload_bytes"],
+            "prefetch_bytes": s["prefetch_bytes"],
+            "recompute_count": s["recompute_count"],
+        }
 
     def remove(self) -> nn.Module:
         """Uninstall: hooks removed, host buffers freed; the model runs stock PyTorch again."""
@@ -301,9 +352,10 @@ class MemoryRuntime:
 
     def summary(self) -> str:
         s = self.stats
-        lines = [f"{self.plan.policy} on {self.plan.inventory.net.name} b{self.plan.inventory.net.batch}: "
-                 f"offloaded {s['offloaded_bytes']} B, prefetched {s['prefetched_bytes']} B "
-                 f"({s['prefetch_late']} late), {s['recomputed_layers']} re-forwards"]
+        lines = [
+            f"{self.plan.policy} on {self.plan.inventory.net.name} b{self.plan.inventory.net.batch}: "
+            f"offloaded {s['offloaded_bytes']} B, prefetched {s['prefetched_bytes']} B "
+            f"({s['prefetch_late']} late), {s['recomputed_layers']} re-forwards"
+        ]
         lines += [f"note: {n}" for n in self.notes] + [f"deviation: {d}" for d in self.deviations]
         return "\n".join(lines)
-

@@ -14,7 +14,7 @@ storage's last writer is used. A storage written in place by several layers (a c
 turned into ReLU's) is one storage in PyTorch: it follows the schedule of whichever of its writers'
 plan storages the plan offloads (the latest one's if several).
 
-The module is over 400 lines because the clock, the naming of saved tensors and the actions they trigger are
+The module is over 300 statements because the clock, the naming of saved tensors and the actions they trigger are
 one state machine over one step: each reads and moves the others' state at every hook.
 """
 
@@ -52,7 +52,13 @@ class Packed:
 
     def become(self, other) -> None:
         if isinstance(other, Packed):
-            self.t, self.record, self.view, self.key, self.step = other.t, other.record, other.view, other.key, other.step
+            self.t, self.record, self.view, self.key, self.step = (
+                other.t,
+                other.record,
+                other.view,
+                other.key,
+                other.step,
+            )
         else:
             self.t = other
 
@@ -111,7 +117,7 @@ class Step:
         self.recompute = Recomputer(self)
         self.recomputing = False
         self.hooked: set[str] = set()
-        self.seen = (-1, 1)      # the latest point a hook observed (actions due earlier run there)
+        self.seen = (-1, 1)  # the latest point a hook observed (actions due earlier run there)
         self.trace: list[tuple[str, str, tuple[int, int], tuple[int, int]]] = []
         self.deviations: list[str] = []
         self.done = False
@@ -153,8 +159,10 @@ class Step:
         self.calls[module] = k + 1
         names = self.layers.names[module]
         if k >= len(names):
-            raise MemoryRuntimeError(f"module {names[0]} runs {k + 1} times in one forward but the plan has "
-                                     f"{len(names)} layer(s) for it ({', '.join(names)})")
+            raise MemoryRuntimeError(
+                f"module {names[0]} runs {k + 1} times in one forward but the plan has "
+                f"{len(names)} layer(s) for it ({', '.join(names)})"
+            )
         name = names[k]
         spec = self.net.layer(name)
         xs = [a for a in args if isinstance(a, torch.Tensor)]
@@ -169,7 +177,7 @@ class Step:
                     self._hook_backward(src, x)
             if self.schedule.dropped(name):
                 self.recompute.record_call(name, module, xs)
-                if getattr(module, "inplace", False):   # keep the checkpoint it reads (see recompute.py)
+                if getattr(module, "inplace", False):  # keep the checkpoint it reads (see recompute.py)
                     inplace_off = True
                     module.inplace = False
             self.advance((self.schedule.tick_f[name], 0))
@@ -188,8 +196,10 @@ class Step:
         if not isinstance(out, torch.Tensor):
             return
         if not same_shape(spec, tuple(out.shape[1:])):
-            raise MemoryRuntimeError(f"layer {name}: the model gives {tuple(out.shape[1:])} per sample but the plan "
-                                     f"has {spec.out_shape}; was the plan made for another input shape?")
+            raise MemoryRuntimeError(
+                f"layer {name}: the model gives {tuple(out.shape[1:])} per sample but the plan "
+                f"has {spec.out_shape}; was the plan made for another input shape?"
+            )
         if not self.active:
             return
         optr = storage_ptr(out)
@@ -217,8 +227,10 @@ class Step:
         missing = [names[k] for m, names in self.layers.names.items() for k in range(self.calls.get(m, 0), len(names))]
         if missing:
             more = ", ..." if len(missing) > 5 else ""
-            raise MemoryRuntimeError(f"the forward did not run plan layer(s) {', '.join(missing[:5])}{more}; the plan "
-                                     f"was made for another model or another forward path")
+            raise MemoryRuntimeError(
+                f"the forward did not run plan layer(s) {', '.join(missing[:5])}{more}; the plan "
+                f"was made for another model or another forward path"
+            )
         if self.active:
             for st in self.schedule.gaps:
                 if not self.records.get(st):
@@ -229,7 +241,7 @@ class Step:
         w = self.writers.get(ptr)
         if w is not None and w.valid(x):
             return
-        if w is not None and w.ref() is not None:     # changed in place by a function the hooks do not see
+        if w is not None and w.ref() is not None:  # changed in place by a function the hooks do not see
             self._check_held(ptr, src)
             w.layers.append(src)
             w.version = x._version
@@ -238,9 +250,11 @@ class Step:
 
     def _check_held(self, ptr: int, by: str) -> None:
         held = self.held.get(f"Y:{self.held_ptrs.get(ptr)}")
-        if held is not None and held[0].storage is not None and held[0].ptr == ptr:   # still this storage
-            raise MemoryRuntimeError(f"{by} changes the checkpoint {self.held_ptrs[ptr]} in place, but the plan's "
-                                     f"re-forwards read its value; make that operation out of place")
+        if held is not None and held[0].storage is not None and held[0].ptr == ptr:  # still this storage
+            raise MemoryRuntimeError(
+                f"{by} changes the checkpoint {self.held_ptrs[ptr]} in place, but the plan's "
+                f"re-forwards read its value; make that operation out of place"
+            )
 
     # -------------------------------------------------------------------------------- saved tensors
 
@@ -249,7 +263,7 @@ class Step:
             return t
         try:
             ptr = storage_ptr(t)
-        except (RuntimeError, NotImplementedError):   # no storage (meta, subclass wrappers): autograd keeps it
+        except (RuntimeError, NotImplementedError):  # no storage (meta, subclass wrappers): autograd keeps it
             return t
         cur = self.cur
         j = 0
@@ -292,7 +306,7 @@ class Step:
                     continue
                 if rec.version != t._version:
                     if rec.gap or rec.stage:
-                        continue     # copied before this change: a new record
+                        continue  # copied before this change: a new record
                     rec.version = t._version
                 return rec
         offloaded = [s for s in storages if s in self.schedule.gaps]
@@ -400,7 +414,7 @@ class Step:
                 self.log("release", rec.name, g.release)
             if self.clock < g.prefetch:
                 return
-            if rec.storage is None:       # not already fetched on demand
+            if rec.storage is None:  # not already fetched on demand
                 self.mover.prefetch(rec)
                 self.log("prefetch", rec.name, g.prefetch)
             rec.stage = 0

@@ -53,19 +53,19 @@ class Stored:
     """One runtime storage the plan manages, with its progress through the plan's gaps."""
 
     def __init__(self, name: str, key: str, tensor: torch.Tensor, mover: "Mover"):
-        self.name = name                      # plan storage whose gaps it follows
-        self.key = key                        # host-buffer key (plan storage, and a count if it repeats)
+        self.name = name  # plan storage whose gaps it follows
+        self.key = key  # host-buffer key (plan storage, and a count if it repeats)
         self.storage = tensor.untyped_storage()
         self.ptr = self.storage.data_ptr()
         self.nbytes = self.storage.nbytes()
         self.version = tensor._version
         self.device = tensor.device
         self.mover = mover
-        self.gap = 0                          # next gap of the plan storage
-        self.stage = 0                        # in that gap: 0 resident, 1 offloaded, 2 released
-        self.offloaded = None                 # events (CUDA) of the last offload and prefetch
+        self.gap = 0  # next gap of the plan storage
+        self.stage = 0  # in that gap: 0 resident, 1 offloaded, 2 released
+        self.offloaded = None  # events (CUDA) of the last offload and prefetch
         self.prefetched = None
-        self.waited = True                    # the compute stream waits for ``prefetched``
+        self.waited = True  # the compute stream waits for ``prefetched``
 
     @property
     def resident(self) -> bool:
@@ -76,7 +76,7 @@ class Stored:
         self.mover.ready(self)
         return view.on(self.storage, self.device)
 
-    def __del__(self):   # a prefetch still writing must finish before its block can be reused
+    def __del__(self):  # a prefetch still writing must finish before its block can be reused
         try:
             if not self.waited and self.prefetched is not None:
                 self.mover.compute.wait_event(self.prefetched)
@@ -100,8 +100,8 @@ class Mover:
         self.compute = torch.cuda.current_stream(self.device) if self.cuda else None
         self.offloaded_bytes = self.prefetched_bytes = 0
         self.offloads = self.prefetches = self.on_demand = self.pending_at_unpack = 0
-        self.checks: list = []   # (prefetched, used) timing events
-        self.origin = None       # a timing event before them all: times are compared from it
+        self.checks: list = []  # (prefetched, used) timing events
+        self.origin = None  # a timing event before them all: times are compared from it
         if self.cuda:
             self.origin = torch.cuda.Event(enable_timing=True)
             self.origin.record(self.compute)
@@ -133,7 +133,7 @@ class Mover:
 
     def release(self, s: Stored) -> None:
         if self.cuda and s.offloaded is not None:
-            self.compute.wait_event(s.offloaded)   # after any prefetch of ``s`` too: the side stream is in order
+            self.compute.wait_event(s.offloaded)  # after any prefetch of ``s`` too: the side stream is in order
             s.waited = True
         s.storage = None
 

@@ -36,9 +36,20 @@ def _conv(node, m) -> Step:
         raise Refused(f"padding_mode={m.padding_mode!r}; only zero padding is a cuDNN convolution")
     r, s = m.kernel_size
     dh, dw = m.dilation
-    return Step(node, "conv", dict(k=m.out_channels, r=r, s=s, stride=tuple(m.stride),
-                                   pad=_conv_pad(m.padding, r, s, dh, dw), dilation=(dh, dw), groups=m.groups,
-                                   bias=m.bias is not None))
+    return Step(
+        node,
+        "conv",
+        dict(
+            k=m.out_channels,
+            r=r,
+            s=s,
+            stride=tuple(m.stride),
+            pad=_conv_pad(m.padding, r, s, dh, dw),
+            dilation=(dh, dw),
+            groups=m.groups,
+            bias=m.bias is not None,
+        ),
+    )
 
 
 def _conv_pad(padding, r, s, dh, dw) -> tuple[int, int]:
@@ -47,8 +58,10 @@ def _conv_pad(padding, r, s, dh, dw) -> tuple[int, int]:
     if padding == "same":
         totals = (dh * (r - 1), dw * (s - 1))
         if any(t % 2 for t in totals):
-            raise Refused(f"padding='same' with kernel {r}x{s} and dilation {dh}x{dw} pads asymmetrically "
-                          f"(one more row/column after than before); pad explicitly with symmetric padding")
+            raise Refused(
+                f"padding='same' with kernel {r}x{s} and dilation {dh}x{dw} pads asymmetrically "
+                f"(one more row/column after than before); pad explicitly with symmetric padding"
+            )
         return (totals[0] // 2, totals[1] // 2)
     return _pair(padding)
 
@@ -71,9 +84,20 @@ def functional_conv(node) -> Step | None:
         return None
     k, _, r, s = weight.meta[T.SHAPE]
     dh, dw = _pair(_arg(node, 5, "dilation", 1))
-    return Step(node, "conv", dict(k=k, r=r, s=s, stride=_pair(_arg(node, 3, "stride", 1)),
-                                   pad=_conv_pad(_arg(node, 4, "padding", 0), r, s, dh, dw), dilation=(dh, dw),
-                                   groups=_arg(node, 6, "groups", 1), bias=bias is not None))
+    return Step(
+        node,
+        "conv",
+        dict(
+            k=k,
+            r=r,
+            s=s,
+            stride=_pair(_arg(node, 3, "stride", 1)),
+            pad=_conv_pad(_arg(node, 4, "padding", 0), r, s, dh, dw),
+            dilation=(dh, dw),
+            groups=_arg(node, 6, "groups", 1),
+            bias=bias is not None,
+        ),
+    )
 
 
 def _same(name, value):
@@ -89,8 +113,11 @@ def _pool(node, mode, kernel, stride, padding, dilation, ceil_mode) -> Step:
         raise Unsupported("dilated or not 2-D")
     size = (kernel, kernel) if isinstance(kernel, int) else tuple(kernel)
     stride = _same("stride", stride if stride else size)  # torch: stride None or [] means the kernel size
-    return Step(node, "pool", dict(size=size, stride=stride, pad=_same("padding", padding), mode=mode,
-                                    ceil_mode=bool(ceil_mode)))
+    return Step(
+        node,
+        "pool",
+        dict(size=size, stride=stride, pad=_same("padding", padding), mode=mode, ceil_mode=bool(ceil_mode)),
+    )
 
 
 def _adaptive(node, mode, output_size) -> Step:
@@ -124,8 +151,12 @@ def tensor_args(node) -> list:
 
 def _binary_add(node) -> Step:
     tensors = tensor_args(node)
-    if len(tensors) != 2 or len(node.args) != 2 or node.kwargs or \
-            any(t.meta[T.SHAPE] != node.meta[T.SHAPE] for t in tensors):
+    if (
+        len(tensors) != 2
+        or len(node.args) != 2
+        or node.kwargs
+        or any(t.meta[T.SHAPE] != node.meta[T.SHAPE] for t in tensors)
+    ):
         raise Unsupported("not the sum of two tensors of one shape")
     return Step(node, "add", {"srcs": tensors})
 
@@ -167,8 +198,9 @@ def module_handlers() -> dict:
         nn.Conv2d: _conv,
         nn.ReLU: lambda node, m: Step(node, "relu"),
         nn.BatchNorm2d: lambda node, m: Step(node, "bn", dict(eps=m.eps, affine=m.affine)),
-        nn.MaxPool2d: lambda node, m: _no_indices(m) or _pool(node, "max", m.kernel_size, m.stride, m.padding,
-                                                              m.dilation, m.ceil_mode),
+        nn.MaxPool2d: lambda node, m: (
+            _no_indices(m) or _pool(node, "max", m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode)
+        ),
         nn.AvgPool2d: lambda node, m: _pool(node, "avg", m.kernel_size, m.stride, m.padding, 1, m.ceil_mode),
         nn.AdaptiveAvgPool2d: lambda node, m: _adaptive(node, "avg", m.output_size),
         nn.AdaptiveMaxPool2d: lambda node, m: _no_indices(m) or _adaptive(node, "max", m.output_size),
@@ -188,22 +220,48 @@ def function_handlers() -> dict:
 
     relu = lambda node: Step(node, "relu")  # noqa: E731
     pool = {
-        F.max_pool2d: lambda n: _pool(n, "max", _arg(n, 1, "kernel_size", None), _arg(n, 2, "stride", None),
-                                      _arg(n, 3, "padding", 0), _arg(n, 4, "dilation", 1), _arg(n, 5, "ceil_mode", False)),
-        F.avg_pool2d: lambda n: _pool(n, "avg", _arg(n, 1, "kernel_size", None), _arg(n, 2, "stride", None),
-                                      _arg(n, 3, "padding", 0), 1, _arg(n, 4, "ceil_mode", False)),
+        F.max_pool2d: lambda n: _pool(
+            n,
+            "max",
+            _arg(n, 1, "kernel_size", None),
+            _arg(n, 2, "stride", None),
+            _arg(n, 3, "padding", 0),
+            _arg(n, 4, "dilation", 1),
+            _arg(n, 5, "ceil_mode", False),
+        ),
+        F.avg_pool2d: lambda n: _pool(
+            n,
+            "avg",
+            _arg(n, 1, "kernel_size", None),
+            _arg(n, 2, "stride", None),
+            _arg(n, 3, "padding", 0),
+            1,
+            _arg(n, 4, "ceil_mode", False),
+        ),
         F.adaptive_avg_pool2d: lambda n: _adaptive(n, "avg", _arg(n, 1, "output_size", None)),
     }
     return {
-        operator.add: _binary_add, operator.iadd: _binary_add, torch.add: _binary_add,
-        "add": _binary_add, "add_": _binary_add,
-        torch.cat: _cat, torch.concat: _cat,
-        F.relu: relu, torch.relu: relu, torch.relu_: relu, "relu": relu, "relu_": relu,
+        operator.add: _binary_add,
+        operator.iadd: _binary_add,
+        torch.add: _binary_add,
+        "add": _binary_add,
+        "add_": _binary_add,
+        torch.cat: _cat,
+        torch.concat: _cat,
+        F.relu: relu,
+        torch.relu: relu,
+        torch.relu_: relu,
+        "relu": relu,
+        "relu_": relu,
         F.dropout: lambda n: Step(n, "dropout", dict(p=_arg(n, 1, "p", 0.5))),
         F.softmax: lambda n: _softmax(n, _arg(n, 1, "dim", None)),
         torch.softmax: lambda n: _softmax(n, _arg(n, 1, "dim", None)),
         "softmax": lambda n: _softmax(n, _arg(n, 1, "dim", None)),
-        torch.flatten: _flat_alias, "flatten": _flat_alias, "view": _flat_alias, "reshape": _flat_alias,
-        torch.reshape: _flat_alias, "contiguous": _flat_alias,
+        torch.flatten: _flat_alias,
+        "flatten": _flat_alias,
+        "view": _flat_alias,
+        "reshape": _flat_alias,
+        torch.reshape: _flat_alias,
+        "contiguous": _flat_alias,
         **pool,
     }

@@ -29,13 +29,13 @@ class Recomputer:
     j-th tensor the layer's call saved."""
 
     def __init__(self, step):
-        self._step = weakref.ref(step)   # the step owns this; a strong reference back would be a cycle for the GC
+        self._step = weakref.ref(step)  # the step owns this; a strong reference back would be a cycle for the GC
         self.cache: dict[tuple, torch.Tensor] = {}
-        self.inputs: dict[str, list[tuple[View, bool]]] = {}   # layer -> its call's input views and grad flags
-        self.wanted: dict[str, set[int]] = {}                   # layer -> indices of the extras it dropped
-        self.rng: dict[str, tuple] = {}                         # dropout layer -> random state at its call
-        self.count = 0          # re-forwards of the plan's R ticks
-        self.extra = 0          # re-forwards the plan did not schedule (a tensor needed where it had none)
+        self.inputs: dict[str, list[tuple[View, bool]]] = {}  # layer -> its call's input views and grad flags
+        self.wanted: dict[str, set[int]] = {}  # layer -> indices of the extras it dropped
+        self.rng: dict[str, tuple] = {}  # dropout layer -> random state at its call
+        self.count = 0  # re-forwards of the plan's R ticks
+        self.extra = 0  # re-forwards the plan did not schedule (a tensor needed where it had none)
 
     @property
     def step(self):
@@ -61,8 +61,10 @@ class Recomputer:
             self.run(key[1], planned=False)
             got = self.cache.get(key)
             if got is None:
-                raise MemoryRuntimeError(f"re-forwarding {key[1]} did not give back the tensor its backward "
-                                         f"needs ({key}); the layer must run the same way twice")
+                raise MemoryRuntimeError(
+                    f"re-forwarding {key[1]} did not give back the tensor its backward "
+                    f"needs ({key}); the layer must run the same way twice"
+                )
         return got
 
     def drop(self, target: str) -> None:
@@ -77,7 +79,7 @@ class Recomputer:
         step = self.step
         if step.schedule.dropped(src):
             out = self.cache.get(("Y", src))
-            if out is None:        # the plan thinks it is still resident; re-forward it outside the plan
+            if out is None:  # the plan thinks it is still resident; re-forward it outside the plan
                 self.run(src, planned=False)
                 out = self.cache[("Y", src)]
             storage, device = out.untyped_storage(), out.device
@@ -85,8 +87,10 @@ class Recomputer:
         else:
             held = step.held.get(f"Y:{src}")
             if held is None:
-                raise MemoryRuntimeError(f"cannot re-forward {layer}: its input {src} is a checkpoint the runtime "
-                                         f"no longer holds (the plan's residency of it ended)")
+                raise MemoryRuntimeError(
+                    f"cannot re-forward {layer}: its input {src} is a checkpoint the runtime "
+                    f"no longer holds (the plan's residency of it ended)"
+                )
             record, out_view = held
             record.mover.ready(record)
             storage, device = record.storage, record.device
@@ -114,7 +118,7 @@ class Recomputer:
                 captured[j] = t.detach()
             return j
 
-        def unpack(_):   # the re-forward's own graph is never run backwards
+        def unpack(_):  # the re-forward's own graph is never run backwards
             raise MemoryRuntimeError(f"the re-forward graph of {layer} was used in backward")
 
         step.recomputing = True
@@ -134,8 +138,9 @@ class Recomputer:
             self.count += 1
         else:
             self.extra += 1
-            step.deviation(f"re-forwarded {layer} outside the plan (a backward needed it where the plan had "
-                           f"no re-forward)")
+            step.deviation(
+                f"re-forwarded {layer} outside the plan (a backward needed it where the plan had no re-forward)"
+            )
         step.log("recompute" if planned else "recompute-extra", layer, step.clock)
 
 
@@ -159,8 +164,11 @@ def _as_original(module: nn.Module, rng, device):
         module.inplace = False
     saved = []
     if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training and module.track_running_stats:
-        saved = [(b, b.clone()) for b in (module.running_mean, module.running_var, module.num_batches_tracked)
-                 if b is not None]
+        saved = [
+            (b, b.clone())
+            for b in (module.running_mean, module.running_var, module.num_batches_tracked)
+            if b is not None
+        ]
     fork = torch.random.fork_rng(devices=[device] if device.type == "cuda" else [], enabled=rng is not None)
     try:
         with fork:

@@ -20,8 +20,9 @@ class _Replay(nn.Module):
         super().__init__()
         self.node, self.values = node, values
         self.inputs = [n for n in node.all_input_nodes if n.op != "get_attr"]
-        self.direct = nn.ParameterList([gm.get_parameter(n.target) for n in node.all_input_nodes
-                                        if n.op == "get_attr" and _is_param(gm, n.target)])
+        self.direct = nn.ParameterList(
+            [gm.get_parameter(n.target) for n in node.all_input_nodes if n.op == "get_attr" and _is_param(gm, n.target)]
+        )
         self.attrs = {n: _fetch(gm, n.target) for n in node.all_input_nodes if n.op == "get_attr"}
         self.call = gm.get_submodule(node.target) if node.op == "call_module" else None
 
@@ -67,8 +68,13 @@ def time_generic(model, network, input_shape, batch: int, names: set[str], devic
             result = super().run_node(node)
             if node in needed:
                 if isinstance(result, torch.Tensor):
-                    fmt = torch.channels_last if result.dim() == 4 and not result.is_contiguous() and \
-                        result.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format
+                    fmt = (
+                        torch.channels_last
+                        if result.dim() == 4
+                        and not result.is_contiguous()
+                        and result.is_contiguous(memory_format=torch.channels_last)
+                        else torch.contiguous_format
+                    )
                     specs[node] = (tuple(result.shape), result.dtype, fmt)
                 elif not any(isinstance(t, torch.Tensor) for t in torch.utils._pytree.tree_leaves(result)):
                     values[node] = result
@@ -82,7 +88,7 @@ def time_generic(model, network, input_shape, batch: int, names: set[str], devic
     for name, node in nodes.items():
         replay = _Replay(gm, node, values)
         if any(n not in specs for n in replay.inputs):
-            continue   # reads several tensors of one container (a chunk's getitem): a view, left modelled
+            continue  # reads several tensors of one container (a chunk's getitem): a view, left modelled
         fwd, bwd = time_layer(replay, [specs[n] for n in replay.inputs], device, repeats)
         out[name] = {"F": fwd, "B": bwd, "op": f"{network.layer(name).params['op']} (replayed)"}
     return out

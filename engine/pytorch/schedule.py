@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..memory.timeline import MemoryPlan
 
-Point = tuple[int, int]   # (tick, 0 start | 1 end)
+Point = tuple[int, int]  # (tick, 0 start | 1 end)
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ class Gap:
 @dataclass(frozen=True)
 class Action:
     point: Point
-    kind: str        # progress (an offloaded storage) | recompute (an R tick) | drop | unhold
-    target: str      # plan storage, layer, or plan tensor name
+    kind: str  # progress (an offloaded storage) | recompute (an R tick) | drop | unhold
+    target: str  # plan storage, layer, or plan tensor name
 
 
 @dataclass
@@ -42,13 +42,13 @@ class Schedule:
     """Everything the runtime needs from a plan, indexed for hooks."""
 
     plan: MemoryPlan
-    tick_f: dict[str, int]                       # layer -> its forward tick
-    tick_b: dict[str, int]                       # layer -> its backward tick
-    gaps: dict[str, list[Gap]]                   # plan storage -> its gaps, in order
-    recomputed: dict[str, list[int]]             # layer -> its R ticks
-    held: dict[str, Point]                       # checkpoint tensor (Y:L) an R tick reads -> when to let go
+    tick_f: dict[str, int]  # layer -> its forward tick
+    tick_b: dict[str, int]  # layer -> its backward tick
+    gaps: dict[str, list[Gap]]  # plan storage -> its gaps, in order
+    recomputed: dict[str, list[int]]  # layer -> its R ticks
+    held: dict[str, Point]  # checkpoint tensor (Y:L) an R tick reads -> when to let go
     actions: list[Action] = field(default_factory=list)
-    ignored: list[str] = field(default_factory=list)   # plan copies with no gap to execute (kept on the device)
+    ignored: list[str] = field(default_factory=list)  # plan copies with no gap to execute (kept on the device)
 
     @property
     def first_backward(self) -> int:
@@ -94,7 +94,7 @@ def build_schedule(plan: MemoryPlan) -> Schedule:
             pre = next((c for c in pres if c.issue == g1 + 1), None)
             off = [c for c in offs if c.issue <= g0]
             if pre is None or not off:
-                continue   # freed without a copy back: the runtime keeps it (autograd frees it after its last use)
+                continue  # freed without a copy back: the runtime keeps it (autograd frees it after its last use)
             gaps.append(Gap(_point(off[-1].issue, off[-1].at), (g0 - 1, 1), (pre.issue, 0), pre.reason))
         if gaps:
             sched.gaps[st] = gaps
@@ -116,7 +116,7 @@ def build_schedule(plan: MemoryPlan) -> Schedule:
         for b in ends:
             sched.actions.append(Action((b, 1), "drop", f"Y:{layer}"))
         last = max(ends + [tick_b.get(layer, first_b)])
-        sched.actions.append(Action((last, 1), "drop", f"X:{layer}"))   # its other saved tensors
+        sched.actions.append(Action((last, 1), "drop", f"X:{layer}"))  # its other saved tensors
     for layer, ticks in sched.recomputed.items():
         for src in inv.net.layer(layer).inputs:
             if src in sched.recomputed:

@@ -41,23 +41,23 @@ from torch.utils.flop_counter import flop_registry
 from ..errors import ModelImportError
 from ..spec import MAX_DIM, MAX_LAYERS
 
-BATCHES = (2, 3)   # not 1, so a reshape that mixes the batch into the features shows up
-SHAPE, SEVERAL = "ucudnn_shape", "several"   # node.meta: the output shape at BATCHES[0], or SEVERAL tensors
-MAX_MODULES = 4 * MAX_LAYERS   # a model's modules, counted before it is traced
-MAX_NESTING = 100              # module nesting; fx and ``named_modules`` recurse once per level
+BATCHES = (2, 3)  # not 1, so a reshape that mixes the batch into the features shows up
+SHAPE, SEVERAL = "ucudnn_shape", "several"  # node.meta: the output shape at BATCHES[0], or SEVERAL tensors
+MAX_MODULES = 4 * MAX_LAYERS  # a model's modules, counted before it is traced
+MAX_NESTING = 100  # module nesting; fx and ``named_modules`` recurse once per level
 
 
 @dataclass
 class NodeFacts:
     """What one traced node did, per batch in ``BATCHES`` where a size is listed."""
 
-    elems: list[int] = field(default_factory=list)       # output elements (all tensor leaves)
-    itemsize: int = 4                                    # of the (first) output tensor
+    elems: list[int] = field(default_factory=list)  # output elements (all tensor leaves)
+    itemsize: int = 4  # of the (first) output tensor
     floating: bool = True
-    alias: int | None = None                             # index into node.all_input_nodes sharing its storage
-    inplace: bool = False                                # that input was written in place (version moved)
-    saves: set = field(default_factory=set)              # "Y" and/or input indices autograd keeps
-    extras: list[int] = field(default_factory=list)     # bytes of the new storages autograd keeps
+    alias: int | None = None  # index into node.all_input_nodes sharing its storage
+    inplace: bool = False  # that input was written in place (version moved)
+    saves: set = field(default_factory=set)  # "Y" and/or input indices autograd keeps
+    extras: list[int] = field(default_factory=list)  # bytes of the new storages autograd keeps
     flops: list[int] = field(default_factory=list)
     random: bool = False
 
@@ -100,8 +100,9 @@ def _cuda_attention():
     def efficient(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         if attn_mask is not None or enable_gqa or query.dim() != 4:
             return math_path(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
-        return torch.ops.aten._scaled_dot_product_efficient_attention(query, key, value, None, True, dropout_p,
-                                                                      bool(is_causal), scale=scale)[0]
+        return torch.ops.aten._scaled_dot_product_efficient_attention(
+            query, key, value, None, True, dropout_p, bool(is_causal), scale=scale
+        )[0]
 
     F.scaled_dot_product_attention = efficient
     try:
@@ -135,13 +136,17 @@ def check_modules(model, name) -> None:
         if isinstance(module, (nn.RNNBase, *sized)):
             where = _dotted(path) or "the model"
             if isinstance(module, nn.RNNBase):
-                raise ModelImportError(f"cannot import {name}: {type(module).__name__} at {where}: recurrent "
-                                       f"layers are not imported (their time steps are not one layer each)")
+                raise ModelImportError(
+                    f"cannot import {name}: {type(module).__name__} at {where}: recurrent "
+                    f"layers are not imported (their time steps are not one layer each)"
+                )
             conv = isinstance(module, sized[0])
             dims = (module.in_channels, module.out_channels) if conv else (module.in_features, module.out_features)
             if max(dims) > MAX_DIM:
-                raise ModelImportError(f"cannot import {name}: {type(module).__name__} at {where} has {dims[0]} -> "
-                                       f"{dims[1]} {'channels' if conv else 'features'}, more than {MAX_DIM}")
+                raise ModelImportError(
+                    f"cannot import {name}: {type(module).__name__} at {where} has {dims[0]} -> "
+                    f"{dims[1]} {'channels' if conv else 'features'}, more than {MAX_DIM}"
+                )
         stack.extend(((path, k), m, depth + 1) for k, m in module._modules.items() if m is not None)
 
 
@@ -163,11 +168,14 @@ def trace(model, name: str):
         graph = _Tracer().trace(model)
         return torch.fx.GraphModule(model, graph, type(model).__name__)
     except RecursionError:
-        raise ModelImportError(f"cannot trace {name}: its modules nest too deeply for Python's recursion "
-                               f"limit") from None
+        raise ModelImportError(
+            f"cannot trace {name}: its modules nest too deeply for Python's recursion limit"
+        ) from None
     except Exception as err:  # noqa: BLE001 - any tracing failure is the user's model, reported in one line
-        raise ModelImportError(f"cannot trace {name} with torch.fx{_construct(err)} ({line(err)}); models with "
-                               f"data-dependent Python control flow cannot be imported") from None
+        raise ModelImportError(
+            f"cannot trace {name} with torch.fx{_construct(err)} ({line(err)}); models with "
+            f"data-dependent Python control flow cannot be imported"
+        ) from None
     finally:
         for module, training in modes.items():
             module.training = training
@@ -201,8 +209,10 @@ def record(gm, model, shape, name) -> dict:
     gm.train()
     try:
         meta = device.type == "meta"
-        with torch.device(device) if meta else contextlib.nullcontext(), \
-                _cuda_attention() if meta else contextlib.nullcontext():  # forward's own tensors; CUDA's attention
+        with (
+            torch.device(device) if meta else contextlib.nullcontext(),
+            _cuda_attention() if meta else contextlib.nullcontext(),
+        ):  # forward's own tensors; CUDA's attention
             for i, batch in enumerate(BATCHES):
                 where = f"{name} on a {'x'.join(map(str, (batch, *shape)))} input"
                 _Run(gm, facts, params, i == 0, where).run(torch.zeros((batch, *shape), device=device, dtype=dtype))
@@ -229,7 +239,7 @@ class _Run(torch.fx.Interpreter):
             return t
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # the model's runtime notices say nothing about memory
+            warnings.simplefilter("ignore")  # the model's runtime notices say nothing about memory
             return super().run(*args)
 
     def run_node(self, node):

@@ -13,8 +13,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def engine(*args, cwd=ROOT) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "engine", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "engine", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def one_error_line(proc: subprocess.CompletedProcess, *fragments: str) -> str:

@@ -35,10 +35,25 @@ def synthetic_rows(sig: KernelSignature, sizes) -> list[dict]:
         for rank, (name, (tflops, overhead, ws_factor, ws_fixed)) in enumerate(_PLANS.items()):
             t = s.flops / (tflops * 1e9) + overhead
             ws = int(ws_factor * b * (s.c + s.k) * s.h * s.w) + ws_fixed
-            rows.append(dict(signature=sig.key, micro_batch=b, plan=name, engine_id=rank, knobs=_knobs(name),
-                             heuristic_rank=3 - rank, workspace=ws, time_ms=t, time_min_ms=t * 0.98,
-                             time_max_ms=t * 1.03, repeats=5, status="ok", reason="", numerical_notes="",
-                             behavior_notes=""))
+            rows.append(
+                dict(
+                    signature=sig.key,
+                    micro_batch=b,
+                    plan=name,
+                    engine_id=rank,
+                    knobs=_knobs(name),
+                    heuristic_rank=3 - rank,
+                    workspace=ws,
+                    time_ms=t,
+                    time_min_ms=t * 0.98,
+                    time_max_ms=t * 1.03,
+                    repeats=5,
+                    status="ok",
+                    reason="",
+                    numerical_notes="",
+                    behavior_notes="",
+                )
+            )
     return rows
 
 
@@ -47,16 +62,28 @@ def _knobs(name: str) -> str:
     return json.dumps({k: int(v) for k, v in (p.split("=") for p in name.split("_k")[1:])})
 
 
-def synthetic_profile(network: str = "alexnet", batch: int = 256, policy: str = "powerOfTwo",
-                      precision: str = DEFAULT_PRECISION, layout: str | None = None) -> Profile:
+def synthetic_profile(
+    network: str = "alexnet",
+    batch: int = 256,
+    policy: str = "powerOfTwo",
+    precision: str = DEFAULT_PRECISION,
+    layout: str | None = None,
+) -> Profile:
     """Every kernel of ``network`` at the policy's sizes; ``layout`` defaults to the precision's."""
     layout = layout or PRECISIONS[precision].layout
     net = get_network(network, batch)
     rows = []
     for key in net.unique_kernels(precision, layout):
         rows += synthetic_rows(KernelSignature.from_key(key, batch), batch_sizes(policy, batch))
-    prov = {"synthetic": True, "gpu": "SYNTHETIC (no GPU; unit-test model)", "driver": "-", "cudnn_version": "-",
-            "frontend_version": "-", "date": "-", "command": "engine/testing/synthetic.py"}
+    prov = {
+        "synthetic": True,
+        "gpu": "SYNTHETIC (no GPU; unit-test model)",
+        "driver": "-",
+        "cudnn_version": "-",
+        "frontend_version": "-",
+        "date": "-",
+        "command": "engine/testing/synthetic.py",
+    }
     nets = [dict(name=network, batch=batch, precision=precision, layout=layout, policy=policy)]
     return Profile.from_records(rows, prov, nets)
 

@@ -22,8 +22,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("UCUDNN_CHROMIUM", "/usr/bin/chromium")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", "--no-first-run"]
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def _why_not() -> str | None:
@@ -65,10 +71,28 @@ class Server:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
         self._log = open(log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(self.port), "--address", "localhost",
-             "--allow-websocket-origin", f"localhost:{self.port}", "--num-threads", "2",
-             "--websocket-max-message-size", str(100 * 2**20)],  # app.py's serve options
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "panel",
+                "serve",
+                "app.py",
+                "--port",
+                str(self.port),
+                "--address",
+                "localhost",
+                "--allow-websocket-origin",
+                f"localhost:{self.port}",
+                "--num-threads",
+                "2",
+                "--websocket-max-message-size",
+                str(100 * 2**20),
+            ],  # app.py's serve options
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 90
         while "Bokeh app running at" not in self.log():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -149,6 +173,7 @@ def open_page(ui_browser, srv):
     def console(m):
         if m.type in ("error", "warning") and not IGNORED_CONSOLE.search(m.location.get("url", "") + m.text):
             problems.append(f"console {m.type}: {m.text}")
+
     pg.on("console", console)
     pg.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     pg.on("request", lambda r: None if LOCAL.match(r.url) else problems.append(f"remote request: {r.url}"))

@@ -20,14 +20,24 @@ pytestmark = pytest.mark.ui
 
 BUNDLED = sorted(bundled_profiles())
 DEFAULT = "h100-alexnet-b256-tf32-nchw-powerOfTwo"
-PATH = ["h100-alexnet-b256-tf32-nchw-all", "h100-alexnet-b256-fp16-nhwc-powerOfTwo",
-        "h100-resnet50-b64-tf32-nchw-powerOfTwo", "h100-alexnet-b256-tf32-nchw-all", "h100-vgg16-b64-tf32-nchw-powerOfTwo",
-        "h100-resnet18-b128-tf32-nchw-powerOfTwo", "h200-resnet50-b64-fp16-nhwc-powerOfTwo",
-        "h100-densenet40-b256-tf32-nchw-powerOfTwo", "h100-googlenet-b128-tf32-nchw-powerOfTwo",
-        "h200-alexnet-b256-tf32-nchw-powerOfTwo", "h100-resnet50-b32-fp16-nhwc-powerOfTwo",
-        "h100-vgg16-b64-fp16-nhwc-powerOfTwo", "h200-alexnet-b256-fp16-nhwc-powerOfTwo",
-        "h100-resnet50-b32-tf32-nchw-powerOfTwo", "h200-resnet50-b64-tf32-nchw-powerOfTwo",
-        "h100-resnet50-b64-fp16-nhwc-powerOfTwo"]
+PATH = [
+    "h100-alexnet-b256-tf32-nchw-all",
+    "h100-alexnet-b256-fp16-nhwc-powerOfTwo",
+    "h100-resnet50-b64-tf32-nchw-powerOfTwo",
+    "h100-alexnet-b256-tf32-nchw-all",
+    "h100-vgg16-b64-tf32-nchw-powerOfTwo",
+    "h100-resnet18-b128-tf32-nchw-powerOfTwo",
+    "h200-resnet50-b64-fp16-nhwc-powerOfTwo",
+    "h100-densenet40-b256-tf32-nchw-powerOfTwo",
+    "h100-googlenet-b128-tf32-nchw-powerOfTwo",
+    "h200-alexnet-b256-tf32-nchw-powerOfTwo",
+    "h100-resnet50-b32-fp16-nhwc-powerOfTwo",
+    "h100-vgg16-b64-fp16-nhwc-powerOfTwo",
+    "h200-alexnet-b256-fp16-nhwc-powerOfTwo",
+    "h100-resnet50-b32-tf32-nchw-powerOfTwo",
+    "h200-resnet50-b64-tf32-nchw-powerOfTwo",
+    "h100-resnet50-b64-fp16-nhwc-powerOfTwo",
+]
 WALK = PATH + PATH[-2::-1] + [DEFAULT]  # there and back: every step of the path in both directions
 
 # Titles of the Bokeh figures the views draw, read from the page's own document (what the canvas shows).
@@ -47,8 +57,14 @@ TITLES_JS = """() => {
 def expected(name: str) -> dict:
     """What a bundled profile's name says: ``h100-resnet50-b64-tf32-nchw-powerOfTwo``."""
     gpu, net, batch, dtype, layout, policy = name.split("-")
-    return {"gpu": gpu.upper(), "network": net, "batch": int(batch[1:]), "dtype": dtype, "layout": layout.upper(),
-            "policy": policy}
+    return {
+        "gpu": gpu.upper(),
+        "network": net,
+        "batch": int(batch[1:]),
+        "dtype": dtype,
+        "layout": layout.upper(),
+        "policy": policy,
+    }
 
 
 def scope_line(e: dict) -> str:
@@ -67,10 +83,14 @@ def wait_for_profile(page, name: str, timeout: float = 90.0) -> None:
     while True:
         text, titles = shown(page)
         policy = page.locator("[data-testid=summary-time] .s").inner_text()
-        ok = (e["gpu"] in text and text.endswith(scope_line(e)) and f", {e['policy']}, " in policy
-              and titles.get("ucd-desirable", "").endswith(f"({e['policy']})")
-              and scope_line(e).replace(" B=", ", B=") in titles.get("ucd-pareto", "")
-              and titles.get("ucd-desirable", "").startswith("Desirable set of"))
+        ok = (
+            e["gpu"] in text
+            and text.endswith(scope_line(e))
+            and f", {e['policy']}, " in policy
+            and titles.get("ucd-desirable", "").endswith(f"({e['policy']})")
+            and scope_line(e).replace(" B=", ", B=") in titles.get("ucd-pareto", "")
+            and titles.get("ucd-desirable", "").startswith("Desirable set of")
+        )
         if ok:
             return
         if time.monotonic() > deadline:
@@ -88,8 +108,12 @@ def test_every_bundled_profile_opens_and_every_switch_shows_it(bundled_page):
         wait_for_profile(page, name)
         e = expected(name)
         # the controls agree with the snapshot the views draw
-        for label, value in (("Network", e["network"]), ("Mini-batch size", str(e["batch"])),
-                             ("Data type", e["dtype"]), ("Layout", e["layout"])):
+        for label, value in (
+            ("Network", e["network"]),
+            ("Mini-batch size", str(e["batch"])),
+            ("Data type", e["dtype"]),
+            ("Layout", e["layout"]),
+        ):
             assert page.get_by_label(label, exact=True).input_value() == value, (name, label)
         assert page.get_by_text("Sum over ").first.is_visible()
         assert not page.problems, (name, page.problems)
@@ -148,8 +172,11 @@ def test_controls_tabs_and_compare_on_a_measured_profile(bundled_page):
     capacity = page.get_by_placeholder("e.g. 24GiB")
     capacity.fill("1GiB")
     capacity.press("Enter")
-    wait_text(page, lambda: page.get_by_label("GPU capacity").evaluate(
-        "s => s.options[s.selectedIndex].text"), r"^typed: 1 GiB$")
+    wait_text(
+        page,
+        lambda: page.get_by_label("GPU capacity").evaluate("s => s.options[s.selectedIndex].text"),
+        r"^typed: 1 GiB$",
+    )
     page.locator(".bk-tab").filter(has_text="Workspace division").click()
 
     compare = page.get_by_label("Compare with (the same network on another GPU)")

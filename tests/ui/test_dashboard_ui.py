@@ -26,8 +26,12 @@ def wait_for_change(page, read, before, timeout=10.0):
 
 def test_page_loads_with_every_view(app_page):
     text = summary(app_page)
-    for title in ("Predicted convolution time", "Speed-up over undivided", "Total workspace",
-                  "Distance to unlimited optimum"):
+    for title in (
+        "Predicted convolution time",
+        "Speed-up over undivided",
+        "Total workspace",
+        "Distance to unlimited optimum",
+    ):
         assert title in text
     assert app_page.get_by_text("SYNTHETIC profile: made-up numbers").is_visible()
     for cls in ("ucd-pareto", "ucd-desirable", "ucd-workspace"):
@@ -78,7 +82,8 @@ def test_export_downloads_a_plan_that_loads_back(app_page, tmp_path):
 
 def test_loading_a_malformed_plan_shows_an_error(app_page):
     app_page.locator("input[type=file]").set_input_files(
-        files=[{"name": "broken.plan.json", "mimeType": "application/json", "buffer": b'{"format": 1'}])
+        files=[{"name": "broken.plan.json", "mimeType": "application/json", "buffer": b'{"format": 1'}]
+    )
     alert = app_page.get_by_text("Cannot load broken.plan.json")
     alert.wait_for(timeout=10_000)
     assert "not valid JSON" in alert.inner_text()
@@ -86,7 +91,8 @@ def test_loading_a_malformed_plan_shows_an_error(app_page):
 
 def test_loading_an_empty_file_says_so(app_page):
     app_page.locator("input[type=file]").set_input_files(
-        files=[{"name": "empty.plan.json", "mimeType": "application/json", "buffer": b""}])
+        files=[{"name": "empty.plan.json", "mimeType": "application/json", "buffer": b""}]
+    )
     app_page.get_by_text("Cannot load empty.plan.json: the file is empty").wait_for(timeout=10_000)
 
 

@@ -1,5 +1,6 @@
 """verify fails VGG-16 WR-64 kernels whose planned output is right when run alone. Lazy vs upfront executors; and PyTorch VGG-16 planned vs stock."""
-import json, time
+
+import json
 import cupy as cp
 import engine.gpu.verify as V
 from engine.gpu import runtime
@@ -19,7 +20,10 @@ for variant in ("upfront", "lazy", "upfront-own-cache"):
     plans = ExecutionPlans(ctx, include_rtc=True)
     res = {}
     if variant.startswith("upfront"):
-        exs = [KernelExecutor(r, ExecutionPlans(ctx, include_rtc=True) if variant.endswith("own-cache") else plans) for r in sel]
+        exs = [
+            KernelExecutor(r, ExecutionPlans(ctx, include_rtc=True) if variant.endswith("own-cache") else plans)
+            for r in sel
+        ]
         arena = Arena(sel, exs, "wr")
         for r, ex in zip(sel, exs):
             res[r.id] = round(V.verify_kernel(r, ex, arena.pointer(r), ctx, repeats=1)["rel_l2"], 6)
@@ -30,8 +34,10 @@ for variant in ("upfront", "lazy", "upfront-own-cache"):
             res[r.id] = round(V.verify_kernel(r, ex, buf.data.ptr, ctx, repeats=1)["rel_l2"], 6)
     print(json.dumps({"variant": variant, **res}), flush=True)
 
-import torch, torchvision
+import torch
+import torchvision
 from engine.pytorch import apply_plan
+
 torch.backends.cudnn.allow_tf32 = True
 torch.manual_seed(0)
 stock = torchvision.models.vgg16().cuda()
@@ -46,4 +52,15 @@ for name, m in (("stock", stock), ("planned", planned)):
     y.backward(g)
     outs[name] = (y.detach(), m.features[0].weight.grad.clone(), m.features[2].weight.grad.clone(), g)
 rel = lambda a, b: float((a - b).norm() / b.norm())
-print(json.dumps({"torch_vgg16_first_block": {"out": rel(outs["planned"][0], outs["stock"][0]), "dW conv1_1": rel(outs["planned"][1], outs["stock"][1]), "dW conv1_2": rel(outs["planned"][2], outs["stock"][2])}}), flush=True)
+print(
+    json.dumps(
+        {
+            "torch_vgg16_first_block": {
+                "out": rel(outs["planned"][0], outs["stock"][0]),
+                "dW conv1_1": rel(outs["planned"][1], outs["stock"][1]),
+                "dW conv1_2": rel(outs["planned"][2], outs["stock"][2]),
+            }
+        }
+    ),
+    flush=True,
+)
