@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -26,7 +27,7 @@ from engine.errors import EngineError
 from engine.gpu.cache import ProfileCache
 from engine.gpu.pipeline import run_pipeline, worker_count
 from engine.gpu.progress import ProfileProgress, Sample, features, fit
-from engine.gpu.work import ProfilingCancelled, assemble, graphs, measure_settings
+from engine.gpu.work import assemble, graphs, measure_settings
 from engine.testing import fake_gpu as fake
 from engine.testing.cli import engine, one_error_line
 from engine.testing.synthetic import synthetic_rows
@@ -139,9 +140,22 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def in_child(tmp_path, call: str) -> tuple[subprocess.CompletedProcess, float]:
+    """``t.<call>`` in a child Python (t: this module, p: tmp_path), and its seconds. Runs that kill busy workers
+    go there: a spawned worker killed in this process left a later test's Dask worker restart hanging."""
+    script = (f"import pathlib, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+              f"import test_profile_pipeline as t; p = pathlib.Path({str(tmp_path)!r}); {call}")
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True,
+                          text=True, timeout=120)
+    return proc, time.monotonic() - t0
+
+
 def test_a_dying_worker_or_a_probe_failure_ends_the_run_with_one_error(tmp_path):
-    with pytest.raises(EngineError, match=r"a profiling worker died \(exit code 5\).*run the same command again"):
-        pipelined(tmp_path, workers=2, die_at=10)
+    proc, _ = in_child(tmp_path, "t.pipelined(p, workers=2, die_at=10)")
+    assert proc.returncode != 0
+    assert re.search(r"EngineError: a profiling worker died \(exit code 5\).*run the same command again",
+                     proc.stderr), proc.stderr[-800:]
     # graphs before the death were stored, less what the other worker still had in flight (2 workers)
     assert 10 - 2 <= len(stored(tmp_path / "cache.sqlite")) // 4 < 56
     with pytest.raises(EngineError, match="a profiling worker cannot profile: RuntimeError: SYNTHETIC: no GPU"):
@@ -151,12 +165,10 @@ def test_a_dying_worker_or_a_probe_failure_ends_the_run_with_one_error(tmp_path)
 
 
 def test_cancel_keeps_finished_graphs_and_does_not_wait_for_busy_workers(tmp_path):
-    done = []
-    t0 = time.monotonic()
-    with pytest.raises(ProfilingCancelled, match="cancelled after 3 of 56"):
-        pipelined(tmp_path, workers=3, build=1.0, progress=lambda d, t, m: done.append(d),
-                  should_stop=lambda: len(done) >= 3)
-    assert time.monotonic() - t0 < 25  # three busy workers killed, not waited for (1 s each graph)
+    proc, seconds = in_child(tmp_path, "done = []; t.pipelined(p, workers=3, build=1.0, progress=lambda d, n, m: "
+                                       "done.append(d), should_stop=lambda: len(done) >= 3)")
+    assert "ProfilingCancelled: profiling cancelled after 3 of 56" in proc.stderr, proc.stderr[-800:]
+    assert seconds < 25  # three busy workers killed, not waited for (1 s each graph)
     assert len(stored(tmp_path / "cache.sqlite")) == 3 * 4
 
 
