@@ -59,9 +59,13 @@ def one_run(kind: str, cache: Path, out: Path) -> dict:
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    run = {"kind": kind, "wall_s": round(wall, 3), "returncode": proc.returncode,
-           "stdout": proc.stdout.strip()[-500:], "stderr": proc.stderr.strip().splitlines()[-1:] if proc.returncode
-           else []}
+    run = {
+        "kind": kind,
+        "wall_s": round(wall, 3),
+        "returncode": proc.returncode,
+        "stdout": proc.stdout.strip()[-500:],
+        "stderr": proc.stderr.strip().splitlines()[-1:] if proc.returncode else [],
+    }
     if proc.returncode == 0:
         doc = json.loads(gzip.decompress(out.read_bytes()))
         run["profiling_s"] = doc["provenance"]["profiling_seconds"]
@@ -73,11 +77,23 @@ def measure(args) -> None:
     t0 = time.perf_counter()
     compileall.compile_dir(str(ROOT / "engine"), quiet=1)
     out = Path(args.output)
-    data = {"command": "python benchmarks/profiling.py " + " ".join(sys.argv[1:]),
-            "target": "python -m engine profile " + " ".join(TARGET), "goals_s": GOALS, "runs": []}
+    data = {
+        "command": "python benchmarks/profiling.py " + " ".join(sys.argv[1:]),
+        "target": "python -m engine profile " + " ".join(TARGET),
+        "goals_s": GOALS,
+        "runs": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        probe = subprocess.run([sys.executable, "-c", "from engine.gpu import runtime; import json; "
-                                "print(json.dumps(runtime.provenance()))"], cwd=ROOT, capture_output=True, text=True)
+        probe = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from engine.gpu import runtime; import json; print(json.dumps(runtime.provenance()))",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         data["provenance"] = json.loads(probe.stdout) if probe.returncode == 0 else {"error": probe.stderr[-300:]}
         cache = Path(tmp) / "cold-0.sqlite"
         for i in range(args.cold):
@@ -97,8 +113,7 @@ def spread(xs: list[float], digits: int = 1) -> str:
     """Median and range of the runs made."""
     if len(xs) == 1:
         return f"{xs[0]:.{digits}f} s (one run)"
-    return (f"{statistics.median(xs):.{digits}f} s (median of {len(xs)}; {min(xs):.{digits}f} to "
-            f"{max(xs):.{digits}f} s)")
+    return f"{statistics.median(xs):.{digits}f} s (median of {len(xs)}; {min(xs):.{digits}f} to {max(xs):.{digits}f} s)"
 
 
 def runs_of(data: dict, kind: str) -> list[dict]:
@@ -115,57 +130,78 @@ def bundled_rows() -> list[str]:
         t, p = prof.table, prof.provenance
         skipped = t[t.status == "skipped"]
         above = int(skipped.reason.str.startswith("workspace").sum())
-        rows.append(f"| {name} | {p.get('date', '?')} | {t.signature.nunique()} | {t.micro_batch.nunique()} | "
-                    f"{len(t):,} | {int((t.heuristic_rank < 0).sum()):,} | {int((t.status == 'failed').sum())} | "
-                    f"{above:,} | {len(skipped) - above:,} | {len(p.get('gpus', [])) or 1} | "
-                    f"{p.get('profiling_seconds', '?')} |")
+        rows.append(
+            f"| {name} | {p.get('date', '?')} | {t.signature.nunique()} | {t.micro_batch.nunique()} | "
+            f"{len(t):,} | {int((t.heuristic_rank < 0).sum()):,} | {int((t.status == 'failed').sum())} | "
+            f"{above:,} | {len(skipped) - above:,} | {len(p.get('gpus', [])) or 1} | "
+            f"{p.get('profiling_seconds', '?')} |"
+        )
     return rows
 
 
 def _bundled_alexnet_seconds() -> float | None:
     from engine.profile import Profile, bundled_profiles
+
     path = bundled_profiles().get("h100-alexnet-b256-tf32-nchw-powerOfTwo")
     return Profile.load(path).provenance.get("profiling_seconds") if path else None
 
 
 def readme_block(data: dict | None) -> str:
     if data is None:  # the command has not been timed since the bundles were re-profiled
-        return (f"- Profiling AlexNet b256 (`powerOfTwo`, TF32, with the engine sweep) took "
-                f"{_bundled_alexnet_seconds()} s (the profiler's own time, recorded in the bundled profile; the first "
-                f"profile of a new cache on a new machine, benchmarks/reports/profile-bundle-2026-11-23.log); the "
-                f"whole command, cold and warm, has not been timed since the bundles were re-profiled "
-                f"([benchmarks/reports/profiling.md](benchmarks/reports/profiling.md)).")
+        return (
+            f"- Profiling AlexNet b256 (`powerOfTwo`, TF32, with the engine sweep) took "
+            f"{_bundled_alexnet_seconds()} s (the profiler's own time, recorded in the bundled profile; the first "
+            f"profile of a new cache on a new machine, benchmarks/reports/profile-bundle-2026-11-23.log); the "
+            f"whole command, cold and warm, has not been timed since the bundles were re-profiled "
+            f"([benchmarks/reports/profiling.md](benchmarks/reports/profiling.md))."
+        )
     cold, warm = runs_of(data, "cold"), runs_of(data, "warm")
-    return (f"- Profiling AlexNet b256 (`powerOfTwo`, TF32, with the engine sweep) takes "
-            f"{spread([r['wall_s'] for r in cold])} from a cold cache and {spread([r['wall_s'] for r in warm])} "
-            f"from a warm one, for the whole command "
-            f"([benchmarks/reports/profiling.md](benchmarks/reports/profiling.md)).")
+    return (
+        f"- Profiling AlexNet b256 (`powerOfTwo`, TF32, with the engine sweep) takes "
+        f"{spread([r['wall_s'] for r in cold])} from a cold cache and {spread([r['wall_s'] for r in warm])} "
+        f"from a warm one, for the whole command "
+        f"([benchmarks/reports/profiling.md](benchmarks/reports/profiling.md))."
+    )
 
 
 def render(data: dict | None, source: str) -> str:
     if data is None:
-        return "\n".join(["# Profiling speed and the bundled profiles", "",
-                          f"`{source}` does not exist: the whole `python -m engine profile` command has not been timed "
-                          "cold and warm since the bundled profiles were re-profiled on 2026-11-23 (TF32 without fp16 "
-                          "down-conversion). `python benchmarks/profiling.py measure` on a GPU host does it; the "
-                          "profiler's own time of each bundled profile is below.", "", *_bundled_section()])
+        return "\n".join(
+            [
+                "# Profiling speed and the bundled profiles",
+                "",
+                f"`{source}` does not exist: the whole `python -m engine profile` command has not been timed "
+                "cold and warm since the bundled profiles were re-profiled on 2026-11-23 (TF32 without fp16 "
+                "down-conversion). `python benchmarks/profiling.py measure` on a GPU host does it; the "
+                "profiler's own time of each bundled profile is below.",
+                "",
+                *_bundled_section(),
+            ]
+        )
     p = data["provenance"]
-    lines = ["# Profiling speed and the bundled profiles", "",
-             f"- GPU: {p.get('gpu')}, driver {p.get('driver')}, cuDNN {p.get('cudnn_version')}, cudnn-frontend "
-             f"{p.get('frontend_version')}, CuPy {p.get('cupy_version')}, Python {p.get('python')}; {p.get('date')}",
-             f"- command: `{data['command']}` ({data.get('seconds', '?')} s in all); results: `{source}`; this "
-             "report: `python benchmarks/profiling.py report`",
-             f"- timed: `{data['target']}` as a subprocess, into a new SQLite cache (cold) or into the last cold "
-             "run's cache (warm); wall time of the whole command (imports, CUDA start, profiling, writing the file), "
-             "with the packages' bytecode compiled first as `pip install` leaves them; `profiling_seconds` is the "
-             "profiler's own share, recorded in the profile", "",
-             "| cache | whole command | profiler's share | plan measurements | target |", "|---|---|---|---|---|"]
+    lines = [
+        "# Profiling speed and the bundled profiles",
+        "",
+        f"- GPU: {p.get('gpu')}, driver {p.get('driver')}, cuDNN {p.get('cudnn_version')}, cudnn-frontend "
+        f"{p.get('frontend_version')}, CuPy {p.get('cupy_version')}, Python {p.get('python')}; {p.get('date')}",
+        f"- command: `{data['command']}` ({data.get('seconds', '?')} s in all); results: `{source}`; this "
+        "report: `python benchmarks/profiling.py report`",
+        f"- timed: `{data['target']}` as a subprocess, into a new SQLite cache (cold) or into the last cold "
+        "run's cache (warm); wall time of the whole command (imports, CUDA start, profiling, writing the file), "
+        "with the packages' bytecode compiled first as `pip install` leaves them; `profiling_seconds` is the "
+        "profiler's own share, recorded in the profile",
+        "",
+        "| cache | whole command | profiler's share | plan measurements | target |",
+        "|---|---|---|---|---|",
+    ]
     for kind in ("cold", "warm"):
         ok = runs_of(data, kind)
         if ok:
-            lines.append(f"| {kind} | {spread([r['wall_s'] for r in ok])} | "
-                         f"{spread([r['profiling_s'] for r in ok], 2)} | {ok[0]['rows']:,} | "
-                         f"<= {data['goals_s'][kind]:g} s |")
+            lines.append(
+                f"| {kind} | {spread([r['wall_s'] for r in ok])} | "
+                f"{spread([r['profiling_s'] for r in ok], 2)} | {ok[0]['rows']:,} | "
+                f"<= {data['goals_s'][kind]:g} s |"
+            )
     for r in data["runs"]:
         if r["returncode"]:
             lines.append(f"\nA {r['kind']} run failed (exit {r['returncode']}): {r['stderr']}")
@@ -174,14 +210,20 @@ def render(data: dict | None, source: str) -> str:
 
 
 def _bundled_section() -> list[str]:
-    return ["## Bundled profiles", "",
-            "Counted from each file in `assets/profiles`. Profiling time is the `profiling_seconds` of the call that "
-            "wrote the file; a call that resumed a cache read the graphs measured before from it, so the time of "
-            "the call alone does not measure the whole profile. GPUs: how many measured it at once (one Dask "
-            "worker each, `--gpus`).", "",
-            "| profile | date | unique kernels | sizes | plan measurements | from the sweep | failed | not timed "
-            "(above the cap) | runtime-compiled (skipped) | GPUs | profiling s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|", *bundled_rows(), ""]
+    return [
+        "## Bundled profiles",
+        "",
+        "Counted from each file in `assets/profiles`. Profiling time is the `profiling_seconds` of the call that "
+        "wrote the file; a call that resumed a cache read the graphs measured before from it, so the time of "
+        "the call alone does not measure the whole profile. GPUs: how many measured it at once (one Dask "
+        "worker each, `--gpus`).",
+        "",
+        "| profile | date | unique kernels | sizes | plan measurements | from the sweep | failed | not timed "
+        "(above the cap) | runtime-compiled (skipped) | GPUs | profiling s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *bundled_rows(),
+        "",
+    ]
 
 
 def load_results(path) -> dict | None:
@@ -197,12 +239,21 @@ def report(args) -> None:
     print(f"wrote {args.output} and the block in {args.readme}")
 
 
-
 # ---------------------------------------------------------------- issue 24: profiling speed
 
 RESNET = ["--network", "resnet50", "--batch", "64", "--dtype", "tf32", "--layout", "NCHW", "--policy", "powerOfTwo"]
-DEPTHWISE = ["--network", "benchmarks/depthwise.yaml", "--batch", "128", "--dtype", "tf32", "--layout", "NCHW",
-             "--policy", "128,16,1"]
+DEPTHWISE = [
+    "--network",
+    "benchmarks/depthwise.yaml",
+    "--batch",
+    "128",
+    "--dtype",
+    "tf32",
+    "--layout",
+    "NCHW",
+    "--policy",
+    "128,16,1",
+]
 SPEED_GOALS = {"resnet50_one_gpu_s": 45.0, "depthwise_graph_median_s": 1.5}
 SPEED_RUNS = ROOT / "benchmarks" / "reports" / "profiling-speed" / "runs.json"
 SPEED_REPORT = ROOT / "benchmarks" / "reports" / "profiling-speed.md"
@@ -217,6 +268,7 @@ def gil(args) -> None:
     from engine.gpu import runtime
     from engine.gpu.graphs import make_graph, sweep
     from engine.zoo import get_network
+
     sigs = [k[0].signature for k in get_network("resnet50", 32).unique_kernels("tf32", "NCHW").values()][:9]
 
     def job(sig) -> int:
@@ -237,13 +289,25 @@ def gil(args) -> None:
     with ThreadPoolExecutor(4) as pool:
         plans_threads = sum(pool.map(job, sigs[:8]))
     threads = time.perf_counter() - t0
-    print(json.dumps({"graphs": 8, "plans": plans, "plans_threads": plans_threads, "serial_s": round(serial, 2),
-                      "threads": 4, "threads_s": round(threads, 2), "speedup": round(serial / threads, 2)}))
+    print(
+        json.dumps(
+            {
+                "graphs": 8,
+                "plans": plans,
+                "plans_threads": plans_threads,
+                "serial_s": round(serial, 2),
+                "threads": 4,
+                "threads_s": round(threads, 2),
+                "speedup": round(serial / threads, 2),
+            }
+        )
+    )
 
 
 def per_graph(cache: Path) -> list[dict]:
     """Each graph's stored timing and time split (the done table), in the order they were stored."""
     import sqlite3
+
     with sqlite3.connect(cache) as db:
         rows = db.execute("SELECT signature, micro_batch, provenance FROM done ORDER BY rowid").fetchall()
     out = []
@@ -251,47 +315,90 @@ def per_graph(cache: Path) -> list[dict]:
         p = json.loads(prov)
         timing = p.get("timing", {})
         split = {k: v for k, v in timing.get("split", {}).items() if not isinstance(v, dict)}
-        out.append({"signature": sig, "micro_batch": b, "worker": p.get("worker", ""), "start": timing.get("start"),
-                    "seconds": timing.get("seconds"), "split": split})
+        out.append(
+            {
+                "signature": sig,
+                "micro_batch": b,
+                "worker": p.get("worker", ""),
+                "start": timing.get("start"),
+                "seconds": timing.get("seconds"),
+                "split": split,
+            }
+        )
     return out
 
 
 def speed_run(name: str, net: list[str], extra: list[str], out: Path, tmp: Path, timeout: float) -> dict:
     prof = out / f"{name}.profile.json.gz"
-    cmd = [sys.executable, "-m", "engine", "profile", *net, "--cache", str(tmp / f"{name}.sqlite"), "-o", str(prof),
-           *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine",
+        "profile",
+        *net,
+        "--cache",
+        str(tmp / f"{name}.sqlite"),
+        "-o",
+        str(prof),
+        *extra,
+    ]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as err:
         code, stdout, stderr = "timeout", (err.stdout or b"").decode(), (err.stderr or b"").decode()
-    run = {"command": "python -m engine profile " + " ".join([*net, *extra]), "wall_s": round(time.perf_counter() - t0, 2),
-           "returncode": code, "stdout": stdout.strip()[-1500:],
-           "stderr": [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip()][-3:]}
+    run = {
+        "command": "python -m engine profile " + " ".join([*net, *extra]),
+        "wall_s": round(time.perf_counter() - t0, 2),
+        "returncode": code,
+        "stdout": stdout.strip()[-1500:],
+        "stderr": [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip()][-3:],
+    }
     if (tmp / f"{name}.sqlite").exists():
         run["graphs"] = per_graph(tmp / f"{name}.sqlite")
     if code == 0:
         doc = json.loads(gzip.decompress(prof.read_bytes()))
         p = doc["provenance"]
-        run.update(profiling_s=p["profiling_seconds"], rows=len(doc["rows"]), workers=p.get("workers"),
-                   time_split=p.get("time_split"), provenance={k: p.get(k) for k in (
-                       "gpu", "driver", "cuda_runtime", "cudnn_version", "frontend_version", "cupy_version", "python",
-                       "date")})
+        run.update(
+            profiling_s=p["profiling_seconds"],
+            rows=len(doc["rows"]),
+            workers=p.get("workers"),
+            time_split=p.get("time_split"),
+            provenance={
+                k: p.get(k)
+                for k in (
+                    "gpu",
+                    "driver",
+                    "cuda_runtime",
+                    "cudnn_version",
+                    "frontend_version",
+                    "cupy_version",
+                    "python",
+                    "date",
+                )
+            },
+        )
     return run
 
 
 def speed(args) -> None:
     from benchmarks.profile_multigpu import prepare
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    data = {"command": "python benchmarks/profiling.py " + " ".join(sys.argv[1:]), "goals": SPEED_GOALS,
-            "code": args.code, "runs": {}}
+    data = {
+        "command": "python benchmarks/profiling.py " + " ".join(sys.argv[1:]),
+        "goals": SPEED_GOALS,
+        "code": args.code,
+        "runs": {},
+    }
     t0 = time.perf_counter()
     data["prepared"] = prepare(dict(os.environ))
     if "gil" in args.runs.split(","):
-        g = subprocess.run([sys.executable, str(Path(__file__)), "gil"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=120)
+        g = subprocess.run(
+            [sys.executable, str(Path(__file__)), "gil"], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
         data["gil"] = json.loads(g.stdout) if g.returncode == 0 else {"error": g.stderr.strip()[-500:]}
     write_json(data, out / "speed.json")
     print("gil", data.get("gil"), file=sys.stderr, flush=True)
@@ -310,9 +417,18 @@ def speed(args) -> None:
 
 def versions() -> dict:
     import importlib.metadata as md
+
     out = {}
-    for name in ("cupy-cuda13x", "cupy-cuda12x", "nvidia-cudnn-frontend", "nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "torch",
-                 "dask", "distributed"):
+    for name in (
+        "cupy-cuda13x",
+        "cupy-cuda12x",
+        "nvidia-cudnn-frontend",
+        "nvidia-cudnn-cu13",
+        "nvidia-cudnn-cu12",
+        "torch",
+        "dask",
+        "distributed",
+    ):
         try:
             out[name] = md.version(name)
         except md.PackageNotFoundError:
@@ -344,44 +460,73 @@ def compare_profiles(a, b) -> dict:
     from benchmarks.profile_multigpu import time_agreement
     from engine.planner import make_plan
     from engine.zoo import get_network
-    times = [{(s, int(m), n): t for s, m, n, t, st in zip(p.table.signature, p.table.micro_batch, p.table.plan,
-                                                           p.table.time_ms, p.table.status) if st == "ok"}
-             for p in (a, b)]
+
+    times = [
+        {
+            (s, int(m), n): t
+            for s, m, n, t, st in zip(
+                p.table.signature, p.table.micro_batch, p.table.plan, p.table.time_ms, p.table.status
+            )
+            if st == "ok"
+        }
+        for p in (a, b)
+    ]
     rows = [set(zip(p.table.signature, p.table.micro_batch.astype(int), p.table.plan)) for p in (a, b)]
-    status = [set(zip(p.table.signature, p.table.micro_batch.astype(int), p.table.plan, p.table.status))
-              for p in (a, b)]
+    status = [
+        set(zip(p.table.signature, p.table.micro_batch.astype(int), p.table.plan, p.table.status)) for p in (a, b)
+    ]
     net = get_network("resnet50", 64)
     plans = []
     for mode in ("wr", "wd"):
         for mib in BUDGETS_MIB:
             pa, pb = (make_plan(p, net, mode=mode, budget=mib << 20, policy="powerOfTwo") for p in (a, b))
             ca, cb = plan_choices(pa), plan_choices(pb)
-            plans.append({"mode": mode, "budget_mib": mib, "kernels": len(ca),
-                          "same_kernels": sum(x == y for x, y in zip(ca, cb)), "same": ca == cb,
-                          "time_ms_a": round(pa.totals.time_ms, 3), "time_ms_b": round(pb.totals.time_ms, 3),
-                          "b_plan_on_a_ms": round(timed_on(pb, times[0]), 3),
-                          "a_plan_on_b_ms": round(timed_on(pa, times[1]), 3),
-                          "differ": [x[0] for x, y in zip(ca, cb) if x != y][:12]})
-    return {"kernel_s_a": kernel_seconds(a), "kernel_s_b": kernel_seconds(b),
-            "rows_a": len(rows[0]), "rows_b": len(rows[1]), "same_rows": rows[0] == rows[1],
-            "only_a": len(rows[0] - rows[1]), "only_b": len(rows[1] - rows[0]),
-            "same_status": status[0] == status[1], "status_differ": len(status[0] ^ status[1]) // 2,
-            "time_ratio_b_over_a": time_agreement(a, b), "plans": plans}
+            plans.append(
+                {
+                    "mode": mode,
+                    "budget_mib": mib,
+                    "kernels": len(ca),
+                    "same_kernels": sum(x == y for x, y in zip(ca, cb)),
+                    "same": ca == cb,
+                    "time_ms_a": round(pa.totals.time_ms, 3),
+                    "time_ms_b": round(pb.totals.time_ms, 3),
+                    "b_plan_on_a_ms": round(timed_on(pb, times[0]), 3),
+                    "a_plan_on_b_ms": round(timed_on(pa, times[1]), 3),
+                    "differ": [x[0] for x, y in zip(ca, cb) if x != y][:12],
+                }
+            )
+    return {
+        "kernel_s_a": kernel_seconds(a),
+        "kernel_s_b": kernel_seconds(b),
+        "rows_a": len(rows[0]),
+        "rows_b": len(rows[1]),
+        "same_rows": rows[0] == rows[1],
+        "only_a": len(rows[0] - rows[1]),
+        "only_b": len(rows[1] - rows[0]),
+        "same_status": status[0] == status[1],
+        "status_differ": len(status[0] ^ status[1]) // 2,
+        "time_ratio_b_over_a": time_agreement(a, b),
+        "plans": plans,
+    }
 
 
 def speed_compare(args) -> None:
     """This run's B against the serial A (of this run, or of ``--serial``'s), and against an earlier run's B
     (``--noise``: two pipelined runs, so the differences of two measurements alone)."""
     from engine.profile import Profile
+
     folder = Path(args.dir)
     data = json.loads((folder / "speed.json").read_text())
     b = Profile.load(folder / "B.profile.json.gz")
     serial = Path(args.serial or args.dir)
-    data["compare"] = dict(compare_profiles(Profile.load(serial / "A.profile.json.gz"), b),
-                           serial_from=args.serial_name or "this run")
+    data["compare"] = dict(
+        compare_profiles(Profile.load(serial / "A.profile.json.gz"), b), serial_from=args.serial_name or "this run"
+    )
     if args.noise:
-        data["noise"] = dict(compare_profiles(Profile.load(Path(args.noise) / "B.profile.json.gz"), b),
-                             other_from=args.noise_name or args.noise)
+        data["noise"] = dict(
+            compare_profiles(Profile.load(Path(args.noise) / "B.profile.json.gz"), b),
+            other_from=args.noise_name or args.noise,
+        )
     write_json(data, folder / "speed.json")
     print(json.dumps({k: v for k, v in data.items() if k in ("compare", "noise")}, indent=1))
 
@@ -400,9 +545,11 @@ def split_text(s: dict | None) -> str:
     if not s:
         return "-"
     st = s.get("steps", {})
-    return (f"build {s['build']:.1f} s (heuristics {st.get('heuristics', 0):.1f}, sweep {st.get('sweep', 0):.1f}, "
-            f"plans {st.get('build', 0):.1f}); timing {s['timing']:.1f} s; bookkeeping {s['bookkeeping']:.1f} s "
-            f"(notes {st.get('notes', 0):.1f}, cache {st.get('commit', 0):.1f}); waiting for the GPU {s['wait']:.1f} s")
+    return (
+        f"build {s['build']:.1f} s (heuristics {st.get('heuristics', 0):.1f}, sweep {st.get('sweep', 0):.1f}, "
+        f"plans {st.get('build', 0):.1f}); timing {s['timing']:.1f} s; bookkeeping {s['bookkeeping']:.1f} s "
+        f"(notes {st.get('notes', 0):.1f}, cache {st.get('commit', 0):.1f}); waiting for the GPU {s['wait']:.1f} s"
+    )
 
 
 def median_own(run: dict, graphs: list[dict] | None = None) -> float | None:
@@ -413,21 +560,29 @@ def median_own(run: dict, graphs: list[dict] | None = None) -> float | None:
 def compare_lines(c: dict, a_name: str, b_name: str) -> list[str]:
     """Profile a against profile b: rows, times, and make_plan's plans (each also timed on the other's times)."""
     t = c["time_ratio_b_over_a"]
-    same_rows = "the same set" if c["same_rows"] else \
-        f"**not the same**: {c['only_a']} only in {a_name}, {c['only_b']} only in {b_name}"
+    same_rows = (
+        "the same set"
+        if c["same_rows"]
+        else f"**not the same**: {c['only_a']} only in {a_name}, {c['only_b']} only in {b_name}"
+    )
     same_status = "the same" if c["same_status"] else f"differs for {c['status_differ']} rows"
-    lines = [f"- (signature, micro-batch, plan) rows: {c['rows_a']} in {a_name}, {c['rows_b']} in {b_name}, {same_rows}; "
-             f"status per row {same_status}",
-             f"- plan times, {b_name} / {a_name} over the {t['plans']} plans both timed with repeats: median "
-             f"{t['median']}, quartiles {t['q1']} to {t['q3']}", "",
-             f"| make_plan | budget | kernels with the same choice | on {a_name}'s times: its plan / {b_name}'s plan "
-             f"(ms) | on {b_name}'s times: its plan / {a_name}'s plan (ms) | the other's plan costs at most |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"- (signature, micro-batch, plan) rows: {c['rows_a']} in {a_name}, {c['rows_b']} in {b_name}, {same_rows}; "
+        f"status per row {same_status}",
+        f"- plan times, {b_name} / {a_name} over the {t['plans']} plans both timed with repeats: median "
+        f"{t['median']}, quartiles {t['q1']} to {t['q3']}",
+        "",
+        f"| make_plan | budget | kernels with the same choice | on {a_name}'s times: its plan / {b_name}'s plan "
+        f"(ms) | on {b_name}'s times: its plan / {a_name}'s plan (ms) | the other's plan costs at most |",
+        "|---|---|---|---|---|---|",
+    ]
     for p in c["plans"]:
         worst = max(p["b_plan_on_a_ms"] / p["time_ms_a"], p["a_plan_on_b_ms"] / p["time_ms_b"]) - 1
-        lines.append(f"| {p['mode'].upper()} | {p['budget_mib']} MiB | {p['same_kernels']} of {p['kernels']} | "
-                     f"{p['time_ms_a']} / {p['b_plan_on_a_ms']} | {p['time_ms_b']} / {p['a_plan_on_b_ms']} | "
-                     f"{100 * worst:.2f} % more |")
+        lines.append(
+            f"| {p['mode'].upper()} | {p['budget_mib']} MiB | {p['same_kernels']} of {p['kernels']} | "
+            f"{p['time_ms_a']} / {p['b_plan_on_a_ms']} | {p['time_ms_b']} / {p['a_plan_on_b_ms']} | "
+            f"{100 * worst:.2f} % more |"
+        )
     return lines
 
 
@@ -438,6 +593,7 @@ def eta_replay(name: str, run: dict) -> dict:
     from engine.gpu.progress import ProfileProgress
     from engine.gpu.work import graphs
     from engine.zoo import get_network
+
     if name == "D":
         work = graphs(get_network(str(ROOT / DEPTHWISE[1]), 128), [128, 16, 1], "tf32", "NCHW")
     else:
@@ -474,25 +630,31 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
     prov = next((r["provenance"] for r in runs.values() if r.get("provenance")), {})
     v = last.get("versions", {})
     goals = last["goals"]
-    lines = ["# Profiling a new model in a minute or two (issue 24)", "",
-             f"Written by `python benchmarks/profiling.py speed-report` from the runs listed in [{source}]({source}) "
-             "(each measured by `python benchmarks/profiling.py speed --out DIR` on a lent host with one GPU and "
-             "compared by `speed-compare`; each run's `speed.json` holds every graph's seconds and time split).", "",
-             f"- GPU: {prov.get('gpu')}, driver {prov.get('driver')}, CUDA runtime {prov.get('cuda_runtime')}, cuDNN "
-             f"{prov.get('cudnn_version')}, cudnn-frontend {prov.get('frontend_version')}, CuPy "
-             f"{prov.get('cupy_version')}, torch {v.get('torch') or 'not installed'} (not used), dask "
-             f"{v.get('dask')}, Python {prov.get('python')}; {prov.get('date')}",
-             "- every run is the user's command from a cold cache, timed by wall clock (imports, CUDA start, worker "
-             "start, profiling, writing the file), after the packages' bytecode was compiled and the GPU libraries "
-             "loaded once: A `python -m engine profile " + " ".join(RESNET) + " --build-workers 1` (graph after "
-             "graph), B the same without `--build-workers` (processes sharing the GPU), D `python -m engine profile "
-             + " ".join(DEPTHWISE) + "` (depthwise and grouped convolutions, processes sharing the GPU)",
-             f"- targets: ResNet-50 on one GPU <= {goals['resnet50_one_gpu_s']:g} s; depthwise and grouped graphs <= "
-             f"{goals['depthwise_graph_median_s']:g} s each (median)", "",
-             "| run | code | A: ResNet-50 serial | B: ResNet-50 pipelined | B against A | processes | B's GPU time "
-             "(timing) / host time (building, bookkeeping) | D: depthwise run | depthwise graph, median own s | "
-             "timings repeated behind a longer spin, B / D |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Profiling a new model in a minute or two (issue 24)",
+        "",
+        f"Written by `python benchmarks/profiling.py speed-report` from the runs listed in [{source}]({source}) "
+        "(each measured by `python benchmarks/profiling.py speed --out DIR` on a lent host with one GPU and "
+        "compared by `speed-compare`; each run's `speed.json` holds every graph's seconds and time split).",
+        "",
+        f"- GPU: {prov.get('gpu')}, driver {prov.get('driver')}, CUDA runtime {prov.get('cuda_runtime')}, cuDNN "
+        f"{prov.get('cudnn_version')}, cudnn-frontend {prov.get('frontend_version')}, CuPy "
+        f"{prov.get('cupy_version')}, torch {v.get('torch') or 'not installed'} (not used), dask "
+        f"{v.get('dask')}, Python {prov.get('python')}; {prov.get('date')}",
+        "- every run is the user's command from a cold cache, timed by wall clock (imports, CUDA start, worker "
+        "start, profiling, writing the file), after the packages' bytecode was compiled and the GPU libraries "
+        "loaded once: A `python -m engine profile " + " ".join(RESNET) + " --build-workers 1` (graph after "
+        "graph), B the same without `--build-workers` (processes sharing the GPU), D `python -m engine profile "
+        + " ".join(DEPTHWISE)
+        + "` (depthwise and grouped convolutions, processes sharing the GPU)",
+        f"- targets: ResNet-50 on one GPU <= {goals['resnet50_one_gpu_s']:g} s; depthwise and grouped graphs <= "
+        f"{goals['depthwise_graph_median_s']:g} s each (median)",
+        "",
+        "| run | code | A: ResNet-50 serial | B: ResNet-50 pipelined | B against A | processes | B's GPU time "
+        "(timing) / host time (building, bookkeeping) | D: depthwise run | depthwise graph, median own s | "
+        "timings repeated behind a longer spin, B / D |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     serial = {}
     for r, d in rows:
         ru = d["runs"]
@@ -503,20 +665,36 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         vs = f"{serial['wall'] / b['wall_s']:.2f}x" if b and serial else "-"
         bs = (b or {}).get("time_split") or {}
         dw = depthwise_graphs(dd or {})
-        retimed = " / ".join(str(sum(((x or {}).get("time_split") or {})["retimed"].values()))
-                             if "retimed" in ((x or {}).get("time_split") or {}) else "-" for x in (b, dd))
-        lines.append(f"| {r['dir']} | {r['code']} | {a_text} | **{b['wall_s']} s** | {vs} | {b.get('workers')} | "
-                     f"{bs.get('timing', 0):.1f} / {bs.get('build', 0) + bs.get('bookkeeping', 0):.1f} s | "
-                     f"{dd['wall_s']} s ({len(dd.get('graphs', []))} graphs) | **{median_own(dd, dw):.2f} s** "
-                     f"({len(dw)} graphs, slowest {max(own_seconds(g) for g in dw):.2f} s) | {retimed} |")
-    lines += ["", "What changed between the runs:", "", *(f"- {r['dir']} ({r['code']}): {r['change']}" for r, _ in rows)]
-    lines += ["", "## Where the time goes", "",
-              "Summed over the graphs of each run, from the split each graph stores with its rows in the cache "
-              "(`python -m engine profile` prints it at the end): building is the heuristic query, the engine "
-              "sweep (support checks, knob settings, finalizing its plans) and finalizing the heuristic plans; "
-              "timing is holding the GPU (operands, the timed runs, the host's work between them); bookkeeping is "
-              "labelling numerical notes and writing the cache. On processes sharing the GPU, building overlaps "
-              "timing and only timing is serialized, so B's wall clock is its timing plus the start.", ""]
+        retimed = " / ".join(
+            str(sum(((x or {}).get("time_split") or {})["retimed"].values()))
+            if "retimed" in ((x or {}).get("time_split") or {})
+            else "-"
+            for x in (b, dd)
+        )
+        lines.append(
+            f"| {r['dir']} | {r['code']} | {a_text} | **{b['wall_s']} s** | {vs} | {b.get('workers')} | "
+            f"{bs.get('timing', 0):.1f} / {bs.get('build', 0) + bs.get('bookkeeping', 0):.1f} s | "
+            f"{dd['wall_s']} s ({len(dd.get('graphs', []))} graphs) | **{median_own(dd, dw):.2f} s** "
+            f"({len(dw)} graphs, slowest {max(own_seconds(g) for g in dw):.2f} s) | {retimed} |"
+        )
+    lines += [
+        "",
+        "What changed between the runs:",
+        "",
+        *(f"- {r['dir']} ({r['code']}): {r['change']}" for r, _ in rows),
+    ]
+    lines += [
+        "",
+        "## Where the time goes",
+        "",
+        "Summed over the graphs of each run, from the split each graph stores with its rows in the cache "
+        "(`python -m engine profile` prints it at the end): building is the heuristic query, the engine "
+        "sweep (support checks, knob settings, finalizing its plans) and finalizing the heuristic plans; "
+        "timing is holding the GPU (operands, the timed runs, the host's work between them); bookkeeping is "
+        "labelling numerical notes and writing the cache. On processes sharing the GPU, building overlaps "
+        "timing and only timing is serialized, so B's wall clock is its timing plus the start.",
+        "",
+    ]
     for r, d in rows:
         for name in ("A", "B", "D"):
             x = d["runs"].get(name)
@@ -526,74 +704,114 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         if d.get("compare"):
             c = d["compare"]
             a_run = r["dir"] if c.get("serial_from", "this run") == "this run" else c["serial_from"]
-            lines += ["", f"## Serial against pipelined: A of {a_run} against B of {r['dir']}", "",
-                      *compare_lines(c, "A", "B")]
+            lines += [
+                "",
+                f"## Serial against pipelined: A of {a_run} against B of {r['dir']}",
+                "",
+                *compare_lines(c, "A", "B"),
+            ]
         if d.get("noise"):
-            lines += ["", f"## Two pipelined runs: B of {d['noise'].get('other_from')} against B of {r['dir']}", "",
-                      "The same comparison between two profiles measured the same way: how far two profiles of one "
-                      "GPU differ by noise alone.", "", *compare_lines(d["noise"], "earlier B", "B")]
-    lines += ["", "make_plan's plans from two profiles differ where configurations are within the timing noise of "
-              "each other; the last column times each plan with the other profile's measurements of its choices. "
-              "The serial and the pipelined profiles differ about as much as two pipelined ones."]
+            lines += [
+                "",
+                f"## Two pipelined runs: B of {d['noise'].get('other_from')} against B of {r['dir']}",
+                "",
+                "The same comparison between two profiles measured the same way: how far two profiles of one "
+                "GPU differ by noise alone.",
+                "",
+                *compare_lines(d["noise"], "earlier B", "B"),
+            ]
+    lines += [
+        "",
+        "make_plan's plans from two profiles differ where configurations are within the timing noise of "
+        "each other; the last column times each plan with the other profile's measurements of its choices. "
+        "The serial and the pipelined profiles differ about as much as two pipelined ones.",
+    ]
     gl = next((d["gil"] for _, d in rows if "speedup" in d.get("gil", {})), None)
     if gl:
-        lines += ["", "## Threads or processes", "",
-                  f"Building the engine sweep of {gl['graphs']} ResNet-50 graphs ({gl['plans']} plans): "
-                  f"{gl['serial_s']} s on one thread, {gl['threads_s']} s on {gl['threads']} threads with a cuDNN "
-                  f"handle each ({gl['speedup']}x; too short a sample to weigh much). The frontend's only extension "
-                  "module never releases the GIL (engine/gpu/pipeline.py), so the profiler builds on processes."]
+        lines += [
+            "",
+            "## Threads or processes",
+            "",
+            f"Building the engine sweep of {gl['graphs']} ResNet-50 graphs ({gl['plans']} plans): "
+            f"{gl['serial_s']} s on one thread, {gl['threads_s']} s on {gl['threads']} threads with a cuDNN "
+            f"handle each ({gl['speedup']}x; too short a sample to weigh much). The frontend's only extension "
+            "module never releases the GIL (engine/gpu/pipeline.py), so the profiler builds on processes.",
+        ]
     c = last.get("compare")
     b = runs.get("B", {})
     if c and b.get("time_split"):
         dw_med = median_own(runs["D"], depthwise_graphs(runs["D"]))
         dw_met = "met" if dw_med <= goals["depthwise_graph_median_s"] else "not met"
-        lines += ["", "## Targets", "",
-                  f"- ResNet-50 b64 on one GPU: {b['wall_s']} s in {entry['dir']}, target {goals['resnet50_one_gpu_s']:g} "
-                  f"s: **{'met' if b['wall_s'] <= goals['resnet50_one_gpu_s'] else 'not met'}**. The GPU is the "
-                  f"bottleneck, not building: B held the GPU for {b['time_split']['timing']:.1f} s of its "
-                  f"{b['wall_s']} s, of which its timed kernels themselves ran at least {c['kernel_s_b']:.1f} s (a warm-up "
-                  "and a single run per plan, and the repeats of those not timed once; timings repeated behind a "
-                  "longer spin not counted); the rest is the spin ahead of "
-                  "each timed region, a synchronisation per plan and the host's work between plans while it holds "
-                  "the GPU. Building (plus labelling notes) is "
-                  f"{b['time_split']['build'] + b['time_split']['bookkeeping']:.1f} s of host time, spread over "
-                  f"{b.get('workers')} processes.",
-                  f"- depthwise and grouped graphs: median {dw_med:.2f} s "
-                  f"of a graph's own building and timing in {entry['dir']} "
-                  f"({median_own(rows[0][1]['runs']['D'], depthwise_graphs(rows[0][1]['runs']['D'])):.2f} s in "
-                  f"{rows[0][0]['dir']}), target {goals['depthwise_graph_median_s']:g} s: **{dw_met}**; on this H100 they "
-                  "are not host-bound (building 4 s of D's 42 graphs, timing 31-62 s): the 7-11 s per graph of the "
-                  "issue are not seen here."]
-    lines += ["", "## ETA", "",
-              "`engine.gpu.progress`'s ETA replayed on each run's graphs (their stored ends and seconds, in the order "
-              "they were stored): how far the predicted finish (elapsed + ETA) was from the real one, as a share of "
-              "the run's measuring time; issue 24 asks for +-15 % after the first 10 % of graphs.", "",
-              "| run | after 10 % of the graphs: worst / median | after 25 % | after 50 % |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "## Targets",
+            "",
+            f"- ResNet-50 b64 on one GPU: {b['wall_s']} s in {entry['dir']}, target {goals['resnet50_one_gpu_s']:g} "
+            f"s: **{'met' if b['wall_s'] <= goals['resnet50_one_gpu_s'] else 'not met'}**. The GPU is the "
+            f"bottleneck, not building: B held the GPU for {b['time_split']['timing']:.1f} s of its "
+            f"{b['wall_s']} s, of which its timed kernels themselves ran at least {c['kernel_s_b']:.1f} s (a warm-up "
+            "and a single run per plan, and the repeats of those not timed once; timings repeated behind a "
+            "longer spin not counted); the rest is the spin ahead of "
+            "each timed region, a synchronisation per plan and the host's work between plans while it holds "
+            "the GPU. Building (plus labelling notes) is "
+            f"{b['time_split']['build'] + b['time_split']['bookkeeping']:.1f} s of host time, spread over "
+            f"{b.get('workers')} processes.",
+            f"- depthwise and grouped graphs: median {dw_med:.2f} s "
+            f"of a graph's own building and timing in {entry['dir']} "
+            f"({median_own(rows[0][1]['runs']['D'], depthwise_graphs(rows[0][1]['runs']['D'])):.2f} s in "
+            f"{rows[0][0]['dir']}), target {goals['depthwise_graph_median_s']:g} s: **{dw_met}**; on this H100 they "
+            "are not host-bound (building 4 s of D's 42 graphs, timing 31-62 s): the 7-11 s per graph of the "
+            "issue are not seen here.",
+        ]
+    lines += [
+        "",
+        "## ETA",
+        "",
+        "`engine.gpu.progress`'s ETA replayed on each run's graphs (their stored ends and seconds, in the order "
+        "they were stored): how far the predicted finish (elapsed + ETA) was from the real one, as a share of "
+        "the run's measuring time; issue 24 asks for +-15 % after the first 10 % of graphs.",
+        "",
+        "| run | after 10 % of the graphs: worst / median | after 25 % | after 50 % |",
+        "|---|---|---|---|",
+    ]
     for r, d in rows:
         for name in ("A", "B", "D"):
             x = d["runs"].get(name)
             if x and x.get("graphs"):
                 e = eta_replay(name, x)
-                lines.append(f"| {r['dir']} {name} | " + " | ".join(
-                    f"{100 * v['worst']:.0f} / {100 * v['median']:.0f} %" for v in e.values()) + " |")
-    lines += ["", "## Not measured", "",
-              "- the code after the last run: " + last.get("after", "nothing changed the measured path") + ".",
-              "- two GPUs (issue 24's >= 1.9x): no host with two GPUs was used for these runs; `--gpus` still runs one "
-              "Dask worker per GPU, without the pipeline inside it.",
-              "- MobileNetV3-Large: the torchvision importer had not landed; D stands for its depthwise and grouped "
-              "kernels."]
+                lines.append(
+                    f"| {r['dir']} {name} | "
+                    + " | ".join(f"{100 * v['worst']:.0f} / {100 * v['median']:.0f} %" for v in e.values())
+                    + " |"
+                )
+    lines += [
+        "",
+        "## Not measured",
+        "",
+        "- the code after the last run: " + last.get("after", "nothing changed the measured path") + ".",
+        "- two GPUs (issue 24's >= 1.9x): no host with two GPUs was used for these runs; `--gpus` still runs one "
+        "Dask worker per GPU, without the pipeline inside it.",
+        "- MobileNetV3-Large: the torchvision importer had not landed; D stands for its depthwise and grouped kernels.",
+    ]
     skips = (runs.get("B", {}).get("time_split") or {}).get("sweep_skips") or {}
     if skips:
-        lines += ["", f"## What the engine sweep did not time ({entry['dir']}, B)", "",
-                  "Every engine configuration the sweep tried that did not become a plan, by reason; plans the "
-                  "profile records as skipped (above the workspace cap, filtered by a note) are rows of the profile:",
-                  "", *(f"- {r}: {n:,}" for r, n in sorted(skips.items(), key=lambda x: -x[1]))]
+        lines += [
+            "",
+            f"## What the engine sweep did not time ({entry['dir']}, B)",
+            "",
+            "Every engine configuration the sweep tried that did not become a plan, by reason; plans the "
+            "profile records as skipped (above the workspace cap, filtered by a note) are rows of the profile:",
+            "",
+            *(f"- {r}: {n:,}" for r, n in sorted(skips.items(), key=lambda x: -x[1])),
+        ]
     return "\n".join(lines) + "\n"
 
 
 def speed_report(args) -> None:
     listing = Path(args.runs)
-    atomic_write(args.output, speed_render(load_speed_runs(listing), os.path.relpath(listing, Path(args.output).parent)))
+    atomic_write(
+        args.output, speed_render(load_speed_runs(listing), os.path.relpath(listing, Path(args.output).parent))
+    )
     print(f"wrote {args.output}")
 
 
@@ -624,8 +842,14 @@ def main() -> None:
     sr.add_argument("runs", nargs="?", default=str(SPEED_RUNS), help="the listing of committed runs")
     sr.add_argument("-o", "--output", default=str(SPEED_REPORT))
     args = ap.parse_args()
-    {"measure": measure, "report": report, "speed": speed, "gil": gil, "speed-compare": speed_compare,
-     "speed-report": speed_report}[args.cmd](args)
+    {
+        "measure": measure,
+        "report": report,
+        "speed": speed,
+        "gil": gil,
+        "speed-compare": speed_compare,
+        "speed-report": speed_report,
+    }[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("distributed")
-pytestmark = pytest.mark.slow   # a local Dask cluster: 1-15 s a test
+pytestmark = pytest.mark.slow  # a local Dask cluster: 1-15 s a test
 
 from engine.testing import fake_gpu as fake  # noqa: E402
 from engine.errors import EngineError  # noqa: E402
@@ -50,6 +50,7 @@ def cluster():
 def full(address: str) -> str:
     """The address, once both workers are up (a previous test may have killed one)."""
     from distributed import Client
+
     with Client(address, timeout=30) as client:
         client.wait_for_workers(2, timeout=60)
     return address
@@ -91,6 +92,7 @@ def test_local_devices_map_gpu_numbers_through_this_process_visible_list():
 
 def worker_setup() -> dict:
     import dask
+
     names = ("CUDA_VISIBLE_DEVICES", "MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS")
     return dict({k: os.environ.get(k) for k in names}, profiler=dask.config.get("distributed.worker.profile.enabled"))
 
@@ -98,6 +100,7 @@ def worker_setup() -> dict:
 def test_local_workers_see_their_own_gpu_and_run_as_a_serial_profile_does(cluster):
     """Each worker sees only its GPU, without Dask's pre-spawn variables or its statistical profiler."""
     from distributed import Client
+
     with Client(full(cluster), timeout=30) as client:
         setup = client.run(worker_setup)
     assert sorted(e["CUDA_VISIBLE_DEVICES"] for e in setup.values()) == ["0", "1"]
@@ -111,9 +114,14 @@ def test_work_is_one_graph_per_kernel_and_size_and_options_key_the_cache_as_befo
     assert [g.b for g in WORK[:4]] == [8, 4, 2, 1]  # a serial run allocates a signature's buffers once
     assert WORK[0].cost == WORK[0].sig.with_batch(8).flops == 2 * WORK[1].cost  # expected cost: b x FLOPs
     sweep = measure_settings(max_workspace=1 << 30, repeats=5, engines="sweep", knob_samples=16)
-    assert sweep.options() == {"max_workspace": 1 << 30, "repeats": 5, "include_rtc": False,
-                               "heuristics": "A+FALLBACK", "numerical_notes": "per (signature, plan)",
-                               "sweep": {"knob_samples": 16, "dominated": 1.25}}
+    assert sweep.options() == {
+        "max_workspace": 1 << 30,
+        "repeats": 5,
+        "include_rtc": False,
+        "heuristics": "A+FALLBACK",
+        "numerical_notes": "per (signature, plan)",
+        "sweep": {"knob_samples": 16, "dominated": 1.25},
+    }
     assert "sweep" not in measure_settings(engines="heuristics").options()
     with pytest.raises(EngineError, match="engines must be one of"):
         measure_settings(engines="fast")
@@ -128,7 +136,9 @@ def test_two_gpus_measure_each_graph_once_and_merge_in_the_serial_order(tmp_path
     p = prof.provenance
     assert [(g["worker"], g["gpu_uuid"]) for g in p["gpus"]] == [("gpu0", "SYNTHETIC-0"), ("gpu1", "SYNTHETIC-1")]
     assert sum(g["graphs"] for g in p["gpus"]) == 56 and all(g["graphs"] > 0 for g in p["gpus"])
-    assert p["graphs"] == {"total": 56, "from_cache": 0, "measured": 56, "failed": 0} and p["scheduler"] == full(cluster)
+    assert p["graphs"] == {"total": 56, "from_cache": 0, "measured": 56, "failed": 0} and p["scheduler"] == full(
+        cluster
+    )
     assert p["synthetic"] and p["gpu"] == "SYNTHETIC-GPU" and p["options"]["sweep"]["knob_samples"] == 16
     with sqlite3.connect(tmp_path / "cache.sqlite") as db:  # each graph: where, when and how long, for benchmarks
         per_graph = [json.loads(p) for (p,) in db.execute("SELECT provenance FROM done")]
@@ -144,10 +154,16 @@ def test_a_killed_run_resumes_on_another_number_of_gpus_without_measuring_again(
     """A client profiling on two GPUs is SIGKILLed mid-run; one GPU resumes and measures only what is missing,
     biggest first."""
     cache = tmp_path / "cache.sqlite"
-    script = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); import test_distributed_profile as t, pathlib; "
-              f"t.run(pathlib.Path({str(tmp_path)!r}), 'killed', pause=0.1, scheduler={full(cluster)!r})")
-    proc = subprocess.Popen([sys.executable, "-c", script], env=dict(os.environ, PYTHONPATH=str(TESTS.parent)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    script = (
+        f"import sys; sys.path.insert(0, {str(TESTS)!r}); import test_distributed_profile as t, pathlib; "
+        f"t.run(pathlib.Path({str(tmp_path)!r}), 'killed', pause=0.1, scheduler={full(cluster)!r})"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env=dict(os.environ, PYTHONPATH=str(TESTS.parent)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline, n = time.monotonic() + 60, 0
     while n < 20 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)
@@ -170,8 +186,9 @@ def test_a_killed_run_resumes_on_another_number_of_gpus_without_measuring_again(
     known = {k for k, _ in kept}
     assert all(n == 4 for (k, _), n in given.items() if k in known) and any(k in known for k, _ in given)
     after = stored(cache)
-    pd.testing.assert_frame_equal(after[after.set_index(["signature", "micro_batch"]).index.isin(kept)]
-                                  .reset_index(drop=True), before)
+    pd.testing.assert_frame_equal(
+        after[after.set_index(["signature", "micro_batch"]).index.isin(kept)].reset_index(drop=True), before
+    )
     pd.testing.assert_frame_equal(prof.table, expected_table(tmp_path))
     assert prof.provenance["graphs"]["from_cache"] == len(kept) and len(prof.provenance["gpus"]) == 1
 
@@ -180,16 +197,25 @@ def test_cancel_keeps_finished_graphs(tmp_path, cluster):
     done = []
     with pytest.raises(ProfilingCancelled, match="cancelled after 5 of 56"):
         measure = partial(fake.measure, log=str(tmp_path / "log.jsonl"), tag="cancel")
-        profile_network(NET, scheduler=full(cluster), cache_path=str(tmp_path / "c.sqlite"), measure=measure,
-                        probe=fake.probe, progress=lambda d, t, m: done.append(d), should_stop=lambda: len(done) >= 5)
+        profile_network(
+            NET,
+            scheduler=full(cluster),
+            cache_path=str(tmp_path / "c.sqlite"),
+            measure=measure,
+            probe=fake.probe,
+            progress=lambda d, t, m: done.append(d),
+            should_stop=lambda: len(done) >= 5,
+        )
     assert len(stored(tmp_path / "c.sqlite")) == 5 * 4
 
 
 def test_dead_and_failing_workers_are_retried_once_then_recorded_and_the_run_goes_on(tmp_path, cluster):
     big, mid, small = WORK[0], WORK[5], WORK[-1]
-    faults = {f"{big.key}@{big.b}": ("lose", 1),   # CUDA context lost once: worker restarted, graph retried
-              f"{mid.key}@{mid.b}": ("die", 2),    # the worker process dies at both attempts
-              f"{small.key}@{small.b}": ("raise", 2)}
+    faults = {
+        f"{big.key}@{big.b}": ("lose", 1),  # CUDA context lost once: worker restarted, graph retried
+        f"{mid.key}@{mid.b}": ("die", 2),  # the worker process dies at both attempts
+        f"{small.key}@{small.b}": ("raise", 2),
+    }
     prof = run(tmp_path, "faulty", faults=faults, scheduler=full(cluster))
     failed = {(f["signature"], f["micro_batch"]): f for f in prof.provenance["failed_graphs"]}
     assert set(failed) == {(mid.key, mid.b), (small.key, small.b)}
@@ -209,8 +235,9 @@ def test_dead_and_failing_workers_are_retried_once_then_recorded_and_the_run_goe
     pd.testing.assert_frame_equal(again.table, expected_table(tmp_path))
 
 
-@pytest.mark.parametrize("probe,message", [(fake.mixed_probe, "the Dask workers' GPUs differ"),
-                                           (fake.shared_probe, "share GPU SYNTHETIC-0")])
+@pytest.mark.parametrize(
+    "probe,message", [(fake.mixed_probe, "the Dask workers' GPUs differ"), (fake.shared_probe, "share GPU SYNTHETIC-0")]
+)
 def test_mixed_or_shared_gpus_are_refused_before_measuring(tmp_path, cluster, probe, message):
     with pytest.raises(EngineError, match=message):
         run(tmp_path, "refused", probe=probe, scheduler=full(cluster))
@@ -218,13 +245,18 @@ def test_mixed_or_shared_gpus_are_refused_before_measuring(tmp_path, cluster, pr
 
 
 def test_cli_options_fail_with_one_line(cluster, monkeypatch):
-    one_error_line(engine("profile", "--network", "alexnet", "--gpus", "0", "--scheduler", "tcp://127.0.0.1:1"),
-                   "exclude each other")
-    one_error_line(engine("profile", "--network", "alexnet", "--scheduler", full(cluster)),
-                   "the worker on", "cannot profile: CuPy")
+    one_error_line(
+        engine("profile", "--network", "alexnet", "--gpus", "0", "--scheduler", "tcp://127.0.0.1:1"),
+        "exclude each other",
+    )
+    one_error_line(
+        engine("profile", "--network", "alexnet", "--scheduler", full(cluster)), "the worker on", "cannot profile: CuPy"
+    )
     monkeypatch.setenv("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", "1s")
-    one_error_line(engine("profile", "--network", "alexnet", "--scheduler", "tcp://127.0.0.1:9"),
-                   "cannot reach the Dask scheduler at tcp://127.0.0.1:9")
+    one_error_line(
+        engine("profile", "--network", "alexnet", "--scheduler", "tcp://127.0.0.1:9"),
+        "cannot reach the Dask scheduler at tcp://127.0.0.1:9",
+    )
 
 
 @pytest.mark.gpu
@@ -232,6 +264,7 @@ def test_real_gpus_measure_the_plans_the_single_gpu_profiler_measures(tmp_path):
     """On a GPU host: the tiny network through Dask workers on up to two real GPUs and through the
     single-GPU profiler, from cold caches, gives the same (signature, micro-batch, plan) set."""
     from engine.gpu import available
+
     ok, why = available()
     if not ok:
         pytest.skip(f"no GPU: {why}")
@@ -239,6 +272,7 @@ def test_real_gpus_measure_the_plans_the_single_gpu_profiler_measures(tmp_path):
 
     from engine.gpu.profiler import profile_network as on_this_gpu
     from engine.testing.networks import tiny_network
+
     devices = local_devices(None, min(2, cupy.cuda.runtime.getDeviceCount()), os.environ.get("CUDA_VISIBLE_DEVICES"))
     spread = profile_network(tiny_network(), gpus=devices, cache_path=str(tmp_path / "a.sqlite"), repeats=2)
     serial = on_this_gpu(tiny_network(), cache_path=str(tmp_path / "b.sqlite"), repeats=2)

@@ -52,12 +52,14 @@ def test_failures_are_recorded_and_profiling_goes_on(monkeypatch):
     ctx = runtime.context()
     s = sig(KernelKind.FORWARD, 16)
     from engine.gpu import graphs
+
     real = graphs.ConvGraph.executor
 
     def flaky(self, index, c):
         if index == 0:
             raise RuntimeError("injected execute failure")
         return real(self, index, c)
+
     monkeypatch.setattr(graphs.ConvGraph, "executor", flaky)
     rows = profile_graph(s, 16, KernelBuffers(s, 16), ctx, max_workspace=0, repeats=3, include_rtc=False)
     by_status = {r["status"] for r in rows}
@@ -85,11 +87,12 @@ def test_cache_resumes_after_a_killed_profile(tmp_path, monkeypatch):
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert r.returncode == 3, r.stderr
     from engine.gpu import profiler
+
     calls = []
     real = profiler.build_graph
     monkeypatch.setattr(profiler, "build_graph", lambda *a, **k: calls.append(a[:2]) or real(*a, **k))
     prof = profile_network(tiny_network(), cache_path=str(cache), repeats=2, workers=1)
-    total = len(tiny_network().unique_kernels()) * 4   # sizes 8, 4, 2, 1
+    total = len(tiny_network().unique_kernels()) * 4  # sizes 8, 4, 2, 1
     assert len(calls) == total - 3
     assert prof.table.groupby(["signature", "micro_batch"]).ngroups == total
 
@@ -117,7 +120,7 @@ def _pieces(s, sizes, ctx, swept=False):
         cg = make_graph(s.with_batch(b), b, ctx, include_rtc=not swept)
         pool = sweep(cg, 2) if swept else list(range(len(cg.names)))
         assert pool, "no plan to choose from"
-        for i in pool[j % len(pool):] + pool[:j % len(pool)]:
+        for i in pool[j % len(pool) :] + pool[: j % len(pool)]:
             try:
                 if cg.build(i) <= 256 << 20:
                     micro.append((b, cg.names[i]))
@@ -163,8 +166,9 @@ def test_swept_plans_rebuild_by_name_and_equal_undivided(kind, precision, layout
 def test_engine_sweep_rows_and_unknown_plans():
     ctx = runtime.context()
     s = sig(KernelKind.FORWARD, 64)
-    rows = profile_graph(s, 64, KernelBuffers(s, 64), ctx, max_workspace=1 << 30, repeats=2, include_rtc=False,
-                         knob_samples=2)
+    rows = profile_graph(
+        s, 64, KernelBuffers(s, 64), ctx, max_workspace=1 << 30, repeats=2, include_rtc=False, knob_samples=2
+    )
     heur = [r for r in rows if r["heuristic_rank"] >= 0]
     swept = [r for r in rows if r["heuristic_rank"] < 0]
     assert heur and swept and not {r["plan"] for r in heur} & {r["plan"] for r in swept}
@@ -195,6 +199,7 @@ def test_wd_arena_segments_never_overlap_and_the_plan_verifies():
     from engine.profile import Profile, resolve_profile
     from engine.units import MiB
     from engine.zoo import get_network
+
     prof = Profile.load(resolve_profile("h100-alexnet-b256-tf32-nchw-powerOfTwo"))
     here = runtime.provenance()
     if (prof.provenance["gpu"], prof.provenance["cudnn_version"]) != (here["gpu"], here["cudnn_version"]):
@@ -206,8 +211,9 @@ def test_wd_arena_segments_never_overlap_and_the_plan_verifies():
     report = verify_plan(plan, repeats=2)
     assert report["totals"]["all_passed"], report["totals"]
     assert report["arena_bytes"] <= 120 * MiB
-    assert all(k["workspace"] <= next(p["workspace"] for p in d["kernels"] if p["id"] == k["id"])
-               for k in report["kernels"])
+    assert all(
+        k["workspace"] <= next(p["workspace"] for p in d["kernels"] if p["id"] == k["id"]) for k in report["kernels"]
+    )
 
 
 def test_numerical_notes_are_labelled():
@@ -216,8 +222,9 @@ def test_numerical_notes_are_labelled():
     rows = {}
     for precision in ("tf32", "fp32"):
         s = sig(KernelKind.FORWARD, 32, precision)
-        rows[precision] = profile_graph(s, 32, KernelBuffers(s, 32), ctx, max_workspace=1 << 30, repeats=2,
-                                        include_rtc=False)
+        rows[precision] = profile_graph(
+            s, 32, KernelBuffers(s, 32), ctx, max_workspace=1 << 30, repeats=2, include_rtc=False
+        )
     tf32_ok = [r for r in rows["tf32"] if r["status"] == "ok"]
     fp32_ok = [r for r in rows["fp32"] if r["status"] == "ok"]
     assert any("TENSOR_CORE" in r["numerical_notes"] for r in tf32_ok)
@@ -231,7 +238,7 @@ def test_notes_are_labelled_on_each_graph_and_the_probe_agrees_with_building():
     for kind in KINDS:
         s = sig(kind, 16)
         cg = make_graph(s, 16, ctx, include_rtc=False)
-        names = cg.names[:cg.heuristic] + [cg.names[i] for i in sweep(cg, 2)]
+        names = cg.names[: cg.heuristic] + [cg.names[i] for i in sweep(cg, 2)]
         built = label_graph(s, 16, ctx, names, probe=False)
         assert any(built.values()), kind
         assert label_graph(s, 16, ctx, names, probe=True) == built, kind

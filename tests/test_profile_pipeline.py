@@ -43,11 +43,11 @@ def pipelined(tmp_path, workers=3, cache="cache.sqlite", probe=fake.probe, progr
     """run_pipeline on fake GPUs, assembled as profiler.profile_network does; returns (profile, progress)."""
     measure = partial(fake.pipeline_measure, log=str(tmp_path / "log.jsonl"), **kw)
     track = ProfileProgress(WORK, progress)
-    prov, c = run_pipeline(WORK, SETTINGS, "SYNTHETIC", str(tmp_path / cache), workers, track, should_stop, None,
-                           measure, probe)
+    prov, c = run_pipeline(
+        WORK, SETTINGS, "SYNTHETIC", str(tmp_path / cache), workers, track, should_stop, None, measure, probe
+    )
     try:
-        return assemble(c, WORK, dict(prov, time_split=track.split_summary()), NET, "powerOfTwo", "tf32",
-                        "NCHW"), track
+        return assemble(c, WORK, dict(prov, time_split=track.split_summary()), NET, "powerOfTwo", "tf32", "NCHW"), track
     finally:
         c.close()
 
@@ -95,11 +95,17 @@ def test_notes_labelled_once_go_with_later_graphs_of_the_signature(tmp_path):
 
 def test_a_killed_run_resumes_without_measuring_again_and_its_workers_exit(tmp_path):
     cache = tmp_path / "cache.sqlite"
-    script = (f"import pathlib, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-              f"import test_profile_pipeline as t; "
-              f"t.pipelined(pathlib.Path({str(tmp_path)!r}), workers=3, build=0.1, timing=0.02)")
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).parent.parent,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    script = (
+        f"import pathlib, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+        f"import test_profile_pipeline as t; "
+        f"t.pipelined(pathlib.Path({str(tmp_path)!r}), workers=3, build=0.1, timing=0.02)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).parent.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline, n = time.monotonic() + 90, 0
     while n < 15 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)
@@ -123,8 +129,9 @@ def test_a_killed_run_resumes_without_measuring_again_and_its_workers_exit(tmp_p
     again = [(k, b) for _, k, b, *_ in fake.log_lines(tmp_path / "log.jsonl")]
     assert not set(again) & kept and set(again) | kept == set(COST) and len(again) == len(set(again))
     after = stored(cache)
-    pd.testing.assert_frame_equal(after[after.set_index(["signature", "micro_batch"]).index.isin(kept)]
-                                  .reset_index(drop=True), before)
+    pd.testing.assert_frame_equal(
+        after[after.set_index(["signature", "micro_batch"]).index.isin(kept)].reset_index(drop=True), before
+    )
     pd.testing.assert_frame_equal(prof.table, expected_table(tmp_path))
     assert track.status()["from_cache"] == len(kept)
 
@@ -143,19 +150,23 @@ def _alive(pid: int) -> bool:
 def in_child(tmp_path, call: str) -> tuple[subprocess.CompletedProcess, float]:
     """``t.<call>`` in a child Python (t: this module, p: tmp_path), and its seconds. Runs that kill busy workers
     go there: a spawned worker killed in this process left a later test's Dask worker restart hanging."""
-    script = (f"import pathlib, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-              f"import test_profile_pipeline as t; p = pathlib.Path({str(tmp_path)!r}); {call}")
+    script = (
+        f"import pathlib, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+        f"import test_profile_pipeline as t; p = pathlib.Path({str(tmp_path)!r}); {call}"
+    )
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=120
+    )
     return proc, time.monotonic() - t0
 
 
 def test_a_dying_worker_or_a_probe_failure_ends_the_run_with_one_error(tmp_path):
     proc, _ = in_child(tmp_path, "t.pipelined(p, workers=2, die_at=10)")
     assert proc.returncode != 0
-    assert re.search(r"EngineError: a profiling worker died \(exit code 5\).*run the same command again",
-                     proc.stderr), proc.stderr[-800:]
+    assert re.search(
+        r"EngineError: a profiling worker died \(exit code 5\).*run the same command again", proc.stderr
+    ), proc.stderr[-800:]
     # graphs before the death were stored, less what the other worker still had in flight (2 workers)
     assert 10 - 2 <= len(stored(tmp_path / "cache.sqlite")) // 4 < 56
     with pytest.raises(EngineError, match="a profiling worker cannot profile: RuntimeError: SYNTHETIC: no GPU"):
@@ -165,8 +176,11 @@ def test_a_dying_worker_or_a_probe_failure_ends_the_run_with_one_error(tmp_path)
 
 
 def test_cancel_keeps_finished_graphs_and_does_not_wait_for_busy_workers(tmp_path):
-    proc, seconds = in_child(tmp_path, "done = []; t.pipelined(p, workers=3, build=1.0, progress=lambda d, n, m: "
-                                       "done.append(d), should_stop=lambda: len(done) >= 3)")
+    proc, seconds = in_child(
+        tmp_path,
+        "done = []; t.pipelined(p, workers=3, build=1.0, progress=lambda d, n, m: "
+        "done.append(d), should_stop=lambda: len(done) >= 3)",
+    )
     assert "ProfilingCancelled: profiling cancelled after 3 of 56" in proc.stderr, proc.stderr[-800:]
     assert seconds < 25  # three busy workers killed, not waited for (1 s each graph)
     assert len(stored(tmp_path / "cache.sqlite")) == 3 * 4
@@ -175,10 +189,10 @@ def test_cancel_keeps_finished_graphs_and_does_not_wait_for_busy_workers(tmp_pat
 def test_worker_count_is_bounded_by_cores_and_memory():
     gib = 1 << 30
     big = dict(max_workspace=gib, operand_bytes=gib, gpu_bytes=80 * gib, host_bytes=128 * gib)
-    assert worker_count(None, cpus=16, **big) == 12             # MAX_WORKERS
-    assert worker_count(None, cpus=4, **big) == 3               # one core for the parent
-    assert worker_count(None, cpus=16, **dict(big, gpu_bytes=16 * gib)) == 4     # 12.8 GiB / 3 GiB
-    assert worker_count(None, cpus=16, **dict(big, host_bytes=7 * gib)) == 2     # 3 GiB each
+    assert worker_count(None, cpus=16, **big) == 12  # MAX_WORKERS
+    assert worker_count(None, cpus=4, **big) == 3  # one core for the parent
+    assert worker_count(None, cpus=16, **dict(big, gpu_bytes=16 * gib)) == 4  # 12.8 GiB / 3 GiB
+    assert worker_count(None, cpus=16, **dict(big, host_bytes=7 * gib)) == 2  # 3 GiB each
     assert worker_count(None, cpus=1, **big) == 1
     assert worker_count(5, cpus=1, **big) == 5
     with pytest.raises(EngineError, match="at least 1"):
@@ -187,10 +201,10 @@ def test_worker_count_is_bounded_by_cores_and_memory():
 
 def test_fit_is_non_negative_least_squares():
     exact = [Sample((1.0, 0.0, x), 2.0 + 3.0 * x) for x in (1.0, 2.0, 5.0)] + [Sample((0.0, 1.0, 2.0), 7.5)]
-    assert fit(exact) == pytest.approx([2.0, 1.5, 3.0])                    # a[kind 0], a[kind 1], c
-    falling = [Sample((1.0, 1.0), 4.0), Sample((1.0, 3.0), 2.0)]            # cheaper when bigger: the mean
+    assert fit(exact) == pytest.approx([2.0, 1.5, 3.0])  # a[kind 0], a[kind 1], c
+    falling = [Sample((1.0, 1.0), 4.0), Sample((1.0, 3.0), 2.0)]  # cheaper when bigger: the mean
     assert fit(falling) == pytest.approx([3.0, 0.0])
-    origin = [Sample((1.0, 1.0), 0.0), Sample((1.0, 2.0), 3.0)]             # a negative intercept: through 0
+    origin = [Sample((1.0, 1.0), 0.0), Sample((1.0, 2.0), 3.0)]  # a negative intercept: through 0
     assert fit(origin) == pytest.approx([0.0, 1.2])
 
 
@@ -207,9 +221,11 @@ def test_features_are_a_direction_flops_and_bytes():
 def test_eta_is_within_15_percent_after_a_tenth_of_the_graphs(order, workers):
     """SYNTHETIC schedule: each graph takes 0.2 s of host work plus time in proportion to its FLOPs, on
     ``workers`` greedy workers; the ETA after every graph from the 10th percentile on is within 15 %."""
-    work = sorted(graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW"),
-                  key=lambda g: -g.cost) if order == "biggest first" else \
-        graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")
+    work = (
+        sorted(graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW"), key=lambda g: -g.cost)
+        if order == "biggest first"
+        else graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")
+    )
     top = max(g.cost for g in work)
     seconds = [0.2 + 0.8 * g.cost / top for g in work]
     free, ends = [0.0] * workers, []
@@ -243,8 +259,14 @@ def test_progress_messages_lead_with_the_eta_and_count_graphs_per_gpu():
     track.finished(work[2], "gpu1", 1.0, note="on gpu1")
     assert seen[0] == (1, 4, "ETA ? | 1 graphs from the cache")
     assert seen[2][2].startswith("ETA 0:01 gpu0 1, gpu1 1 | ") and seen[2][2].endswith("on gpu1")
-    assert track.status() == {"done": 3, "total": 4, "from_cache": 1, "per_gpu": {"gpu0": 1, "gpu1": 1},
-                              "eta_s": pytest.approx(1.0, abs=0.6), "elapsed_s": 2.0}
+    assert track.status() == {
+        "done": 3,
+        "total": 4,
+        "from_cache": 1,
+        "per_gpu": {"gpu0": 1, "gpu1": 1},
+        "eta_s": pytest.approx(1.0, abs=0.6),
+        "elapsed_s": 2.0,
+    }
 
 
 class _Speaker(threading.Thread):
@@ -272,14 +294,19 @@ def test_an_address_that_is_no_dask_scheduler_gets_one_line_within_seconds():
     web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
     threading.Thread(target=web.serve_forever, daemon=True).start()
     try:
-        for address, says in ((ssh.address, "greeted with b'SSH-2.0-'"),
-                              (f"tcp://127.0.0.1:{web.server_address[1]}", "sent nothing within 5 s")):
+        for address, says in (
+            (ssh.address, "greeted with b'SSH-2.0-'"),
+            (f"tcp://127.0.0.1:{web.server_address[1]}", "sent nothing within 5 s"),
+        ):
             t0 = time.monotonic()
-            one_error_line(engine("profile", "--network", "alexnet", "--scheduler", address),
-                           f"{address} is not a Dask scheduler: it {says}")
+            one_error_line(
+                engine("profile", "--network", "alexnet", "--scheduler", address),
+                f"{address} is not a Dask scheduler: it {says}",
+            )
             assert time.monotonic() - t0 < 15
-        one_error_line(engine("profile", "--network", "alexnet", "--scheduler", "tcp://127.0.0.1:http"),
-                       "expected tcp://HOST:PORT")
+        one_error_line(
+            engine("profile", "--network", "alexnet", "--scheduler", "tcp://127.0.0.1:http"), "expected tcp://HOST:PORT"
+        )
     finally:
         web.shutdown()
         web.server_close()

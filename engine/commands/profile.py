@@ -19,23 +19,41 @@ from .progress import progress_bar
 def add_profiling_arguments(p) -> None:
     """What is measured and where: shared by ``profile`` and ``torch-plan``, which profiles what is missing."""
     p.add_argument("--policy", default="powerOfTwo", help="undivided | powerOfTwo | all | a list such as 1,2,4,96,256")
-    p.add_argument("--engines", default=ENGINES[0], choices=ENGINES,
-                   help="sweep (default): cuDNN's heuristic list plus every other engine configuration it offers; "
-                        "heuristics: only heuristics A and FALLBACK")
-    p.add_argument("--max-workspace", default="1GiB", help="plans needing more are recorded but not timed, so no plan "
-                                                           "uses more (default 1GiB)")
-    p.add_argument("--gpus", help="profile on these local GPUs at once, one Dask worker each, e.g. 0,1 "
-                                  "(default: every visible GPU when there are several)")
+    p.add_argument(
+        "--engines",
+        default=ENGINES[0],
+        choices=ENGINES,
+        help="sweep (default): cuDNN's heuristic list plus every other engine configuration it offers; "
+        "heuristics: only heuristics A and FALLBACK",
+    )
+    p.add_argument(
+        "--max-workspace",
+        default="1GiB",
+        help="plans needing more are recorded but not timed, so no plan uses more (default 1GiB)",
+    )
+    p.add_argument(
+        "--gpus",
+        help="profile on these local GPUs at once, one Dask worker each, e.g. 0,1 "
+        "(default: every visible GPU when there are several)",
+    )
     p.add_argument("--cache", help="SQLite cache (default ~/.cache/ucudnn-explorer/profiles.sqlite)")
 
 
 def add_precision_arguments(p) -> None:
     """--dtype and --layout of what is measured: shared by ``profile`` and ``torch-plan``."""
-    p.add_argument("--dtype", "--precision", dest="precision", default=DEFAULT_PRECISION, choices=list(PRECISIONS),
-                   help="; ".join(f"{name}: {r.label}" for name, r in PRECISIONS.items())
-                   + f" (default {DEFAULT_PRECISION})")
-    p.add_argument("--layout", choices=LAYOUTS, help="default: the dtype's (" + ", ".join(
-        f"{name} {r.layout}" for name, r in PRECISIONS.items()) + ")")
+    p.add_argument(
+        "--dtype",
+        "--precision",
+        dest="precision",
+        default=DEFAULT_PRECISION,
+        choices=list(PRECISIONS),
+        help="; ".join(f"{name}: {r.label}" for name, r in PRECISIONS.items()) + f" (default {DEFAULT_PRECISION})",
+    )
+    p.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        help="default: the dtype's (" + ", ".join(f"{name} {r.layout}" for name, r in PRECISIONS.items()) + ")",
+    )
 
 
 def layout_of(args) -> str:
@@ -50,21 +68,35 @@ def add_arguments(p) -> None:
     add_precision_arguments(p)
     add_profiling_arguments(p)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--knob-samples", type=int, default=KNOB_SAMPLES,
-                   help=f"random knob settings per engine in the sweep, besides its defaults (default {KNOB_SAMPLES})")
-    p.add_argument("--include-rtc", action="store_true",
-                   help="also time runtime-compiled engines (each costs ~1 s of NVRTC per graph)")
+    p.add_argument(
+        "--knob-samples",
+        type=int,
+        default=KNOB_SAMPLES,
+        help=f"random knob settings per engine in the sweep, besides its defaults (default {KNOB_SAMPLES})",
+    )
+    p.add_argument(
+        "--include-rtc",
+        action="store_true",
+        help="also time runtime-compiled engines (each costs ~1 s of NVRTC per graph)",
+    )
     p.add_argument("-o", "--output", help="profile file to write (.profile.json.gz)")
-    p.add_argument("--build-workers", type=int,
-                   help="processes building plans while one at a time times them on this GPU (default: one per CPU "
-                        "core but one, at most 12, as memory allows; 1: build and time graph after graph)")
-    p.add_argument("--scheduler", help="profile on the GPUs of an existing Dask cluster, e.g. tcp://HOST:8786 "
-                                       "(one single-threaded worker per GPU: dask cuda worker tcp://HOST:8786)")
+    p.add_argument(
+        "--build-workers",
+        type=int,
+        help="processes building plans while one at a time times them on this GPU (default: one per CPU "
+        "core but one, at most 12, as memory allows; 1: build and time graph after graph)",
+    )
+    p.add_argument(
+        "--scheduler",
+        help="profile on the GPUs of an existing Dask cluster, e.g. tcp://HOST:8786 "
+        "(one single-threaded worker per GPU: dask cuda worker tcp://HOST:8786)",
+    )
 
 
 def run(args) -> int:
     from ..gpu.distributed import choose_profiler
     from ..zoo import get_network
+
     profile_network = choose_profiler(args.gpus, args.scheduler)
     net = get_network(args.network, args.batch)
     cap = parse_size(args.max_workspace)
@@ -75,10 +107,21 @@ def run(args) -> int:
             raise EngineError("--build-workers applies to profiling on one GPU, not with --gpus or --scheduler")
         extra["workers"] = args.build_workers
     layout = layout_of(args)
-    prof = profile_network(net, policy=args.policy, precision=args.precision, layout=layout,
-                           cache_path=args.cache, max_workspace=cap, repeats=args.repeats,
-                           include_rtc=args.include_rtc, engines=args.engines, knob_samples=args.knob_samples,
-                           command=command, progress=progress_bar, **extra)
+    prof = profile_network(
+        net,
+        policy=args.policy,
+        precision=args.precision,
+        layout=layout,
+        cache_path=args.cache,
+        max_workspace=cap,
+        repeats=args.repeats,
+        include_rtc=args.include_rtc,
+        engines=args.engines,
+        knob_samples=args.knob_samples,
+        command=command,
+        progress=progress_bar,
+        **extra,
+    )
     out = args.output or f"{net.name}-b{net.batch}-{args.precision}-{layout.lower()}-{args.policy}.profile.json.gz"
     prof.save(out)
     t = prof.table
@@ -86,18 +129,23 @@ def run(args) -> int:
     swept = (t.heuristic_rank < 0).sum()
     above = skipped.reason.str.startswith("workspace").sum()
     gpus = len(prof.provenance.get("gpus", []))
-    print(f"{f'{gpus}x ' if gpus > 1 else ''}{prof.provenance['gpu']}: {t.signature.nunique()} unique kernels, "
-          f"{t.micro_batch.nunique()} sizes, "
-          f"{len(t)} plan measurements ({swept} from the engine sweep; {(t.status == 'ok').sum()} ok, "
-          f"{(t.status == 'failed').sum()} failed, "
-          f"{above} not timed above {format_size(cap)}, {len(skipped) - above} runtime-compiled or filtered "
-          f"out) in {prof.provenance['profiling_seconds']} s -> {out}")
+    print(
+        f"{f'{gpus}x ' if gpus > 1 else ''}{prof.provenance['gpu']}: {t.signature.nunique()} unique kernels, "
+        f"{t.micro_batch.nunique()} sizes, "
+        f"{len(t)} plan measurements ({swept} from the engine sweep; {(t.status == 'ok').sum()} ok, "
+        f"{(t.status == 'failed').sum()} failed, "
+        f"{above} not timed above {format_size(cap)}, {len(skipped) - above} runtime-compiled or filtered "
+        f"out) in {prof.provenance['profiling_seconds']} s -> {out}"
+    )
     if prof.provenance.get("time_split"):
         print(split_line(prof.provenance))
     failed = prof.provenance.get("failed_graphs", [])
     for f in failed:
-        print(f"error: {f['signature']} at b={f['micro_batch']} failed ({f['reason']}) and is not in {out}; "
-              f"run the same command again to retry it", file=sys.stderr)
+        print(
+            f"error: {f['signature']} at b={f['micro_batch']} failed ({f['reason']}) and is not in {out}; "
+            f"run the same command again to retry it",
+            file=sys.stderr,
+        )
     return 2 if failed else 0
 
 
@@ -109,9 +157,12 @@ def split_line(prov: dict) -> str:
     part = ", ".join(f"{k} {steps[k]:.1f}" for k in ("heuristics", "sweep", "build") if k in steps)
     where = f" on {prov['workers']} processes sharing the GPU" if prov.get("workers", 1) > 1 else ""
     skips = s.get("sweep_skips") or {}
-    skipped = "; sweep configurations not timed: " + ", ".join(f"{n} {r}" for r, n in sorted(skips.items())) \
-        if skips else ""
+    skipped = (
+        "; sweep configurations not timed: " + ", ".join(f"{n} {r}" for r, n in sorted(skips.items())) if skips else ""
+    )
     wait = f", waiting for the GPU {s['wait']:.1f} s" if s.get("wait") else ""
-    return (f"time split over {s['graphs']} measured graphs{where}: building {s['build']:.1f} s ({part}), timing "
-            f"{s['timing']:.1f} s, bookkeeping {s['bookkeeping']:.1f} s (notes {steps.get('notes', 0):.1f}, cache "
-            f"{steps.get('commit', 0):.1f}){wait}; wall {prov['profiling_seconds']} s{skipped}")
+    return (
+        f"time split over {s['graphs']} measured graphs{where}: building {s['build']:.1f} s ({part}), timing "
+        f"{s['timing']:.1f} s, bookkeeping {s['bookkeeping']:.1f} s (notes {steps.get('notes', 0):.1f}, cache "
+        f"{steps.get('commit', 0):.1f}){wait}; wall {prov['profiling_seconds']} s{skipped}"
+    )

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from ..errors import EngineError
 
 START_TIMEOUT = 120  # s for local workers to start (each imports CuPy and the cuDNN frontend)
-WORKER_WAIT = 60     # s for a worker to join an existing scheduler
+WORKER_WAIT = 60  # s for a worker to join an existing scheduler
 
 
 def start_cluster(devices: list[str]):
@@ -31,20 +31,42 @@ def start_cluster(devices: list[str]):
 
     import dask
     from distributed import Nanny, Scheduler, SpecCluster
-    workers = {f"gpu{d}": {"cls": Nanny, "options": {"name": f"gpu{d}", "nthreads": 1, "memory_limit": 0,
-                                                      "host": "127.0.0.1", "env": {"CUDA_VISIBLE_DEVICES": d},
-                                                      "silence_logs": logging.ERROR}}
-               for d in devices}
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                          "distributed.scheduler.worker-saturation": 2.0,
-                          "distributed.nanny.pre-spawn-environ": {}, "distributed.worker.profile.enabled": False}):
-        return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
-                               "host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"}},
-                           silence_logs=logging.ERROR, name="ucudnn-profile")
+
+    workers = {
+        f"gpu{d}": {
+            "cls": Nanny,
+            "options": {
+                "name": f"gpu{d}",
+                "nthreads": 1,
+                "memory_limit": 0,
+                "host": "127.0.0.1",
+                "env": {"CUDA_VISIBLE_DEVICES": d},
+                "silence_logs": logging.ERROR,
+            },
+        }
+        for d in devices
+    }
+    with dask.config.set(
+        {
+            "distributed.scheduler.allowed-failures": 0,
+            "distributed.scheduler.worker-saturation": 2.0,
+            "distributed.nanny.pre-spawn-environ": {},
+            "distributed.worker.profile.enabled": False,
+        }
+    ):
+        return SpecCluster(
+            workers=workers,
+            scheduler={
+                "cls": Scheduler,
+                "options": {"host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"},
+            },
+            silence_logs=logging.ERROR,
+            name="ucudnn-profile",
+        )
 
 
-GREETING_WAIT = 5.0      # s for a Dask scheduler's greeting (it sends its handshake as soon as it accepts)
-GREETING_MAX = 1 << 20   # bytes: a handshake is a few hundred; its length prefix read from another protocol is huge
+GREETING_WAIT = 5.0  # s for a Dask scheduler's greeting (it sends its handshake as soon as it accepts)
+GREETING_MAX = 1 << 20  # bytes: a handshake is a few hundred; its length prefix read from another protocol is huge
 
 
 def check_scheduler(address: str, timeout: float = GREETING_WAIT) -> None:
@@ -81,10 +103,17 @@ def check_scheduler(address: str, timeout: float = GREETING_WAIT) -> None:
             pass
     if len(head) == 8 and struct.unpack("Q", head)[0] <= GREETING_MAX:
         return
-    what = (f"sent nothing within {timeout:g} s" if waited and not head else
-            f"closed the connection" if not head else f"greeted with {head!r}, not a Dask handshake")
-    raise EngineError(f"{address} is not a Dask scheduler: it {what} (a Dask scheduler greets each client at once); "
-                      f"is it another service, such as the scheduler's web dashboard? {hint}")
+    what = (
+        f"sent nothing within {timeout:g} s"
+        if waited and not head
+        else "closed the connection"
+        if not head
+        else f"greeted with {head!r}, not a Dask handshake"
+    )
+    raise EngineError(
+        f"{address} is not a Dask scheduler: it {what} (a Dask scheduler greets each client at once); "
+        f"is it another service, such as the scheduler's web dashboard? {hint}"
+    )
 
 
 @contextmanager
@@ -94,8 +123,10 @@ def connect(devices: list[str] | None, scheduler: str | None):
         import dask
         from distributed import Client
     except ImportError as err:
-        raise EngineError(f"profiling on several GPUs needs dask and distributed ({err}); install the 'gpu' "
-                          f"extra: python3 -m pip install -e '.[gpu]'") from None
+        raise EngineError(
+            f"profiling on several GPUs needs dask and distributed ({err}); install the 'gpu' "
+            f"extra: python3 -m pip install -e '.[gpu]'"
+        ) from None
     cluster = None
     try:
         if scheduler:
@@ -104,15 +135,18 @@ def connect(devices: list[str] | None, scheduler: str | None):
             try:
                 client = Client(scheduler, timeout=timeout)
             except (OSError, TimeoutError, ValueError) as err:
-                raise EngineError(f"cannot reach the Dask scheduler at {scheduler} ({err}); start one with "
-                                  f"'dask scheduler' and a worker per GPU with 'dask cuda worker ADDRESS'") from None
+                raise EngineError(
+                    f"cannot reach the Dask scheduler at {scheduler} ({err}); start one with "
+                    f"'dask scheduler' and a worker per GPU with 'dask cuda worker ADDRESS'"
+                ) from None
             wanted, wait, hint = 1, WORKER_WAIT, f"start a worker per GPU: dask cuda worker {scheduler}"
         else:
             try:
                 cluster = start_cluster(devices)
             except Exception as err:
-                raise EngineError(f"cannot start Dask workers on GPUs {','.join(devices)}: {type(err).__name__}: "
-                                  f"{err}") from None
+                raise EngineError(
+                    f"cannot start Dask workers on GPUs {','.join(devices)}: {type(err).__name__}: {err}"
+                ) from None
             client = Client(cluster)
             wanted, wait, hint = len(devices), START_TIMEOUT, "see the worker messages above"
         try:
@@ -127,5 +161,3 @@ def connect(devices: list[str] | None, scheduler: str | None):
     finally:
         if cluster is not None:
             cluster.close()
-
-

@@ -34,10 +34,19 @@ from . import KNOB_SAMPLES
 from .cache import ProfileCache
 from .cluster import connect
 from .progress import ProfileProgress
-from .work import (DEFAULT_CACHE, Graph, ProfilingCancelled, Settings, assemble, device_key, graphs, measure_settings,
-                   timed_measure)
+from .work import (
+    DEFAULT_CACHE,
+    Graph,
+    ProfilingCancelled,
+    Settings,
+    assemble,
+    device_key,
+    graphs,
+    measure_settings,
+    timed_measure,
+)
 
-RETRIES = 1          # a graph is submitted at most 1 + RETRIES times
+RETRIES = 1  # a graph is submitted at most 1 + RETRIES times
 
 
 class GPUContextLost(EngineError):
@@ -61,10 +70,12 @@ def gpu_provenance() -> dict:
     import platform
 
     from . import available
+
     ok, why = available()
     if not ok:
         raise GPUUnavailableError(f"the worker on {platform.node()} cannot profile: {why}")
     from . import runtime
+
     return runtime.provenance()
 
 
@@ -73,6 +84,7 @@ def measure_on_gpu(graph: Graph, settings: Settings, notes: dict[str, str]) -> l
     import cupy as cp
 
     from .profiler import GraphMeasurer
+
     measurer = _WORKER.setdefault("measurer", GraphMeasurer())
     try:
         rows = measurer.measure(graph, settings, notes)
@@ -94,6 +106,7 @@ def run_graph(measure: Callable, probe: Callable, graph: Graph, settings: Settin
     """A Dask task: one graph's rows, with the provenance of the worker that measured them. ``notes``: the
     numerical notes of the signature's plans already labelled on any worker (plan name -> "|"-joined)."""
     from distributed import get_worker
+
     worker = get_worker()
     prov = worker_provenance(probe)
     try:
@@ -101,8 +114,12 @@ def run_graph(measure: Callable, probe: Callable, graph: Graph, settings: Settin
     except GPUContextLost as err:
         raise GPUContextLost(err.args[0], worker.address) from None
     split = _WORKER.pop("split", None)  # seconds per step, when measure is measure_on_gpu
-    return {"rows": rows, "provenance": prov, "worker": str(worker.name),
-            "timing": dict(timing, split=split) if split else timing}
+    return {
+        "rows": rows,
+        "provenance": prov,
+        "worker": str(worker.name),
+        "timing": dict(timing, split=split) if split else timing,
+    }
 
 
 # ---------------------------------------------------------------- client side
@@ -119,8 +136,10 @@ def local_devices(gpus: str | None, count: int, visible: str | None) -> list[str
     except ValueError:
         ordinals = []
     if not ordinals or len(set(ordinals)) != len(ordinals) or not all(0 <= g < count for g in ordinals):
-        raise EngineError(f"--gpus {gpus!r}: expected distinct GPU numbers separated by commas, such as 0,1, "
-                          f"each below {count} (this process sees {count} GPU{'s' * (count != 1)})")
+        raise EngineError(
+            f"--gpus {gpus!r}: expected distinct GPU numbers separated by commas, such as 0,1, "
+            f"each below {count} (this process sees {count} GPU{'s' * (count != 1)})"
+        )
     return [ids[g] for g in ordinals]
 
 
@@ -132,8 +151,10 @@ def choose_profiler(gpus: str | None, scheduler: str | None) -> Callable[..., Pr
             raise EngineError("--gpus and --scheduler exclude each other: the cluster's workers bring their GPUs")
         return partial(profile_network, scheduler=scheduler)
     from . import available
+
     try:  # only the count here: the Dask workers load cuDNN themselves, so this process need not first
         import cupy
+
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception:
         count = 0
@@ -142,6 +163,7 @@ def choose_profiler(gpus: str | None, scheduler: str | None) -> Callable[..., Pr
         if not ok:
             raise GPUUnavailableError(f"cannot profile: {why}")
         from .profiler import profile_network as on_this_gpu
+
         return on_this_gpu
     return partial(profile_network, gpus=local_devices(gpus, count, os.environ.get("CUDA_VISIBLE_DEVICES")))
 
@@ -157,8 +179,10 @@ def check_workers(client, probe: Callable[[], dict]) -> dict[str, tuple[str, dic
     info = client.scheduler_info(n_workers=-1)["workers"]
     busy = [f"{w.get('name', a)} ({w['nthreads']} threads)" for a, w in info.items() if w["nthreads"] != 1]
     if busy:
-        raise EngineError(f"Dask workers {', '.join(busy)} would time several graphs on one GPU at once; run one "
-                          f"single-threaded worker per GPU (dask cuda worker, or dask worker --nthreads 1)")
+        raise EngineError(
+            f"Dask workers {', '.join(busy)} would time several graphs on one GPU at once; run one "
+            f"single-threaded worker per GPU (dask cuda worker, or dask worker --nthreads 1)"
+        )
     try:
         provs = client.run(worker_provenance, probe)
     except EngineError:
@@ -169,26 +193,43 @@ def check_workers(client, probe: Callable[[], dict]) -> dict[str, tuple[str, dic
     keys = {name: device_key(p) for name, p in workers.values()}
     if len(set(keys.values())) > 1:
         listing = "; ".join(f"{name}: {k}" for name, k in sorted(keys.items()))
-        raise EngineError(f"the Dask workers' GPUs differ ({listing}); plans are per GPU model, driver and cuDNN, "
-                          f"so profile on GPUs of one kind at a time (--gpus, e.g. --gpus 0)")
+        raise EngineError(
+            f"the Dask workers' GPUs differ ({listing}); plans are per GPU model, driver and cuDNN, "
+            f"so profile on GPUs of one kind at a time (--gpus, e.g. --gpus 0)"
+        )
     seen: dict[str, str] = {}
     for name, p in workers.values():
         gpu = gpu_id(p, name)
         if gpu in seen:
-            raise EngineError(f"Dask workers {seen[gpu]} and {name} share GPU {p['gpu_uuid']} on {p.get('host')}; "
-                              f"their timings would disturb each other: give each worker its own GPU")
+            raise EngineError(
+                f"Dask workers {seen[gpu]} and {name} share GPU {p['gpu_uuid']} on {p.get('host')}; "
+                f"their timings would disturb each other: give each worker its own GPU"
+            )
         seen[gpu] = name
     return workers
 
 
-def profile_network(network: Network, *, gpus: list[str] | None = None, scheduler: str | None = None,
-                    policy="powerOfTwo", precision: str = "tf32", layout: str = "NCHW",
-                    cache_path: str | None = None, max_workspace: int = 1 << 30, repeats: int = 5,
-                    include_rtc: bool = False, engines: str = "sweep", knob_samples: int = KNOB_SAMPLES,
-                    command: str = "", progress: Callable[[int, int, str], None] | None = None,
-                    should_stop: Callable[[], bool] | None = None, status: Callable[[dict], None] | None = None,
-                    measure: Callable[[Graph, Settings, dict], list[dict]] = measure_on_gpu,
-                    probe: Callable[[], dict] = gpu_provenance) -> Profile:
+def profile_network(
+    network: Network,
+    *,
+    gpus: list[str] | None = None,
+    scheduler: str | None = None,
+    policy="powerOfTwo",
+    precision: str = "tf32",
+    layout: str = "NCHW",
+    cache_path: str | None = None,
+    max_workspace: int = 1 << 30,
+    repeats: int = 5,
+    include_rtc: bool = False,
+    engines: str = "sweep",
+    knob_samples: int = KNOB_SAMPLES,
+    command: str = "",
+    progress: Callable[[int, int, str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    status: Callable[[dict], None] | None = None,
+    measure: Callable[[Graph, Settings, dict], list[dict]] = measure_on_gpu,
+    probe: Callable[[], dict] = gpu_provenance,
+) -> Profile:
     """engine.gpu.profiler.profile_network spread over Dask workers: one per local GPU of ``gpus``
     (CUDA_VISIBLE_DEVICES values, see local_devices), or those of the cluster at ``scheduler``.
 
@@ -201,8 +242,13 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
     """
     if not gpus and not scheduler:
         raise EngineError("profiling with Dask needs local GPUs or the address of a Dask scheduler")
-    settings = measure_settings(max_workspace=max_workspace, repeats=repeats, include_rtc=include_rtc,
-                                engines=engines, knob_samples=knob_samples)
+    settings = measure_settings(
+        max_workspace=max_workspace,
+        repeats=repeats,
+        include_rtc=include_rtc,
+        engines=engines,
+        knob_samples=knob_samples,
+    )
     work = graphs(network, policy, precision, layout)
     t0 = time.perf_counter()
     with connect(gpus, scheduler) as client:
@@ -227,24 +273,33 @@ def profile_network(network: Network, *, gpus: list[str] | None = None, schedule
 class Run:
     """One profile's submissions and their outcomes; the only writer of the cache."""
 
-    def __init__(self, client, cache: ProfileCache, settings: Settings, measure, probe,
-                 workers: dict[str, tuple[str, dict]]):
+    def __init__(
+        self, client, cache: ProfileCache, settings: Settings, measure, probe, workers: dict[str, tuple[str, dict]]
+    ):
         self.client, self.cache, self.settings = client, cache, settings
         self.options, self.measure, self.probe = settings.options(), measure, probe
         self.tag = uuid.uuid4().hex[:8]
-        self.pending: dict = {}                         # future -> (graph, attempt)
-        self.gpus: dict[str, dict] = {}                 # gpu_id -> the GPU and the graphs it measured
+        self.pending: dict = {}  # future -> (graph, attempt)
+        self.gpus: dict[str, dict] = {}  # gpu_id -> the GPU and the graphs it measured
         for name, prov in workers.values():
             self.used(name, prov)
         self.failed: list[dict] = []
         self.cached = 0
-        self.notes: dict[str, dict[str, str]] = {}      # signature -> plan -> numerical notes measured so far
+        self.notes: dict[str, dict[str, str]] = {}  # signature -> plan -> numerical notes measured so far
 
     def submit(self, graph: Graph, attempt: int):
         notes = dict(self.notes.get(graph.key, {}))
-        fut = self.client.submit(run_graph, self.measure, self.probe, graph, self.settings, notes,
-                                 priority=graph.cost, pure=False,
-                                 key=f"graph-{self.tag}-{attempt}-{graph.key}-b{graph.b}")
+        fut = self.client.submit(
+            run_graph,
+            self.measure,
+            self.probe,
+            graph,
+            self.settings,
+            notes,
+            priority=graph.cost,
+            pure=False,
+            key=f"graph-{self.tag}-{attempt}-{graph.key}-b{graph.b}",
+        )
         self.pending[fut] = (graph, attempt)
         return fut
 
@@ -256,6 +311,7 @@ class Run:
         are labelled once, as in a single-GPU run. A failed graph is submitted again after the others, one
         at a time, so that only its own fault can fail it again."""
         from distributed import as_completed
+
         todo = [g for g in work if not self.cache.is_done(g.key, g.b, self.options)]
         self.cached = len(work) - len(todo)
         for g in set(work) - set(todo):
@@ -280,15 +336,23 @@ class Run:
                     again.append((graph, attempt + 1))
                     continue
                 if fut.status == "finished":
-                    track.finished(graph, result["worker"], result["timing"]["seconds"], result["timing"].get("split"),
-                                   commit=time.perf_counter() - t, note=note)
+                    track.finished(
+                        graph,
+                        result["worker"],
+                        result["timing"]["seconds"],
+                        result["timing"].get("split"),
+                        commit=time.perf_counter() - t,
+                        note=note,
+                    )
                 else:
                     track.failed(graph, note)
                 if status:
                     status(track.status())
                 if should_stop and should_stop() and track.done < len(work):
-                    raise ProfilingCancelled(f"profiling cancelled after {track.done} of {len(work)} graphs; results "
-                                             f"so far are kept in {self.cache.path}")
+                    raise ProfilingCancelled(
+                        f"profiling cancelled after {track.done} of {len(work)} graphs; results "
+                        f"so far are kept in {self.cache.path}"
+                    )
         finally:
             if self.pending:
                 self.client.cancel(list(self.pending))
@@ -303,8 +367,10 @@ class Run:
         if fut.status != "finished":  # KilledWorker, CommClosedError, GPUContextLost, the graph's own error
             err = fut.exception() if fut.status == "error" else RuntimeError(f"task {fut.status}")
             if self.client.status != "running":
-                raise EngineError(f"lost the Dask scheduler ({type(err).__name__}: {err}); every finished graph "
-                                  f"is in {self.cache.path}: run the same command again to resume") from None
+                raise EngineError(
+                    f"lost the Dask scheduler ({type(err).__name__}: {err}); every finished graph "
+                    f"is in {self.cache.path}: run the same command again to resume"
+                ) from None
             if isinstance(err, GPUContextLost) and err.worker:
                 self.client.restart_workers([err.worker], raise_for_error=False)
             if attempt < RETRIES:
@@ -315,28 +381,42 @@ class Run:
             return f"FAILED: {reason}"
         prov = res["provenance"]
         if device_key(prov) != self.cache.device_key:
-            raise EngineError(f"worker {res['worker']} has another GPU or software ({device_key(prov)}, not "
-                              f"{self.cache.device_key}); every finished graph is in {self.cache.path}")
-        self.cache.commit(graph.key, graph.b, self.options, res["rows"], dict(prov, worker=res["worker"],
-                                                                             timing=res["timing"]))
+            raise EngineError(
+                f"worker {res['worker']} has another GPU or software ({device_key(prov)}, not "
+                f"{self.cache.device_key}); every finished graph is in {self.cache.path}"
+            )
+        self.cache.commit(
+            graph.key, graph.b, self.options, res["rows"], dict(prov, worker=res["worker"], timing=res["timing"])
+        )
         self.learn(res["rows"])
         self.used(res["worker"], prov)["graphs"] += 1
         return f"on {res['worker']}"
 
     def used(self, worker: str, prov: dict) -> dict:
         """The entry of the GPU behind ``worker`` (added when a worker joins or restarts)."""
-        return self.gpus.setdefault(gpu_id(prov, worker), dict(worker=worker, gpu=prov["gpu"],
-                                                                gpu_uuid=prov.get("gpu_uuid", ""),
-                                                                host=prov.get("host", ""), graphs=0))
+        return self.gpus.setdefault(
+            gpu_id(prov, worker),
+            dict(
+                worker=worker, gpu=prov["gpu"], gpu_uuid=prov.get("gpu_uuid", ""), host=prov.get("host", ""), graphs=0
+            ),
+        )
 
     def provenance(self, ref: dict, command: str, scheduler: str, total: int) -> dict:
         """The workers' common provenance, every GPU used (with the graphs it measured) and the counts."""
         gpus = [self.gpus[k] for k in sorted(self.gpus)]
-        prov = dict(ref, command=command, scheduler=scheduler, options=self.options, gpus=gpus,
-                    gpu_uuid=",".join(g["gpu_uuid"] for g in gpus), host=",".join(sorted({g["host"] for g in gpus})),
-                    date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    graphs=dict(total=total, from_cache=self.cached, measured=sum(g["graphs"] for g in gpus),
-                                failed=len(self.failed)))
+        prov = dict(
+            ref,
+            command=command,
+            scheduler=scheduler,
+            options=self.options,
+            gpus=gpus,
+            gpu_uuid=",".join(g["gpu_uuid"] for g in gpus),
+            host=",".join(sorted({g["host"] for g in gpus})),
+            date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            graphs=dict(
+                total=total, from_cache=self.cached, measured=sum(g["graphs"] for g in gpus), failed=len(self.failed)
+            ),
+        )
         if self.failed:
             prov["failed_graphs"] = self.failed
         return prov

@@ -40,12 +40,45 @@ ALIGN = 16  # bytes: the frontend's default operand alignment (cudnn-frontend.md
 # Both are private: pinned to the frontend version they were checked against.
 LOWERED_EXECUTE_VERSIONS = ("1.32.0",)
 # cudnnBackendKnobType_t of cuDNN 9 (cudnn_graph.h), by number: the "k<n>" of plan names
-BACKEND_KNOBS = ("SPLIT_K", "SWIZZLE", "TILE_SIZE", "USE_TEX", "EDGE", "KBLOCK", "LDGA", "LDGB", "CHUNK_K",
-                 "SPLIT_H", "WINO_TILE", "MULTIPLY", "SPLIT_K_BUF", "TILEK", "STAGES", "REDUCTION_MODE",
-                 "CTA_SPLIT_K_MODE", "SPLIT_K_SLC", "IDX_MODE", "SLICED", "SPLIT_RS", "SINGLEBUFFER", "LDGC",
-                 "SPECFILT", "KERNEL_CFG", "WORKSPACE", "TILE_CGA", "TILE_CGA_M", "TILE_CGA_N", "BLOCK_SIZE",
-                 "OCCUPANCY", "ARRAY_SIZE_PER_THREAD", "NUM_C_PER_BLOCK", "SPLIT_COLS", "TILE_ROWS", "TILE_COLS",
-                 "LOAD_SIZE")
+BACKEND_KNOBS = (
+    "SPLIT_K",
+    "SWIZZLE",
+    "TILE_SIZE",
+    "USE_TEX",
+    "EDGE",
+    "KBLOCK",
+    "LDGA",
+    "LDGB",
+    "CHUNK_K",
+    "SPLIT_H",
+    "WINO_TILE",
+    "MULTIPLY",
+    "SPLIT_K_BUF",
+    "TILEK",
+    "STAGES",
+    "REDUCTION_MODE",
+    "CTA_SPLIT_K_MODE",
+    "SPLIT_K_SLC",
+    "IDX_MODE",
+    "SLICED",
+    "SPLIT_RS",
+    "SINGLEBUFFER",
+    "LDGC",
+    "SPECFILT",
+    "KERNEL_CFG",
+    "WORKSPACE",
+    "TILE_CGA",
+    "TILE_CGA_M",
+    "TILE_CGA_N",
+    "BLOCK_SIZE",
+    "OCCUPANCY",
+    "ARRAY_SIZE_PER_THREAD",
+    "NUM_C_PER_BLOCK",
+    "SPLIT_COLS",
+    "TILE_ROWS",
+    "TILE_COLS",
+    "LOAD_SIZE",
+)
 
 
 def parse_plan_name(name: str) -> tuple[int, dict[str, int]]:
@@ -72,8 +105,11 @@ def strides(layout: str, n: int, c: int, h: int, w: int) -> list[int]:
 
 def operand_shapes(sig: KernelSignature, b: int) -> dict[str, tuple[int, int, int, int]]:
     """Logical NCHW dims of x (input), w (filter), y (output) at micro-batch b."""
-    return {"x": (b, sig.c, sig.h, sig.w), "w": (sig.k, sig.c // sig.groups, sig.r, sig.s),
-            "y": (b, sig.k, sig.out_h, sig.out_w)}
+    return {
+        "x": (b, sig.c, sig.h, sig.w),
+        "w": (sig.k, sig.c // sig.groups, sig.r, sig.s),
+        "y": (b, sig.k, sig.out_h, sig.out_w),
+    }
 
 
 @dataclass
@@ -85,8 +121,8 @@ class ConvGraph:
     graph: object
     uids: dict[str, int]
     names: list[str] = field(default_factory=list)
-    built: dict[int, int] = field(default_factory=dict)   # plan index -> workspace bytes
-    heuristic: int = 0   # plans [0, heuristic) are cuDNN's heuristic list; later ones were appended
+    built: dict[int, int] = field(default_factory=dict)  # plan index -> workspace bytes
+    heuristic: int = 0  # plans [0, heuristic) are cuDNN's heuristic list; later ones were appended
 
     def append(self, engine_id: int, knobs: dict) -> int:
         """Append one engine configuration to the plan list and return its index (raises if refused)."""
@@ -109,8 +145,9 @@ class ConvGraph:
         except Exception as err:
             raise EngineError(f"cuDNN refuses engine {engine_id} with knobs {knobs}: {err}") from None
         if self.names[index] != name:
-            raise EngineError(f"engine {engine_id} with the settable knobs of {name!r} is {self.names[index]!r} "
-                              f"in this cuDNN")
+            raise EngineError(
+                f"engine {engine_id} with the settable knobs of {name!r} is {self.names[index]!r} in this cuDNN"
+            )
         return index
 
     def build(self, index: int) -> int:
@@ -138,12 +175,15 @@ class ConvGraph:
 
             def run(ptrs, ws_ptr):
                 lowered._execute_plan_at_index({ux: ptrs["x"], uw: ptrs["w"], uy: ptrs["y"]}, ws_ptr, cpp_index, bh)
+
             return run
         tensors = {k: g._tensor_by_uid[u] for k, u in self.uids.items()}
 
         def run_public(ptrs, ws_ptr):  # slower public path, for other frontend versions
-            g.execute_plan_at_index({tensors[k]: ptrs[k] for k in ("x", "w", "y")}, ws_ptr or None, index,
-                                    handle=ctx.handle)
+            g.execute_plan_at_index(
+                {tensors[k]: ptrs[k] for k in ("x", "w", "y")}, ws_ptr or None, index, handle=ctx.handle
+            )
+
         return run_public
 
     def raw_execute(self, index: int):
@@ -153,25 +193,39 @@ class ConvGraph:
         a variant pack; here the sorting is done once per plan, at build."""
         version = getattr(cudnn, "__version__", "")
         if version not in LOWERED_EXECUTE_VERSIONS:
-            raise EngineError(f"cudnn-frontend {version}: the pre-indexed execute is checked only against "
-                              f"{', '.join(LOWERED_EXECUTE_VERSIONS)}; install nvidia-cudnn-frontend=="
-                              f"{LOWERED_EXECUTE_VERSIONS[-1]}")
+            raise EngineError(
+                f"cudnn-frontend {version}: the pre-indexed execute is checked only against "
+                f"{', '.join(LOWERED_EXECUTE_VERSIONS)}; install nvidia-cudnn-frontend=="
+                f"{LOWERED_EXECUTE_VERSIONS[-1]}"
+            )
         lowered = self.graph._lowered_graph
         lowered._prepare_variant_pack_template()
         order = [int(u) for u in lowered._get_variant_pack_uids_sorted()]
         role = {u: r for r, u in self.uids.items()}
         if sorted(order) != sorted(role):
-            raise EngineError(f"{self.sig.key} at b={self.b}: the graph's operands {order} are not x, w, y "
-                              f"{self.uids}")
+            raise EngineError(f"{self.sig.key} at b={self.b}: the graph's operands {order} are not x, w, y {self.uids}")
         return lowered._execute_with_raw_ptrs, self.graph._plans[index].cpp_index, tuple(role[u] for u in order)
 
 
-NUMERICAL_NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "FFT", "WINOGRAD", "NONDETERMINISTIC",
-                   "REDUCED_PRECISION_REDUCTION")
+NUMERICAL_NOTES = (
+    "TENSOR_CORE",
+    "DOWN_CONVERT_INPUTS",
+    "FFT",
+    "WINOGRAD",
+    "NONDETERMINISTIC",
+    "REDUCED_PRECISION_REDUCTION",
+)
 
 
-def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, float64: bool = False,
-               select_note: str | None = None) -> ConvGraph:
+def make_graph(
+    sig: KernelSignature,
+    b: int,
+    ctx,
+    *,
+    include_rtc: bool = True,
+    float64: bool = False,
+    select_note: str | None = None,
+) -> ConvGraph:
     """Operation graph of ``sig`` at micro-batch ``b`` with its heuristic plan list (not yet built).
 
     The roles x/w/y are the operands a micro-batch slices: Forward x=X, y=Y; BackwardData x=dY,
@@ -184,8 +238,12 @@ def make_graph(sig: KernelSignature, b: int, ctx, *, include_rtc: bool = True, f
     g = cudnn.pygraph(io_data_type=io, intermediate_data_type=F, compute_data_type=F, handle=ctx.handle)
     shp = operand_shapes(sig, b)
     st = {k: strides(sig.layout, *v) for k, v in shp.items()}
-    conv = dict(padding=[sig.pad_h, sig.pad_w], stride=[sig.stride_h, sig.stride_w],
-                dilation=[sig.dil_h, sig.dil_w], compute_data_type=F)
+    conv = dict(
+        padding=[sig.pad_h, sig.pad_w],
+        stride=[sig.stride_h, sig.stride_w],
+        dilation=[sig.dil_h, sig.dil_w],
+        compute_data_type=F,
+    )
 
     def operand(name: str, role: str):
         return g.tensor(name=name, dim=list(shp[role]), stride=st[role], data_type=io)
@@ -249,8 +307,11 @@ def sweep(cg: ConvGraph, knob_samples: int, include_rtc: bool = False, skips: di
         except Exception:  # the engine does not support this graph
             skip("engine does not support the graph")
             continue
-        axes = [(k.type, range(int(k.min_value), int(k.max_value) + 1, max(int(k.stride), 1)))
-                for k in knobs if str(k.type).split(".")[-1] != "NOT_SET"]
+        axes = [
+            (k.type, range(int(k.min_value), int(k.max_value) + 1, max(int(k.stride), 1)))
+            for k in knobs
+            if str(k.type).split(".")[-1] != "NOT_SET"
+        ]
         settings, drawn = [{}], set()
         for _ in range(4 * knob_samples if axes else 0):
             if len(settings) > knob_samples:
@@ -373,7 +434,8 @@ class ExecutionPlans:
             raise EngineError(
                 f"plan {name!r} of {sig.key} at micro-batch {b} is neither in this cuDNN's heuristic list "
                 f"({cg.heuristic} plans) nor rebuildable ({err}); was the profile measured with another cuDNN "
-                f"version or GPU?") from None
+                f"version or GPU?"
+            ) from None
         try:
             ws = cg.build(index)
         except Exception as err:

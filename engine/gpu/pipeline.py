@@ -44,10 +44,10 @@ from ..errors import EngineError
 from .progress import ProfileProgress
 from .work import Graph, Settings, cancelled, device_key, open_cache, timed_measure
 
-CONTEXT_BYTES = 1 << 30      # a CUDA context with cuDNN's kernels loaded, per worker (GPU memory)
-HOST_BYTES = 3 << 30         # a worker's resident memory: CuPy, cuDNN and its plans (host memory)
+CONTEXT_BYTES = 1 << 30  # a CUDA context with cuDNN's kernels loaded, per worker (GPU memory)
+HOST_BYTES = 3 << 30  # a worker's resident memory: CuPy, cuDNN and its plans (host memory)
 MAX_WORKERS = 12
-START_TIMEOUT = 120          # s for a worker to import CuPy and cuDNN and report its GPU
+START_TIMEOUT = 120  # s for a worker to import CuPy and cuDNN and report its GPU
 
 
 class GPULock:
@@ -71,8 +71,15 @@ class GPULock:
             self.fd = None
 
 
-def worker_count(requested: int | None, *, max_workspace: int, operand_bytes: int, gpu_bytes: int,
-                 cpus: int | None = None, host_bytes: int | None = None) -> int:
+def worker_count(
+    requested: int | None,
+    *,
+    max_workspace: int,
+    operand_bytes: int,
+    gpu_bytes: int,
+    cpus: int | None = None,
+    host_bytes: int | None = None,
+) -> int:
     """How many processes share the GPU: ``requested``, else one per CPU core but one (the parent commits),
     at most MAX_WORKERS, and no more than 80 % of the GPU's memory and the host's available memory hold."""
     if requested is not None:
@@ -133,9 +140,15 @@ class Pool:
         self.dir = tempfile.TemporaryDirectory(prefix="ucudnn-gpu-")
         self.lock_path = os.path.join(self.dir.name, "gpu.lock")
         self.tasks, self.results = ctx.Queue(), ctx.Queue()
-        self.procs = [ctx.Process(target=_worker, name=f"ucudnn-profile-{i}", daemon=True,
-                                  args=(i, self.lock_path, self.tasks, self.results, measure, probe, os.getpid()))
-                      for i in range(workers)]
+        self.procs = [
+            ctx.Process(
+                target=_worker,
+                name=f"ucudnn-profile-{i}",
+                daemon=True,
+                args=(i, self.lock_path, self.tasks, self.results, measure, probe, os.getpid()),
+            )
+            for i in range(workers)
+        ]
         for p in self.procs:
             p.start()
         self.running: dict[int, int] = {}  # worker -> task number
@@ -149,8 +162,10 @@ class Pool:
             if msg[0] == "dead":
                 raise EngineError(f"a profiling worker cannot profile: {msg[2]}")
             if msg[0] == "died":
-                raise EngineError(f"a profiling worker exited (code {msg[3]}) while loading CuPy and cuDNN; profile "
-                                  f"graph after graph with --build-workers 1 to see why")
+                raise EngineError(
+                    f"a profiling worker exited (code {msg[3]}) while loading CuPy and cuDNN; profile "
+                    f"graph after graph with --build-workers 1 to see why"
+                )
             if msg[0] == "ready":
                 provs[msg[1]] = msg[2]
         return [provs[i] for i in sorted(provs)]
@@ -167,7 +182,7 @@ class Pool:
                     i, code = dead[0]
                     return ("died", i, self.running.get(i), code)
                 if time.monotonic() > deadline:
-                    raise EngineError(f"no profiling worker answered within {timeout:.0f} s {what}".rstrip())
+                    raise EngineError(f"no profiling worker answered within {timeout:.0f} s {what}".rstrip()) from None
                 continue
             if msg[0] == "start":
                 self.running[msg[1]] = msg[2]
@@ -195,8 +210,18 @@ class Pool:
         self.dir.cleanup()
 
 
-def run_pipeline(work: list[Graph], settings: Settings, command: str, cache_path: str | None, workers: int,
-                 track: ProfileProgress, should_stop, status, measure: Callable, probe: Callable):
+def run_pipeline(
+    work: list[Graph],
+    settings: Settings,
+    command: str,
+    cache_path: str | None,
+    workers: int,
+    track: ProfileProgress,
+    should_stop,
+    status,
+    measure: Callable,
+    probe: Callable,
+):
     """(provenance, open cache) once the graphs the cache lacks are measured, biggest first, on ``workers``
     processes sharing this GPU; profiler.profile_network assembles the Profile."""
     pool = Pool(workers, measure, probe)
@@ -205,8 +230,10 @@ def run_pipeline(work: list[Graph], settings: Settings, command: str, cache_path
         provs = pool.started()
         keys = {device_key(p) for p in provs}
         if len(keys) > 1:
-            raise EngineError(f"the profiling workers see different GPUs or software ({'; '.join(sorted(keys))}); "
-                              f"make one GPU visible (CUDA_VISIBLE_DEVICES)")
+            raise EngineError(
+                f"the profiling workers see different GPUs or software ({'; '.join(sorted(keys))}); "
+                f"make one GPU visible (CUDA_VISIBLE_DEVICES)"
+            )
         prov = dict(provs[0], command=command)
         cache = open_cache(cache_path, prov)
         options = settings.options()
@@ -229,13 +256,17 @@ def run_pipeline(work: list[Graph], settings: Settings, command: str, cache_path
             msg = pool.get(24 * 3600.0)
             if msg[0] == "died":
                 g = sent.get(msg[2])
-                raise EngineError(f"a profiling worker died (exit code {msg[3]})"
-                                  f"{f' measuring {g.label}' if g else ''}; every finished graph is in "
-                                  f"{cache.path}: run the same command again to resume")
+                raise EngineError(
+                    f"a profiling worker died (exit code {msg[3]})"
+                    f"{f' measuring {g.label}' if g else ''}; every finished graph is in "
+                    f"{cache.path}: run the same command again to resume"
+                )
             graph = sent.pop(msg[2])
             if msg[0] == "error":
-                raise EngineError(f"{graph.label}: {msg[3]}; every finished graph is in {cache.path}: run the "
-                                  f"same command again to resume")
+                raise EngineError(
+                    f"{graph.label}: {msg[3]}; every finished graph is in {cache.path}: run the "
+                    f"same command again to resume"
+                )
             rows, timing = msg[3], msg[4]
             t = time.perf_counter()
             cache.commit(graph.key, graph.b, options, rows, dict(prov, worker=f"worker{msg[1]}", timing=timing))

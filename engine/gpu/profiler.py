@@ -36,8 +36,7 @@ from ..profile import Profile
 from . import KNOB_SAMPLES, runtime
 from .graphs import ALIGN, ConvGraph, make_graph, numerical_notes, parse_plan_name, per_sample_bytes, sweep
 from .progress import ProfileProgress
-from .work import (DEFAULT_CACHE, DOMINATED, Graph, ProfilingCancelled, Settings, assemble, device_key, graphs,
-                   cancelled, measure_settings, open_cache, timed_measure)
+from .work import DOMINATED, Graph, Settings, assemble, graphs, cancelled, measure_settings, open_cache, timed_measure
 
 HOPELESS = 10.0
 
@@ -79,8 +78,11 @@ class KernelBuffers:
         """Operand pointers for repeat r: a different aligned micro-batch slice each time."""
         span = self.slots - b + 1
         start = ((r * b) % span) // self.align * self.align
-        return {"x": self.x.data.ptr + start * self.per["x"], "y": self.y.data.ptr + start * self.per["y"],
-                "w": self.w.data.ptr}
+        return {
+            "x": self.x.data.ptr + start * self.per["x"],
+            "y": self.y.data.ptr + start * self.per["y"],
+            "w": self.w.data.ptr,
+        }
 
 
 def fill_random(buf: cp.ndarray, precision: str) -> None:
@@ -98,7 +100,7 @@ _NOTES: dict[tuple[str, str], list[str]] = {}
 
 
 def label_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str, str]:
-    """"|"-joined numerical notes per plan name of ``sig``, labelling names not yet labelled for ``sig``."""
+    """ "|"-joined numerical notes per plan name of ``sig``, labelling names not yet labelled for ``sig``."""
     new = [n for n in names if (sig.key, n) not in _NOTES]
     if new:
         _NOTES.update({(sig.key, n): v for n, v in numerical_notes(sig, b, ctx, new).items()})
@@ -117,8 +119,9 @@ class BuiltGraph:
     split: dict = field(default_factory=dict)  # seconds per step, and the sweep's skips by reason
 
 
-def build_graph(sig: KernelSignature, b: int, ctx, *, max_workspace: int, include_rtc: bool,
-                knob_samples: int | None = None) -> BuiltGraph:
+def build_graph(
+    sig: KernelSignature, b: int, ctx, *, max_workspace: int, include_rtc: bool, knob_samples: int | None = None
+) -> BuiltGraph:
     """Host side of a graph: the heuristic list, the engine sweep with ``knob_samples`` knob settings per
     engine unless that is None, every plan built, its workspace and notes. Nothing runs on the GPU."""
     split, t = {}, time.perf_counter()
@@ -136,11 +139,23 @@ def build_graph(sig: KernelSignature, b: int, ctx, *, max_workspace: int, includ
     for i in indices:
         name = cg.names[i]
         eid, knobs = parse_plan_name(name)
-        row = dict(signature=sig.key, micro_batch=b, plan=name, engine_id=eid, knobs=json.dumps(knobs),
-                   heuristic_rank=i if i < cg.heuristic else -1, workspace=0, time_ms=float("nan"),
-                   time_min_ms=float("nan"),
-                   time_max_ms=float("nan"), repeats=0, status="failed", reason="", numerical_notes=notes[name],
-                   behavior_notes="")
+        row = dict(
+            signature=sig.key,
+            micro_batch=b,
+            plan=name,
+            engine_id=eid,
+            knobs=json.dumps(knobs),
+            heuristic_rank=i if i < cg.heuristic else -1,
+            workspace=0,
+            time_ms=float("nan"),
+            time_min_ms=float("nan"),
+            time_max_ms=float("nan"),
+            repeats=0,
+            status="failed",
+            reason="",
+            numerical_notes=notes[name],
+            behavior_notes="",
+        )
         rows.append(row)
         try:
             ws = cg.build(i)
@@ -148,9 +163,11 @@ def build_graph(sig: KernelSignature, b: int, ctx, *, max_workspace: int, includ
             row["reason"] = f"build: {type(err).__name__}: {str(err).strip()[:300]}"
             if "excluded" in str(err) or "Deselecting" in str(err):
                 row["status"] = "skipped"
-                row["reason"] = ("runtime-compiled engine, not profiled (--include-rtc profiles it)"
-                                 if "RUNTIME_COMPILATION" in row["behavior_notes"] or not include_rtc
-                                 else "excluded by a numerical-note filter")
+                row["reason"] = (
+                    "runtime-compiled engine, not profiled (--include-rtc profiles it)"
+                    if "RUNTIME_COMPILATION" in row["behavior_notes"] or not include_rtc
+                    else "excluded by a numerical-note filter"
+                )
             continue
         row["workspace"] = ws
         row["behavior_notes"] = "|".join(cg.behavior_notes(i))
@@ -178,8 +195,9 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
             if one[0] > HOPELESS * best:
                 row["reason"] = f"timed once: more than {HOPELESS:g}x slower than the best plan so far"
             elif better:
-                row["reason"] = (f"timed once: more than {DOMINATED:g}x slower than {better[0]}, which needs no "
-                                 f"more workspace")
+                row["reason"] = (
+                    f"timed once: more than {DOMINATED:g}x slower than {better[0]}, which needs no more workspace"
+                )
             else:
                 times = runtime.time_repeats(ctx, lambda r: run(bufs.pointers(b, r + 1), ws_ptr), repeats, warmup=0)
         except cp.cuda.runtime.CUDARuntimeError:
@@ -196,12 +214,20 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
     return built.rows
 
 
-def profile_graph(sig: KernelSignature, b: int, bufs: KernelBuffers, ctx, *, max_workspace: int,
-                  repeats: int, include_rtc: bool, knob_samples: int | None = None) -> list[dict]:
+def profile_graph(
+    sig: KernelSignature,
+    b: int,
+    bufs: KernelBuffers,
+    ctx,
+    *,
+    max_workspace: int,
+    repeats: int,
+    include_rtc: bool,
+    knob_samples: int | None = None,
+) -> list[dict]:
     """Rows (profile.COLUMNS) for every plan of ``sig`` at micro-batch ``b``: the heuristic list, plus
     the engine sweep with ``knob_samples`` knob settings per engine unless that is None."""
-    built = build_graph(sig, b, ctx, max_workspace=max_workspace, include_rtc=include_rtc,
-                        knob_samples=knob_samples)
+    built = build_graph(sig, b, ctx, max_workspace=max_workspace, include_rtc=include_rtc, knob_samples=knob_samples)
     return time_graph(built, bufs, ctx, repeats=repeats)
 
 
@@ -233,8 +259,14 @@ class GraphMeasurer:
         _NOTES.update({(graph.key, name): v.split("|") if v else [] for name, v in (notes or {}).items()})
         ctx = runtime.context()
         try:
-            built = build_graph(graph.sig, graph.b, ctx, max_workspace=settings.max_workspace,
-                                include_rtc=settings.include_rtc, knob_samples=settings.knob_samples)
+            built = build_graph(
+                graph.sig,
+                graph.b,
+                ctx,
+                max_workspace=settings.max_workspace,
+                include_rtc=settings.include_rtc,
+                knob_samples=settings.knob_samples,
+            )
             t = time.perf_counter()
             with self.gpu:
                 built.split["wait"], t = _lap(t)
@@ -275,14 +307,26 @@ def probe() -> dict:
     return runtime.provenance()
 
 
-def profile_network(network: Network, *, policy="powerOfTwo", precision: str = "tf32", layout: str = "NCHW",
-                    cache_path: str | None = None, max_workspace: int = 1 << 30, repeats: int = 5,
-                    include_rtc: bool = False, engines: str = "sweep", knob_samples: int = KNOB_SAMPLES,
-                    command: str = "", workers: int | None = None,
-                    progress: Callable[[int, int, str], None] | None = None,
-                    should_stop: Callable[[], bool] | None = None,
-                    status: Callable[[dict], None] | None = None,
-                    measure: Callable = measure_shared, probe: Callable[[], dict] = probe) -> Profile:
+def profile_network(
+    network: Network,
+    *,
+    policy="powerOfTwo",
+    precision: str = "tf32",
+    layout: str = "NCHW",
+    cache_path: str | None = None,
+    max_workspace: int = 1 << 30,
+    repeats: int = 5,
+    include_rtc: bool = False,
+    engines: str = "sweep",
+    knob_samples: int = KNOB_SAMPLES,
+    command: str = "",
+    workers: int | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    status: Callable[[dict], None] | None = None,
+    measure: Callable = measure_shared,
+    probe: Callable[[], dict] = probe,
+) -> Profile:
     """Profile every unique kernel of ``network`` at the policy's micro-batch sizes on this GPU; returns a
     Profile (engine.gpu.distributed spreads the same graphs over several GPUs).
 
@@ -297,8 +341,14 @@ def profile_network(network: Network, *, policy="powerOfTwo", precision: str = "
     The provenance's ``time_split`` sums the graphs' seconds per step (ProfileProgress.split_summary).
     """
     from .pipeline import worker_count
-    settings = measure_settings(max_workspace=max_workspace, repeats=repeats, include_rtc=include_rtc,
-                                engines=engines, knob_samples=knob_samples)
+
+    settings = measure_settings(
+        max_workspace=max_workspace,
+        repeats=repeats,
+        include_rtc=include_rtc,
+        engines=engines,
+        knob_samples=knob_samples,
+    )
     work = graphs(network, policy, precision, layout)
     track = ProfileProgress(work, progress)
     t0 = time.perf_counter()
@@ -312,8 +362,10 @@ def profile_network(network: Network, *, policy="powerOfTwo", precision: str = "
         prov, cache = _serial(work, settings, command, cache_path, track, should_stop, status)
     else:
         from .pipeline import run_pipeline
-        prov, cache = run_pipeline(work, settings, command, cache_path, workers, track, should_stop, status,
-                                   measure, probe)
+
+        prov, cache = run_pipeline(
+            work, settings, command, cache_path, workers, track, should_stop, status, measure, probe
+        )
     try:
         prov["profiling_seconds"] = round(time.perf_counter() - t0, 2)
         prov["options"] = settings.options()

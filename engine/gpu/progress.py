@@ -35,8 +35,11 @@ class Sample:
 def features(graph: Graph) -> tuple[float, ...]:
     """One intercept per direction, then GFLOP and GB of operands of the graph's micro-batch."""
     s = graph.sig.with_batch(graph.b)
-    return (*(float(graph.sig.kind is k) for k in KINDS), s.flops / 1e9,
-            (s.x_elems + s.y_elems + s.w_elems) * s.itemsize / 1e9)
+    return (
+        *(float(graph.sig.kind is k) for k in KINDS),
+        s.flops / 1e9,
+        (s.x_elems + s.y_elems + s.w_elems) * s.itemsize / 1e9,
+    )
 
 
 def fit(samples: list[Sample]) -> np.ndarray:
@@ -66,16 +69,20 @@ class ProfileProgress:
     ``callback(done, total, message)`` is the profilers' progress callback (CLI bar, dashboard job); the
     message starts with the ETA. ``status()`` is the same as a dict for a richer view."""
 
-    def __init__(self, work: list[Graph], callback: Callable[[int, int, str], None] | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        work: list[Graph],
+        callback: Callable[[int, int, str], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.total, self.callback, self.clock = len(work), callback, clock
         self.features = {(g.key, g.b): features(g) for g in work}
         self.left = dict(self.features)
         self.samples: list[Sample] = []
         self.per_gpu: dict[str, int] = {}
         self.done = self.cached = 0
-        self.began: float | None = None   # when measuring began (after the workers started)
-        self.split: dict = {}             # seconds per step summed over the measured graphs
+        self.began: float | None = None  # when measuring began (after the workers started)
+        self.split: dict = {}  # seconds per step summed over the measured graphs
 
     def start(self) -> None:
         """Measuring begins now (the ETA counts from here)."""
@@ -89,8 +96,9 @@ class ProfileProgress:
         if graphs:
             self._tell(f"{len(graphs)} graphs from the cache")
 
-    def finished(self, graph: Graph, gpu: str, seconds: float, split: dict | None = None, commit: float = 0.0,
-                 note: str = "") -> None:
+    def finished(
+        self, graph: Graph, gpu: str, seconds: float, split: dict | None = None, commit: float = 0.0, note: str = ""
+    ) -> None:
         """``graph`` was measured on ``gpu`` in ``seconds`` of its own (``split``: per step, as
         profiler.GraphMeasurer.split) and stored in ``commit`` seconds."""
         if self.began is None:
@@ -129,9 +137,14 @@ class ProfileProgress:
 
     def status(self) -> dict:
         eta = self.eta_s()
-        return {"done": self.done, "total": self.total, "from_cache": self.cached, "per_gpu": dict(self.per_gpu),
-                "eta_s": None if eta is None else round(eta, 1),
-                "elapsed_s": None if self.began is None else round(self.clock() - self.began, 1)}
+        return {
+            "done": self.done,
+            "total": self.total,
+            "from_cache": self.cached,
+            "per_gpu": dict(self.per_gpu),
+            "eta_s": None if eta is None else round(eta, 1),
+            "elapsed_s": None if self.began is None else round(self.clock() - self.began, 1),
+        }
 
     def split_summary(self) -> dict:
         """Seconds summed over this run's measured graphs: "build" (heuristic query, engine sweep, plan
@@ -139,11 +152,13 @@ class ProfileProgress:
         writes), "wait" (for the shared GPU), each step, the sweep's skips by reason, and the timings repeated
         behind a longer spin (runtime.time_repeats)."""
         s = self.split
-        out = {"graphs": len(self.samples),
-               "build": sum(s.get(k, 0.0) for k in ("heuristics", "sweep", "build")),
-               "timing": sum(s.get(k, 0.0) for k in ("buffers", "timing")),
-               "bookkeeping": sum(s.get(k, 0.0) for k in ("notes", "commit")),
-               "wait": s.get("wait", 0.0)}
+        out = {
+            "graphs": len(self.samples),
+            "build": sum(s.get(k, 0.0) for k in ("heuristics", "sweep", "build")),
+            "timing": sum(s.get(k, 0.0) for k in ("buffers", "timing")),
+            "bookkeeping": sum(s.get(k, 0.0) for k in ("notes", "commit")),
+            "wait": s.get("wait", 0.0),
+        }
         out = {k: round(v, 2) for k, v in out.items()}
         out["steps"] = {k: round(v, 2) for k, v in s.items() if not isinstance(v, dict)}
         out["sweep_skips"] = dict(s.get("sweep_skips", {}))

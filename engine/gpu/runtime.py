@@ -22,19 +22,19 @@ import cudnn
 from ..errors import GPUUnavailableError
 
 _local = threading.local()
-SPIN_SOURCE = r'''extern "C" __global__ void ucudnn_spin(long long cycles) {
+SPIN_SOURCE = r"""extern "C" __global__ void ucudnn_spin(long long cycles) {
     long long t0 = clock64();
     while (clock64() - t0 < cycles) { }
-}'''
+}"""
 
 
 @dataclass
 class Context:
     stream: cp.cuda.Stream
-    handle: object           # cudnn.Handle bound to `stream`
+    handle: object  # cudnn.Handle bound to `stream`
     backend_handle: int
     spin: cp.RawKernel
-    retimed: int = 0         # time_repeats calls timed again behind a longer spin (the host was slower than it)
+    retimed: int = 0  # time_repeats calls timed again behind a longer spin (the host was slower than it)
 
 
 def context() -> Context:
@@ -48,15 +48,16 @@ def context() -> Context:
         except Exception as err:
             raise GPUUnavailableError(f"cannot create a CUDA stream and cuDNN handle: {err}") from err
         from cudnn._handle import to_backend_handle
+
         spin = cp.RawKernel(SPIN_SOURCE, "ucudnn_spin")
         ctx = Context(stream, handle, to_backend_handle(handle), spin)
         _local.ctx = ctx
     return ctx
 
 
-SPIN_BASE = 60_000        # cycles (~30 us at 2 GHz) for the host to record the first event
-SPIN_PER_CALL = 80_000    # cycles (~40 us) per fn(r): enqueuing one plan on the lowered path takes ~19 us
-SPIN_MAX = 64_000_000     # cycles (~32 ms): past this a slow host is timed as it is
+SPIN_BASE = 60_000  # cycles (~30 us at 2 GHz) for the host to record the first event
+SPIN_PER_CALL = 80_000  # cycles (~40 us) per fn(r): enqueuing one plan on the lowered path takes ~19 us
+SPIN_MAX = 64_000_000  # cycles (~32 ms): past this a slow host is timed as it is
 
 
 def block_stream(ctx: Context, cycles: int = 1_000_000) -> None:
@@ -107,11 +108,19 @@ def provenance(command: str = "") -> dict:
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     try:  # nvidia-smi numbers GPUs ignoring CUDA_VISIBLE_DEVICES, so find this one by its PCI bus id
         import subprocess
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id,driver_version,uuid", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout
+
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=pci.bus_id,driver_version,uuid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout
         bus = cp.cuda.runtime.deviceGetPCIBusId(dev.id).lower().split(":", 1)[1]  # nvidia-smi pads the domain
-        driver, uuid = next([s.strip() for s in line.split(",")[1:3]] for line in smi.splitlines()
-                            if line.split(",")[0].strip().lower().endswith(bus))
+        driver, uuid = next(
+            [s.strip() for s in line.split(",")[1:3]]
+            for line in smi.splitlines()
+            if line.split(",")[0].strip().lower().endswith(bus)
+        )
     except Exception:
         driver, uuid = str(cp.cuda.runtime.driverGetVersion()), ""
     v = cudnn.backend_version()
@@ -132,4 +141,3 @@ def provenance(command: str = "") -> dict:
         "command": command,
         "synthetic": False,
     }
-

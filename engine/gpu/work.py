@@ -43,15 +43,26 @@ class Settings:
 
     def options(self) -> dict:
         """The cache key of a measurement: a graph measured under other options is measured again."""
-        opts = {"max_workspace": self.max_workspace, "repeats": self.repeats, "include_rtc": self.include_rtc,
-                "heuristics": "A+FALLBACK", "numerical_notes": NOTES_GRANULARITY}
+        opts = {
+            "max_workspace": self.max_workspace,
+            "repeats": self.repeats,
+            "include_rtc": self.include_rtc,
+            "heuristics": "A+FALLBACK",
+            "numerical_notes": NOTES_GRANULARITY,
+        }
         if self.knob_samples is not None:
             opts["sweep"] = {"knob_samples": self.knob_samples, "dominated": DOMINATED}
         return opts
 
 
-def measure_settings(*, max_workspace: int = 1 << 30, repeats: int = 5, include_rtc: bool = False,
-                     engines: str = "sweep", knob_samples: int = KNOB_SAMPLES) -> Settings:
+def measure_settings(
+    *,
+    max_workspace: int = 1 << 30,
+    repeats: int = 5,
+    include_rtc: bool = False,
+    engines: str = "sweep",
+    knob_samples: int = KNOB_SAMPLES,
+) -> Settings:
     """Checked settings from the profile command's options."""
     if engines not in ENGINES:
         raise EngineError(f"engines must be one of {', '.join(ENGINES)}, got {engines!r}")
@@ -93,8 +104,9 @@ def open_cache(cache_path: str | None, prov: dict) -> ProfileCache:
 
 
 def cancelled(done: int, total: int, cache: ProfileCache) -> ProfilingCancelled:
-    return ProfilingCancelled(f"profiling cancelled after {done} of {total} graphs; results so far are kept in "
-                              f"{cache.path}")
+    return ProfilingCancelled(
+        f"profiling cancelled after {done} of {total} graphs; results so far are kept in {cache.path}"
+    )
 
 
 def device_key(prov: dict) -> str:
@@ -106,14 +118,19 @@ def graphs(network: Network, policy, precision: str, layout: str) -> list[Graph]
     """Every graph to profile, per unique kernel (network order) and micro-batch size (descending, so a
     serial run allocates each signature's buffers once)."""
     sizes = sorted(batch_sizes(policy, network.batch), reverse=True)
-    return [Graph(kernels[0].signature, b, f"{kernels[0].id} ({len(kernels)}x) b={b}")
-            for kernels in network.unique_kernels(precision, layout).values() for b in sizes]
+    return [
+        Graph(kernels[0].signature, b, f"{kernels[0].id} ({len(kernels)}x) b={b}")
+        for kernels in network.unique_kernels(precision, layout).values()
+        for b in sizes
+    ]
 
 
-def assemble(cache: ProfileCache, work: list[Graph], provenance: dict, network: Network, policy,
-             precision: str, layout: str) -> Profile:
+def assemble(
+    cache: ProfileCache, work: list[Graph], provenance: dict, network: Network, policy, precision: str, layout: str
+) -> Profile:
     """The Profile of ``work`` from the cache, in ``work``'s order whatever order graphs finished in."""
     rows = [r for g in work for r in cache.rows(g.key, g.b)]
-    nets = [dict(name=network.name, batch=network.batch, precision=precision, layout=layout,
-                 policy=policy_name(policy))]
+    nets = [
+        dict(name=network.name, batch=network.batch, precision=precision, layout=layout, policy=policy_name(policy))
+    ]
     return Profile.from_records(rows, provenance, nets)

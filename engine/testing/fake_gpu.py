@@ -21,8 +21,15 @@ def device() -> str:
 
 def probe() -> dict:
     """Provenance of this worker's fake GPU."""
-    return {"gpu": "SYNTHETIC-GPU", "driver": "-", "cudnn_version": "-", "frontend_version": "-",
-            "gpu_uuid": f"SYNTHETIC-{device()}", "host": "SYNTHETIC-host", "synthetic": True}
+    return {
+        "gpu": "SYNTHETIC-GPU",
+        "driver": "-",
+        "cudnn_version": "-",
+        "frontend_version": "-",
+        "gpu_uuid": f"SYNTHETIC-{device()}",
+        "host": "SYNTHETIC-host",
+        "synthetic": True,
+    }
 
 
 def mixed_probe() -> dict:
@@ -65,8 +72,9 @@ def measure(graph, settings, notes, log: str, tag: str, pause: float = 0.01, fau
     return synthetic_rows(graph.sig, [graph.b])
 
 
-def pipeline_measure(graph, settings, notes, gpu, log: str, build: float = 0.02, timing: float = 0.005,
-                     die_at: int | None = None) -> tuple[list[dict], dict]:
+def pipeline_measure(
+    graph, settings, notes, gpu, log: str, build: float = 0.02, timing: float = 0.005, die_at: int | None = None
+) -> tuple[list[dict], dict]:
     """engine.gpu.pipeline's worker measurement on a fake GPU: ``build`` s of host work, then ``timing`` s
     holding ``gpu``; logs [pid, signature, b, GPU held from, until] to ``log``. ``die_at``: the worker
     exits when the log already holds that many graphs."""
@@ -79,8 +87,12 @@ def pipeline_measure(graph, settings, notes, gpu, log: str, build: float = 0.02,
         t1 = time.time()
     with open(log, "a") as f:
         f.write(json.dumps([os.getpid(), graph.key, graph.b, t0, t1, len(notes)]) + "\n")
-    return synthetic_rows(graph.sig, [graph.b]), {"heuristics": build / 2, "sweep": build / 2, "timing": timing,
-                                                  "sweep_skips": {"SYNTHETIC": 1}}
+    return synthetic_rows(graph.sig, [graph.b]), {
+        "heuristics": build / 2,
+        "sweep": build / 2,
+        "timing": timing,
+        "sweep_skips": {"SYNTHETIC": 1},
+    }
 
 
 def failing_probe() -> dict:
