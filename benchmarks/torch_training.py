@@ -501,7 +501,7 @@ def report(args) -> int:
             if "error" in r:
                 lines.append(f"| {r['case']} | {r['error']} | | | | | | |")
                 continue
-            vs = f"{free['conv_ms'] / r['conv_ms']:.2f}" if free and r.get("conv_ms") else "-"
+            vs = f"{free['conv_ms'] / r['conv_ms']:.2f}" if free and r.get("conv_ms") and not double_counted(r) else "-"
             conv = "? (counted twice)" if double_counted(r) else f"{r['conv_ms']:.2f}" if r["conv_ms"] else "- (graph)"
             lines.append(
                 f"| {r['case']} | {r['step_ms']:.2f} ({r['step_ms_p10']:.2f}-{r['step_ms_p90']:.2f}) | "
