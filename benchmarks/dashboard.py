@@ -170,6 +170,11 @@ SETTLED = "() => window.__changes > 0 && performance.now() - window.__last > 400
 PAINTED = "() => [window.__last - window.__start, window.__painted - window.__start]"
 
 
+def count_message(counter: list, frame) -> None:
+    """Count a Bokeh message by its header frame (a message is a header, metadata, content and buffers)."""
+    counter[0] += isinstance(frame, str) and '"msgtype"' in frame
+
+
 def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> dict:
     from playwright.sync_api import sync_playwright
 
@@ -179,6 +184,8 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
                 page = browser.new_page(viewport={"width": 1280, "height": 800})
+                frames = [0]  # Bokeh messages from the server: one per held update, more when views split it
+                page.on("websocket", lambda ws: ws.on("framereceived", lambda f: count_message(frames, f)))
                 page.goto(srv.url)
                 page.wait_for_selector("[data-testid=summary-time]", timeout=120_000)
                 page.wait_for_timeout(1500)
@@ -188,10 +195,11 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
                 page.evaluate(HOOK)
                 handle = page.locator(".noUi-handle").first
                 handle.focus()
-                last, painted = [], []
+                last, painted, messages = [], [], []
                 card = page.locator("[data-testid=summary-time] .s")
                 for i in range(moves):
                     before = card.inner_text()
+                    frames[0] = 0
                     handle.press("ArrowLeft" if (i // 8) % 2 == 0 else "ArrowRight")
                     deadline = time.monotonic() + 60  # the server's answer, not only the slider's own change
                     while card.inner_text() == before and time.monotonic() < deadline:
@@ -200,13 +208,14 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
                     a, b = page.evaluate(PAINTED)
                     last.append(a)
                     painted.append(b)
+                    messages.append(frames[0])
                 page.wait_for_timeout(1500)  # Panel's trailing busy-indicator messages: closing mid-write
                 browser.close()  # makes Tornado log a WebSocketClosedError traceback
         finally:
             srv.close()
         if "Traceback" in srv.log.read_text():
             raise SystemExit(f"server error:\n{srv.log.read_text()}")
-    return {"last_change": stats(last), "painted": stats(painted)}
+    return {"last_change": stats(last), "painted": stats(painted), "messages": stats(messages)}
 
 
 async def _sessions(url: str, n: int, rounds: int) -> dict:
@@ -320,6 +329,12 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
             f"| browser: key press -> last view model updated | {f(browser['last_change'])} |",
             f"| browser: key press -> canvases painted | {f(browser['painted'])} |",
         ]
+        if "messages" in browser:  # reports before issue 25 did not count them
+            m = browser["messages"]
+            lines.append(
+                f"| browser: Bokeh messages from the server per move (count) | "
+                f"{m['median']:g} / {m['p90']:g} / {m['max']:g} |"
+            )
     if sessions:
         g = lambda s, k=1: f"{s['median'] * k:.1f} / {s['p90'] * k:.1f} / {s['max'] * k:.1f}"
         lines += [
@@ -350,10 +365,14 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
         "the aligned sets; the front only draws the curve.",
         "- The server row is in-process (no browser), over every slider step in both directions, twice.",
         "- The browser rows drive Debian's Chromium (software rendering, `--disable-gpu`) with the arrow keys on "
-        "the slider handle against `panel serve app.py`; the clock runs in the page, from the keydown to the "
+        "the slider handle against `panel serve app.py "
+        + " ".join(SERVE_ARGS)
+        + "`; the clock runs in the page, from the keydown to the "
         "last change of any Bokeh model that update caused (then two animation frames for 'painted'). The "
         "visible page holds the summary, the Pareto front, the desirable set and the workspace division; the "
-        "timeline, plan table and memory tabs are drawn when opened (Panel's dynamic tabs), from the same state.",
+        "timeline, plan table and memory tabs are drawn when opened (Panel's dynamic tabs), from the same state. "
+        "The messages row counts the Bokeh messages the page received from the keydown until it fell quiet "
+        "(Panel's busy indicator included): a move's view updates should arrive together.",
         "- Chromium, the server and the test driver share this machine's CPUs (and other sessions may be using "
         "them too), so the tail (max) is noisy; the median is the figure to compare with the target.",
     ]

@@ -1,0 +1,82 @@
+"""What one budget-slider move costs the page (issue 25), counted rather than timed (SYNTHETIC data)."""
+
+from __future__ import annotations
+
+import panel as pn
+import pytest
+from bokeh.document import Document
+
+from dashboard.jobs import JobRunner
+from dashboard.state import PlannerState
+from dashboard.ui import Dashboard
+from dashboard.views.base import StateView
+from engine.testing.synthetic import synthetic_profile
+from engine.units import format_size
+
+
+@pytest.fixture(scope="module")
+def profile_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("profiles") / "SYNTHETIC-alexnet.profile.json.gz"
+    return synthetic_profile("alexnet", 32, "powerOfTwo").save(path)  # SYNTHETIC
+
+
+@pytest.fixture(autouse=True)
+def _panel_state():
+    yield
+    pn.state.reset()
+
+
+@pytest.fixture
+def dash(profile_path):
+    return Dashboard(
+        PlannerState(profiles={"SYNTHETIC-alexnet": profile_path}), gpu=(False, "no GPU in tests"), runner=JobRunner()
+    )
+
+
+def views(dash) -> list[StateView]:
+    return [v for v in vars(dash).values() if isinstance(v, StateView)]
+
+
+def test_a_change_on_another_thread_reaches_the_page_as_one_held_batch(dash):
+    """With ``--num-threads`` a slider event runs on a pool thread; its refreshes used to be handed to the
+    page one next-tick callback per view, each sent as its own message (issue 25)."""
+    doc = Document()
+    ticks = []
+    doc.add_next_tick_callback = ticks.append  # the page's event loop, run by hand below
+    refreshed: dict[str, list] = {}
+    for view in views(dash):
+        view._doc, view._thread = doc, -1  # every change now comes from "another thread"
+        inner = view._refresh
+
+        def counting(*events, view=view, inner=inner):
+            refreshed.setdefault(type(view).__name__, []).append(doc.callbacks.hold_value)
+            return inner(*events)
+
+        view._refresh = counting
+    slider = dash.controls.slider
+    slider.value = slider.end if slider.value != slider.end else slider.start
+    budget = dash.state.budget
+    assert len(ticks) == 1 and not refreshed  # handed over, not yet run
+    ticks[0]()
+    watching = {type(v).__name__ for v in views(dash) if "result" in v._watch.get("planning", ())}
+    assert watching >= {"Controls", "SummaryView", "ParetoView", "WorkspaceView", "TimelineView", "PlanView"}
+    assert set(refreshed) == watching
+    assert all(holds == ["combine"] for holds in refreshed.values()), refreshed  # each once, all in one hold
+    assert format_size(budget) in dash.summary.pane.object
+    assert dash.controls.steps[slider.value] == budget
+    ticks[0]()  # a stale callback finds nothing left to do
+    assert all(len(h) == 1 for h in refreshed.values())
+
+
+def test_a_budget_move_does_not_recount_the_slider_steps(dash, monkeypatch):
+    """The steps follow the analysis and mode; reckoning them on every move cost ~15 ms for ResNet-50."""
+    calls = []
+    original = dash.state.budget_steps
+    monkeypatch.setattr(dash.state, "budget_steps", lambda: calls.append(1) or original())
+    slider = dash.controls.slider
+    for v in (slider.end, slider.start, slider.end // 2):
+        slider.value = v
+    assert calls == []
+    wd = list(dash.controls.steps)
+    dash.state.mode = "WR" if dash.state.mode == "WD" else "WD"
+    assert calls and dash.controls.steps != wd and dash.controls.steps == original()
