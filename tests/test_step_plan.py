@@ -14,7 +14,7 @@ import random
 import pytest
 
 from engine.errors import EngineError, InfeasibleBudgetError, PlanFormatError
-from engine.kernels import KernelKind, KernelSignature
+from engine.kernels import KernelKind
 from engine.memory import plan_memory, step_limits, step_plan
 from engine.network import NetBuilder
 from engine.optimize import wr
@@ -23,7 +23,7 @@ from engine.planner import make_plan
 from engine.profile import Profile, resolve_profile
 from engine.summary import plan_summary
 from engine.testing.reference import partitions
-from engine.testing.synthetic import GEMM, synthetic_profile, synthetic_rows
+from engine.testing.synthetic import GEMM, synthetic_profile, synthetic_profile_of
 
 MiB = 2**20
 
@@ -42,23 +42,7 @@ def twins(batch: int = 16):
 
 def profile_of(net, policy="powerOfTwo") -> Profile:
     """SYNTHETIC profile of every kernel of ``net`` at the policy's sizes."""
-    from engine.policies import batch_sizes
-
-    rows = []
-    for key in net.unique_kernels():
-        rows += synthetic_rows(KernelSignature.from_key(key, net.batch), batch_sizes(policy, net.batch))
-    prov = {
-        "synthetic": True,
-        "gpu": "SYNTHETIC (no GPU; unit-test model)",
-        "driver": "-",
-        "cudnn_version": "-",
-        "frontend_version": "-",
-        "date": "-",
-        "command": "tests/test_step_plan.py",
-    }
-    return Profile.from_records(
-        rows, prov, [dict(name=net.name, batch=net.batch, precision="tf32", layout="NCHW", policy=policy)]
-    )
+    return synthetic_profile_of(net, policy, "tf32", "NCHW", command="tests/test_step_plan.py")
 
 
 def brute(profile: Profile, key: str, batch: int, limit: int) -> float | None:

@@ -18,11 +18,8 @@ import pytest
 
 import engine.pytorch as api
 from engine.errors import EngineError
-from engine.kernels import KernelSignature
 from engine.planner import make_plan
-from engine.policies import batch_sizes
-from engine.profile import Profile
-from engine.testing.synthetic import synthetic_rows
+from engine.testing.synthetic import synthetic_profile_of
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -49,21 +46,7 @@ def user_model():
 
 def synthetic_plan(net, precision="tf32", layout="NCHW", budget="64MiB", mode="wr", policy="powerOfTwo"):
     """make_plan over SYNTHETIC rows for any network (the zoo helper builds zoo networks only)."""
-    rows = []
-    for key in net.unique_kernels(precision, layout):
-        rows += synthetic_rows(KernelSignature.from_key(key, net.batch), batch_sizes(policy, net.batch))
-    prov = {
-        "synthetic": True,
-        "gpu": "SYNTHETIC (no GPU; unit-test model)",
-        "driver": "-",
-        "cudnn_version": "-",
-        "frontend_version": "-",
-        "date": "-",
-        "command": "tests/test_torch_api.py",
-    }
-    profile = Profile.from_records(
-        rows, prov, [dict(name=net.name, batch=net.batch, precision=precision, layout=layout, policy=policy)]
-    )
+    profile = synthetic_profile_of(net, policy, precision, layout, command="tests/test_torch_api.py")
     return profile, make_plan(profile, net, mode=mode, budget=budget, policy=policy, precision=precision, layout=layout)
 
 

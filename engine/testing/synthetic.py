@@ -70,11 +70,21 @@ def synthetic_profile(
     layout: str | None = None,
 ) -> Profile:
     """Every kernel of ``network`` at the policy's sizes; ``layout`` defaults to the precision's."""
+    return synthetic_profile_of(get_network(network, batch), policy, precision, layout)
+
+
+def synthetic_profile_of(
+    net,
+    policy: str = "powerOfTwo",
+    precision: str = DEFAULT_PRECISION,
+    layout: str | None = None,
+    command: str = "engine/testing/synthetic.py",
+) -> Profile:
+    """Every kernel of the Network ``net`` (any network, not only the zoo's) at the policy's sizes."""
     layout = layout or PRECISIONS[precision].layout
-    net = get_network(network, batch)
     rows = []
     for key in net.unique_kernels(precision, layout):
-        rows += synthetic_rows(KernelSignature.from_key(key, batch), batch_sizes(policy, batch))
+        rows += synthetic_rows(KernelSignature.from_key(key, net.batch), batch_sizes(policy, net.batch))
     prov = {
         "synthetic": True,
         "gpu": "SYNTHETIC (no GPU; unit-test model)",
@@ -82,9 +92,9 @@ def synthetic_profile(
         "cudnn_version": "-",
         "frontend_version": "-",
         "date": "-",
-        "command": "engine/testing/synthetic.py",
+        "command": command,
     }
-    nets = [dict(name=network, batch=batch, precision=precision, layout=layout, policy=policy)]
+    nets = [dict(name=net.name, batch=net.batch, precision=precision, layout=layout, policy=policy)]
     return Profile.from_records(rows, prov, nets)
 
 
