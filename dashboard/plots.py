@@ -280,7 +280,7 @@ class DesirablePlot:
         fig.legend.location = "bottom_left"  # below-left of a Pareto set is empty by definition
         fig.legend.background_fill_alpha = 0.85
         self.fig = _style(fig)
-        self._shown = None
+        self._shown = self._shown_pieces = None
 
     def update(
         self, points: pd.DataFrame, pieces: pd.DataFrame, colors: dict[str, str], title: str, limit_bytes: int | None
@@ -310,8 +310,10 @@ class DesirablePlot:
         self.y_range.update(start=max(0.0, y_lo - pad), end=y_hi + pad)
         chosen = points.chosen.to_numpy(dtype=bool)
         marks = {"size": np.where(chosen, 13, 7), "line": np.where(chosen, "#d62728", "#222222").tolist()}
-        key = (title, id(pieces), len(points), lo, hi)  # what the bars' positions depend on
-        if key == self._shown:  # same kernel and set: only the chosen mark moves
+        # what the bars' positions depend on: the pieces frame itself (not its id(), which a later frame could
+        # reuse) and the axes
+        key = (title, len(points), lo, hi)
+        if key == self._shown and pieces is self._shown_pieces:  # same kernel and set: only the mark moves
             self.points.data.update(marks)
         else:
             h = self.BAR_H * (span_y + 2 * pad)
@@ -338,7 +340,7 @@ class DesirablePlot:
                 "ws": _size_column(points.workspace_mib * MiB),
                 **marks,
             }
-            self._shown = key
+            self._shown, self._shown_pieces = key, pieces
         if limit_bytes is not None:
             self.limit.update(location=max(limit_bytes / MiB, WS_FLOOR_MIB), visible=True)
         else:

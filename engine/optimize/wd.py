@@ -95,7 +95,7 @@ def _values(kernel_sets: Sequence[Sequence[Configuration]]) -> list[list[tuple[i
     for k, configs in enumerate(kernel_sets):
         if not configs:
             raise ValueError(f"kernel {k} has an empty configuration set; every kernel needs at least one")
-        if id(configs) not in seen:
+        if id(configs) not in seen:  # kernel_sets holds every set for the whole call: no id is reused
             seen[id(configs)] = [(c.workspace, c.time_ms) for c in configs]
         out.append(seen[id(configs)])
     return out
