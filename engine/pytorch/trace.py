@@ -234,13 +234,18 @@ class _Run(torch.fx.Interpreter):
         self.saved: list = []
 
     def run(self, *args):
-        def pack(t):
+        def pack(t):  # autograd keeps nothing: a tensor handed back would hold its graph in a cycle (a leak)
             self.saved.append(t)
-            return t
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), warnings.catch_warnings():
+        def unpack(_):
+            raise ModelImportError("the import's forward is never run backwards")
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the model's runtime notices say nothing about memory
-            return super().run(*args)
+            try:
+                return super().run(*args)
+            finally:  # the output's graph would hold this run (through ``pack``) and the run its output
+                self.env.clear()
 
     def run_node(self, node):
         inputs = [_leaves(self.env[n]) for n in node.all_input_nodes]
