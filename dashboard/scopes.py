@@ -44,21 +44,47 @@ def profile_scopes(profile: Profile) -> list[Scope]:
         name = entry.get("name")
         if name not in NETWORKS and not is_torch_name(name):
             continue
-        prec, layout, batch = entry.get("precision", "tf32"), entry.get("layout", "NCHW"), int(entry.get("batch", 0))
-        if batch < 1:
-            continue
         try:
-            keys = network(name, batch).unique_kernels(prec, layout)
+            covered, _ = _covered(profile, name, entry)
         except EngineError:  # a model this process may not import (untrusted module:callable, no torch)
             continue
-        if not keys or not all(profile.has(k) for k in keys):
-            continue
-        common = set.intersection(*(set(profile.sizes(k)) for k in keys))
-        for b in sorted(s for s in common if 2 <= s <= batch):
-            scope = Scope(name, b, prec, layout)
-            if scope not in out:
-                out.append(scope)
+        out.extend(s for s in covered if s not in out)
     return out
+
+
+def _covered(profile: Profile, name: str, entry: dict) -> tuple[list[Scope], tuple[int, int]]:
+    """The scopes of ``name`` at one profiled configuration of ``entry`` (batch, precision, layout) whose
+    every kernel the profile measured, and (kernels measured, kernels) at the profiled batch."""
+    prec, layout, batch = entry.get("precision", "tf32"), entry.get("layout", "NCHW"), int(entry.get("batch", 0))
+    if batch < 1:
+        return [], (0, 0)
+    keys = network(name, batch).unique_kernels(prec, layout)
+    have = sum(profile.has(k) for k in keys)
+    if not keys or have < len(keys):
+        return [], (have, len(keys))
+    common = set.intersection(*(set(profile.sizes(k)) for k in keys))
+    return [Scope(name, b, prec, layout) for b in sorted(s for s in common if 2 <= s <= batch)], (have, len(keys))
+
+
+def model_scopes(profile: Profile, name: str) -> tuple[list[Scope], str]:
+    """(scopes, note) of a model the profile does not list: planned wherever the profile measured every
+    one of its kernels (``torchvision:resnet101`` from a ResNet-50 profile), else a note of what to profile."""
+    entries = [e for e in profile.networks if int(e.get("batch", 0)) >= 1] or [{}]
+    out, counts = [], []
+    for entry in entries:
+        covered, count = _covered(profile, name, entry)
+        out.extend(s for s in covered if s not in out)
+        counts.append((count, entry))
+    if out:
+        return out, ""
+    (have, total), entry = max(counts, key=lambda c: c[0][0] / max(c[0][1], 1))
+    batch = int(entry.get("batch", 0)) or 32
+    prec, layout = entry.get("precision", "tf32"), entry.get("layout", "NCHW")
+    return [], (
+        f"this profile measured {have} of the {total} kernels of {name} at b{batch} {prec} {layout}: profile it "
+        f"on a GPU host (Profile button, or python -m engine profile --network {name} --batch {batch} "
+        f"--dtype {prec} --layout {layout} --policy powerOfTwo) and open that profile"
+    )
 
 
 def zoo_scopes() -> list[Scope]:

@@ -10,25 +10,28 @@ nothing to change.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import param
 
 from engine.errors import EngineError
 from engine.profile import ENGINE_SETS, Profile
+from engine.pytorch.loader import trust
 from engine.zoo import DEFAULT_BATCH
 
 from .analysis import Analysis, analyse
 from .compare import compare_options
 from .errors import describe_error
 from .profiles import PROFILE_ENV, discover_profiles, load_profile, requested_profiles
-from .scopes import Scope, profile_scopes, zoo_scopes
+from .scopes import Scope, model_scopes, profile_scopes, zoo_scopes
 
 NO_PROFILE = (
     f"No bundled profile: assets/profiles/ holds none yet. Profile a network on a GPU host "
     f"(Profile button), or point {PROFILE_ENV} at a profile file."
 )
 SCOPE = ("network", "batch", "precision", "layout")
+MODELS_ENV = "UCUDNN_MODELS"  # module:callable models the person starting the server allows (comma-separated)
 SYNTHETIC_NOTE = "SYNTHETIC profile: made-up numbers from the unit-test model, not measurements."
 
 
@@ -47,6 +50,12 @@ class SelectionState(param.Parameterized):
     batch = param.Selector(default=None, objects=[], allow_None=True, label="Mini-batch size")
     precision = param.Selector(default=None, objects=[], allow_None=True, label="Data type")
     layout = param.Selector(default=None, objects=[], allow_None=True)
+    model = param.String(
+        default="",
+        label="Another model",
+        doc="A model the profile does not list (torchvision:NAME, or a module:callable named in "
+        "UCUDNN_MODELS when the server started): offered wherever the profile measured all its kernels",
+    )
     compare = param.Selector(
         default="",
         objects={"(none)": ""},
@@ -80,8 +89,13 @@ class SelectionState(param.Parameterized):
         self._profiles: dict[str, Path | Profile] = dict(profiles)
         self._notes = [("warning", w) for w in warnings]
         self._restricted: dict[tuple[str, str], tuple[Profile, Profile]] = {}
-        self._scopes: list[Scope] = []
+        self._scopes: list[Scope] = []  # the profile's own (cached per profile)
+        self._offered: list[Scope] = []  # those and the chosen model's
         self._scopes_of: tuple | None = None
+        self._models: dict[tuple[str, str], tuple[list[Scope], str]] = {}  # (profile, model) -> model_scopes
+        for name in (environ if environ is not None else os.environ).get(MODELS_ENV, "").split(","):
+            if name.strip():
+                trust(name.strip())
         self.param.profile.objects = list(self._profiles)
         if self._profiles:
             first = wanted.pop("profile", None) or self._default_profile(requested)
@@ -89,6 +103,7 @@ class SelectionState(param.Parameterized):
                 self.profile = first
         self._settle(wanted)
         self.param.watch(lambda *_e: self._settle(), ["profile", "engines", "compare", *SCOPE])
+        self.param.watch(lambda e: self._settle({"network": e.new.strip()} if e.new.strip() else None), ["model"])
 
     # --- profiles ----------------------------------------------------------------------------
     @property
@@ -145,8 +160,8 @@ class SelectionState(param.Parameterized):
 
     @property
     def scopes(self) -> list[Scope]:
-        """What the current profile can plan (the zoo when there is no profile)."""
-        return self._scopes
+        """What the current profile can plan (the zoo when there is no profile), the chosen model included."""
+        return self._offered
 
     # --- the one derivation ----------------------------------------------------------------------
     def _settle(self, wanted: dict | None = None) -> None:
@@ -171,6 +186,12 @@ class SelectionState(param.Parameterized):
         if profile is not None and self._scopes_of != (self.profile,) and wanted is None:
             values = recorded_scope(profile, scopes)  # a newly chosen profile shows what it was measured for
         self._scopes, self._scopes_of = scopes, (self.profile,) if profile is not None else None
+        if profile is not None and self.model.strip():
+            extra, note = self._model_scopes(profile, self.model.strip())
+            scopes = scopes + [s for s in extra if s not in scopes]
+            if note:
+                notes.append(("warning", f"{self.model.strip()}: {note}"))
+        self._offered = scopes
         options, chosen = cascade(scopes, values, zoo=not self._profiles)
         compare = compare_options(self.profile, list(self._profiles)) if self._profiles else {"(none)": ""}
         analysis, other, other_error = self.analysis, self.other, self.other_error
@@ -202,6 +223,15 @@ class SelectionState(param.Parameterized):
 
     def _profile_scopes(self, profile: Profile) -> list[Scope]:
         return self._scopes if self._scopes_of == (self.profile,) else profile_scopes(profile)
+
+    def _model_scopes(self, profile: Profile, model: str) -> tuple[list[Scope], str]:
+        key = (self.profile, model)
+        if key not in self._models:
+            try:
+                self._models[key] = model_scopes(profile, model)
+            except EngineError as err:  # not a model name, an untrusted module, a model that cannot import
+                self._models[key] = [], describe_error(err)
+        return self._models[key]
 
     def _other_profile(self, name: str) -> Profile | None:
         try:

@@ -15,6 +15,7 @@ import threading
 import param
 
 from engine.errors import EngineError
+from engine.netnames import is_torch_name
 from engine.units import format_size
 
 from .analysis import Analysis
@@ -142,6 +143,8 @@ class PlannerState(param.Parameterized):
         when the current profile cannot plan that network."""
         sel = self.selection
         scope = Scope(plan.network, int(plan.batch), plan.precision, plan.layout)
+        if sel.names and scope not in sel.scopes and is_torch_name(plan.network):
+            sel.model = plan.network  # a model the profile does not list may still be covered by it
         if not sel.names or scope not in sel.scopes:
             raise EngineError(
                 f"profile {sel.profile!r} has no measurements for {plan.network} at mini-batch "

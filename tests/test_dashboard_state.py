@@ -164,3 +164,39 @@ def test_engine_set_switch_recomputes_and_comes_back(tmp_path):
     assert math.isclose(st.result.summary["time_ms"], all_ms)
     st.engines = "heuristics"
     assert st.current_profile is restricted  # kept: the optimizers' caches stay warm
+
+
+def test_a_model_the_profile_does_not_list_is_planned_where_its_kernels_were_measured():
+    """ResNet-101's convolutions are ResNet-50's (more of them): the bundled ResNet-50 profile plans it; a
+    model with other kernels gets the command that would profile it; a name that runs code is refused."""
+    pytest.importorskip("torchvision")
+    name = "h100-resnet50-b64-tf32-nchw-powerOfTwo"
+    s = PlannerState(profiles={name: bundled_profiles()[name]})
+    sel = s.selection
+    sel.model = "torchvision:resnet101"
+    assert (sel.network, sel.batch, sel.precision, sel.layout) == ("torchvision:resnet101", 64, "tf32", "NCHW")
+    assert s.analysis is not None and s.result is not None and not sel.error
+    assert s.analysis.scope.network == "torchvision:resnet101"
+    sel.network = "resnet50"  # the profile's own network is still offered
+    assert s.analysis.scope.network == "resnet50"
+
+    sel.model = "torchvision:mobilenet_v3_small"
+    notes = " ".join(text for _, text in sel.messages)
+    assert "--network torchvision:mobilenet_v3_small --batch 64" in notes and s.analysis is not None
+    assert "torchvision:mobilenet_v3_small" not in sel.param.network.objects
+
+    sel.model = "os:system"
+    assert any("os:system" in text and "names Python code" in text for _, text in sel.messages)
+    assert s.analysis is not None
+
+
+def test_the_server_may_offer_its_own_models(monkeypatch):
+    """A module:callable named in UCUDNN_MODELS by whoever starts the server is imported; others are not."""
+    pytest.importorskip("torchvision")
+    from dashboard.selection import MODELS_ENV, SelectionState
+
+    name = "h100-resnet18-b128-tf32-nchw-powerOfTwo"
+    env = {MODELS_ENV: "torchvision.models:resnet34"}
+    sel = SelectionState(profiles={name: bundled_profiles()[name]}, environ=env)
+    sel.model = "torchvision.models:resnet34"  # ResNet-34 has ResNet-18's kernels
+    assert sel.network == "torchvision.models:resnet34" and sel.analysis is not None

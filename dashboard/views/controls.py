@@ -69,7 +69,7 @@ class Controls(StateView):
     change is passed on only when the state offers it."""
 
     _watch = {
-        "selection": ("profile", "engines", *SCOPE, "compare", "analysis", "messages", "error"),
+        "selection": ("profile", "engines", *SCOPE, "model", "compare", "analysis", "messages", "error"),
         "planning": ("policy", "mode", "budget", "result", "error"),
     }
 
@@ -101,6 +101,12 @@ class Controls(StateView):
             placeholder="or type a budget with its unit, e.g. 120MiB", sizing_mode="stretch_width"
         )
         self.exact_error = pn.pane.Alert("", alert_type="danger", visible=False, margin=(0, 10))
+        self.model = pn.widgets.TextInput(
+            name="Another model",
+            placeholder="torchvision:resnet101 (planned if this profile measured its kernels)",
+            sizing_mode="stretch_width",
+        )
+        self.listen(self.model, "value", lambda e: setattr(sel, "model", e.new))
         self.notes = pn.Column(sizing_mode="stretch_width")
         self._syncing = False
         self.listen(self.slider, "value", self._from_slider)
@@ -110,6 +116,7 @@ class Controls(StateView):
             self.profile,
             self.compare,
             self.network,
+            self.model,
             pn.Row(self.batch, self.precision, self.layout, sizing_mode="stretch_width"),
             pn.pane.Markdown("**Batch-size policy**", margin=(5, 10, 0, 10)),
             self.policy,
