@@ -133,3 +133,48 @@ def test_a_shape_or_dtype_the_plan_was_not_made_for_runs_stock_and_is_counted(op
     finally:
         torch.set_autocast_enabled("cuda", False)
     assert applied.fallbacks == {"conv": 2}
+
+
+@pytest.fixture(scope="module")
+def cpu_kernels(ops):
+    """The registered ops with CPU kernels too (the op bodies over the fake frontend), so torch.compile's
+    graph can run here; kept for the process (a Library registration of this test module only)."""
+    _, conv = ops
+    lib = torch.library.Library("ucudnn", "IMPL")
+    for name, fn in (
+        ("conv_forward", conv._forward),
+        ("conv_backward_data", conv._backward_data),
+        ("conv_backward_filter", conv._backward_filter),
+    ):
+        lib.impl(name, fn, "CPU")
+    yield lib
+
+
+@pytest.mark.parametrize("amp", [False, True])
+def test_compiled_fullgraph_equals_eager(ops, cpu_kernels, amp):
+    """torch.compile(fullgraph=True) traces a PlannedConv2d (its checks, the autocast cast inside
+    PlannedConvFunction, the registered ops opaque) and its output and gradients equal the eager path's."""
+    precision, layout = ("fp16", "NHWC") if amp else ("tf32", "NCHW")
+    fmt = torch.channels_last if amp else torch.contiguous_format
+    torch.manual_seed(2)
+    m = torch.nn.Conv2d(8, 8, 3, padding=1).to(memory_format=fmt)  # fp32 master weights under AMP
+    fake.plan_module(m, (4, 8, 5, 5), {"F": [2, 2], "BD": [4], "BF": [2, 2]}, precision, layout, compute=True)
+    dtype = torch.float16 if amp else torch.float32
+    x = torch.randn(4, 8, 5, 5).to(dtype=dtype, memory_format=fmt).requires_grad_()
+    gy = torch.randn(4, 8, 5, 5).to(dtype=dtype, memory_format=fmt)
+
+    def grads(fn):
+        x.grad = m.weight.grad = m.bias.grad = None
+        torch.set_autocast_enabled("cuda", amp)
+        try:
+            y = fn(x)
+        finally:
+            torch.set_autocast_enabled("cuda", False)
+        y.backward(gy)
+        return [y, x.grad, m.weight.grad, m.bias.grad]
+
+    eager, compiled = grads(m), grads(torch.compile(m, fullgraph=True, backend="aot_eager"))
+    for e, c in zip(eager, compiled):
+        assert e.dtype == c.dtype and torch.equal(e, c)
+    assert [t.dtype for t in eager] == [dtype, dtype, torch.float32, torch.float32]
+    assert not m._applied.fallbacks

@@ -180,17 +180,16 @@ def _backward_data(grad_y: torch.Tensor, weight: torch.Tensor, handle: int) -> t
     return _data(L, _dense(grad_y, fmt), _dense(weight, fmt))
 
 
-def _backward_filter(x: torch.Tensor, grad_y: torch.Tensor, weight: torch.Tensor, handle: int) -> torch.Tensor:
-    """dW of the whole mini-batch; ``weight`` gives dW's dtype only."""
+def _backward_filter(x, grad_y, weight, handle: int, dw_dtype=None) -> torch.Tensor:
+    """dW of the whole mini-batch in ``dw_dtype`` (default: the weight's, i.e. the planned dtype)."""
     L = _LAYERS[handle]
     fmt = L.fmt
-    return _filter(L, _dense(x, fmt), _dense(grad_y, fmt), weight, weight.dtype)
+    return _filter(L, _dense(x, fmt), _dense(grad_y, fmt), weight, dw_dtype or weight.dtype)
 
 
 def _backward(x, grad_y, weight, handle: int, need_x: bool, need_w: bool, dw_dtype) -> tuple:
-    """(dX or None, dW or None) in one call: the eager backward's shared setup (layout checks of dY, the
-    stream binding) done once for both kernels. dW comes in ``dw_dtype`` where that saves work (the fp32 sum
-    of fp16 pieces, for an fp32 master weight under autocast), else in the planned dtype."""
+    """(dX or None, dW or None) in one call: the eager backward's shared setup (the layout check of dY)
+    done once for both kernels; dW in ``dw_dtype``."""
     L = _LAYERS[handle]
     fmt = L.fmt
     grad_y = _dense(grad_y, fmt)
@@ -218,7 +217,8 @@ def _data(L: PlannedLayer, grad_y: torch.Tensor, weight: torch.Tensor) -> torch.
 
 
 def _filter(L: PlannedLayer, x: torch.Tensor, grad_y: torch.Tensor, weight: torch.Tensor, dw_dtype) -> torch.Tensor:
-    """dW; several pieces are summed in fp32 for fp16/bf16 and that sum is returned if ``dw_dtype`` is fp32."""
+    """dW in ``dw_dtype`` (an fp32 master weight's under autocast); several fp16/bf16 pieces are summed in fp32,
+    and that sum is dW itself when ``dw_dtype`` is fp32 (no round trip through the planned dtype)."""
     k = L.backward_filter
     dw = weight.new_empty_strided(weight.shape, L.w_stride)
     L.context.bind()
@@ -229,21 +229,21 @@ def _filter(L: PlannedLayer, x: torch.Tensor, grad_y: torch.Tensor, weight: torc
     xp, dwp, yp = x.data_ptr(), dw.data_ptr(), grad_y.data_ptr()  # roles of BackwardFilter: x = X, y = dY, w = dW
     if len(k) == 1:
         k.launch(xp, dwp, yp, ws)
-        return dw
+        return dw if dw.dtype == dw_dtype else dw.to(dw_dtype)
     scratch, acc = torch.empty_like(dw), None
     for _ in k.filter_pieces(xp, dwp, yp, ws, scratch.data_ptr()):
         if acc is None:  # dW holds the first piece: fp16/bf16 pieces are summed in fp32 from there
             acc = dw.float() if dw.dtype != torch.float32 else dw
         acc.add_(scratch)
-    if acc is dw or dw_dtype == torch.float32:
-        return acc
-    return dw.copy_(acc)
+    return acc if acc.dtype == dw_dtype else acc.to(dw_dtype)
 
 
 _lib = torch.library.Library("ucudnn", "DEF")
 _lib.define("conv_forward(Tensor x, Tensor weight, Tensor? bias, int handle) -> Tensor")
 _lib.define("conv_backward_data(Tensor grad_y, Tensor weight, int handle) -> Tensor")
-_lib.define("conv_backward_filter(Tensor x, Tensor grad_y, Tensor weight, int handle) -> Tensor")
+_lib.define(
+    "conv_backward_filter(Tensor x, Tensor grad_y, Tensor weight, int handle, ScalarType? dw_dtype=None) -> Tensor"
+)
 _lib.impl("conv_forward", _forward, "CUDA")
 _lib.impl("conv_backward_data", _backward_data, "CUDA")
 _lib.impl("conv_backward_filter", _backward_filter, "CUDA")
@@ -262,8 +262,8 @@ def _(grad_y, weight, handle):
 
 
 @torch.library.register_fake("ucudnn::conv_backward_filter", lib=_lib)
-def _(x, grad_y, weight, handle):
-    return torch.empty_like(weight, memory_format=_LAYERS[handle].fmt)
+def _(x, grad_y, weight, handle, dw_dtype=None):
+    return torch.empty_like(weight, dtype=dw_dtype or weight.dtype, memory_format=_LAYERS[handle].fmt)
 
 
 conv_forward = torch.ops.ucudnn.conv_forward.default
@@ -309,11 +309,9 @@ class PlannedConvFunction(torch.autograd.Function):
         h, (need_x, need_w, need_b, *_), (w_dtype, b_dtype) = ctx.handle, ctx.needs_input_grad, ctx.dtypes
         if _compiling() or _profiling():
             grad_x = conv_backward_data(grad_y, weight, h) if need_x else None
-            grad_w = conv_backward_filter(x, grad_y, weight, h) if need_w else None
+            grad_w = conv_backward_filter(x, grad_y, weight, h, w_dtype) if need_w else None
         else:
             grad_x, grad_w = _backward(x, grad_y, weight, h, need_x, need_w, w_dtype)
-        if grad_w is not None and grad_w.dtype != w_dtype:
-            grad_w = grad_w.to(w_dtype)
         grad_b = None
         if need_b:  # summed in fp32 for fp16/bf16, as dW's pieces are
             grad_b = grad_y.sum((0, 2, 3), dtype=torch.float32)
