@@ -1,7 +1,7 @@
 """CPU harness: host microseconds per planned layer, the frontend's execute replaced by a no-op.
 
-    python benchmarks/op_host_cpu.py measure -o /tmp/after.json [--layers 16] [--steps 300]
-    python benchmarks/op_host_cpu.py report before.json after.json -o benchmarks/reports/op-host-cpu.md
+    python benchmarks/op_host_cpu.py measure -o OUT.json [--layers 16] [--steps 300] [--label TEXT]
+    python benchmarks/op_host_cpu.py report benchmarks/reports/op-host-cpu/*.json  # -> op-host-cpu.md
 
 The eager planned step is host-bound on the H100 (benchmarks/reports/torch_training.md: ResNet-50 b64 fp16
 AMP), and the host path is Python, so it can be measured and cut on any machine. The harness runs the exact
@@ -31,6 +31,7 @@ import io
 import json
 import platform
 import pstats
+import re
 import statistics
 import sys
 import time
@@ -153,9 +154,12 @@ def measure_precision(torch, precision: str, layers: int, steps: int, profile_st
 
 
 def _trim(text: str) -> str:
+    """pstats' table without its header and with paths relative to the tree or to site-packages."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
-    return "\n".join(line.replace(str(ROOT) + "/", "") for line in lines[start:] if line.strip())
+    return "\n".join(
+        re.sub(r"\S*/site-packages/", "", line.replace(str(ROOT) + "/", "")) for line in lines[start:] if line.strip()
+    )
 
 
 def measure(args) -> None:
@@ -198,15 +202,29 @@ def report(args) -> None:
     lines = [
         "# Host cost of a planned layer: CPU harness, frontend execute replaced by a no-op",
         "",
-        "<!-- generated: python benchmarks/op_host_cpu.py report ...; do not edit -->",
+        "<!-- generated: python benchmarks/op_host_cpu.py report benchmarks/reports/op-host-cpu/*.json; "
+        "do not edit -->",
         "",
-        "Method: benchmarks/op_host_cpu.py's docstring. Host us per layer (forward + backward), median over the "
-        "steps of a chain of identical 3x3 convolutions on tiny CPU tensors; the cuDNN frontend's execute is a "
-        "Python no-op, so what remains is the Python and dispatcher work of the planned path. `floor`: a bare "
-        "`torch.autograd.Function` that only allocates its outputs; `stock`: `nn.Conv2d` on CPU (an indicator "
-        "of the dispatch path only). The machine is shared (2 cores, other jobs running): compare rows of one run.",
+        "Method: benchmarks/op_host_cpu.py's docstring. Host us per layer, median over the steps of a chain of "
+        "identical 3x3 convolutions on tiny CPU tensors, as this thread's CPU time (wall time beside it); the "
+        "cuDNN frontend's execute is a Python no-op, so what remains is the Python and dispatcher work of the "
+        "planned path. `floor`: a bare `torch.autograd.Function` that only allocates its outputs (under AMP "
+        "after the weight cast autocast makes for stock too); `stock`: `nn.Conv2d` on CPU, whose CPU kernels "
+        "compute (an indicator of the dispatch path only, not of cuDNN's host cost). The machine is shared: "
+        "compare rows of one run, and runs made one after the other.",
         "",
+        "| run | " + " | ".join(f"{p}, planned 1 piece / floor" for p in MEASURED) + " |",
+        "|---|" + "---|" * len(MEASURED),
     ]
+    for run in runs:
+        ratio = []
+        for p in MEASURED:
+            pl = run["precisions"].get(p, {}).get("per_layer")
+            ratio.append(
+                f"{pl['planned, 1 piece']['cpu']['layer_us'] / pl['floor']['cpu']['layer_us']:.2f}x" if pl else "-"
+            )
+        lines.append(f"| {run['label']} | " + " | ".join(ratio) + " |")
+    lines.append("")
     for run in runs:
         lines += [
             f"## {run['label']}",
@@ -214,19 +232,37 @@ def report(args) -> None:
             f"{run['machine']}, torch {run['torch']}, {run['measured_at']}; {run['layers']} layers x "
             f"{run['steps']} steps.",
             "",
-            "| precision | chain | forward us | backward us | layer us | above floor |",
-            "|---|---|---|---|---|---|",
+            "| precision | chain | forward us | backward us | layer us | layer us, wall | above floor |",
+            "|---|---|---|---|---|---|---|",
         ]
         for p, d in run["precisions"].items():
-            floor = d["per_layer"]["floor"]["layer_us"]
-            for name, r in d["per_layer"].items():
+            floor = d["per_layer"]["floor"]["cpu"]["layer_us"]
+            for name, clocks in d["per_layer"].items():
+                r, wall = clocks["cpu"], clocks["wall"]
                 above = f"{r['layer_us'] - floor:+.1f}" if name != "floor" else "-"
                 lines.append(
-                    f"| {p} | {name} | {r['forward_us']:.1f} | {r['backward_us']:.1f} | {r['layer_us']:.1f} | {above} |"
+                    f"| {p} | {name} | {r['forward_us']:.1f} | {r['backward_us']:.1f} | {r['layer_us']:.1f} | "
+                    f"{wall['layer_us']:.1f} | {above} |"
                 )
-        lines.append("")
+        extra = {
+            p: d["per_layer"]["planned, 2 pieces"]["cpu"]["layer_us"]
+            - d["per_layer"]["planned, 1 piece"]["cpu"]["layer_us"]
+            for p, d in run["precisions"].items()
+        }
+        lines += [
+            "",
+            "Host us of one more piece in each of the three kernels (2 pieces less 1 piece, forward + backward): "
+            + ", ".join(f"{p} {v:+.1f}" for p, v in extra.items())
+            + ". For fp16 the second BackwardFilter piece also starts the fp32 sum of dW (a cast and an add, "
+            "CPU kernels here); TF32 has no Python work per piece that fp16 lacks, so TF32's larger host time "
+            "per piece on the GPU (benchmarks/reports/op-host-cost.md) is below the Python, in the frontend's "
+            "execute and cuDNN (GPU kernels per launch: benchmarks/op_host_cost.py). CPU casts to fp16 are slow "
+            "kernels here (10-30 us), which inflates every fp16 row alike.",
+            "",
+        ]
         for p, d in run["precisions"].items():
-            lines += [f"cProfile of planned steps ({p}, 1 piece), by own time:", "", "```", d["profile"], "```", ""]
+            prof = _trim(d["profile"])
+            lines += [f"cProfile of planned steps ({p}, 1 piece), by own time:", "", "```", prof, "```", ""]
     atomic_write(Path(args.output), "\n".join(lines))
 
 

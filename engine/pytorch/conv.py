@@ -15,7 +15,11 @@ capture working, chosen by measurement (benchmarks/reports/op-host-cost.md): ``t
 
 BackwardFilter pieces each produce a whole dW; cuDNN frontend conv nodes have no beta, so later pieces
 write a scratch tensor that is added on the stream (an fp32 sum for fp16/bf16), by the rule of
-engine.gpu.pieces shared with the CuPy executor. Autograd itself adds the returned dW into ``.grad``.
+engine.gpu.pieces shared with the CuPy executor; ``conv_backward_filter``'s ``dw_dtype`` (an fp32 master
+weight's under autocast) returns that sum as it is. Autograd itself adds the returned dW into ``.grad``.
+
+The host path of a planned layer is measured without a GPU by benchmarks/op_host_cpu.py (the frontend's
+execute a no-op, engine.testing.fake_frontend) against a bare ``autograd.Function``.
 """
 
 from __future__ import annotations
