@@ -83,6 +83,7 @@ class PlannedLayer:
         "dtype",
         "x_shape",
         "y_shape",
+        "w_shape",
         "x_stride",
         "y_stride",
         "w_stride",
@@ -114,9 +115,10 @@ class PlannedLayer:
         s = self.sig = forward.sig
         self.fmt, self.dtype = MEMORY_FORMAT[s.layout], TORCH_DTYPE[s.precision]
         self.x_shape, self.y_shape = (s.n, s.c, s.h, s.w), (s.n, s.k, s.out_h, s.out_w)
+        self.w_shape = (s.k, s.c // groups, s.r, s.s)
         self.x_stride, self.y_stride, self.w_stride = (
             torch.empty(shape, device="meta", memory_format=self.fmt).stride()
-            for shape in (self.x_shape, self.y_shape, (s.k, s.c // groups, s.r, s.s))
+            for shape in (self.x_shape, self.y_shape, self.w_shape)
         )
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         # workspace addresses per kernel, read without a lookup on the hot path
@@ -181,6 +183,7 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, h
 def _backward_data(grad_y: torch.Tensor, weight: torch.Tensor, handle: int) -> torch.Tensor:
     L = _LAYERS[handle]
     fmt = L.fmt
+    L.context.bind()
     return _data(L, _dense(grad_y, fmt), _dense(weight, fmt))
 
 
@@ -188,14 +191,16 @@ def _backward_filter(x, grad_y, weight, handle: int, dw_dtype=None) -> torch.Ten
     """dW of the whole mini-batch in ``dw_dtype`` (default: the weight's, i.e. the planned dtype)."""
     L = _LAYERS[handle]
     fmt = L.fmt
+    L.context.bind()
     return _filter(L, _dense(x, fmt), _dense(grad_y, fmt), weight, dw_dtype or weight.dtype)
 
 
 def _backward(x, grad_y, weight, handle: int, need_x: bool, need_w: bool, dw_dtype) -> tuple:
-    """(dX or None, dW or None) in one call: the eager backward's shared setup (the layout check of dY)
-    done once for both kernels; dW in ``dw_dtype``."""
+    """(dX or None, dW or None) in one call: the eager backward's shared setup (the layout check of dY, the
+    stream binding) done once for both kernels; dW in ``dw_dtype``."""
     L = _LAYERS[handle]
     fmt = L.fmt
+    L.context.bind()
     grad_y = _dense(grad_y, fmt)
     if need_x:
         weight = _dense(weight, fmt)
@@ -206,12 +211,12 @@ def _backward(x, grad_y, weight, handle: int, need_x: bool, need_w: bool, dw_dty
 
 
 def _data(L: PlannedLayer, grad_y: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """dX; stock cuDNN where the plan has no BackwardData kernel (its input needed no gradient when planned)."""
+    """dX; stock cuDNN where the plan has no BackwardData kernel (its input needed no gradient when planned).
+    The caller has bound the handle to the current stream (as for ``_filter``)."""
     k = L.backward_data
     if k is None:
         return torch.nn.grad.conv2d_input(L.x_shape, weight, grad_y, L.stride, L.padding, L.dilation, L.groups)
     dx = grad_y.new_empty_strided(L.x_shape, L.x_stride)
-    L.context.bind()
     ws = L.ws_bd
     if ws is None:
         keep = _block(k, grad_y)
@@ -224,8 +229,7 @@ def _filter(L: PlannedLayer, x: torch.Tensor, grad_y: torch.Tensor, weight: torc
     """dW in ``dw_dtype`` (an fp32 master weight's under autocast); several fp16/bf16 pieces are summed in fp32,
     and that sum is dW itself when ``dw_dtype`` is fp32 (no round trip through the planned dtype)."""
     k = L.backward_filter
-    dw = weight.new_empty_strided(weight.shape, L.w_stride)
-    L.context.bind()
+    dw = weight.new_empty_strided(L.w_shape, L.w_stride)
     ws = L.ws_bf
     if ws is None:
         keep = _block(k, x)
