@@ -283,6 +283,21 @@ def host_and_elapsed_us(torch, fn) -> tuple[float, float]:
     return statistics.median(host) * 1e6, elapsed
 
 
+def kernels_per_call(torch, fn, calls: int = 8) -> float:
+    """GPU kernels one call of ``fn`` launches (torch.profiler's CUDA activity): each is a launch on the host,
+    so host time per piece grows with the kernels an engine runs per execute."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    cuda = torch.autograd.DeviceType.CUDA
+    return sum(e.device_type == cuda for e in prof.events()) / calls
+
+
 def first_plan(plans, sig, b: int, cap: int = 64 << 20) -> str:
     """Name of cuDNN's first heuristic plan for (sig, b) that builds within ``cap`` bytes of workspace."""
     cg = plans.graph(sig, b)
@@ -327,7 +342,7 @@ def measure_layer(torch, precision: str, layout: str) -> dict:
     bias = torch.randn(64, device="cuda", dtype=dtype)
     gy = torch.randn(BATCH, 64, 14, 14, device="cuda", dtype=dtype).to(memory_format=fmt)
     xg, wg, bg = (t.detach().clone().requires_grad_() for t in (x, w, bias))
-    rows = []
+    rows, kernels = [], {}
     for h, L in layers.items():
         p = len(L.forward)
         y = torch.empty_like(gy)
@@ -356,6 +371,7 @@ def measure_layer(torch, precision: str, layout: str) -> dict:
             if not name.startswith("_"):
                 cases[f"forward+backward/{name}"] = lambda f=f: f(xg, wg, bg, h).backward(gy)
         cases["forward+backward/old"] = lambda: old_forward(xg, wg, bg, h).backward(gy)
+        kernels[p] = kernels_per_call(torch, new_launch)
         for case, fn in cases.items():
             host, elapsed = host_and_elapsed_us(torch, fn)
             rows.append({"case": case, "pieces": p, "host_us": round(host, 2), "elapsed_us": round(elapsed, 2)})
@@ -367,7 +383,13 @@ def measure_layer(torch, precision: str, layout: str) -> dict:
             (ops.conv_backward_filter(x, gy, w, h), old_filter(x, gy, w, h)),
         ):
             agree = max(agree, float((new.float() - old.float()).abs().max()))
-    return {"precision": precision, "layout": layout, "rows": rows, "max_abs_diff_new_vs_old": agree}
+    return {
+        "precision": precision,
+        "layout": layout,
+        "rows": rows,
+        "kernels_per_launch": kernels,
+        "max_abs_diff_new_vs_old": agree,
+    }
 
 
 def measure_model(torch, steps: int) -> dict:
@@ -443,7 +465,11 @@ def measure_model(torch, steps: int) -> dict:
     out["new_ms"] = timed(model)
     old_forward, _f, _old = legacy_ops(torch, layers)
     new_op = ops.planned_conv
-    ops.planned_conv = old_forward  # PlannedConv2d.forward looks it up per call
+
+    def old_module_path(x, w, b, handle, dtype):  # 40e3c99's PlannedConv2d cast weight and bias under autocast
+        return old_forward(x, w.to(dtype), None if b is None else b.to(dtype), handle)
+
+    ops.planned_conv = old_module_path  # PlannedConv2d.forward looks it up per call
     try:
         out["old_ms"] = timed(model)
     finally:
@@ -584,6 +610,13 @@ def report(args) -> None:
             f"same plans).",
             "",
         ]
+        if "kernels_per_launch" in layer:  # runs before 2026-11-26 did not count them
+            lines += [
+                "GPU kernels per launch/new call (torch.profiler): "
+                + ", ".join(f"{p} piece(s) {n:g}" for p, n in layer["kernels_per_launch"].items())
+                + ".",
+                "",
+            ]
     m = data.get("model")
     if m and "skipped" not in m:
         lines += [

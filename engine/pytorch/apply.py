@@ -80,26 +80,26 @@ class PlannedConv2d(nn.Conv2d):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # the hot path of every planned layer and step: attributes read once, no tuple or device objects built
-        dt, w, bias = self._dtype, self.weight, self.bias
-        if self._amp and torch.is_autocast_enabled("cuda"):
-            w = w.to(dt)  # a new fp16 copy per call, as stock autocast's cast (its cache lives one region)
-            if x.dtype != dt:
+        dt, w = self._dtype, self.weight
+        if w.dtype != dt or x.dtype != dt:
+            if not (self._amp and torch.is_autocast_enabled()):  # (no argument: CUDA's, without parsing one)
+                return self._stock(x)
+            if x.dtype != dt:  # as autocast casts the input; weight and bias are cast inside planned_conv
                 x = x.to(dt)
-            if bias is not None:
-                bias = bias.to(dt)
-        if x.shape != self._shape or x.dtype != dt or w.dtype != dt or x.get_device() != w.get_device():
-            fb = self._applied.fallbacks
-            if self._name not in fb:
-                warnings.warn(
-                    f"{self._name}: input {tuple(x.shape)} {x.dtype} on {x.device} is not what the plan was "
-                    f"made for ({tuple(self._shape)} {dt} on {w.device}); running stock PyTorch",
-                    stacklevel=2,
-                )
-            fb[self._name] = fb.get(self._name, 0) + 1
-            return super().forward(x)
-        if bias is not None and bias.dtype != dt:
-            bias = bias.to(dt)
-        return ops.planned_conv(x, w, bias, self._handle)
+        if x.shape != self._shape or x.get_device() != w.get_device():
+            return self._stock(x)
+        return ops.planned_conv(x, w, self.bias, self._handle, dt)
+
+    def _stock(self, x: torch.Tensor) -> torch.Tensor:
+        fb = self._applied.fallbacks
+        if self._name not in fb:
+            warnings.warn(
+                f"{self._name}: input {tuple(x.shape)} {x.dtype} on {x.device} is not what the plan was "
+                f"made for ({tuple(self._shape)} {self._dtype} on {self.weight.device}); running stock PyTorch",
+                stacklevel=3,
+            )
+        fb[self._name] = fb.get(self._name, 0) + 1
+        return super().forward(x)
 
 
 def _device_check(plan: Plan, device: torch.device) -> None:

@@ -15,7 +15,11 @@ capture working, chosen by measurement (benchmarks/reports/op-host-cost.md): ``t
 
 BackwardFilter pieces each produce a whole dW; cuDNN frontend conv nodes have no beta, so later pieces
 write a scratch tensor that is added on the stream (an fp32 sum for fp16/bf16), by the rule of
-engine.gpu.pieces shared with the CuPy executor. Autograd itself adds the returned dW into ``.grad``.
+engine.gpu.pieces shared with the CuPy executor; ``conv_backward_filter``'s ``dw_dtype`` (an fp32 master
+weight's under autocast) returns that sum as it is. Autograd itself adds the returned dW into ``.grad``.
+
+The host path of a planned layer is measured without a GPU by benchmarks/op_host_cpu.py (the frontend's
+execute a no-op, engine.testing.fake_frontend) against a bare ``autograd.Function``.
 """
 
 from __future__ import annotations
@@ -61,7 +65,9 @@ class TorchContext:
 
 class PlannedLayer:
     """What the ops need of one planned ``nn.Conv2d``, as plain attributes read once per call: its kernels,
-    their workspace addresses (None: taken per call), its geometry.
+    their workspace addresses (None: taken per call), its geometry, its planned dtype and the dense strides
+    of its tensors (outputs are made with ``new_empty_strided``, a third of ``torch.empty(...,
+    memory_format=...)``'s host time).
 
     The arena tensor itself belongs to the model (``model.ucudnn``), so deleting the model or removing the
     plan frees it; the registry below keeps only its address."""
@@ -74,8 +80,13 @@ class PlannedLayer:
         "context",
         "sig",
         "fmt",
+        "dtype",
         "x_shape",
         "y_shape",
+        "w_shape",
+        "x_stride",
+        "y_stride",
+        "w_stride",
         "stride",
         "padding",
         "dilation",
@@ -102,8 +113,13 @@ class PlannedLayer:
         self.name, self.context = name, context
         self.forward, self.backward_data, self.backward_filter = forward, backward_data, backward_filter
         s = self.sig = forward.sig
-        self.fmt = MEMORY_FORMAT[s.layout]
+        self.fmt, self.dtype = MEMORY_FORMAT[s.layout], TORCH_DTYPE[s.precision]
         self.x_shape, self.y_shape = (s.n, s.c, s.h, s.w), (s.n, s.k, s.out_h, s.out_w)
+        self.w_shape = (s.k, s.c // groups, s.r, s.s)
+        self.x_stride, self.y_stride, self.w_stride = (
+            torch.empty(shape, device="meta", memory_format=self.fmt).stride()
+            for shape in (self.x_shape, self.y_shape, self.w_shape)
+        )
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         # workspace addresses per kernel, read without a lookup on the hot path
         self.ws_f, self.ws_bd, self.ws_bf = (
@@ -138,14 +154,11 @@ def _dense(t: torch.Tensor, fmt) -> torch.Tensor:
     return t if t.data_ptr() % ALIGN == 0 else t.clone(memory_format=fmt)
 
 
-def _workspace(ws: int | None, k: Pieces, device) -> tuple[int, torch.Tensor | None]:
-    """(address of ``k``'s workspace, the tensor that holds it when taken per call; ``ws``: its arena
-    address or None). A per-call block must stay referenced until the kernel's launches are queued; freed
-    after, the caching allocator reuses it only for work queued later on the same stream."""
-    if ws is not None:
-        return ws, None
-    buf = torch.empty(max(k.workspace, 1), dtype=torch.uint8, device=device)
-    return buf.data_ptr(), buf
+def _block(k: Pieces, like: torch.Tensor) -> torch.Tensor:
+    """A per-call workspace block for ``k`` (a plan applied without an arena). It must stay referenced
+    until the kernel's launches are queued; freed after, the caching allocator reuses it only for work
+    queued later on the same stream."""
+    return torch.empty(max(k.workspace, 1), dtype=torch.uint8, device=like.device)
 
 
 def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, handle: int) -> torch.Tensor:
@@ -153,58 +166,92 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, h
     tensor, as stock cuDNN's is; an add after the op would hold a second output-sized tensor for a moment and
     make the layer two nodes, whose backward hooks a memory runtime could not tell apart)."""
     L = _LAYERS[handle]
-    fmt, k = L.fmt, L.forward
+    fmt = L.fmt
     x, weight = _dense(x, fmt), _dense(weight, fmt)
-    y = torch.empty(L.y_shape, dtype=x.dtype, device=x.device, memory_format=fmt)
+    y = x.new_empty_strided(L.y_shape, L.y_stride)
     L.context.bind()
-    ws, _keep = _workspace(L.ws_f, k, x.device)
-    k.launch(x.data_ptr(), weight.data_ptr(), y.data_ptr(), ws)
+    ws = L.ws_f
+    if ws is None:
+        keep = _block(L.forward, x)
+        ws = keep.data_ptr()
+    L.forward.launch(x.data_ptr(), weight.data_ptr(), y.data_ptr(), ws)
     if bias is not None:
         y.add_(bias.view(1, -1, 1, 1))
     return y
 
 
 def _backward_data(grad_y: torch.Tensor, weight: torch.Tensor, handle: int) -> torch.Tensor:
-    """dX; stock cuDNN where the plan has no BackwardData kernel (its input needed no gradient when planned)."""
     L = _LAYERS[handle]
+    fmt = L.fmt
+    L.context.bind()
+    return _data(L, _dense(grad_y, fmt), _dense(weight, fmt))
+
+
+def _backward_filter(x, grad_y, weight, handle: int, dw_dtype=None) -> torch.Tensor:
+    """dW of the whole mini-batch in ``dw_dtype`` (default: the weight's, i.e. the planned dtype)."""
+    L = _LAYERS[handle]
+    fmt = L.fmt
+    L.context.bind()
+    return _filter(L, _dense(x, fmt), _dense(grad_y, fmt), weight, dw_dtype or weight.dtype)
+
+
+def _backward(x, grad_y, weight, handle: int, need_x: bool, need_w: bool, dw_dtype) -> tuple:
+    """(dX or None, dW or None) in one call: the eager backward's shared setup (the layout check of dY, the
+    stream binding) done once for both kernels; dW in ``dw_dtype``."""
+    L = _LAYERS[handle]
+    fmt = L.fmt
+    L.context.bind()
+    grad_y = _dense(grad_y, fmt)
+    if need_x:
+        weight = _dense(weight, fmt)
+    return (
+        _data(L, grad_y, weight) if need_x else None,
+        _filter(L, _dense(x, fmt), grad_y, weight, dw_dtype) if need_w else None,
+    )
+
+
+def _data(L: PlannedLayer, grad_y: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """dX; stock cuDNN where the plan has no BackwardData kernel (its input needed no gradient when planned).
+    The caller has bound the handle to the current stream (as for ``_filter``)."""
     k = L.backward_data
     if k is None:
         return torch.nn.grad.conv2d_input(L.x_shape, weight, grad_y, L.stride, L.padding, L.dilation, L.groups)
-    fmt = L.fmt
-    grad_y, weight = _dense(grad_y, fmt), _dense(weight, fmt)
-    dx = torch.empty(L.x_shape, dtype=grad_y.dtype, device=grad_y.device, memory_format=fmt)
-    L.context.bind()
-    ws, _keep = _workspace(L.ws_bd, k, grad_y.device)
+    dx = grad_y.new_empty_strided(L.x_shape, L.x_stride)
+    ws = L.ws_bd
+    if ws is None:
+        keep = _block(k, grad_y)
+        ws = keep.data_ptr()
     k.launch(grad_y.data_ptr(), weight.data_ptr(), dx.data_ptr(), ws)  # roles of BackwardData: x = dY, y = dX
     return dx
 
 
-def _backward_filter(x: torch.Tensor, grad_y: torch.Tensor, weight: torch.Tensor, handle: int) -> torch.Tensor:
-    """dW of the whole mini-batch; ``weight`` gives dW's shape, dtype and layout only."""
-    L = _LAYERS[handle]
-    fmt, k = L.fmt, L.backward_filter
-    x, grad_y = _dense(x, fmt), _dense(grad_y, fmt)
-    dw = torch.empty_like(weight, memory_format=fmt)
-    L.context.bind()
-    ws, _keep = _workspace(L.ws_bf, k, x.device)
+def _filter(L: PlannedLayer, x: torch.Tensor, grad_y: torch.Tensor, weight: torch.Tensor, dw_dtype) -> torch.Tensor:
+    """dW in ``dw_dtype`` (an fp32 master weight's under autocast); several fp16/bf16 pieces are summed in fp32,
+    and that sum is dW itself when ``dw_dtype`` is fp32 (no round trip through the planned dtype)."""
+    k = L.backward_filter
+    dw = weight.new_empty_strided(L.w_shape, L.w_stride)
+    ws = L.ws_bf
+    if ws is None:
+        keep = _block(k, x)
+        ws = keep.data_ptr()
     xp, dwp, yp = x.data_ptr(), dw.data_ptr(), grad_y.data_ptr()  # roles of BackwardFilter: x = X, y = dY, w = dW
     if len(k) == 1:
         k.launch(xp, dwp, yp, ws)
-        return dw
+        return dw if dw.dtype == dw_dtype else dw.to(dw_dtype)
     scratch, acc = torch.empty_like(dw), None
     for _ in k.filter_pieces(xp, dwp, yp, ws, scratch.data_ptr()):
         if acc is None:  # dW holds the first piece: fp16/bf16 pieces are summed in fp32 from there
             acc = dw.float() if dw.dtype != torch.float32 else dw
         acc.add_(scratch)
-    if acc is not dw:
-        dw.copy_(acc)
-    return dw
+    return acc if acc.dtype == dw_dtype else acc.to(dw_dtype)
 
 
 _lib = torch.library.Library("ucudnn", "DEF")
 _lib.define("conv_forward(Tensor x, Tensor weight, Tensor? bias, int handle) -> Tensor")
 _lib.define("conv_backward_data(Tensor grad_y, Tensor weight, int handle) -> Tensor")
-_lib.define("conv_backward_filter(Tensor x, Tensor grad_y, Tensor weight, int handle) -> Tensor")
+_lib.define(
+    "conv_backward_filter(Tensor x, Tensor grad_y, Tensor weight, int handle, ScalarType? dw_dtype=None) -> Tensor"
+)
 _lib.impl("conv_forward", _forward, "CUDA")
 _lib.impl("conv_backward_data", _backward_data, "CUDA")
 _lib.impl("conv_backward_filter", _backward_filter, "CUDA")
@@ -223,8 +270,8 @@ def _(grad_y, weight, handle):
 
 
 @torch.library.register_fake("ucudnn::conv_backward_filter", lib=_lib)
-def _(x, grad_y, weight, handle):
-    return torch.empty_like(weight, memory_format=_LAYERS[handle].fmt)
+def _(x, grad_y, weight, handle, dw_dtype=None):
+    return torch.empty_like(weight, dtype=dw_dtype or weight.dtype, memory_format=_LAYERS[handle].fmt)
 
 
 conv_forward = torch.ops.ucudnn.conv_forward.default
@@ -239,14 +286,25 @@ _profiling = torch._C._autograd._profiler_enabled
 class PlannedConvFunction(torch.autograd.Function):
     """One autograd node per planned layer, with x, weight and bias as its inputs (as stock cuDNN's).
 
-    In eager mode the op implementations are called directly: the dispatcher's round trip into a Python
-    kernel costs a few microseconds per call, three calls per layer and step (issue 22: ResNet-50 fp16 AMP
-    is host-bound). Under ``torch.compile`` (and export) the registered ops are called, so the graph holds
-    them opaque; under torch.profiler too, so their device time is attributed to ``ucudnn::*`` events. The
-    launches are the same either way."""
+    Under autocast the fp32 master weight (and bias) are cast to the planned dtype here, inside the node, so
+    no cast node joins the graph and dW leaves the backward in the master's dtype: where BackwardFilter has
+    several pieces, their fp32 sum is that dW (no round trip through fp16). In eager mode the op
+    implementations are called directly, the backward's two kernels in one call sharing their setup: the
+    dispatcher's round trip into a Python kernel costs a few microseconds per call (issue 22: ResNet-50 fp16
+    AMP is host-bound). Under ``torch.compile`` (and export) the registered ops are called, so the graph
+    holds them opaque; under torch.profiler too, so their device time is attributed to ``ucudnn::*`` events.
+    The launches are the same either way. Tensors are saved with ``save_for_backward`` (not as attributes)
+    so saved-tensor hooks (the memory runtimes' offload and recompute) see them."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, handle):
+    def forward(ctx, x, weight, bias, handle, dtype=None):
+        """``dtype``: the layer's planned dtype, where weight and bias are to be cast to it (autocast)."""
+        ctx.dtypes = weight.dtype, None if bias is None else bias.dtype
+        if dtype is not None:
+            if weight.dtype != dtype:
+                weight = weight.to(dtype)
+            if bias is not None and bias.dtype != dtype:
+                bias = bias.to(dtype)
         ctx.save_for_backward(x, weight)
         ctx.handle = handle
         if _compiling() or _profiling():
@@ -256,19 +314,18 @@ class PlannedConvFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_y):
         x, weight = ctx.saved_tensors
-        h, (need_x, need_w, need_b, _) = ctx.handle, ctx.needs_input_grad
-        grad_x = grad_w = grad_b = None
+        h, (need_x, need_w, need_b, *_), (w_dtype, b_dtype) = ctx.handle, ctx.needs_input_grad, ctx.dtypes
         if _compiling() or _profiling():
-            bd, bf = conv_backward_data, conv_backward_filter
+            grad_x = conv_backward_data(grad_y, weight, h) if need_x else None
+            grad_w = conv_backward_filter(x, grad_y, weight, h, w_dtype) if need_w else None
         else:
-            bd, bf = _backward_data, _backward_filter
-        if need_x:
-            grad_x = bd(grad_y, weight, h)
-        if need_w:
-            grad_w = bf(x, grad_y, weight, h)
+            grad_x, grad_w = _backward(x, grad_y, weight, h, need_x, need_w, w_dtype)
+        grad_b = None
         if need_b:  # summed in fp32 for fp16/bf16, as dW's pieces are
-            grad_b = grad_y.sum((0, 2, 3), dtype=torch.float32).to(grad_y.dtype)
-        return grad_x, grad_w, grad_b, None
+            grad_b = grad_y.sum((0, 2, 3), dtype=torch.float32)
+            if b_dtype != torch.float32:
+                grad_b = grad_b.to(b_dtype)
+        return grad_x, grad_w, grad_b, None, None
 
 
 planned_conv = PlannedConvFunction.apply
