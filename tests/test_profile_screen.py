@@ -5,7 +5,18 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.gpu.screen import MARGIN, Timed, can_stand_for, dominators, framework_choices, timed
+from engine.gpu.screen import MARGIN, Timed, dominators, framework_choices, timed
+
+
+def can_stand_for(q: Timed, p: Timed) -> bool:
+    """Brute force: q is in every engine set p is in, at no more workspace."""
+    return (
+        q.usable
+        and q.workspace <= p.workspace
+        and (q.heuristic or not p.heuristic)
+        and (q.deterministic or not p.deterministic)
+    )
+
 
 plan = st.builds(
     lambda t, spread, ws, h, d, u: (t, t * spread, ws, h, d, u),

@@ -197,7 +197,7 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
         plans.append(row)
         regions.append(lambda r, run=run, ws_ptr=ws_ptr: run(bufs.pointers(b, r), ws_ptr))
     first = timing.time_pass(ctx, regions, runs=2, timed_from=1)
-    ok, seen = [], {}
+    ok, seen, warm = [], {}, {"plans": 0, "warm-up over 5 % slower": 0, "warm-up over 5 % faster": 0}
     for k, (row, times) in enumerate(zip(plans, first)):
         if isinstance(times, str):
             row["reason"] = times
@@ -205,6 +205,10 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
         row.update(status="ok", time_ms=times[1], time_min_ms=times[1], time_max_ms=times[1], repeats=1)
         ok.append(k)
         seen[k] = min(times)
+        warm["plans"] += 1  # whether the warm-up could be left out: how far the first run is from the second
+        warm["warm-up over 5 % slower"] += times[0] > 1.05 * times[1]
+        warm["warm-up over 5 % faster"] += times[0] < times[1] / 1.05
+    built.split["first_runs"] = warm
     keep = {ok[j] for j in screen.framework_choices([(plans[k]["heuristic_rank"], plans[k]["workspace"]) for k in ok])}
     repeated: set[int] = set()
     while repeats > 1:

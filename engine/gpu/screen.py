@@ -26,6 +26,8 @@ Pure functions, no CuPy: tested against brute force on the CPU.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from dataclasses import dataclass
 
 from ..precision import PRECISIONS
@@ -63,28 +65,29 @@ def timed(row: dict, time: float, low: float) -> Timed:
     )
 
 
-def can_stand_for(q: Timed, p: Timed) -> bool:
-    """Whether q is in every engine set p is in, at no more workspace."""
-    return (
-        q.usable
-        and q.workspace <= p.workspace
-        and (q.heuristic or not p.heuristic)
-        and (q.deterministic or not p.deterministic)
-    )
-
-
 def dominators(plans: list[Timed], keep: set[int] = frozenset(), margin: float = MARGIN) -> list[int | None]:
     """For each plan, the index of the plan that dominates it beyond ``margin`` (the fastest that can stand
     for it), or None if it must be timed with repeats; ``keep``: indices always repeated. The fastest plan
-    that can stand for p is itself never dominated, so every dominator is repeated."""
+    that can stand for p is itself never dominated, so every dominator is repeated. (p may be that fastest
+    plan itself: its time is never below its own ``low``, so it does not dominate itself.)"""
+    fronts = {}  # per (heuristic only, deterministic only): (workspaces ascending, fastest index up to each)
+    for h, d in itertools.product((False, True), repeat=2):
+        cands = sorted(
+            (q.workspace, q.time, j)
+            for j, q in enumerate(plans)
+            if q.usable and (q.heuristic or not h) and (q.deterministic or not d)
+        )
+        best, fastest = None, []
+        for _, t, j in cands:
+            best = j if best is None or t < plans[best].time else best
+            fastest.append(best)
+        fronts[h, d] = ([c[0] for c in cands], fastest)
     out: list[int | None] = []
     for i, p in enumerate(plans):
-        best = None
-        if i not in keep:
-            for j, q in enumerate(plans):
-                if j != i and can_stand_for(q, p) and (best is None or q.time < plans[best].time):
-                    best = j
-        out.append(best if best is not None and (1 + margin) * plans[best].time < p.low else None)
+        ws, fastest = fronts[p.heuristic, p.deterministic]
+        n = bisect.bisect_right(ws, p.workspace)
+        q = fastest[n - 1] if n and i not in keep else None
+        out.append(q if q is not None and (1 + margin) * plans[q].time < p.low else None)
     return out
 
 
