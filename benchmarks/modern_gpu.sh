@@ -9,7 +9,11 @@
 #   benchmarks/modern_gpu.sh examples   # examples/optimize_user_model.py on the three: loss and gradients vs stock
 # A part resumes from the results in benchmarks/reports (copied into $OUT first): copy $OUT's files back there
 # (the *_profile_cache folder and memory_training_profiles/profile-cache.sqlite are git-ignored caches: carry them
-# to the next call to skip what they hold). FP16=1 adds the fp16 channels_last AMP rows to `torch`.
+# to the next call to skip what they hold), then write the reports and README blocks on any host:
+#   python benchmarks/memory_training.py report benchmarks/reports/memory_training.json
+#   python benchmarks/torch_training.py report benchmarks/reports/torch_training.json
+# (the reports in $OUT are for a look at the device's results only). FP16=1 adds the fp16 channels_last AMP rows to
+# `torch`.
 set -o pipefail
 OUT=${OUT:-.}
 R=benchmarks/reports
@@ -33,9 +37,7 @@ case "$1" in
       python3 benchmarks/memory_training.py measure -o "$OUT/memory_training.json" --resume --configs $MODERN \
         --parts calibrate policies --policies liveness vdnn-all-p sn-recompute --budget-s 400 --timeout 120
       echo "exit $?"
-      cp README.md "$OUT/README.md"
-      python3 benchmarks/memory_training.py report "$OUT/memory_training.json" -o "$OUT/memory_training.md" \
-        --readme "$OUT/README.md"
+      python3 benchmarks/memory_training.py report "$OUT/memory_training.json" -o "$OUT/memory_training.md"
     } 2>&1 | tee -a "$OUT/memory_training-modern.log"
     ;;
   torch)
@@ -46,8 +48,7 @@ case "$1" in
       python3 benchmarks/torch_training.py measure -o "$OUT/torch_training.json" --resume --configs $configs \
         --profile-cache "$OUT/torch_training_profile_cache" --engines heuristics --budget-s 420
       echo "exit $?"
-      python3 benchmarks/torch_training.py report "$OUT/torch_training.json" -o "$OUT/torch_training.md" \
-        && cp README.md "$OUT/README.md"
+      python3 benchmarks/torch_training.py report "$OUT/torch_training.json" -o "$OUT/torch_training.md"
     } 2>&1 | tee -a "$OUT/torch_training-modern.log"
     ;;
   examples)

@@ -259,3 +259,63 @@ def test_torch_training_reports_a_measured_model_beside_the_others(tmp_path, mon
 def test_torch_training_refuses_an_unknown_model_in_a_case():
     with pytest.raises(SystemExit):
         tt.main(["case", "lenet", "tf32", "stock-free"])
+
+
+def test_the_profile_case_measures_undivided_heuristics_into_the_run_folder(tmp_path, monkeypatch):
+    """``measure_profile`` asks the profiler (replaced here: no GPU) for the network at its batch, undivided,
+    cuDNN's heuristic list, TF32 NCHW, through a cache in the profiles folder, and saves the profile where the
+    cases read it."""
+    import types
+
+    from engine.testing.synthetic import synthetic_profile_of
+
+    seen = {}
+
+    def fake_profile_network(net, **kw):
+        seen.update(kw, name=net.name, batch=net.batch)
+        return synthetic_profile_of(net, policy="undivided")
+
+    monkeypatch.setitem(sys.modules, "engine.gpu.profiler", types.SimpleNamespace(profile_network=fake_profile_network))
+    got = case.measure_profile("vit_b_16", pred.MODELS["vit_b_16"], tmp_path / "p")
+    assert (seen["name"], seen["batch"]) == ("torchvision:vit_b_16", 80)
+    assert (seen["policy"], seen["engines"], seen["precision"], seen["layout"]) == (
+        "undivided",
+        "heuristics",
+        "tf32",
+        "NCHW",
+    )
+    assert seen["cache_path"] == str(tmp_path / "p" / "profile-cache.sqlite")
+    assert Path(got["profile"]) == pred.profile_path("vit_b_16", tmp_path / "p") and got["rows"] > 0
+    assert pred._profile("vit_b_16", tmp_path / "p").table.micro_batch.unique().tolist() == [80]
+
+
+@pytest.mark.parametrize("precision, layout", [("tf32", "NCHW"), ("fp16", "NHWC")])
+def test_a_measured_model_is_planned_through_profile_and_plan_on_the_cache(precision, layout, monkeypatch):
+    """torch_training's plan of a MEASURED model: the one-line API's profile_and_plan (replaced here: no GPU) on
+    the imported network, the cache given and the precision's layout; a BUNDLED model keeps its bundled profile."""
+    import types
+
+    seen = {}
+
+    def fake(net, **kw):
+        seen.update(kw, name=net.name, batch=net.batch)
+        plan = types.SimpleNamespace(totals=types.SimpleNamespace(time_ms=1.0))
+        return types.SimpleNamespace(plan=plan, graphs=7, measured=0, seconds=0.01)
+
+    monkeypatch.setitem(sys.modules, "engine.gpu.planning", types.SimpleNamespace(profile_and_plan=fake))
+    plan, done = tt.plan_for("convnext_tiny", 64, precision, "wr", 64 << 20, "/c/profiles.sqlite", "heuristics")
+    assert (seen["name"], seen["batch"], seen["mode"], seen["budget"]) == (
+        "torchvision:convnext_tiny",
+        64,
+        "wr",
+        64 << 20,
+    )
+    assert (seen["precision"], seen["layout"], seen["cache"], seen["engines"]) == (
+        precision,
+        layout,
+        "/c/profiles.sqlite",
+        "heuristics",
+    )
+    assert done == {"graphs": 7, "measured": 0, "profile_s": 0.0}
+    plan, done = tt.plan_for("alexnet", 256, "tf32", "wr", 64 << 20, None, "heuristics")
+    assert done == {} and plan.totals.time_ms > 0
