@@ -4,7 +4,12 @@
     python benchmarks/memory_training.py predict benchmarks/reports/memory_training.json  # CPU: predictions again
     python benchmarks/memory_training.py report benchmarks/reports/memory_training.json   # anywhere
 
-For torchvision AlexNet b256, VGG-16 b64 and ResNet-50 b64 (TF32, NCHW, ``cudnn.benchmark`` off so cuDNN takes
+For torchvision AlexNet b256, VGG-16 b64 and ResNet-50 b64 (BUNDLED: every part), and issue 23's MobileNetV3-Large
+b224, EfficientNet-B0 b112, ConvNeXt-Tiny b96, RegNetY-1.6GF b144 and ViT-B/16 b80 (MODERN: the smallest multiples of
+16 whose stock step the planner predicts to hold 8 GiB + 10 % in tensors alone, ``batch_for``; parts ``calibrate``
+and ``policies``; no bundled profile covers them, so the run first measures each one's profile, undivided and
+cuDNN's heuristic list only, into ``*_profiles/`` beside the results: ``memory_training_case.measure_profile``)
+(TF32, NCHW, ``cudnn.benchmark`` off so cuDNN takes
 its heuristic order, as the planner's ``heuristic`` workspace rule assumes), ``measure`` runs every case in its
 own process and appends each result to the JSON file as it comes (atomically; ``--resume`` keeps what is there,
 and ``--budget-s`` stops launching cases in time for a 10-minute GPU call). Each lent call may land on another
@@ -16,11 +21,13 @@ where the tensors stop fitting rather than where fixed segments fragment. Parts 
 - ``calibrate``: the time model of this host (engine.pytorch.calibrate: pinned copies both ways and duplex,
   elementwise HBM rate, FC GEMM rate, and every non-conv layer's forward and backward time of each model),
   saved beside the results as ``*_time_params.json`` for ``python -m engine memory --time-params``;
-- ``policies``: one training step (zero grads, forward, cross-entropy, backward) per model and memory policy the
+- ``policies``: one training step (zero grads, forward, cross-entropy, backward) per model and memory policy
+  (``--policies``, default all) the
   memory runtime executes (``liveness`` is stock PyTorch; ``vdnn-conv-p``, ``vdnn-all-p``, ``sn-recompute``,
   ``superneurons`` through ``engine.pytorch.apply_memory_policy``). Predicted: ``plan_memory`` on the imported
   network, tensors as PyTorch allocates them (convention ``pytorch``), workspace rule ``heuristic``, the
-  calibrated TimeParams and the calibration's framework bytes. Measured: peak ``torch.cuda.max_memory_allocated``
+  calibrated TimeParams and the calibration's framework bytes. A case the memory runtime refuses (or any other
+  failure) records its one-line error as its result. Measured: peak ``torch.cuda.max_memory_allocated``
   (reset after warm-up), step time (CUDA events, median and 10-90 % range over the timed steps), the runtime's
   stats, and one more step traced per plan tick (``MemoryRuntime.trace_memory``) beside the predicted ticks;
 - ``search`` and ``timed`` (the capacity runs): under ``torch.cuda.set_per_process_memory_fraction`` of 12 and
@@ -60,8 +67,10 @@ if str(ROOT) not in sys.path:
 from benchmarks.memory_training_case import run_case  # noqa: E402
 from benchmarks.memory_training_measure import measure  # noqa: E402
 from benchmarks.memory_training_predict import (
+    BUNDLED,
     CAPACITIES_GIB,
     MODELS,
+    POLICIES,
     calibration,
     predict_capacity,  # noqa: E402
     repredict,
@@ -74,14 +83,14 @@ def pair_batch(text: str) -> tuple[str, int]:
     key, _, batch = text.partition("=")
     net, _, gib = key.partition("/")
     if (
-        net not in MODELS
+        net not in BUNDLED
         or not gib.isdigit()
         or int(gib) not in CAPACITIES_GIB
         or not batch.isdigit()
         or int(batch) < 1
     ):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not NET/GIB=BATCH with NET one of {', '.join(MODELS)}, "
+            f"{text!r} is not NET/GIB=BATCH with NET one of {', '.join(BUNDLED)}, "
             f"GIB one of {', '.join(map(str, CAPACITIES_GIB))} and BATCH >= 1"
         )
     return key, int(batch)
@@ -98,6 +107,13 @@ def main(argv=None) -> int:
         nargs="+",
         default=["calibrate", "policies", "search", "timed"],
         choices=["calibrate", "policies", "search", "timed"],
+    )
+    m.add_argument(
+        "--policies",
+        nargs="+",
+        default=list(POLICIES),
+        choices=list(POLICIES),
+        help="the memory policies of part policies (default: all)",
     )
     m.add_argument(
         "--precision",
@@ -158,6 +174,7 @@ def main(argv=None) -> int:
     c.add_argument("--time-params")
     c.add_argument("--warmup", type=int, default=3)
     c.add_argument("--steps", type=int, default=20)
+    c.add_argument("--profiles", type=Path, help="the folder of the MODERN models' measured profiles")
     p = sub.add_parser("predict-capacity")
     p.add_argument("net")
     p.add_argument("capacity", type=int)
@@ -181,6 +198,7 @@ def main(argv=None) -> int:
                     args.time_params,
                     args.warmup,
                     args.steps,
+                    args.profiles,
                 )
             )
         )

@@ -20,6 +20,7 @@ from benchmarks.memory_training_predict import (
     memory_result,
     predicted,  # noqa: E402
     predicted_ticks,
+    profile_path,
     torch_name,
 )
 from engine.memory.policies import get_policy  # noqa: E402
@@ -108,6 +109,30 @@ def gpu_uuid() -> str:
     return str(torch.cuda.get_device_properties(0).uuid)
 
 
+def measure_profile(net: str, batch: int, profiles: Path) -> dict:
+    """A MODERN model's profile (memory_training_predict.profile_name): every convolution at the undivided batch,
+    cuDNN's heuristic list only (what the ``heuristic`` workspace rule reads: its order, each plan's workspace and
+    time), through the profiler's resumable cache in ``profiles`` (a call cut short goes on where it stopped)."""
+    import time
+
+    from engine.gpu.profiler import profile_network
+    from engine.pytorch.loader import load_network
+
+    profiles.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    prof = profile_network(
+        load_network(torch_name(net), batch),
+        policy="undivided",
+        precision="tf32",
+        layout="NCHW",
+        cache_path=str(profiles / "profile-cache.sqlite"),
+        engines="heuristics",
+        command=f"benchmarks/memory_training.py case profile {net} - {batch} 0 --profiles {profiles}",
+    )
+    path = prof.save(profile_path(net, profiles))
+    return {"profile": str(path), "rows": len(prof.table), "seconds": round(time.perf_counter() - t0, 1)}
+
+
 def run_case(
     kind: str,
     net: str,
@@ -117,10 +142,14 @@ def run_case(
     time_params: str | None,
     warmup: int,
     steps: int,
+    profiles: Path | None = None,
 ) -> dict:
     """kind: ``step`` (predict and measure), ``try`` (does it fit: 2 steps), ``calibrate-host``,
-    ``calibrate-layers``."""
+    ``calibrate-layers``, ``profile`` (a MODERN model's, into ``profiles``). Any failure, a memory runtime's
+    refusal included, is the case's one-line ``error``."""
     out = {"kind": kind, "model": net, "variant": variant, "batch": batch, "capacity": capacity}
+    if kind == "profile":
+        return dict(out, **measure_profile(net, batch, profiles), gpu_uuid=gpu_uuid())
     if kind == "calibrate-host":
         from engine.pytorch.calibrate import measure
 
@@ -136,7 +165,7 @@ def run_case(
         out["gpu_uuid"], out["calibration_uuid"] = gpu_uuid(), calibrated_on
         # a stock try needs no memory plan (nothing to apply); every other case runs one
         stock = not variant.endswith(STEP) and get_policy(variant).pytorch == "stock"
-        res = None if kind == "try" and stock else memory_result(net, batch, variant, capacity, tp, framework)
+        res = None if kind == "try" and stock else memory_result(net, batch, variant, capacity, tp, framework, profiles)
         if res is not None and kind == "step":
             out["predicted"] = predicted(res)
             out["predicted_ticks"] = predicted_ticks(res)

@@ -23,12 +23,14 @@ from benchmarks.common import save_json  # noqa: E402
 from benchmarks.memory_training_case import gpu_uuid  # noqa: E402
 from benchmarks.memory_training_predict import (
     ALLOC_CONF,
+    BUNDLED,
     CONVENTION,
     GiB,
     MODELS,
-    POLICIES,  # noqa: E402
-    WORKSPACE,
+    WORKSPACE,  # noqa: E402
     calibration,
+    profile_path,
+    profiles_dir,
     time_params_path,
     torch_name,
 )
@@ -56,6 +58,8 @@ def child(args, kind, net, variant="", batch=0, capacity=None, timeout=300) -> d
         str(args.warmup),
         "--steps",
         str(args.steps),
+        "--profiles",
+        str(profiles_dir(Path(args.output))),
     ]
     tp = time_params_path(Path(args.output))
     if tp.exists():
@@ -153,6 +157,7 @@ def measure(args) -> int:
 
     pending = {}
     capacity_runs = bool({"search", "timed"} & set(args.parts))
+    capacity_nets = [net for net in args.configs if net in BUNDLED]  # a MODERN model's profile is undivided
     from engine.memory.calibrate import load as load_tp, measured_layers, merge, save as save_tp
 
     calibrated_on = calibration(time_params_path(out))[2]
@@ -165,9 +170,11 @@ def measure(args) -> int:
     # this host's calibration lacks the layer times of a network it has not run yet: measured before its cases
     lacking = [net for net in args.configs if mine is None or not measured_layers(mine, torch_name(net), MODELS[net])]
     try:
+        measure_profiles(args, doc, out, budget, t_start)
         if lacking:
             docs = ([run("calibrate-host", "host")] if mine is None else [{"doc": mine}]) + [
-                run("calibrate-layers", net, batch=MODELS[net]) for net in lacking
+                run("calibrate-layers", net, batch=MODELS[net], timeout=layers_timeout(args, t_start))
+                for net in lacking
             ]
             ok = [d["doc"] for d in docs if d and "doc" in d]
             if ok:
@@ -178,18 +185,18 @@ def measure(args) -> int:
                 save_json(out, doc)
         # capacity predictions are CPU work (with the calibration's framework bytes): beside the GPU cases
         if capacity_runs:
-            for net in args.configs:
+            for net in capacity_nets:
                 for gib in args.capacities:
                     if f"{net}/{gib}" not in doc["capacity"]:
                         pending[net, gib] = start_prediction(net, gib, time_params_path(out))
         if "policies" in args.parts:
             for net in args.configs:
-                for policy in POLICIES:
+                for policy in args.policies:
                     run("step", net, policy, MODELS[net])
         if capacity_runs:
             entries = {
                 (net, gib): e
-                for net in args.configs
+                for net in capacity_nets
                 for gib in args.capacities
                 if (e := capacity_prediction(args, doc, out, pending, net, gib)) is not None
             }
@@ -204,6 +211,33 @@ def measure(args) -> int:
         return 0
     print("all done", flush=True)
     return 0
+
+
+LAYERS_TIMEOUT = 300  # seconds for a model's layer calibration (a MODERN model has hundreds of non-conv layers)
+
+
+def layers_timeout(args, t_start: float) -> int:
+    """A layer calibration's time limit: LAYERS_TIMEOUT, within the call's end (``--budget-s`` + ``--timeout``)."""
+    return int(max(args.timeout, min(LAYERS_TIMEOUT, args.budget_s + args.timeout - (time.time() - t_start))))
+
+
+def measure_profiles(args, doc, out: Path, budget, t_start: float) -> None:
+    """The profile of each MODERN model the run lacks (memory_training_case.measure_profile), before its
+    calibration: the cases' predictions need its convolution times. A profile's process may run until the
+    call's end (``--budget-s`` + ``--timeout``); the profiler's cache beside the results keeps what it measured,
+    so a call cut short goes on where it stopped (with ``--resume``)."""
+    folder = profiles_dir(out)
+    for net in args.configs:
+        if net in BUNDLED or profile_path(net, folder).exists():
+            continue
+        budget()
+        left = max(60, int(args.budget_s + args.timeout - (time.time() - t_start)))
+        res = child(args, "profile", net, batch=MODELS[net], timeout=left)
+        doc.setdefault("profiles", {})[net] = res
+        save_json(out, doc)
+        print(
+            json.dumps({k: res.get(k) for k in ("kind", "model", "batch", "profile", "seconds", "error")}), flush=True
+        )
 
 
 def start_prediction(net: str, gib: int, time_params: Path) -> subprocess.Popen:

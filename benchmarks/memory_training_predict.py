@@ -15,7 +15,15 @@ import json  # noqa: E402
 from benchmarks.common import git_commit, save_json  # noqa: E402
 from engine.memory.policies import get_policy  # noqa: E402
 
-MODELS = {"alexnet": 256, "vgg16": 64, "resnet50": 64}
+# the models with a bundled H100 profile (every case, the capacity runs included)
+BUNDLED = {"alexnet": 256, "vgg16": 64, "resnet50": 64}
+# issue 23's modern CNNs and ViT, at the batch ``batch_for`` picks (tests/test_memory_training_modern.py checks it):
+# their convolutions are timed by a profile this benchmark measures itself (``measure_profile``), no capacity runs
+MODERN = {"mobilenet_v3_large": 224, "efficientnet_b0": 112, "convnext_tiny": 96, "regnet_y_1_6gf": 144, "vit_b_16": 80}
+MODELS = BUNDLED | MODERN
+MIN_PEAK = 8 << 30  # a modern model's stock step uses at least this much (issue 23)
+PEAK_MARGIN = 0.10  # ... with the margin of the peak target (a measured peak 10 % under the prediction still does)
+BATCH_STEP = 16
 POLICIES = ("liveness", "vdnn-conv-p", "vdnn-all-p", "sn-recompute", "superneurons")
 PAPER = POLICIES[1:]
 CAPACITIES_GIB = (12, 16)
@@ -35,17 +43,59 @@ STEP = "+steps"  # variant suffix: the paper policy with the per-step micro-batc
 
 
 def profile_name(net: str) -> str:
-    return f"h100-{net}-b{MODELS[net]}-tf32-nchw-powerOfTwo"
+    """The bundled H100 profile of a BUNDLED model; a MODERN model's own (undivided, cuDNN's heuristic list: all
+    the ``heuristic`` workspace rule reads), measured by this benchmark into ``profiles_dir``."""
+    if net in BUNDLED:
+        return f"h100-{net}-b{MODELS[net]}-tf32-nchw-powerOfTwo"
+    return f"{net}-b{MODELS[net]}-tf32-nchw-undivided-heuristics"
 
 
 def torch_name(net: str) -> str:
     return f"torchvision:{net}"
 
 
-def _profile(net: str):
+def profiles_dir(out: Path) -> Path:
+    """Where a results file's measured profiles are kept (beside it, like its calibration)."""
+    return out.with_name(out.stem + "_profiles")
+
+
+def profile_path(net: str, profiles: Path) -> Path:
+    return Path(profiles) / f"{profile_name(net)}.profile.json.gz"
+
+
+def _profile(net: str, profiles: Path | None = None):
+    """A model's profile: bundled, or the one measured into ``profiles`` (one clear line when it is not there)."""
+    from engine.errors import EngineError
     from engine.profile import Profile, resolve_profile
 
-    return Profile.load(resolve_profile(profile_name(net)))
+    if net in BUNDLED:
+        return Profile.load(resolve_profile(profile_name(net)))
+    path = profile_path(net, profiles or profiles_dir(ROOT / "benchmarks/reports/memory_training.json"))
+    if not path.exists():
+        raise EngineError(
+            f"no profile of {net} at {path}: run `benchmarks/memory_training.py measure --configs {net}` on a GPU "
+            "host first (it measures one)"
+        )
+    return Profile.load(path)
+
+
+def batch_for(net: str, at_least: float = MIN_PEAK * (1 + PEAK_MARGIN)) -> int:
+    """The smallest multiple of BATCH_STEP whose stock (liveness) step ``plan_memory`` predicts to hold at least
+    ``at_least`` bytes, tensors only (no profile, so no workspace: a lower bound of what stock PyTorch takes).
+    The peak grows affinely with the batch: two predictions place the answer, a few more confirm it."""
+    from engine.memory import plan_memory
+    from engine.pytorch.loader import load_network
+
+    def peak(b: int) -> int:
+        return plan_memory(load_network(torch_name(net), b), STOCK, convention=CONVENTION).summary["peak"]
+
+    lo, hi = peak(BATCH_STEP), peak(2 * BATCH_STEP)
+    b = max(BATCH_STEP, BATCH_STEP * int(1 + (at_least - lo) / (hi - lo)))
+    while b > BATCH_STEP and peak(b - BATCH_STEP) >= at_least:
+        b -= BATCH_STEP
+    while peak(b) < at_least:
+        b += BATCH_STEP
+    return b
 
 
 def calibration(path) -> tuple:
@@ -69,10 +119,18 @@ def batch_limit(net: str) -> int:
     return min(MAX_BATCH, 16 * int(_profile(net).table.micro_batch.max()))
 
 
-def memory_result(net: str, batch: int, variant: str, capacity: int | None, time_params=None, framework: int = 0):
+def memory_result(
+    net: str,
+    batch: int,
+    variant: str,
+    capacity: int | None,
+    time_params=None,
+    framework: int = 0,
+    profiles: Path | None = None,
+):
     """The memory plan a case runs: ``variant`` is a policy, or a paper policy + STEP (workspace rule wr);
-    ``framework``: bytes PyTorch holds itself (calibrated). A plan that fills the capacity is made for
-    (1 - reserve) of it (plan_memory's rule, engine/memory/reserve.py)."""
+    ``framework``: bytes PyTorch holds itself (calibrated); ``profiles``: where a MODERN model's profile is. A
+    plan that fills the capacity is made for (1 - reserve) of it (plan_memory's rule, engine/memory/reserve.py)."""
     from engine.memory import plan_memory
     from engine.pytorch.loader import load_network
 
@@ -81,7 +139,7 @@ def memory_result(net: str, batch: int, variant: str, capacity: int | None, time
         load_network(torch_name(net), batch),
         policy,
         capacity=capacity,
-        profile=_profile(net),
+        profile=_profile(net, profiles),
         workspace="wr" if steps else WORKSPACE,
         convention=CONVENTION,
         time_params=time_params,
@@ -183,7 +241,7 @@ def repredict(args) -> int:
         if r["kind"] != "step" or "predicted" not in r:
             continue
         tp, framework, r["calibration_uuid"] = own.get(r.get("gpu_uuid"), latest)  # the case's own host if kept
-        res = memory_result(r["model"], r["batch"], r["variant"], r["capacity"], tp, framework)
+        res = memory_result(r["model"], r["batch"], r["variant"], r["capacity"], tp, framework, profiles_dir(out))
         r["predicted"], r["predicted_ticks"] = predicted(res), predicted_ticks(res)
     tp, framework, _ = latest
     for key, entry in doc.get("capacity", {}).items():

@@ -14,12 +14,15 @@ import json  # noqa: E402
 
 from benchmarks.memory_training_figures import plot, plot_ticks  # noqa: E402
 from benchmarks.memory_training_predict import (
+    BUNDLED,
     CAPACITIES_GIB,
     CONVENTION,
     FILLS,
     GiB,
     MAX_BATCH,  # noqa: E402
+    MIN_PEAK,
     MODELS,
+    MODERN,
     PAPER,
     POLICIES,
     STEP,
@@ -57,19 +60,21 @@ def _ratio(a, b) -> str:
 def policy_rows(doc, net) -> list[str]:
     lines = [
         "| policy | peak GiB predicted | measured | pred/meas | step ms predicted | measured (10-90 %) | "
-        "pred/meas | offloaded MiB/step pred / meas | re-forwards pred / recomputed meas |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "pred/meas | offloaded MiB/step pred / meas | re-forwards pred / recomputed meas | targets: peak 10 %, "
+        "step 15 % |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for policy in POLICIES:
         r = _r(doc, "step", net, policy, MODELS[net])
         label = f"{policy} (stock PyTorch)" if policy == STOCK else policy
         if r is None:
-            lines.append(f"| {label} | not run | | | | | | | |")
+            lines.append(f"| {label} | not run | | | | | | | | |")
             continue
         p = r.get("predicted", {})
         if "error" in r:
             lines.append(
-                f"| {label} | {_gib(p.get('peak'))} | {r['error'][:200]} | | {p.get('iteration_ms') or 0:.1f} | | | | |"
+                f"| {label} | {_gib(p.get('peak'))} | {r['error'][:200]} | | {p.get('iteration_ms') or 0:.1f} | | | | "
+                "| not measured |"
             )
             continue
         off = per_step(r["stats"], "offloaded_bytes")
@@ -79,9 +84,51 @@ def policy_rows(doc, net) -> list[str]:
             f"{p['iteration_ms']:.1f} | {r['step_ms']:.1f} ({r['step_ms_p10']:.1f}-{r['step_ms_p90']:.1f}) | "
             f"{_ratio(p['iteration_ms'], r['step_ms'])} | {p['offload_bytes'] / 2**20:.0f} / "
             f"{'-' if off is None else f'{off / 2**20:.0f}'} | {p['recompute_count']} / "
-            f"{'-' if rec is None else f'{rec:g}'} |"
+            f"{'-' if rec is None else f'{rec:g}'} | {verdict(r)} |"
         )
     return lines
+
+
+def verdict(r: dict) -> str:
+    """Whether a measured case meets issue 23's targets: peak within 10 %, step time within 15 % of predicted."""
+    p = r["predicted"]
+    peak, step = r["peak"] / p["peak"] - 1, r["step_ms"] / p["iteration_ms"] - 1 if p.get("iteration_ms") else None
+    return f"peak {peak:+.1%} {'met' if abs(peak) <= 0.10 else 'NOT met'}, step " + (
+        "not predicted" if step is None else f"{step:+.1%} {'met' if abs(step) <= 0.15 else 'NOT met'}"
+    )
+
+
+def modern_lines(doc) -> list[str]:
+    """Issue 23's acceptance on the MODERN models, computed from the results: every case at the model's batch
+    within the peak and step targets, and each stock step using at least MIN_PEAK."""
+    cases = [r for r in doc["results"] if r["kind"] == "step" and r["model"] in MODERN and r["capacity"] is None]
+    if not cases:
+        return []
+    good = [r for r in cases if "error" not in r and "predicted" in r]
+    met = [r for r in good if verdict(r).count("NOT") == 0 and "not predicted" not in verdict(r)]
+    failed = [f"{r['model']} {r['variant']}: {r['error'][:120]}" for r in cases if "error" in r]
+    stock = [r for r in good if r["variant"] == STOCK]
+    small = [f"{r['model']} {_gib(r['peak'])} GiB" for r in stock if r["peak"] < MIN_PEAK]
+    return [
+        f"- issue 23, modern models ({', '.join(f'{n} b{b}' for n, b in MODERN.items())}): {len(met)} of "
+        f"{len(cases)} cases meet both targets (peak within 10 %, step time within 15 %)"
+        + (f"; failed: {'; '.join(failed)}" if failed else ""),
+        f"- issue 23, stock step of each modern model at least {MIN_PEAK / GiB:.0f} GiB measured: "
+        f"{len(stock) - len(small)} of {len(stock)}" + (f" (not: {', '.join(small)})" if small else ""),
+    ]
+
+
+def profile_lines(doc) -> list[str]:
+    """How each MODERN model's convolutions were timed: the profile this benchmark measured."""
+    out = []
+    for net, res in doc.get("profiles", {}).items():
+        got = f"{res['rows']} rows in {res['seconds']:.0f} s" if "error" not in res else f"FAILED: {res['error']}"
+        out.append(
+            f"- {net} b{MODELS[net]}: convolutions timed by a profile measured in the run (undivided, cuDNN's "
+            f"heuristic list only: the `heuristic` rule's order, workspaces and times; GPU {res.get('gpu_uuid', '?')}"
+            f"): {got}"
+        )
+    return out
 
 
 def capacity_rows(doc, net) -> list[str]:
@@ -418,12 +465,21 @@ def report(args) -> int:
     if "predicted_at" in doc:
         pa = doc["predicted_at"]
         lines.append(f"- predictions recomputed on a CPU at {pa['commit']} ({pa['date']}): `{pa['command']}`")
-    lines += ["", "## Targets", "", *accuracy_lines(doc), ""]
+    lines += profile_lines(doc)
+    lines += ["", "## Targets", "", *accuracy_lines(doc), *modern_lines(doc), ""]
     for net in nets:
         lines += [f"## {net} b{MODELS[net]}", "", *policy_rows(doc, net), ""]
         r = _r(doc, "step", net, STOCK, MODELS[net])
         if r and r.get("predicted", {}).get("time_model"):
             lines += [f"- {r['predicted']['time_model']}", ""]
+        if net not in BUNDLED:
+            lines += [
+                f"- batch {MODELS[net]}: the smallest multiple of 16 whose stock step `plan_memory` predicts to hold "
+                f"at least {MIN_PEAK / GiB:.0f} GiB + 10 %, tensors only (`batch_for`); no capacity runs (its "
+                "profile has the undivided batch alone)",
+                "",
+            ]
+            continue
         lines += [
             "Under a memory cap (`torch.cuda.set_per_process_memory_fraction`):",
             "",
@@ -518,6 +574,7 @@ def readme_block(doc: dict) -> str:
             "Against the targets (computed from the same file):",
             "",
             *accuracy_lines(doc, details=False),
+            *modern_lines(doc),
             *host_lines(doc),
         ]
     )

@@ -254,7 +254,20 @@ DEPTHWISE = [
     "--policy",
     "128,16,1",
 ]
-SPEED_GOALS = {"resnet50_one_gpu_s": 45.0, "depthwise_graph_median_s": 1.5}
+MOBILENET = [
+    "--network",
+    "torchvision:mobilenet_v3_large",
+    "--batch",
+    "128",
+    "--dtype",
+    "tf32",
+    "--layout",
+    "NCHW",
+    "--policy",
+    "powerOfTwo",
+]
+SPEED_GOALS = {"resnet50_one_gpu_s": 45.0, "depthwise_graph_median_s": 1.5, "mobilenet_v3_large_s": 120.0}
+SPEED_NETS = {"B": (RESNET, []), "M": (MOBILENET, []), "D": (DEPTHWISE, []), "A": (RESNET, ["--build-workers", "1"])}
 SPEED_RUNS = ROOT / "benchmarks" / "reports" / "profiling-speed" / "runs.json"
 SPEED_REPORT = ROOT / "benchmarks" / "reports" / "profiling-speed.md"
 BUDGETS_MIB = (8, 64, 256)
@@ -360,9 +373,14 @@ def speed_run(name: str, net: list[str], extra: list[str], out: Path, tmp: Path,
     if code == 0:
         doc = json.loads(gzip.decompress(prof.read_bytes()))
         p = doc["provenance"]
+        col = {c: i for i, c in enumerate(doc["columns"])}
+        ok = [r for r in doc["rows"] if r[col["status"]] == "ok"]
         run.update(
             profiling_s=p["profiling_seconds"],
             rows=len(doc["rows"]),
+            timed=len(ok),
+            timed_once=sum(1 for r in ok if r[col["repeats"]] == 1),
+            dominated=sum(1 for r in ok if r[col["reason"]].startswith("dominated by plan")),
             workers=p.get("workers"),
             time_split=p.get("time_split"),
             provenance={
@@ -385,6 +403,7 @@ def speed_run(name: str, net: list[str], extra: list[str], out: Path, tmp: Path,
 def speed(args) -> None:
     from benchmarks.profile_multigpu import prepare
 
+    steps = args.runs.split(",")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     data = {
@@ -394,8 +413,8 @@ def speed(args) -> None:
         "runs": {},
     }
     t0 = time.perf_counter()
-    data["prepared"] = prepare(dict(os.environ))
-    if "gil" in args.runs.split(","):
+    data["prepared"] = prepare(dict(os.environ), torch="M" in steps)
+    if "gil" in steps:
         g = subprocess.run(
             [sys.executable, str(Path(__file__)), "gil"], cwd=ROOT, capture_output=True, text=True, timeout=120
         )
@@ -404,13 +423,19 @@ def speed(args) -> None:
     print("gil", data.get("gil"), file=sys.stderr, flush=True)
     data["versions"] = versions()
     with tempfile.TemporaryDirectory() as tmp:
-        for name, net, extra in (("B", RESNET, []), ("D", DEPTHWISE, []), ("A", RESNET, ["--build-workers", "1"])):
-            if name not in args.runs.split(","):
+        for name in [s for s in steps if s in SPEED_NETS]:
+            net, extra = SPEED_NETS[name]
+            left = args.budget - (time.perf_counter() - t0) if args.budget else args.timeout
+            if left < 30:
+                data["runs"][name] = {
+                    "command": "python -m engine profile " + " ".join([*net, *extra]),
+                    "skipped": "no time left in --budget",
+                }
                 continue
-            data["runs"][name] = speed_run(name, net, extra, out, Path(tmp), args.timeout)
+            data["runs"][name] = speed_run(name, net, extra, out, Path(tmp), min(args.timeout, left))
             write_json(data, out / "speed.json")
             r = data["runs"][name]
-            print(name, r["wall_s"], r["returncode"], r.get("time_split"), file=sys.stderr, flush=True)
+            print(name, r.get("wall_s"), r.get("returncode"), r.get("time_split"), file=sys.stderr, flush=True)
     data["seconds"] = round(time.perf_counter() - t0, 1)
     write_json(data, out / "speed.json")
 
@@ -519,9 +544,8 @@ def speed_compare(args) -> None:
     data = json.loads((folder / "speed.json").read_text())
     b = Profile.load(folder / "B.profile.json.gz")
     serial = Path(args.serial or args.dir)
-    data["compare"] = dict(
-        compare_profiles(Profile.load(serial / "A.profile.json.gz"), b), serial_from=args.serial_name or "this run"
-    )
+    serial = serial if serial.is_file() else serial / "A.profile.json.gz"
+    data["compare"] = dict(compare_profiles(Profile.load(serial), b), serial_from=args.serial_name or "this run")
     if args.noise:
         data["noise"] = dict(
             compare_profiles(Profile.load(Path(args.noise) / "B.profile.json.gz"), b),
@@ -539,6 +563,34 @@ def depthwise_graphs(run: dict) -> list[dict]:
 def own_seconds(g: dict) -> float:
     """A graph's own seconds: building and timing it, without waiting for the shared GPU."""
     return g["seconds"] - g.get("split", {}).get("wait", 0.0)
+
+
+def wall_text(run: dict) -> str:
+    """A run's wall clock and graphs, or why it has none."""
+    if not run:
+        return "-"
+    if run.get("skipped"):
+        return f"not run ({run['skipped']})"
+    graphs = f" ({len(run.get('graphs', []))} graphs)" if run.get("graphs") else ""
+    if run.get("returncode") != 0:
+        return f"{run.get('returncode')} after {run.get('wall_s')} s{graphs}"
+    return f"{run['wall_s']} s{graphs}"
+
+
+def once_text(run: dict) -> str:
+    return f"{run['timed_once']:,} / {run['timed']:,}" if "timed" in run else "-"
+
+
+def retimed_text(run: dict) -> str:
+    s = run.get("time_split") or {}
+    return str(sum(s["retimed"].values())) if "retimed" in s else "-"
+
+
+def depthwise_text(run: dict) -> str:
+    dw = depthwise_graphs(run)
+    if not dw:
+        return "-"
+    return f"{median_own(run, dw):.2f} s ({len(dw)} graphs, slowest {max(own_seconds(g) for g in dw):.2f} s)"
 
 
 def split_text(s: dict | None) -> str:
@@ -596,6 +648,8 @@ def eta_replay(name: str, run: dict) -> dict:
 
     if name == "D":
         work = graphs(get_network(str(ROOT / DEPTHWISE[1]), 128), [128, 16, 1], "tf32", "NCHW")
+    elif name == "M":
+        work = graphs(get_network(MOBILENET[1], 128), "powerOfTwo", "tf32", "NCHW")
     else:
         work = graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")
     by = {(g.key, g.b): g for g in work}
@@ -622,6 +676,40 @@ def load_speed_runs(listing: Path) -> list[tuple[dict, dict]]:
     """(listing entry, its speed.json) per committed run, in the order they ran."""
     doc = json.loads(listing.read_text())
     return [(r, json.loads((listing.parent / r["dir"] / "speed.json").read_text())) for r in doc["runs"]]
+
+
+def target_lines(entry: dict, last: dict, goals: dict) -> list[str]:
+    """Each target against the last run, with where B's time went."""
+    runs, c, out = last["runs"], last.get("compare") or {}, []
+    b, m = runs.get("B") or {}, runs.get("M") or {}
+    if b.get("returncode") == 0:
+        met = "met" if b["wall_s"] <= goals["resnet50_one_gpu_s"] else "not met"
+        split = b.get("time_split") or {}
+        kernels = f", of which its timed kernels themselves ran {c['kernel_s_b']:.1f} s" if "kernel_s_b" in c else ""
+        out.append(
+            f"- ResNet-50 b64 on one GPU: {b['wall_s']} s in {entry['dir']}, target "
+            f"{goals['resnet50_one_gpu_s']:g} s: **{met}**. B held the GPU for {split.get('timing', 0):.1f} s"
+            f"{kernels} (a warm-up and a single run per plan, and the repeats of the "
+            f"{b.get('timed', 0) - b.get('timed_once', 0):,} plans not dominated at their first timing); building "
+            f"(plus labelling notes) is {split.get('build', 0) + split.get('bookkeeping', 0):.1f} s of host time, "
+            f"spread over {b.get('workers')} processes."
+        )
+    if m:
+        goal = goals.get("mobilenet_v3_large_s", 120.0)
+        met = "met" if m.get("returncode") == 0 and m["wall_s"] <= goal else "not met"
+        out.append(
+            f"- MobileNetV3-Large b128 on one GPU: {wall_text(m)} in {entry['dir']}, target {goal:g} s: **{met}**."
+        )
+    dw_run = m or runs.get("D") or {}
+    dw = depthwise_graphs(dw_run)
+    if dw:
+        med = median_own(dw_run, dw)
+        met = "met" if med <= goals["depthwise_graph_median_s"] else "not met"
+        out.append(
+            f"- depthwise and grouped graphs ({'M' if m else 'D'}): median {med:.2f} s of a graph's own building "
+            f"and timing, target {goals['depthwise_graph_median_s']:g} s: **{met}**."
+        )
+    return out
 
 
 def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
@@ -651,31 +739,26 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         f"{goals['depthwise_graph_median_s']:g} s each (median)",
         "",
         "| run | code | A: ResNet-50 serial | B: ResNet-50 pipelined | B against A | processes | B's GPU time "
-        "(timing) / host time (building, bookkeeping) | D: depthwise run | depthwise graph, median own s | "
-        "timings repeated behind a longer spin, B / D |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "(timing) / host time (building, bookkeeping) | B's plans timed once / timed | M: MobileNetV3-Large | "
+        "D: depthwise run | depthwise graph, median own s (of M, else D) | timings repeated behind a longer "
+        "spin, B / M / D |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     serial = {}
     for r, d in rows:
         ru = d["runs"]
-        a, b, dd = ru.get("A"), ru.get("B"), ru.get("D")
-        if a and a.get("returncode") == 0:
+        a, b, m, dd = (ru.get(k) or {} for k in ("A", "B", "M", "D"))
+        if a.get("returncode") == 0:
             serial = {"wall": a["wall_s"], "run": r["dir"]}
-        a_text = f"{a['wall_s']} s" if a else (f"(run {serial['run']})" if serial else "-")
-        vs = f"{serial['wall'] / b['wall_s']:.2f}x" if b and serial else "-"
-        bs = (b or {}).get("time_split") or {}
-        dw = depthwise_graphs(dd or {})
-        retimed = " / ".join(
-            str(sum(((x or {}).get("time_split") or {})["retimed"].values()))
-            if "retimed" in ((x or {}).get("time_split") or {})
-            else "-"
-            for x in (b, dd)
-        )
+        a_text = f"{a['wall_s']} s" if a.get("wall_s") else (f"(run {serial['run']})" if serial else "-")
+        vs = f"{serial['wall'] / b['wall_s']:.2f}x" if b.get("wall_s") and serial else "-"
+        bs = b.get("time_split") or {}
         lines.append(
-            f"| {r['dir']} | {r['code']} | {a_text} | **{b['wall_s']} s** | {vs} | {b.get('workers')} | "
+            f"| {r['dir']} | {r['code']} | {a_text} | **{wall_text(b)}** | {vs} | {b.get('workers', '-')} | "
             f"{bs.get('timing', 0):.1f} / {bs.get('build', 0) + bs.get('bookkeeping', 0):.1f} s | "
-            f"{dd['wall_s']} s ({len(dd.get('graphs', []))} graphs) | **{median_own(dd, dw):.2f} s** "
-            f"({len(dw)} graphs, slowest {max(own_seconds(g) for g in dw):.2f} s) | {retimed} |"
+            f"{once_text(b)} | **{wall_text(m)}** | {wall_text(dd)} | {depthwise_text(m or dd)} | "
+            + " / ".join(retimed_text(x) for x in (b, m, dd))
+            + " |"
         )
     lines += [
         "",
@@ -696,7 +779,7 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         "",
     ]
     for r, d in rows:
-        for name in ("A", "B", "D"):
+        for name in ("A", "B", "M", "D"):
             x = d["runs"].get(name)
             if x and x.get("time_split"):
                 lines.append(f"- {r['dir']} {name}: {split_text(x['time_split'])}")
@@ -737,32 +820,7 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
             f"handle each ({gl['speedup']}x; too short a sample to weigh much). The frontend's only extension "
             "module never releases the GIL (engine/gpu/pipeline.py), so the profiler builds on processes.",
         ]
-    c = last.get("compare")
-    b = runs.get("B", {})
-    if c and b.get("time_split"):
-        dw_med = median_own(runs["D"], depthwise_graphs(runs["D"]))
-        dw_met = "met" if dw_med <= goals["depthwise_graph_median_s"] else "not met"
-        lines += [
-            "",
-            "## Targets",
-            "",
-            f"- ResNet-50 b64 on one GPU: {b['wall_s']} s in {entry['dir']}, target {goals['resnet50_one_gpu_s']:g} "
-            f"s: **{'met' if b['wall_s'] <= goals['resnet50_one_gpu_s'] else 'not met'}**. The GPU is the "
-            f"bottleneck, not building: B held the GPU for {b['time_split']['timing']:.1f} s of its "
-            f"{b['wall_s']} s, of which its timed kernels themselves ran at least {c['kernel_s_b']:.1f} s (a warm-up "
-            "and a single run per plan, and the repeats of those not timed once; timings repeated behind a "
-            "longer spin not counted); the rest is the spin ahead of "
-            "each timed region, a synchronisation per plan and the host's work between plans while it holds "
-            "the GPU. Building (plus labelling notes) is "
-            f"{b['time_split']['build'] + b['time_split']['bookkeeping']:.1f} s of host time, spread over "
-            f"{b.get('workers')} processes.",
-            f"- depthwise and grouped graphs: median {dw_med:.2f} s "
-            f"of a graph's own building and timing in {entry['dir']} "
-            f"({median_own(rows[0][1]['runs']['D'], depthwise_graphs(rows[0][1]['runs']['D'])):.2f} s in "
-            f"{rows[0][0]['dir']}), target {goals['depthwise_graph_median_s']:g} s: **{dw_met}**; on this H100 they "
-            "are not host-bound (building 4 s of D's 42 graphs, timing 31-62 s): the 7-11 s per graph of the "
-            "issue are not seen here.",
-        ]
+    lines += ["", "## Targets (the last run)", "", *target_lines(entry, last, goals)]
     lines += [
         "",
         "## ETA",
@@ -775,7 +833,7 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         "|---|---|---|---|",
     ]
     for r, d in rows:
-        for name in ("A", "B", "D"):
+        for name in ("A", "B", "M", "D"):
             x = d["runs"].get(name)
             if x and x.get("graphs"):
                 e = eta_replay(name, x)
@@ -791,8 +849,9 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         "- the code after the last run: " + last.get("after", "nothing changed the measured path") + ".",
         "- two GPUs (issue 24's >= 1.9x): no host with two GPUs was used for these runs; `--gpus` still runs one "
         "Dask worker per GPU, without the pipeline inside it.",
-        "- MobileNetV3-Large: the torchvision importer had not landed; D stands for its depthwise and grouped kernels.",
     ]
+    if not any(d["runs"].get("M") for _, d in rows):
+        lines.append("- MobileNetV3-Large: not run; D stands for its depthwise and grouped kernels.")
     skips = (runs.get("B", {}).get("time_split") or {}).get("sweep_skips") or {}
     if skips:
         lines += [
@@ -830,11 +889,12 @@ def main() -> None:
     sp.add_argument("--out", required=True, help="folder for speed.json and the profiles")
     sp.add_argument("--code", default="?", help="the commit whose engine runs")
     sp.add_argument("--timeout", type=float, default=200.0, help="seconds per run")
-    sp.add_argument("--runs", default="gil,B,D,A", help="which steps, of gil, B, D and A")
+    sp.add_argument("--budget", type=float, help="seconds for the whole command: a run gets at most what is left")
+    sp.add_argument("--runs", default="gil,B,M,D,A", help="which steps, in order, of gil, B, M, D and A")
     sub.add_parser("gil", help="plan building on one thread and on four (GPU host)")
     sc = sub.add_parser("speed-compare", help="A against B, from the folder speed wrote")
     sc.add_argument("dir")
-    sc.add_argument("--serial", help="the folder of the serial run A, when another run measured it")
+    sc.add_argument("--serial", help="the folder of the serial run A, when another run measured it, or a profile")
     sc.add_argument("--serial-name", help="that run's name in the report")
     sc.add_argument("--noise", help="the folder of an earlier run whose pipelined B to compare with this B")
     sc.add_argument("--noise-name", help="that run's name in the report")

@@ -19,7 +19,12 @@ first call, so cases must not share a process) and appends each result to the JS
   it holds plus the layer's own new tensors plus X MiB, and lift the cap after; the algorithms chosen then stay
   for the timed steps, which run uncapped;
 - ``wr-X`` / ``wd-X``: the model with ``engine.pytorch.apply_plan`` of a WR plan at X per kernel / a WD plan
-  of X in total (engine.planner.make_plan on the bundled H100 profile), under the same pressure.
+  of X in total (engine.planner.make_plan on the bundled H100 profile), under the same pressure. A MEASURED model
+  (MobileNetV3-Large, EfficientNet-B0, ConvNeXt-Tiny: no bundled profile) is planned by
+  ``engine.gpu.planning.profile_and_plan``, the one-line API's path (``engine.pytorch.optimize``), from the
+  profiler's cache in ``--profile-cache`` (``--engines``: default ``heuristics``, cuDNN's heuristic list only,
+  which keeps its profile to minutes): the run measures it first, in a process of its own (case ``profile``),
+  and a later call on the same cache measures nothing.
   ``wr-X-free``: the plan with the whole GPU free (no filler), the eager step a user gets by default.
   ``wr-X-graph`` / ``stock-free-graph`` replay the whole step (forward, backward, SGD update) as one captured
   CUDA graph, with the GPU free: a plan's algorithms and workspace do not depend on the memory free (only its
@@ -55,7 +60,10 @@ from benchmarks.readme import README, write_block  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
 from engine.precision import PRECISIONS  # noqa: E402
 
-MODELS = {"alexnet": 256, "resnet50": 64, "vgg16": 64}
+BUNDLED = {"alexnet": 256, "resnet50": 64, "vgg16": 64}  # planned from the bundled H100 profiles
+MEASURED = {"mobilenet_v3_large": 64, "efficientnet_b0": 64, "convnext_tiny": 64}  # profiled by the run (issue 23)
+MODELS = BUNDLED | MEASURED
+MEASURED_CASES = ("stock-free", "legacy-64", "wr-64-free", "wr-256-free")  # issue 23: beside stock-free and legacy
 PRESSURE_MIB = (64, 256)
 CONV_OPS = (
     "aten::cudnn_convolution",
@@ -76,7 +84,57 @@ def profile_name(net: str, batch: int, precision: str) -> str:
 # --- one case, in its own process ----------------------------------------------------------------
 
 
-def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -> dict:
+def plan_for(net: str, batch: int, precision: str, mode: str, budget: int, cache: str | None, engines: str):
+    """The plan of a ``wr-X`` / ``wd-X`` case (and of case ``profile``, which measures what the cache lacks):
+    a BUNDLED model's from its bundled profile; a MEASURED model's through ``profile_and_plan`` on ``cache``.
+    Returns (plan, what profiling did)."""
+    from engine.planner import make_plan
+    from engine.profile import Profile, resolve_profile
+    from engine.zoo import get_network
+
+    command = f"benchmarks/torch_training.py case {net} {precision} {mode}-{budget // MIB}"
+    if net in BUNDLED:
+        profile = Profile.load(resolve_profile(profile_name(net, batch, precision)))
+        plan = make_plan(
+            profile, get_network(net, batch), mode=mode, budget=budget, policy="powerOfTwo", command=command
+        )
+        return plan, {}
+    from engine.gpu.planning import profile_and_plan
+    from engine.pytorch.loader import load_network
+
+    done = profile_and_plan(
+        load_network(f"torchvision:{net}", batch),
+        mode=mode,
+        budget=budget,
+        precision=precision,
+        layout=PRECISIONS[precision].layout,
+        cache=cache,
+        engines=engines,
+        command=command,
+    )
+    return done.plan, {"graphs": done.graphs, "measured": done.measured, "profile_s": round(done.seconds, 1)}
+
+
+def profile_case(net: str, precision: str, cache: str, engines: str) -> dict:
+    """Case ``profile``: a MEASURED model's graphs the cache lacks measured, and the WR 64 MiB plan made."""
+    batch = MODELS[net]
+    plan, done = plan_for(net, batch, precision, "wr", 64 * MIB, cache, engines)
+    return dict(
+        {"model": net, "batch": batch, "precision": precision, "case": "profile", "engines": engines},
+        predicted_conv_ms=plan.totals.time_ms,
+        **done,
+    )
+
+
+def run_case(
+    net: str,
+    precision: str,
+    case: str,
+    steps: int,
+    own: int | None,
+    cache: str | None = None,
+    engines: str = "heuristics",
+) -> dict:
     import torch
     import torchvision
 
@@ -101,20 +159,10 @@ def run_case(net: str, precision: str, case: str, steps: int, own: int | None) -
     out = {"model": net, "batch": batch, "precision": precision, "case": case, "steps": steps}
     arena = 0
     if kind in ("wr", "wd"):
-        from engine.planner import make_plan
-        from engine.profile import Profile, resolve_profile
         from engine.pytorch import apply_plan
-        from engine.zoo import get_network
 
-        profile = Profile.load(resolve_profile(profile_name(net, batch, precision)))
-        plan = make_plan(
-            profile,
-            get_network(net, batch),
-            mode=kind,
-            budget=limit_mib * MIB,
-            policy="powerOfTwo",
-            command=f"benchmarks/torch_training.py case {net} {precision} {case}",
-        )
+        plan, done = plan_for(net, batch, precision, kind, limit_mib * MIB, cache, engines)
+        out.update(done, engines=engines if net in MEASURED else "bundled profile")
         apply_plan(model, plan)
         arena = model.ucudnn.workspace
         out.update(
@@ -368,13 +416,20 @@ def legacy_env(case: str) -> dict | None:
     return dict(os.environ, TORCH_CUDNN_V8_API_DISABLED="1", CUDNN_CONV_WSCAP_DBG=case.split("-")[1])
 
 
-def child(net, precision, case, steps, own) -> dict:
+def child(net, precision, case, steps, own, args=None, timeout: float = 300) -> dict:
     cmd = [sys.executable, __file__, "case", net, precision, case, "--steps", str(steps)]
     if own is not None:
         cmd += ["--own", str(own)]
+    if args is not None:
+        cmd += ["--profile-cache", str(args.profile_cache), "--engines", args.engines]
     return common.run_case(
-        cmd, {"model": net, "precision": precision, "case": case}, 300, env=legacy_env(case), stamp=True
+        cmd, {"model": net, "precision": precision, "case": case}, timeout, env=legacy_env(case), stamp=True
     )
+
+
+def cache_file(folder) -> str:
+    """The profiler's SQLite cache in a ``--profile-cache`` folder."""
+    return str(Path(folder) / "profiles.sqlite")
 
 
 def keep(doc: dict, res: dict) -> None:
@@ -409,6 +464,9 @@ def default_cases(pressure: list[int], precision: str) -> list[str]:
 
 def measure(args) -> int:
     out = Path(args.output)
+    t_start = time.time()
+    args.profile_cache = Path(args.profile_cache or out.with_name(out.stem + "_profile_cache"))
+    args.profile_cache.mkdir(parents=True, exist_ok=True)
     doc = json.loads(out.read_text()) if out.exists() and args.resume else {"results": []}
     prov = provenance("python benchmarks/torch_training.py " + " ".join(sys.argv[1:]))
     prov["filler_rule"] = FILLER_RULE
@@ -417,7 +475,19 @@ def measure(args) -> int:
     done = {(r["model"], r["precision"], r["case"]) for r in doc["results"] if "error" not in r}
     for spec in args.configs:
         net, precision = spec.split(":")
-        cases = args.cases or default_cases(args.pressure, precision)
+        cases = args.cases or (list(MEASURED_CASES) if net in MEASURED else default_cases(args.pressure, precision))
+        if net in MEASURED and any(c.startswith(("wr-", "wd-")) and (net, precision, c) not in done for c in cases):
+            if time.time() - t_start > args.budget_s:
+                print(f"budget of {args.budget_s} s spent: run again with --resume to go on", flush=True)
+                return 0
+            # every graph the cache lacks, measured once in a process of its own, until the call's end at most
+            left = max(60, args.budget_s + 300 - (time.time() - t_start))
+            res = child(net, precision, "profile", args.steps, None, args, timeout=left)
+            doc.setdefault("profiles", {}).setdefault(f"{net}:{precision}", []).append(res)  # one per call
+            save_json(out, doc)
+            print(json.dumps(res), flush=True)
+            if "error" in res:  # no plan: the stock cases only
+                cases = [c for c in cases if not c.startswith(("wr-", "wd-"))]
         probe = next(
             (
                 r
@@ -427,7 +497,7 @@ def measure(args) -> int:
             None,
         )
         if probe is None and any(needs_filler(c) for c in cases):
-            probe = child(net, precision, f"wr-{min(args.pressure)}", args.steps, None)
+            probe = child(net, precision, f"wr-{min(args.pressure)}", args.steps, None, args)
             probe["case"] = "probe"
             keep(doc, probe)
             save_json(out, doc)
@@ -435,7 +505,10 @@ def measure(args) -> int:
         for case in cases:
             if (net, precision, case) in done:
                 continue
-            res = child(net, precision, case, args.steps, own)
+            if time.time() - t_start > args.budget_s:
+                print(f"budget of {args.budget_s} s spent: run again with --resume to go on", flush=True)
+                return 0
+            res = child(net, precision, case, args.steps, own, args)
             print(
                 json.dumps(
                     {
@@ -475,6 +548,7 @@ def report(args) -> int:
         f"- GPU: {prov['gpu']} (driver {prov['driver']}), cuDNN {prov['cudnn_version']}, cudnn-frontend "
         f"{prov['frontend_version']}, PyTorch {prov['torch']}",
         *[f"- run {i + 1}: {r['date']}, `{r['command']}`" for i, r in enumerate(doc.get("runs", [prov]))],
+        *profile_lines(doc),
         f"- each case's start time is `measured_at` in the JSON; report: "
         f"`python benchmarks/torch_training.py report {args.results}`",
         "- each case in its own process; median step time (forward, backward, SGD update) over the timed "
@@ -544,6 +618,24 @@ LEGACY_TARGETS = {"alexnet": 3.5, "vgg16": 4.0, "resnet50": 3.0}  # issue 22: wr
 EAGER_TARGET = 1.03  # issue 22: an eager planned step (wr-256) at most this times stock-free's
 
 
+def profile_lines(doc: dict) -> list[str]:
+    """How each MEASURED model's plans were made: its profile, measured by the run through profile_and_plan."""
+    out = []
+    for key, r in ((k, r) for k, calls in doc.get("profiles", {}).items() for r in calls):
+        if "error" in r:
+            out.append(f"- {key}: its profile FAILED in the call of {r.get('measured_at')} ({r['error']})")
+            continue
+        only = ", cuDNN's heuristic list only" if r["engines"] == "heuristics" else ""
+        out.append(
+            f"- {key} b{r['batch']}: planned from a profile measured in the run (`profile_and_plan`, the one-line "
+            f"API's path; engines: {r['engines']}{only}; policy powerOfTwo): {r['graphs']} graphs, "
+            f"{r['measured']} measured by the call of {r.get('measured_at')} ({r['profile_s']:.0f} s; 0: all from "
+            "the cache); its WR plan "
+            f"at 64 MiB predicts {r['predicted_conv_ms']:.2f} ms of convolutions"
+        )
+    return out
+
+
 def host_us(r: dict) -> str:
     """Host microseconds per convolution op call (torch.profiler CPU time of the ops; runs before -graph)."""
     v = r.get("host_us_per_op")
@@ -588,12 +680,13 @@ def comparisons(sub: list[dict], free: dict | None) -> list[str]:
                     f"- {k}-{x} vs stock-free: stock/planned convolution time {free['conv_ms'] / pl['conv_ms']:.2f}"
                     f", step time {free['step_ms'] / pl['step_ms']:.2f}"
                 )
-        legacy, wr = get.get(f"legacy-{x}"), get.get(f"wr-{x}")
+        legacy, wr = get.get(f"legacy-{x}"), get.get(f"wr-{x}") or get.get(f"wr-{x}-free")
         if legacy and wr:
             ratio = legacy["conv_ms"] / wr["conv_ms"]
             target = LEGACY_TARGETS.get(sub[0]["model"]) if x == 64 else None
             out.append(
-                f"- wr-{x} vs legacy-{x} (PyTorch's own workspace cap at X MiB): convolutions {ratio:.2f}x faster, "
+                f"- {wr['case']} vs legacy-{x} (PyTorch's own workspace cap at X MiB): convolutions {ratio:.2f}x "
+                "faster, "
                 f"step {legacy['step_ms'] / wr['step_ms']:.2f}x"
                 + (f" (issue 22 target >= {target:g}: {'met' if ratio >= target else 'NOT met'})" if target else "")
             )
@@ -763,12 +856,12 @@ def double_counted(r: dict) -> bool:
 
 
 def kernel_counts(rows) -> str:
-    """Convolution kernels per model, from the zoo twin of each torchvision model measured."""
+    """Convolution kernels per model with a WD case (a BUNDLED one), from the zoo twin of its torchvision model."""
     from engine.zoo import get_network
 
     return ", ".join(
         f"{len(get_network(net, MODELS[net]).kernels())} for {net}"
-        for net in sorted({r["model"] for r in rows}, key=list(MODELS).index)
+        for net in sorted({r["model"] for r in rows if r["case"].startswith("wd-")}, key=list(MODELS).index)
     )
 
 
@@ -840,18 +933,31 @@ def main(argv=None) -> int:
     m.add_argument("--cases", nargs="+", help="cases to run (default: default_cases)")
     m.add_argument("--steps", type=int, default=20)
     m.add_argument("--resume", action="store_true", help="keep results already in the output file")
+    m.add_argument(
+        "--profile-cache",
+        help="folder of the profiler's cache for the MEASURED models (default: beside the output); a later call "
+        "on the same folder measures nothing",
+    )
+    m.add_argument("--engines", default="heuristics", choices=["sweep", "heuristics"], help="MEASURED models' profile")
+    m.add_argument("--budget-s", type=float, default=1e9, help="launch no new case after this many seconds")
     c = sub.add_parser("case")
-    c.add_argument("net")
-    c.add_argument("precision")
+    c.add_argument("net", choices=list(MODELS))
+    c.add_argument("precision", choices=list(PRECISIONS))
     c.add_argument("case")
     c.add_argument("--steps", type=int, default=20)
     c.add_argument("--own", type=int)
+    c.add_argument("--profile-cache")
+    c.add_argument("--engines", default="heuristics", choices=["sweep", "heuristics"])
     r = sub.add_parser("report")
     r.add_argument("results")
     r.add_argument("-o", "--output")
     args = ap.parse_args(argv)
     if args.cmd == "case":
-        print(json.dumps(run_case(args.net, args.precision, args.case, args.steps, args.own)))
+        cache = cache_file(args.profile_cache) if args.profile_cache else None
+        if args.case == "profile":
+            print(json.dumps(profile_case(args.net, args.precision, cache, args.engines)))
+        else:
+            print(json.dumps(run_case(args.net, args.precision, args.case, args.steps, args.own, cache, args.engines)))
         return 0
     return measure(args) if args.cmd == "measure" else report(args)
 

@@ -120,7 +120,8 @@ def test_work_is_one_graph_per_kernel_and_size_and_options_key_the_cache_as_befo
         "include_rtc": False,
         "heuristics": "A+FALLBACK",
         "numerical_notes": "per (signature, plan)",
-        "sweep": {"knob_samples": 16, "dominated": 1.25},
+        "repeated": "plans not dominated by more than 10% at their first timing",
+        "sweep": {"knob_samples": 16},
     }
     assert "sweep" not in measure_settings(engines="heuristics").options()
     with pytest.raises(EngineError, match="engines must be one of"):

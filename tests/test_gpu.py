@@ -178,6 +178,30 @@ def test_engine_sweep_rows_and_unknown_plans():
         ExecutionPlans(ctx).build(s.with_batch(64), 64, "eng99999")
 
 
+def test_plans_timed_once_are_dominated_on_the_stored_times():
+    """Every plan is timed; those left with one run name a plan at no more workspace, in every engine set
+    they are in, that was more than screen.MARGIN faster; the rest are timed ``repeats`` times."""
+    from engine.gpu import screen
+
+    ctx = runtime.context()
+    s = sig(KernelKind.FORWARD, 64)
+    rows = profile_graph(
+        s, 64, KernelBuffers(s, 64), ctx, max_workspace=1 << 30, repeats=4, include_rtc=False, knob_samples=4
+    )
+    ok = {r["plan"]: r for r in rows if r["status"] == "ok"}
+    once = [r for r in ok.values() if r["repeats"] == 1]
+    assert ok and all(r["repeats"] in (1, 4) for r in ok.values()) and len(once) < len(ok)
+    for r in once:
+        assert r["reason"].startswith("dominated by plan ") and r["reason"].endswith(" at first timing")
+        q = ok[r["reason"].split()[3]]
+        assert q["repeats"] == 4
+        tq, tr = screen.timed(q, q["time_ms"], 0), screen.timed(r, r["time_ms"], 0)
+        assert tq.usable and tq.workspace <= tr.workspace
+        assert (tq.heuristic or not tr.heuristic) and (tq.deterministic or not tr.deterministic)
+        assert (1 + screen.MARGIN) * q["time_ms"] < r["time_ms"]
+    assert all(r["reason"] == "" for r in ok.values() if r["repeats"] == 4)
+
+
 def test_wrong_results_fail_verification():
     """A configuration that drops a piece's contribution must fail, not warn."""
     ctx = runtime.context()

@@ -1,10 +1,13 @@
-"""Memory plans executed on the GPU (marker ``gpu``): engine.pytorch.memory on torchvision ResNet-18 and AlexNet.
+"""Memory plans executed on the GPU (marker ``gpu``): engine.pytorch.memory on torchvision ResNet-18 and AlexNet,
+and on the generic layers of MobileNetV3-Large, EfficientNet-B0 and ConvNeXt-Tiny (squeeze-excitation
+multiplies, Hardswish/SiLU/GELU, permutes, LayerNorm, layer scale, stochastic depth: functional layers the
+runtime observes and re-forwards).
 
 Run on the GPU host: ``python -m pytest -m gpu tests/test_gpu_memory.py -s`` (``-s`` shows the predicted
 and measured peaks). Each test plans the imported model with ``plan_memory`` (tensors as PyTorch allocates
 them, convention ``pytorch``; ``layrub-inter`` in its own ``caffe`` convention; no profile) and runs one
-warm-up and one measured training step of a stock model and of a copy under the runtime, at mini-batch 32,
-224x224, TF32 allowed, ``cudnn.benchmark`` off:
+warm-up and one measured training step of a stock model and of a copy under the runtime, at mini-batch 32
+(16 for the generic models), 224x224, TF32 allowed, ``cudnn.benchmark`` off:
 
 * the loss and every parameter gradient equal stock's within 5e-3 relative L2 (offloading moves bytes,
   re-forwards rerun the same kernels on the same inputs, so the forward is the same; only
@@ -47,6 +50,8 @@ from engine.pytorch.importer import import_model  # noqa: E402
 from engine.units import format_size  # noqa: E402
 
 BATCH = 32
+GENERIC = ("mobilenet_v3_large", "efficientnet_b0", "convnext_tiny")  # functional layers, re-forwarded too
+BATCHES = {"resnet18": BATCH, "alexnet": BATCH} | dict.fromkeys(GENERIC, 16)
 TOL = PRECISIONS["tf32"].tolerance
 POLICIES = ("vdnn-all-p", "vdnn-conv-p", "sn-offload", "sn-recompute", "superneurons", "layrub-inter")
 OFFLOADING = ("vdnn-all-p", "vdnn-conv-p", "sn-offload", "sn-recompute", "layrub-inter")
@@ -87,18 +92,19 @@ def measured_step(model, x, target):
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("net", ["resnet18", "alexnet"])
+@pytest.mark.parametrize("net", list(BATCHES))
 def test_runtime_step_equals_stock_without_host_sync_and_below_its_peak(net, policy):
+    batch = BATCHES[net]
     torch.manual_seed(0)
     stock = getattr(torchvision.models, net)(weights=None, num_classes=10).cuda()
     managed = copy.deepcopy(stock)
-    network = import_model(stock, (3, 224, 224), BATCH, net)
+    network = import_model(stock, (3, 224, 224), batch, net)
     convention = "caffe" if policy == "layrub-inter" else "pytorch"
     result = plan_memory(network, policy=policy, convention=convention)
     stock_plan = plan_memory(network, policy="liveness", convention=convention)
     predicts_lower = result.peak < 0.95 * stock_plan.peak
-    x = torch.randn(BATCH, 3, 224, 224, device="cuda")
-    target = torch.randint(0, 10, (BATCH,), device="cuda")
+    x = torch.randn(batch, 3, 224, 224, device="cuda")
+    target = torch.randint(0, 10, (batch,), device="cuda")
     runtime = apply_memory_policy(managed, result, example_input=x)
     try:
         step(stock, x, target)  # warm-up: cuDNN, pinned host buffers, the side stream
@@ -107,7 +113,7 @@ def test_runtime_step_equals_stock_without_host_sync_and_below_its_peak(net, pol
         loss_managed, peak_managed = measured_step(managed, x, target)
         s = runtime.stats
         print(
-            f"\n{net} b{BATCH} {policy}: predicted peak {format_size(result.peak)} ({result.convention} tensors; "
+            f"\n{net} b{batch} {policy}: predicted peak {format_size(result.peak)} ({result.convention} tensors; "
             f"liveness {format_size(stock_plan.peak)}), "
             f"measured step peak {format_size(peak_managed)} vs stock {format_size(peak_stock)}; offloaded "
             f"{format_size(s['offloaded_bytes'])} (plan {format_size(result.summary['offload_bytes'])}), "

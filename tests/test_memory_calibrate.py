@@ -226,3 +226,36 @@ def test_layer_timing_names_are_the_importers_on_the_cpu():
     assert set(table) == others and not unmatched
     assert table["prob"]["op"] == "cross_entropy" and table["layer1.0.add"]["B"] == 0.0
     assert all(v["F"] >= 0 and v["B"] >= 0 and math.isfinite(v["F"]) for v in table.values())
+
+
+def test_layer_timing_replays_functional_pools_and_pieces_of_containers_on_the_cpu():
+    """Layers no module call gives are replayed from the traced graph (times meaningless on the CPU): a
+    functional max-pool (the Network's own pool layer, not generic), the pieces of a chunk and of
+    MultiheadAttention's (output, weights) pair, read through ``getitem``; every non-conv layer gets a time."""
+    torch = pytest.importorskip("torch")
+    from engine.pytorch.calibrate import measure_layers
+    from engine.pytorch.importer import import_model
+
+    nn, F = torch.nn, torch.nn.functional
+
+    class Pieces(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 16, 3, padding=1)
+            self.attention = nn.MultiheadAttention(8, 2, batch_first=True)
+            self.fc = nn.Linear(8, 10)
+
+        def forward(self, x):
+            a, b = F.max_pool2d(self.conv(x), 2).chunk(2, dim=1)
+            t = (a * torch.sigmoid(b)).flatten(2).transpose(1, 2)
+            return self.fc(self.attention(t, t, t, need_weights=False)[0].mean(1))
+
+    torch.manual_seed(0)
+    model = Pieces()
+    net = import_model(model, (3, 8, 8), 2, "pieces")
+    table, unmatched = measure_layers(model, (3, 8, 8), 2, net, repeats=1)
+    assert set(table) == {x.name for x in net.layers if x.op not in ("conv", "data")} and not unmatched
+    replayed = {k: v["op"] for k, v in table.items() if v["op"].endswith("(replayed)")}
+    assert {"pool (replayed)", "_operator.getitem (replayed)"} <= set(replayed.values()), replayed
+    assert sum(op == "_operator.getitem (replayed)" for op in replayed.values()) == 3
+    assert all(math.isfinite(v["F"]) and v["F"] >= 0 and v["B"] >= 0 for v in table.values())

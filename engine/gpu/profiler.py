@@ -4,17 +4,19 @@ For each unique kernel signature (identical kernels are profiled once) and each 
 b (descending, as mu-cuDNN does, so buffers are allocated once): build the graph, enumerate the
 heuristic plan list (A then FALLBACK) and, with ``engines="sweep"``, every other engine
 configuration cuDNN offers (graphs.sweep), build each plan, record its identity, workspace and
-behaviour notes, and time it with CUDA events (runtime.time_repeats). Failures are recorded with
+behaviour notes, and time it with CUDA events (engine.gpu.timing). Failures are recorded with
 their reason and profiling goes on. Plans above ``max_workspace`` are recorded as skipped with
-their workspace; a plan more than ``HOPELESS``x slower than the best so far at that size, or a swept
-plan more than ``DOMINATED``x slower than a timed plan needing no more workspace (so it can never be
-desirable), keeps a single timed run instead of ``repeats``. Micro-batches are read from rotating
-offsets of a buffer holding twice the mini-batch, so a repeat does not find its input hot in L2.
+their workspace. Every plan is timed once behind a warm-up; only those that can still be in a desirable set
+(engine.gpu.screen: no plan needing no more workspace was more than 10 % faster) are timed ``repeats``
+times, and the others keep their single run with the plan that dominates it as their reason, so the
+profile has every row it had and make_plan's choices are the same within the timing noise.
+Micro-batches are read from rotating offsets of a buffer holding twice the mini-batch, so a repeat does
+not find its input hot in L2.
 Swept plans are stored with ``heuristic_rank`` -1: a framework would never pick them.
 
 A graph is built on the host first (build_graph: heuristics, sweep, notes, every plan finalized; no GPU
-work), then timed (time_graph, in cuDNN's heuristic order, so the likely fastest set the HOPELESS and
-DOMINATED bounds early), so that processes sharing one GPU (engine.gpu.pipeline, the default) build while
+work), then timed (time_graph: a pass of single runs, then the repeats, each pass one queue on the GPU with
+one synchronization), so that processes sharing one GPU (engine.gpu.pipeline, the default) build while
 one of them times. Each graph's seconds per step (GraphMeasurer.split) are stored with it in the cache, and
 the profile's ``time_split`` sums them.
 """
@@ -33,12 +35,10 @@ from ..kernels import KernelSignature
 from ..network import Network
 from ..precision import PRECISIONS
 from ..profile import Profile
-from . import KNOB_SAMPLES, runtime
+from . import KNOB_SAMPLES, runtime, screen, timing
 from .graphs import ALIGN, ConvGraph, make_graph, numerical_notes, parse_plan_name, per_sample_bytes, sweep
 from .progress import ProfileProgress
-from .work import DOMINATED, Graph, Settings, assemble, graphs, cancelled, measure_settings, open_cache, timed_measure
-
-HOPELESS = 10.0
+from .work import Graph, Settings, assemble, graphs, cancelled, measure_settings, open_cache, timed_measure
 
 
 def sample_alignment(sig: KernelSignature) -> int:
@@ -110,8 +110,7 @@ def label_notes(sig: KernelSignature, b: int, ctx, names: list[str]) -> dict[str
 @dataclass
 class BuiltGraph:
     """A graph's plans built on the host, before any is timed: the rows (profile.COLUMNS) of every plan,
-    and (plan index, row) of those to time, in the order to time them (cuDNN's heuristic rank first, so the
-    likely fastest are timed first and the HOPELESS/DOMINATED bounds bite early)."""
+    and (plan index, row) of those to time."""
 
     cg: ConvGraph
     rows: list[dict]
@@ -180,36 +179,56 @@ def build_graph(
 
 
 def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> list[dict]:
-    """Time the built plans on the GPU, in ``built.todo``'s order; returns every row of the graph."""
+    """Time the built plans on the GPU; returns every row of the graph. Every plan is timed once behind a
+    warm-up (timing.time_pass: one queue, one synchronization), then those that can still be in a desirable
+    set (screen.dominators) ``repeats`` times; a plan whose dominator's repeats made it slower is repeated
+    in a further pass, so each plan left with one run is dominated on the times stored."""
     t = time.perf_counter()
-    cg, b = built.cg, built.cg.b
-    best, timed = float("inf"), []
+    b = built.cg.b
+    plans, regions = [], []
+    ws_all = bufs.workspace(max((row["workspace"] for _, row in built.todo), default=0))  # grown once
     for i, row in built.todo:
-        ws = row["workspace"]
-        ws_ptr = bufs.workspace(ws) if ws else 0
+        ws_ptr = ws_all if row["workspace"] else 0
         try:
-            run = cg.executor(i, ctx)
-            one = runtime.time_repeats(ctx, lambda r: run(bufs.pointers(b, r), ws_ptr), repeats=1, warmup=1)
-            times = one
-            better = [p for p, w, t in timed if w <= ws and DOMINATED * t < one[0]] if i >= cg.heuristic else []
-            if one[0] > HOPELESS * best:
-                row["reason"] = f"timed once: more than {HOPELESS:g}x slower than the best plan so far"
-            elif better:
-                row["reason"] = (
-                    f"timed once: more than {DOMINATED:g}x slower than {better[0]}, which needs no more workspace"
-                )
-            else:
-                times = runtime.time_repeats(ctx, lambda r: run(bufs.pointers(b, r + 1), ws_ptr), repeats, warmup=0)
-        except cp.cuda.runtime.CUDARuntimeError:
-            raise  # the context is unusable; stop rather than record garbage
+            run = built.cg.executor(i, ctx)
         except Exception as err:
             row["reason"] = f"execute: {type(err).__name__}: {str(err).strip()[:300]}"
             continue
-        med = runtime.median(times)
-        best = min(best, med)
-        if len(times) > 1:
-            timed.append((row["plan"], ws, med))
-        row.update(status="ok", time_ms=med, time_min_ms=min(times), time_max_ms=max(times), repeats=len(times))
+        plans.append(row)
+        regions.append(lambda r, run=run, ws_ptr=ws_ptr: run(bufs.pointers(b, r), ws_ptr))
+    first = timing.time_pass(ctx, regions, runs=2, timed_from=1)
+    ok, seen, warm = [], {}, {"plans": 0, "warm-up over 5 % slower": 0, "warm-up over 5 % faster": 0}
+    for k, (row, times) in enumerate(zip(plans, first)):
+        if isinstance(times, str):
+            row["reason"] = times
+            continue
+        row.update(status="ok", time_ms=times[1], time_min_ms=times[1], time_max_ms=times[1], repeats=1)
+        ok.append(k)
+        seen[k] = min(times)
+        warm["plans"] += 1  # whether the warm-up could be left out: how far the first run is from the second
+        warm["warm-up over 5 % slower"] += times[0] > 1.05 * times[1]
+        warm["warm-up over 5 % faster"] += times[0] < times[1] / 1.05
+    built.split["first_runs"] = warm
+    keep = {ok[j] for j in screen.framework_choices([(plans[k]["heuristic_rank"], plans[k]["workspace"]) for k in ok])}
+    repeated: set[int] = set()
+    while repeats > 1:
+        view = [screen.timed(plans[k], plans[k]["time_ms"], seen[k]) for k in ok]
+        dom = screen.dominators(view, {j for j, k in enumerate(ok) if k in keep})
+        need = [k for j, k in enumerate(ok) if dom[j] is None and k not in repeated]
+        for j, k in enumerate(ok):
+            if dom[j] is not None and k not in repeated:
+                plans[k]["reason"] = f"dominated by plan {view[dom[j]].name} at first timing"
+        if not need:
+            break
+        again = [lambda r, k=k: regions[k](r + 2) for k in need]
+        for k, times in zip(need, timing.time_pass(ctx, again, runs=repeats)):
+            repeated.add(k)
+            if isinstance(times, str):  # ran once, failed now: its single run stands, with the reason
+                plans[k]["reason"] = times
+                continue
+            med = runtime.median(times)
+            plans[k].update(time_ms=med, time_min_ms=min(times), time_max_ms=max(times), repeats=len(times), reason="")
+            seen[k] = min(seen[k], min(times))
     built.split["timing"], _ = _lap(t)
     return built.rows
 

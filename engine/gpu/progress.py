@@ -149,8 +149,8 @@ class ProfileProgress:
     def split_summary(self) -> dict:
         """Seconds summed over this run's measured graphs: "build" (heuristic query, engine sweep, plan
         finalizing), "timing" (operand fills, timed runs), "bookkeeping" (numerical-notes labelling, cache
-        writes), "wait" (for the shared GPU), each step, the sweep's skips by reason, and the timings repeated
-        behind a longer spin (runtime.time_repeats)."""
+        writes), "wait" (for the shared GPU), each step, the sweep's skips by reason, the timings repeated
+        behind a longer spin (engine.gpu.timing) and how the warm-up run compared with the first timed run."""
         s = self.split
         out = {
             "graphs": len(self.samples),
@@ -163,6 +163,7 @@ class ProfileProgress:
         out["steps"] = {k: round(v, 2) for k, v in s.items() if not isinstance(v, dict)}
         out["sweep_skips"] = dict(s.get("sweep_skips", {}))
         out["retimed"] = dict(s.get("retimed", {}))
+        out["first_runs"] = dict(s.get("first_runs", {}))
         return out
 
     def _tell(self, what: str) -> None:

@@ -18,9 +18,9 @@ from ..policies import batch_sizes, policy_name
 from ..profile import Profile
 from . import ENGINES, KNOB_SAMPLES
 from .cache import ProfileCache
+from .screen import MARGIN
 
 DEFAULT_CACHE = "~/.cache/ucudnn-explorer/profiles.sqlite"
-DOMINATED = 1.25  # a swept plan this much slower than a timed plan needing no more workspace is timed once
 
 
 class ProfilingCancelled(EngineError):
@@ -49,9 +49,10 @@ class Settings:
             "include_rtc": self.include_rtc,
             "heuristics": "A+FALLBACK",
             "numerical_notes": NOTES_GRANULARITY,
+            "repeated": f"plans not dominated by more than {MARGIN:.0%} at their first timing",
         }
         if self.knob_samples is not None:
-            opts["sweep"] = {"knob_samples": self.knob_samples, "dominated": DOMINATED}
+            opts["sweep"] = {"knob_samples": self.knob_samples}
         return opts
 
 

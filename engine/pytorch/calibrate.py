@@ -17,8 +17,9 @@ What is measured (CUDA events on the device, median of ``repeats`` after warm-up
   importer names its layers (module name; ``name_1``, ``name_2`` for later calls of one module), plus the loss
   (cross-entropy, the importer's ``prob``). Layers the imported Network does not have (aliases such as
   Flatten) are left out; functional ReLUs, residual adds and concatenations are timed from the Network's
-  shapes (an add or concat's backward passes views: 0 ms); any other generic layer (a function, a tensor
-  method, a module fx keeps whole) is its traced node replayed alone on inputs of the shapes it had.
+  shapes (an add or concat's backward passes views: 0 ms); any other layer no module call gave (a generic
+  function or tensor method, a module fx keeps whole, a functional pool or dropout) is its traced node
+  replayed alone on inputs of the shapes it had (engine/pytorch/replay.py), so every non-conv layer is timed.
 
 On a CPU device the same code times with ``time.perf_counter`` (the tests use that to check the names).
 """
@@ -329,7 +330,12 @@ def measure_layers(
             spec = ((network.batch, *network.layer(layer.inputs[0]).out_shape), dtype, torch.contiguous_format)
             fwd, bwd = _time_layer(nn.ReLU(), [spec], device, repeats)
             out[layer.name] = {"F": fwd, "B": bwd, "op": "relu (functional)"}
-    rest = {x.name for x in network.layers if x.op == "generic" and x.name not in out} if network is not None else ()
+    loss = network.layers[-1].name if network is not None and network.layers[-1].op == "softmax" else None
+    rest = (
+        {x.name for x in network.layers if x.op not in ("conv", "data") and x.name not in out and x.name != loss}
+        if network is not None
+        else ()
+    )  # generic layers, and functional pools, softmaxes, dropouts the Network's shapes do not time
     if rest:
         out.update(time_generic(model, network, input_shape, batch, rest, device, repeats, _time_layer))
     if network is not None and network.layers[-1].op == "softmax" and network.layers[-1].name not in out:

@@ -31,9 +31,9 @@ KINDS = {
 }
 
 
-def _traced_layers(model: nn.Module, net: Network) -> tuple[list[tuple[str, str | None]], set[str]]:
-    """(op, module name or None) of each operation the importer turns into a layer, in its order; and the
-    parameters the traced graph reads directly (a module traced through, e.g. torchvision's LayerNorm2d,
+def _traced_layers(model: nn.Module, net: Network) -> tuple[list[tuple[str, str | None, object]], set[str]]:
+    """(op, module name or None, fx node) of each operation the importer turns into a layer, in its order; and
+    the parameters the traced graph reads directly (a module traced through, e.g. torchvision's LayerNorm2d,
     whose weights a functional generic layer reads)."""
     from . import importer
 
@@ -43,7 +43,7 @@ def _traced_layers(model: nn.Module, net: Network) -> tuple[list[tuple[str, str 
         raise MemoryRuntimeError(f"the memory plan of {net.name} does not match this model: {err}") from None
     read = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
     return [
-        (s.op, s.node.target if s.node.op == "call_module" else None)
+        (s.op, s.node.target if s.node.op == "call_module" else None, s.node)
         for s in steps
         if s.op not in (None, "data") and s.node.op != "output"
     ], read
@@ -51,7 +51,9 @@ def _traced_layers(model: nn.Module, net: Network) -> tuple[list[tuple[str, str 
 
 class LayerMap:
     """``names[module]``: the plan layers of the module's calls in call order; ``functional``: layers that
-    are functions in the model's forward; ``loss``: the appended loss layer, run outside the model."""
+    are functions in the model's forward (``calls``: the function or tensor method each one calls, as fx
+    traced it); ``order``: the model's plan layers in forward order; ``loss``: the appended loss layer,
+    run outside the model."""
 
     def __init__(self, model: nn.Module, net: Network):
         modules = dict(model.named_modules())
@@ -62,19 +64,23 @@ class LayerMap:
         self.data = net.layers[0].name
         self.names: dict[nn.Module, list[str]] = {}
         self.modules: dict[str, nn.Module] = {}
+        self.calls: dict[str, str] = {}
+        self.order: list[str] = []
         problems: list[str] = []
         if len(layers) == len(traced) + 1 and layers[-1].op == "softmax":
             self.loss = layers[-1].name
             layers = layers[:-1]
         elif len(layers) != len(traced):
             problems.append(f"the plan has {len(net.layers) - 1} layers, the model {len(traced)} operations")
-        for (op, target), layer in zip(traced, layers):
+        for (op, target, node), layer in zip(traced, layers):
             name = layer.name
+            self.order.append(name)
             if op != layer.op:
                 where = f"the model's {target}" if target else "the model's function there"
                 problems.append(f"plan layer {name} is a {layer.op} but {where} is a {op}")
             elif target is None:
                 self.functional.add(name)
+                self.calls[name] = call_name(node)
             elif name != target and not re.fullmatch(rf"{re.escape(target)}_\d+", name):
                 problems.append(f"plan layer {name} ({layer.op}) is not a module of the model (there it has {target})")
             else:
@@ -82,8 +88,9 @@ class LayerMap:
                 problems += _mismatch(layer, target, mod)
                 self.names.setdefault(mod, []).append(name)
                 self.modules[name] = mod
+        self.position = {name: i for i, name in enumerate(self.order)}
         covered = {m for m in self.names}
-        inside = tuple(f"{target}." for _, target in traced if target)  # children of a layer's module (MHA's)
+        inside = tuple(f"{target}." for _, target, _ in traced if target)  # children of a layer's module (MHA's)
         for mname, mod in modules.items():
             if (
                 next(mod.children(), None) is None
@@ -100,6 +107,49 @@ class LayerMap:
 
     def module_of(self, layer: str) -> nn.Module | None:
         return self.modules.get(layer)
+
+    def next_functional(self, after: str | None) -> str | None:
+        """The functional layer that runs right after plan layer ``after`` (None: the first layer), if the
+        layer there is a function."""
+        i = self.position[after] + 1 if after is not None else 0
+        name = self.order[i] if i < len(self.order) else None
+        return name if name in self.functional else None
+
+
+def call_name(node) -> str:
+    """What a traced call is named at ``__torch_function__``, both made ``canonical``: ``operator.iadd`` runs
+    as ``Tensor.add_``, ``operator.truediv`` as ``div`` or ``__rdiv__``, ``torch.flatten`` as ``flatten``."""
+    return canonical(node.target if node.op == "call_method" else getattr(node.target, "__name__", ""))
+
+
+def canonical(name: str) -> str:
+    """One name for an operation's spellings: dunder, reflected (``__rmul__``), augmented (``iadd``), in-place
+    (``add_``) and operator-module (``truediv``, ``and_``) forms of it."""
+    if name.startswith("__") and name.endswith("__"):
+        name = name[2:-2]
+    name = name.rstrip("_")
+    if name[:1] in ("r", "i") and name[1:] in _BINARY:
+        name = name[1:]
+    return _SAME.get(name, name)
+
+
+_BINARY = {
+    "add", "sub", "mul", "div", "truediv", "floordiv", "matmul", "pow", "mod", "and", "or", "xor", "lshift", "rshift"
+}  # fmt: skip
+_SAME = {
+    "truediv": "div",
+    "true_divide": "div",
+    "mod": "remainder",
+    "and": "bitwise_and",
+    "or": "bitwise_or",
+    "xor": "bitwise_xor",
+    "pos": "positive",
+    "multiply": "mul",
+    "subtract": "sub",
+    "floor_divide": "floordiv",
+    "concat": "cat",
+    "concatenate": "cat",
+}
 
 
 def _mismatch(layer, mname: str, mod: nn.Module) -> list[str]:

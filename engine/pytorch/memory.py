@@ -6,11 +6,16 @@
 * offload (vDNN ``vdnn-*``, SuperNeurons ``sn-offload``/``sn-recompute``/``superneurons`` LRU, Layrub
   ``layrub-inter``): the plan's copies and residency gaps, through saved-tensor hooks, a side CUDA
   stream, pinned host buffers and events (offload.py; what maps to which tick: memory_step.py);
-* recomputation (``sn-recompute``, ``superneurons``): the plan's re-forward ticks (recompute.py).
+* recomputation (``sn-recompute``, ``superneurons``): the plan's re-forward ticks (recompute.py), of
+  module layers and of functional ones (a function or tensor method in the model's forward: the SE block's
+  multiply, ConvNeXt's permutes, ``F.gelu``), which a torch-function mode observes during the forward
+  (``_Functions``) so they are named, timed and called again like modules.
 
-What the runtime cannot execute it refuses in one line naming the part (static whole-iteration
-allocation, Layrub's dX-into-X aliasing, re-forwards of functions it cannot call); what PyTorch does
-anyway it lists in ``notes`` (the convolution algorithms and workspace rule, constant buffer pools).
+Which layers are re-forwarded is the planner's choice (engine/memory/policies.py ``is_checkpoint``: never
+an operation that draws random numbers or runs a matmul or convolution). What the runtime cannot execute it
+refuses in one line naming the part (static whole-iteration allocation, Layrub's dX-into-X aliasing, a
+re-forward of an output another layer writes in place); what PyTorch does anyway it lists in ``notes``
+(the convolution algorithms and workspace rule, constant buffer pools).
 docs/memory-runtimes.md has the whole map.
 
 Design: the runtime is installed on the model until ``remove()``, as ``apply_plan`` is, not entered per
@@ -23,10 +28,12 @@ starts a new step (its backward follows the same step's schedule), so ``stats`` 
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from ..errors import MemoryRuntimeError
 from ..memory.timeline import MemoryPlan
@@ -71,7 +78,7 @@ def apply_memory_policy(model: nn.Module, result, example_input: torch.Tensor | 
         old.remove()
     layers = LayerMap(model, plan.inventory.net)
     schedule = build_schedule(plan)
-    _check_recompute(schedule, layers)
+    _check_recompute(schedule)
     data = schedule.storage_of(f"Y:{layers.data}")
     if data in schedule.gaps:
         notes.append(
@@ -140,15 +147,8 @@ def executable(plan, result=None) -> list[str]:
     return notes
 
 
-def _check_recompute(schedule: Schedule, layers: LayerMap) -> None:
+def _check_recompute(schedule: Schedule) -> None:
     inv = schedule.plan.inventory
-    bad = [n for n in schedule.recomputed if n in layers.functional and inv.net.layer(n).op not in ("add", "concat")]
-    if bad:
-        raise MemoryRuntimeError(
-            f"cannot re-forward {', '.join(bad[:5])}: functional {inv.net.layer(bad[0]).op} "
-            f"layers have no module the runtime can call again (write them as modules, "
-            f"e.g. nn.ReLU)"
-        )
     shared = [n for n in schedule.recomputed if inv.tensors[f"Y:{n}"].storage != f"Y:{n}"]
     if shared:
         n = shared[0]
@@ -157,6 +157,21 @@ def _check_recompute(schedule: Schedule, layers: LayerMap) -> None:
             f"in the storage of {inv.tensors[f'Y:{n}'].storage[2:]} (in place); plan SuperNeurons "
             f"recomputation with the superneurons convention"
         )
+
+
+class _Functions(TorchFunctionMode):
+    """Every torch function and tensor method called in a managed forward goes to the step, which runs the
+    plan's functional layers as layers (memory_step.Step.functional); the runtime's own hooks run unobserved."""
+
+    def __init__(self, step: Step):
+        super().__init__()
+        self.step = step
+        self.quiet = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if self.quiet or self.step.cur is not None:
+            return func(*args, **(kwargs or {}))
+        return self.step.functional(func, args, kwargs or {})
 
 
 class MemoryRuntime:
@@ -174,6 +189,7 @@ class MemoryRuntime:
         self._last: Step | None = None
         self._movers: dict[torch.device, Mover] = {}
         self._context = None
+        self._functions: _Functions | None = None
         self._checking = False
         self._warned_batch = False
         self.tracing_memory = False
@@ -220,6 +236,9 @@ class MemoryRuntime:
             self._last = step
             self._context = torch.autograd.graph.saved_tensors_hooks(step.pack, unpack)
             self._context.__enter__()
+        if self.layers.functional:
+            self._functions = _Functions(step)
+            self._functions.__enter__()
 
     def _end(self, model, args, out) -> None:
         self._pop()
@@ -228,17 +247,34 @@ class MemoryRuntime:
             step.end_forward()
 
     def _pop(self) -> None:
+        if self._functions is not None:
+            self._functions.__exit__(None, None, None)
+            self._functions = None
         if self._context is not None:
             self._context.__exit__(None, None, None)
             self._context = None
 
     def _pre(self, module, args) -> None:
         if self._step is not None:
-            self._step.pre(module, args)
+            with self._quiet():
+                self._step.pre(module, args)
 
     def _post(self, module, args, out) -> None:
         if self._step is not None:
-            self._step.post(module, out)
+            with self._quiet():
+                self._step.post(module, out)
+
+    @contextlib.contextmanager
+    def _quiet(self):
+        """The runtime's own tensor calls (storage lookups, copies) are no layer of the model."""
+        f = self._functions
+        if f is not None:
+            f.quiet += 1
+        try:
+            yield
+        finally:
+            if f is not None:
+                f.quiet -= 1
 
     # ------------------------------------------------------------------------------------ public
 

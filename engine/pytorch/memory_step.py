@@ -1,8 +1,9 @@
 """One training step under a memory plan: what autograd saves, which plan tensor it is, and the plan's clock.
 
-The clock is the plan's tick (schedule.py). Module hooks give a layer's forward start and end; hooks on
-the layer's autograd node (its output's ``grad_fn``, or for a functional layer the ``grad_fn`` of its
-consumer's input) give its backward start and end; re-forwards are ticks the runtime runs itself.
+The clock is the plan's tick (schedule.py). Module hooks give a layer's forward start and end, and so
+does the runtime's torch-function mode for a functional layer (``functional``: the plan's next layer is
+a function and this call is it, by canonical name); hooks on the layer's autograd node (its output's
+``grad_fn``) give its backward start and end; re-forwards are ticks the runtime runs itself.
 Every plan action whose point has passed runs at the next observed point, so an action planned at a
 tick the runtime cannot observe (a functional ``add``, the loss) runs at the next one it can.
 
@@ -23,11 +24,13 @@ from __future__ import annotations
 import weakref
 
 import torch
+from torch.utils._pytree import tree_flatten
 
 from ..errors import MemoryRuntimeError
-from .layermap import same_shape
+
+from .layermap import canonical, same_shape
 from .offload import Stored, View, storage_ptr
-from .recompute import Recomputer
+from .recompute import Recomputer, out_of_place
 
 
 class _Writer:
@@ -111,6 +114,9 @@ class Step:
         self.calls: dict = {}
         self.writers: dict[int, _Writer] = {}
         self.cur: _Call | None = None
+        self.last: str | None = None  # the plan layer that ran last in forward
+        self.ran: set[str] = set()  # functional layers whose call the runtime saw
+        self.produced: dict[str, int] = {}  # layer -> the storage of the output its call returned
         self.records: dict[str, list] = {}
         self.held: dict[str, tuple[Stored, View]] = {}
         self.held_ptrs: dict[int, str] = {}
@@ -164,24 +170,60 @@ class Step:
                 f"{len(names)} layer(s) for it ({', '.join(names)})"
             )
         name = names[k]
-        spec = self.net.layer(name)
         xs = [a for a in args if isinstance(a, torch.Tensor)]
-        inputs = []
         inplace_off = False
+        if self.active and self.schedule.dropped(name):
+            self.recompute.record_call(name, module, xs)
+            if getattr(module, "inplace", False):  # keep the checkpoint it reads (see recompute.py)
+                inplace_off = True
+                module.inplace = False
+        self._enter(name, module, list(zip(xs, self.net.layer(name).inputs)), inplace_off)
+
+    def functional(self, func, args: tuple, kwargs: dict):
+        """A function or tensor method called in forward outside the plan's modules (memory.py's observer): when
+        it is the plan's next layer and that layer is functional, it runs as that layer (its saved tensors
+        named, its ticks observed, its call recorded for re-forwards); any other call runs as it is."""
+        name = self.layers.next_functional(self.last)
+        if name is None or self.recomputing or canonical(getattr(func, "__name__", "")) != self.layers.calls[name]:
+            return func(*args, **kwargs)
+        srcs = set(self.net.layer(name).inputs)
+        leaves, spec = tree_flatten((args, kwargs))
+        reads = []
+        for x in leaves:
+            if isinstance(x, torch.Tensor) and x.layout == torch.strided:
+                w = self.writers.get(storage_ptr(x))
+                src = next((n for n in reversed(w.layers) if n in srcs), None) if w and w.valid(x) else None
+                if src is not None:
+                    reads.append((x, src))
+        if self.active and self.schedule.dropped(name):
+            self.recompute.record_function(name, func, leaves, spec, {id(x): src for x, src in reads})
+            if any(f"Y:{src}" in self.schedule.held for _, src in reads):  # keep the checkpoint it reads
+                func, kwargs = out_of_place(func, kwargs)
+        self.ran.add(name)
+        self._enter(name, None, reads, False)
+        out = func(*args, **kwargs)
+        self.post(None, out)
+        return out
+
+    def _enter(self, name: str, module, reads: list, inplace_off: bool) -> None:
+        """A layer starts: its inputs (tensor, plan layer) recorded as their storages' writers."""
+        inputs = []
         if self.active:
-            for x, src in zip(xs, spec.inputs):
+            for x, src in reads:
                 ptr = storage_ptr(x)
+                if self.produced.get(src, ptr) != ptr and ptr not in self.writers:
+                    self.deviation(
+                        f"{name} reads a tensor that is not {src}'s output (made by an operation the trace did not "
+                        f"have: a copy, or a dropout whose training flag the eval trace froze); kept as it is"
+                    )
+                    continue
                 self._wrote(ptr, x, src)
                 inputs.append((ptr, x._version, src))
                 if src in self.layers.functional:
                     self._hook_backward(src, x)
-            if self.schedule.dropped(name):
-                self.recompute.record_call(name, module, xs)
-                if getattr(module, "inplace", False):  # keep the checkpoint it reads (see recompute.py)
-                    inplace_off = True
-                    module.inplace = False
             self.advance((self.schedule.tick_f[name], 0))
         self.cur = _Call(name, module, inputs, inplace_off)
+        self.last = name
 
     def post(self, module, out) -> None:
         if self.recomputing:
@@ -204,12 +246,15 @@ class Step:
             return
         optr = storage_ptr(out)
         w = self.writers.get(optr)
-        if any(optr == p for p, _, _ in cur.inputs) and w is not None:
-            self._check_held(optr, name)
+        same = [v for p, v, _ in cur.inputs if p == optr]
+        if same and w is not None:
+            if out._version != same[0]:  # written in place (a view leaves the version as it was)
+                self._check_held(optr, name)
             w.layers.append(name)
             w.version, w.ref = out._version, weakref.ref(out)
         else:
             self.writers[optr] = _Writer([name], out._version, out)
+        self.produced[name] = optr
         if f"Y:{name}" in self.schedule.held:
             self._hold(name, out, optr)
         dropped = self.schedule.dropped(name)
@@ -225,6 +270,13 @@ class Step:
     def end_forward(self) -> None:
         self.cur = None
         missing = [names[k] for m, names in self.layers.names.items() for k in range(self.calls.get(m, 0), len(names))]
+        unseen = [n for n in self.layers.functional if n not in self.ran and self._needs(n)]
+        if unseen:
+            raise MemoryRuntimeError(
+                f"the runtime did not see the call of functional layer(s) {', '.join(unseen[:5])} in forward "
+                f"(it re-forwards them or holds their output): each must be one torch function or tensor "
+                f"method call, as torch.fx traced it"
+            )
         if missing:
             more = ", ..." if len(missing) > 5 else ""
             raise MemoryRuntimeError(
@@ -235,6 +287,10 @@ class Step:
             for st in self.schedule.gaps:
                 if not self.records.get(st):
                     self.deviation(f"{st}: offloaded by the plan, but autograd saved no tensor of it here")
+
+    def _needs(self, layer: str) -> bool:
+        """Whether the runtime must see a functional layer's call: it is re-forwarded, or a re-forward reads it."""
+        return self.schedule.dropped(layer) or f"Y:{layer}" in self.schedule.held
 
     def _wrote(self, ptr: int, x: torch.Tensor, src: str) -> None:
         """A layer reads ``x`` as the output of ``src``: record ``src`` as its storage's writer."""

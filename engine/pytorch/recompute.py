@@ -6,19 +6,24 @@ statistics, dropout masks) and keeps the checkpoints (convolution, fully-connect
 that re-forwards read. At an R tick the layer runs again on its inputs (re-forwarded outputs from the
 cache, checkpoints from the runtime's hold) with grad enabled under a saved-tensor hook that captures
 what autograd saves, so backward gets the same tensors, in the same order, as the original forward
-saved. The layer's ``inplace`` switch is off while it runs (the original forward turns it off too, so
-a checkpoint keeps its value); batch-norm running statistics are restored after the re-forward, and
-dropout replays the random state of its original call. The re-forwarded output and extras stay in the
+saved. A module layer is called again; a functional layer's recorded call (its function or tensor method
+and every other argument: sizes, parameters) is made again on its inputs' values. It runs out of place
+(a module's ``inplace`` switch off, ``add_``/``__iadd__``/``inplace=True`` as their plain forms; the
+original forward does the same where the layer writes into a checkpoint, so the checkpoint keeps its
+value); batch-norm running statistics are restored after the re-forward, and dropout (or any random layer
+the plan re-forwards) replays the random state of its original call. The re-forwarded output and extras stay in the
 cache until the plan's residency span of that output ends (the ``drop`` actions of schedule.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_unflatten
 
 from ..errors import MemoryRuntimeError
 from .offload import View
@@ -34,6 +39,7 @@ class Recomputer:
         self.inputs: dict[str, list[tuple[View, bool]]] = {}  # layer -> its call's input views and grad flags
         self.wanted: dict[str, set[int]] = {}  # layer -> indices of the extras it dropped
         self.rng: dict[str, tuple] = {}  # dropout layer -> random state at its call
+        self.functions: dict[str, tuple] = {}  # functional layer -> (function, arguments, pytree spec)
         self.count = 0  # re-forwards of the plan's R ticks
         self.extra = 0  # re-forwards the plan did not schedule (a tensor needed where it had none)
 
@@ -45,9 +51,23 @@ class Recomputer:
 
     def record_call(self, layer: str, module: nn.Module, args: list[torch.Tensor]) -> None:
         self.inputs[layer] = [(View.of(x), x.requires_grad) for x in args]
-        if isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0:
-            dev = args[0].device
-            self.rng[layer] = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)
+        if (isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0) or _random(
+            self.step.net.layer(layer)
+        ):
+            self._keep_rng(layer, args[0].device)
+
+    def record_function(self, layer: str, func, leaves: list, spec, reads: dict[int, str]) -> None:
+        """A functional layer's call, to call again: each tensor argument that is a plan input's value as
+        (input, its view, grad flag), any other argument (parameters, sizes, tensors made from parameters) as
+        it was."""
+        args = [(reads[id(x)], View.of(x), x.requires_grad) if id(x) in reads else x for x in leaves]
+        self.functions[layer] = (func, args, spec)
+        if _random(self.step.net.layer(layer)):
+            dev = next((x.device for x in leaves if isinstance(x, torch.Tensor)), torch.device("cpu"))
+            self._keep_rng(layer, dev)
+
+    def _keep_rng(self, layer: str, dev: torch.device) -> None:
+        self.rng[layer] = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)
 
     def dropped_extra(self, layer: str, j: int) -> None:
         self.wanted.setdefault(layer, set()).add(j)
@@ -75,7 +95,7 @@ class Recomputer:
             for key in [k for k in self.cache if k[0] == "X" and k[1] == layer]:
                 del self.cache[key]
 
-    def _input(self, layer: str, i: int, src: str, view: View | None, grad: bool) -> torch.Tensor:
+    def _input(self, layer: str, src: str, view: View | None, grad: bool) -> torch.Tensor:
         step = self.step
         if step.schedule.dropped(src):
             out = self.cache.get(("Y", src))
@@ -101,12 +121,17 @@ class Recomputer:
         """One re-forward of ``layer``: its output and the extras its backward needs into the cache."""
         step = self.step
         spec = step.net.layer(layer)
-        recorded = self.inputs.get(layer)
-        args = []
-        for i, src in enumerate(spec.inputs):
-            view, grad = recorded[i] if recorded and i < len(recorded) else (None, True)
-            args.append(self._input(layer, i, src, view, grad))
         module = step.layers.module_of(layer)
+        if module is None:
+            call = self._function_call(layer)
+        else:
+            recorded = self.inputs.get(layer)
+            args = []
+            for i, src in enumerate(spec.inputs):
+                view, grad = recorded[i] if recorded and i < len(recorded) else (None, True)
+                args.append(self._input(layer, src, view, grad))
+            call = functools.partial(module, *args)
+        device = step.mover.device
         captured: dict[int, torch.Tensor] = {}
         wanted = self.wanted.get(layer, set())
         count = [0]
@@ -124,13 +149,14 @@ class Recomputer:
         step.recomputing = True
         try:
             with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-                if module is None:
-                    out = _functional(spec.op, args, layer)
-                else:
-                    with _as_original(module, self.rng.get(layer), args[0].device):
-                        out = module(*args)
+                with _as_original(module, self.rng.get(layer), device):
+                    out = call()
         finally:
             step.recomputing = False
+        if not isinstance(out, torch.Tensor):
+            raise MemoryRuntimeError(
+                f"cannot re-forward {layer}: it returns {type(out).__name__}, not one tensor (plan it as a checkpoint)"
+            )
         self.cache[("Y", layer)] = out.detach()
         for j, t in captured.items():
             self.cache[("X", layer, j)] = t
@@ -143,22 +169,42 @@ class Recomputer:
             )
         step.log("recompute" if planned else "recompute-extra", layer, step.clock)
 
+    def _function_call(self, layer: str):
+        """The recorded call of a functional layer on its inputs' current values, out of place."""
+        recorded = self.functions.get(layer)
+        if recorded is None:
+            raise MemoryRuntimeError(f"cannot re-forward {layer}: the runtime saw no call of it in this forward")
+        func, args, spec = recorded
+        leaves = [self._input(layer, *a) if isinstance(a, tuple) else a for a in args]
+        a, kw = tree_unflatten(leaves, spec)
+        func, kw = out_of_place(func, kw)
+        return functools.partial(func, *a, **kw)
 
-def _functional(op: str, args: list[torch.Tensor], layer: str) -> torch.Tensor:
-    if op == "add":
-        out = args[0]
-        for a in args[1:]:
-            out = out + a
-        return out
-    if op == "concat":
-        return torch.cat(args, 1)
-    raise MemoryRuntimeError(f"cannot re-forward {layer}: a functional {op} has no module to call")
+
+def _random(layer) -> bool:
+    return layer.op == "dropout" or (layer.op == "generic" and layer.params["random"])
+
+
+def out_of_place(func, kwargs: dict):
+    """``func`` and ``kwargs`` computing a new tensor: ``Tensor.__iadd__`` as ``__add__``, ``relu_`` as ``relu``,
+    ``inplace=True`` as False (a re-forward must leave the checkpoint it reads as it is)."""
+    name = getattr(func, "__name__", "")
+    if kwargs.get("inplace"):
+        kwargs = {**kwargs, "inplace": False}
+    if name.startswith("__i") and name.endswith("__") and hasattr(torch.Tensor, f"__{name[3:]}"):
+        return getattr(torch.Tensor, f"__{name[3:]}"), kwargs
+    if name.endswith("_") and not name.endswith("__"):
+        owner = torch.Tensor if getattr(torch.Tensor, name, None) is func else torch
+        plain = getattr(owner, name[:-1], None)
+        if plain is not None:
+            return plain, kwargs
+    return func, kwargs
 
 
 @contextlib.contextmanager
-def _as_original(module: nn.Module, rng, device):
-    """Run ``module`` as in its original call: out of place, with batch-norm running statistics left
-    as they are and dropout's random state replayed."""
+def _as_original(module: nn.Module | None, rng, device):
+    """Run ``module`` (None: a function) as in its original call: out of place, with batch-norm running
+    statistics left as they are and a random op's state replayed."""
     inplace = getattr(module, "inplace", None)
     if inplace:
         module.inplace = False

@@ -14,12 +14,14 @@ from torch import nn
 
 class _Replay(nn.Module):
     """One traced node as a module of its tensor inputs: its function, method or module called with the other
-    arguments as the forward at the measured batch had them, and the parameters it reads directly."""
+    arguments as the forward at the measured batch had them, and the parameters it reads directly. An input
+    that is a container of tensors (a chunk's pieces, MultiheadAttention's output and weights) takes one
+    tensor argument per piece, rebuilt into the container by its ``pytree`` spec."""
 
-    def __init__(self, gm, node, values):
+    def __init__(self, gm, node, values, containers):
         super().__init__()
-        self.node, self.values = node, values
-        self.inputs = [n for n in node.all_input_nodes if n.op != "get_attr"]
+        self.node, self.values, self.containers = node, values, containers
+        self.inputs = [n for n in node.all_input_nodes if n.op != "get_attr" and n not in values]
         self.direct = nn.ParameterList(
             [gm.get_parameter(n.target) for n in node.all_input_nodes if n.op == "get_attr" and _is_param(gm, n.target)]
         )
@@ -27,7 +29,16 @@ class _Replay(nn.Module):
         self.call = gm.get_submodule(node.target) if node.op == "call_module" else None
 
     def forward(self, *xs):
-        env = {**dict(zip(self.inputs, xs)), **self.attrs}
+        env, i = dict(self.attrs), 0
+        for n in self.inputs:
+            spec = self.containers.get(n)
+            if spec is None:
+                env[n], i = xs[i], i + 1
+            else:
+                pieces, spec = spec
+                it = iter(xs[i : i + sum(p is None for p in pieces)])
+                env[n] = torch.utils._pytree.tree_unflatten([next(it) if p is None else p[0] for p in pieces], spec)
+                i += sum(p is None for p in pieces)
         value = {n: env[n] if n in env else self.values[n] for n in self.node.all_input_nodes}
         args = torch.fx.node.map_arg(self.node.args, value.__getitem__)
         kwargs = torch.fx.node.map_arg(self.node.kwargs, value.__getitem__)
@@ -52,31 +63,29 @@ def _fetch(gm, target):
 
 
 def time_generic(model, network, input_shape, batch: int, names: set[str], device, repeats: int, time_layer) -> dict:
-    """Forward and backward ms of generic layers no leaf module's call gave (functions, tensor methods, modules
-    fx keeps whole such as MultiheadAttention), each node replayed alone (``_Replay``) on fresh inputs of the
-    shapes one forward at ``batch`` gave it; sizes and other non-tensor arguments are that forward's.
+    """Forward and backward ms of layers no leaf module's call gave (functions, tensor methods, modules fx keeps
+    whole such as MultiheadAttention), each node replayed alone (``_Replay``) on fresh inputs of the shapes one
+    forward at ``batch`` gave it; sizes and other non-tensor arguments are that forward's.
     ``time_layer(module, input specs, device, repeats) -> (forward ms, backward ms)`` times it (calibrate.py's)."""
     from .importer import LAYER, traced_network
 
     gm, _ = traced_network(model, tuple(input_shape), batch, network.name)
     nodes = {n.meta[LAYER]: n for n in gm.graph.nodes if n.meta.get(LAYER) in names}
     needed = {i for n in nodes.values() for i in n.all_input_nodes}
-    values, specs = {}, {}
+    values, specs, containers = {}, {}, {}
 
     class Record(torch.fx.Interpreter):
         def run_node(self, node):
             result = super().run_node(node)
             if node in needed:
+                leaves, spec = torch.utils._pytree.tree_flatten(result)
+                tensors = [_spec(t) for t in leaves if isinstance(t, torch.Tensor)]
                 if isinstance(result, torch.Tensor):
-                    fmt = (
-                        torch.channels_last
-                        if result.dim() == 4
-                        and not result.is_contiguous()
-                        and result.is_contiguous(memory_format=torch.channels_last)
-                        else torch.contiguous_format
-                    )
-                    specs[node] = (tuple(result.shape), result.dtype, fmt)
-                elif not any(isinstance(t, torch.Tensor) for t in torch.utils._pytree.tree_leaves(result)):
+                    specs[node] = tensors
+                elif tensors:  # a container: one argument per tensor, the rest kept as they were
+                    specs[node] = tensors
+                    containers[node] = ([None if isinstance(t, torch.Tensor) else (t,) for t in leaves], spec)
+                else:
                     values[node] = result
             return result
 
@@ -86,9 +95,14 @@ def time_generic(model, network, input_shape, batch: int, names: set[str], devic
         Record(gm).run(torch.zeros((batch, *input_shape), device=device, dtype=dtype))
     out = {}
     for name, node in nodes.items():
-        replay = _Replay(gm, node, values)
-        if any(n not in specs for n in replay.inputs):
-            continue  # reads several tensors of one container (a chunk's getitem): a view, left modelled
-        fwd, bwd = time_layer(replay, [specs[n] for n in replay.inputs], device, repeats)
-        out[name] = {"F": fwd, "B": bwd, "op": f"{network.layer(name).params['op']} (replayed)"}
+        replay = _Replay(gm, node, values, containers)
+        fwd, bwd = time_layer(replay, [s for n in replay.inputs for s in specs[n]], device, repeats)
+        layer = network.layer(name)
+        out[name] = {"F": fwd, "B": bwd, "op": f"{layer.params.get('op', layer.op)} (replayed)"}
     return out
+
+
+def _spec(t: torch.Tensor) -> tuple:
+    """(shape, dtype, memory format) of a tensor, as calibrate.py's layer inputs."""
+    channels_last = t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+    return tuple(t.shape), t.dtype, torch.channels_last if channels_last else torch.contiguous_format

@@ -1,0 +1,123 @@
+"""engine.gpu.timing.time_pass on a SYNTHETIC simulated GPU: a host clock and a GPU queue, so whether the GPU
+waited for the host inside a timed region is known exactly. CuPy and cuDNN are stood in for by small fake
+modules for the import only (restored afterwards); nothing runs on a GPU."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
+import pytest
+
+
+class Sim:
+    """Host time advances by each call's cost; the GPU runs queued work in order, never before it is queued."""
+
+    def __init__(self, launch_us: float):
+        self.host = self.gpu_free = 0.0
+        self.launch_us = launch_us
+        self.waited: list[tuple[float, float]] = []  # GPU idle spans (from, to)
+
+    def enqueue(self, us: float, cost: float) -> tuple[float, float]:
+        self.host += cost
+        start = max(self.host, self.gpu_free)
+        if start > self.gpu_free:
+            self.waited.append((self.gpu_free, start))
+        self.gpu_free = start + us
+        return start, self.gpu_free
+
+
+class Event:
+    sim: Sim
+
+    def __init__(self):
+        self.at = None
+
+    def record(self, stream=None):
+        self.at = self.sim.enqueue(0.0, 1.0)[1]
+
+    @property
+    def done(self) -> bool:
+        self.sim.host += 0.5
+        return self.at <= self.sim.host
+
+    def synchronize(self):
+        self.sim.host = max(self.sim.host, self.at)
+
+
+class Stream:
+    def synchronize(self):
+        Event.sim.host = max(Event.sim.host, Event.sim.gpu_free)
+
+
+class Ctx:
+    def __init__(self):
+        self.stream, self.retimed = Stream(), 0
+
+    def spin(self, grid, block, args, stream=None):
+        Event.sim.enqueue(float(args[0]) / 2000.0, 3.0)  # cycles at 2 GHz
+
+
+@pytest.fixture
+def timing(monkeypatch):
+    cp = types.ModuleType("cupy")
+    cp.int64 = int
+    cp.cuda = types.SimpleNamespace(
+        Event=Event,
+        get_elapsed_time=lambda a, b: (b.at - a.at) / 1000.0,
+        runtime=types.SimpleNamespace(CUDARuntimeError=type("CUDARuntimeError", (RuntimeError,), {})),
+    )
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setitem(sys.modules, "cudnn", types.ModuleType("cudnn"))
+    for name in ("engine.gpu.runtime", "engine.gpu.timing"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    mod = importlib.import_module("engine.gpu.timing")
+    yield mod
+    for name in ("engine.gpu.runtime", "engine.gpu.timing"):
+        sys.modules.pop(name, None)
+
+
+def regions(sim: Sim, kernel_us: list[float]):
+    def region(k):
+        return lambda r: sim.enqueue(kernel_us[k], sim.launch_us)
+
+    return [region(k) for k in range(len(kernel_us))]
+
+
+@pytest.mark.parametrize("launch_us", [2.0, 20.0, 200.0])
+def test_every_time_is_the_kernel_alone_whether_the_host_is_faster_or_slower_than_the_gpu(timing, launch_us):
+    sim = Event.sim = Sim(launch_us)
+    kernels = [5.0, 40.0, 3.0, 1000.0, 8.0, 2.0, 60.0] * 6  # SYNTHETIC microseconds
+    ctx = Ctx()
+    out = timing.time_pass(ctx, regions(sim, kernels), runs=2, timed_from=1)
+    assert [t[1] for t in out] == pytest.approx([k / 1000 for k in kernels])
+    out = timing.time_pass(ctx, regions(sim, kernels), runs=4)
+    assert [t for ts in out for t in ts] == pytest.approx([k / 1000 for k in kernels for _ in range(4)])
+    if launch_us <= 2.0:
+        assert ctx.retimed == 0  # a host ahead of the GPU needs no second pass
+
+
+def test_one_synchronization_and_few_spins_per_pass_when_the_gpu_is_the_bottleneck(timing):
+    sim = Event.sim = Sim(10.0)
+    kernels = [200.0] * 50
+    spins = []
+    ctx = Ctx()
+    real = ctx.spin
+    ctx.spin = lambda *a, **kw: (spins.append(a[2][0]), real(*a, **kw))
+    timing.time_pass(ctx, regions(sim, kernels), runs=2, timed_from=1)
+    assert len(spins) == 1 and ctx.retimed == 0
+    idle = sum(b - a for a, b in sim.waited)
+    assert idle < 50  # us: the GPU waited for the host only before the first spin
+
+
+def test_a_failing_region_is_reported_and_the_others_are_timed(timing):
+    sim = Event.sim = Sim(5.0)
+    rs = regions(sim, [10.0, 10.0, 10.0])
+
+    def bad(r):
+        raise ValueError("SYNTHETIC execute failure")
+
+    out = timing.time_pass(Ctx(), [rs[0], bad, rs[2]], runs=3)
+    assert out[1] == "execute: ValueError: SYNTHETIC execute failure"
+    assert out[0] == out[2] == pytest.approx([0.01] * 3)
