@@ -319,3 +319,26 @@ def test_a_measured_model_is_planned_through_profile_and_plan_on_the_cache(preci
     assert done == {"graphs": 7, "measured": 0, "profile_s": 0.0}
     plan, done = tt.plan_for("alexnet", 256, "tf32", "wr", 64 << 20, None, "heuristics")
     assert done == {} and plan.totals.time_ms > 0
+
+
+def test_the_example_switches_random_ops_off_so_its_three_models_compute_one_function(monkeypatch):
+    """examples/optimize_user_model.py on a torchvision model: dropout and stochastic depth at p=0 (a float64
+    copy would draw other masks), so two forwards under other seeds agree and the check is of the convolutions."""
+    import importlib.util
+
+    import torch
+    import torchvision
+
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    spec = importlib.util.spec_from_file_location("optimize_user_model", ROOT / "examples" / "optimize_user_model.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    model = torchvision.models.get_model("efficientnet_b0", weights=None).train()
+    assert example.without_random_ops(model) == 17  # the classifier's dropout and 16 stochastic depths
+    x = torch.randn(2, 3, 64, 64)
+    outs = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            outs.append(model(x))
+    assert torch.equal(*outs)
