@@ -120,8 +120,9 @@ def measure_profile(net: str, batch: int, profiles: Path) -> dict:
 
     profiles.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    network = load_network(torch_name(net), batch)
     prof = profile_network(
-        load_network(torch_name(net), batch),
+        network,
         policy="undivided",
         precision="tf32",
         layout="NCHW",
@@ -130,7 +131,19 @@ def measure_profile(net: str, batch: int, profiles: Path) -> dict:
         command=f"benchmarks/memory_training.py case profile {net} - {batch} 0 --profiles {profiles}",
     )
     path = prof.save(profile_path(net, profiles))
-    return {"profile": str(path), "rows": len(prof.table), "seconds": round(time.perf_counter() - t0, 1)}
+    return dict(
+        profile=str(path), rows=len(prof.table), seconds=round(time.perf_counter() - t0, 1), **depthwise(network)
+    )
+
+
+def depthwise(network) -> dict:
+    """The network's convolutions and how many are depthwise (groups = input channels): stock PyTorch runs those
+    in TF32/fp32 NCHW with its own CUDA kernels, not cuDNN (ATen's ``use_cudnn_depthwise`` takes cuDNN only in
+    channels_last or fp16), which the prediction's ``heuristic`` rule does not know: the report says so."""
+    from engine.kernels import KernelKind
+
+    forward = [k.signature for k in network.kernels() if k.signature.kind == KernelKind.FORWARD]
+    return {"convolutions": len(forward), "depthwise": sum(s.groups == s.c > 1 for s in forward)}
 
 
 def run_case(

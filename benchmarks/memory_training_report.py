@@ -128,6 +128,13 @@ def profile_lines(doc) -> list[str]:
             f"heuristic list only: the `heuristic` rule's order, workspaces and times; GPU {res.get('gpu_uuid', '?')}"
             f"): {got}"
         )
+        if res.get("depthwise"):
+            out.append(
+                f"  - {res['depthwise']} of its {res['convolutions']} convolutions are depthwise: stock PyTorch runs "
+                "them in TF32 NCHW with its own CUDA kernels, not cuDNN (ATen's `use_cudnn_depthwise` takes cuDNN "
+                "for depthwise only in channels_last or fp16), while the prediction times them by cuDNN's "
+                "heuristic plan and counts its workspace: a step-time or peak miss of this model may come from there"
+            )
     return out
 
 

@@ -97,7 +97,9 @@ def fake_cases(monkeypatch, refuse: str = "") -> list:
             folder = pred.profiles_dir(Path(args.output))
             folder.mkdir(exist_ok=True)
             pred.profile_path(net, folder).write_text("SYNTHETIC")
-            return dict(base, profile="SYNTHETIC", rows=10, seconds=1.0, gpu_uuid="SYNTHETIC-GPU")
+            return dict(
+                base, profile="SYNTHETIC", rows=10, seconds=1.0, gpu_uuid="SYNTHETIC-GPU", convolutions=62, depthwise=15
+            )
         if kind.startswith("calibrate"):
             layers = {} if kind == "calibrate-host" else {"layers": {f"torchvision:{net}/b{batch}": {}}}
             doc = {
@@ -158,6 +160,7 @@ def test_memory_training_runs_just_the_modern_cases_and_resumes(tmp_path, monkey
     assert "## mobilenet_v3_large b224" in text and "## vit_b_16 b80" in text
     assert "peak +5.0% met, step +20.0% NOT met" in text
     assert "SYNTHETIC: recompute refuses layer x" in text
+    assert "15 of its 62 convolutions are depthwise: stock PyTorch runs them in TF32 NCHW with its own" in text
     assert "0 of 6 cases meet both targets" in text and "at least 8 GiB measured: 2 of 2" in text
     assert "issue 23, modern models" in read_block(readme.read_text(), "memory_training")
 
@@ -286,6 +289,7 @@ def test_the_profile_case_measures_undivided_heuristics_into_the_run_folder(tmp_
     )
     assert seen["cache_path"] == str(tmp_path / "p" / "profile-cache.sqlite")
     assert Path(got["profile"]) == pred.profile_path("vit_b_16", tmp_path / "p") and got["rows"] > 0
+    assert (got["convolutions"], got["depthwise"]) == (1, 0)  # the patch embedding
     assert pred._profile("vit_b_16", tmp_path / "p").table.micro_batch.unique().tolist() == [80]
 
 
