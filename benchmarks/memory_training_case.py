@@ -88,19 +88,30 @@ def _steps(torch, model, x, target, rt, warmup: int, steps: int, res=None) -> di
         "stats": timed["after"],
     }
     if res is not None:
-        from engine.pytorch import apply_memory_policy
-
-        tracer = rt if rt is not None else apply_memory_policy(model, res)
-        tracer.trace_memory()
-        torch.cuda.reset_peak_memory_stats()
-        step()
-        torch.cuda.synchronize()
-        tracer.trace_memory(False)
-        out["memory_trace"] = [[r["tick"], r["end"], r["allocated"], r["peak"]] for r in tracer.memory_trace]
-        out["deviations"] = tracer.deviations
-        if rt is None:
-            tracer.remove()
+        try:
+            _trace(torch, model, step, rt, res, out)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as err:  # the measured steps stand; a runtime that cannot trace this model says why
+            out["trace_error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
     return out
+
+
+def _trace(torch, model, step, rt, res, out: dict) -> None:
+    """One more step traced per plan tick by the memory runtime (installed for that step alone when the case runs
+    stock PyTorch)."""
+    from engine.pytorch import apply_memory_policy
+
+    tracer = rt if rt is not None else apply_memory_policy(model, res)
+    tracer.trace_memory()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    tracer.trace_memory(False)
+    out["memory_trace"] = [[r["tick"], r["end"], r["allocated"], r["peak"]] for r in tracer.memory_trace]
+    out["deviations"] = tracer.deviations
+    if rt is None:
+        tracer.remove()
 
 
 def gpu_uuid() -> str:

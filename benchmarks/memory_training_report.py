@@ -86,7 +86,10 @@ def policy_rows(doc, net) -> list[str]:
             f"{'-' if off is None else f'{off / 2**20:.0f}'} | {p['recompute_count']} / "
             f"{'-' if rec is None else f'{rec:g}'} | {verdict(r)} |"
         )
-    return lines
+    traces = [(p, _r(doc, "step", net, p, MODELS[net])) for p in POLICIES]
+    return lines + [
+        f"- {p}: measured, but no per-tick trace ({r['trace_error']})" for p, r in traces if r and "trace_error" in r
+    ]
 
 
 def verdict(r: dict) -> str:

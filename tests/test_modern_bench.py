@@ -121,6 +121,11 @@ def fake_cases(monkeypatch, refuse: str = "") -> list:
             step_ms_p10=118.0,
             step_ms_p90=125.0,
             stats=[],
+            **(
+                {"trace_error": "EngineError: SYNTHETIC: no trace"}
+                if net == "vit_b_16" and variant == "liveness"
+                else {}
+            ),
         )
 
     monkeypatch.setattr(meas, "child", fake_child)
@@ -160,6 +165,7 @@ def test_memory_training_runs_just_the_modern_cases_and_resumes(tmp_path, monkey
     assert "## mobilenet_v3_large b224" in text and "## vit_b_16 b80" in text
     assert "peak +5.0% met, step +20.0% NOT met" in text
     assert "SYNTHETIC: recompute refuses layer x" in text
+    assert "- liveness: measured, but no per-tick trace (EngineError: SYNTHETIC: no trace)" in text
     assert "15 of its 62 convolutions are depthwise: stock PyTorch runs them in TF32 NCHW with its own" in text
     assert "0 of 6 cases meet both targets" in text and "at least 8 GiB measured: 2 of 2" in text
     assert "issue 23, modern models" in read_block(readme.read_text(), "memory_training")
