@@ -88,19 +88,30 @@ def _steps(torch, model, x, target, rt, warmup: int, steps: int, res=None) -> di
         "stats": timed["after"],
     }
     if res is not None:
-        from engine.pytorch import apply_memory_policy
-
-        tracer = rt if rt is not None else apply_memory_policy(model, res)
-        tracer.trace_memory()
-        torch.cuda.reset_peak_memory_stats()
-        step()
-        torch.cuda.synchronize()
-        tracer.trace_memory(False)
-        out["memory_trace"] = [[r["tick"], r["end"], r["allocated"], r["peak"]] for r in tracer.memory_trace]
-        out["deviations"] = tracer.deviations
-        if rt is None:
-            tracer.remove()
+        try:
+            _trace(torch, model, step, rt, res, out)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as err:  # the measured steps stand; a runtime that cannot trace this model says why
+            out["trace_error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
     return out
+
+
+def _trace(torch, model, step, rt, res, out: dict) -> None:
+    """One more step traced per plan tick by the memory runtime (installed for that step alone when the case runs
+    stock PyTorch)."""
+    from engine.pytorch import apply_memory_policy
+
+    tracer = rt if rt is not None else apply_memory_policy(model, res)
+    tracer.trace_memory()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    tracer.trace_memory(False)
+    out["memory_trace"] = [[r["tick"], r["end"], r["allocated"], r["peak"]] for r in tracer.memory_trace]
+    out["deviations"] = tracer.deviations
+    if rt is None:
+        tracer.remove()
 
 
 def gpu_uuid() -> str:
@@ -120,8 +131,9 @@ def measure_profile(net: str, batch: int, profiles: Path) -> dict:
 
     profiles.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    network = load_network(torch_name(net), batch)
     prof = profile_network(
-        load_network(torch_name(net), batch),
+        network,
         policy="undivided",
         precision="tf32",
         layout="NCHW",
@@ -130,7 +142,19 @@ def measure_profile(net: str, batch: int, profiles: Path) -> dict:
         command=f"benchmarks/memory_training.py case profile {net} - {batch} 0 --profiles {profiles}",
     )
     path = prof.save(profile_path(net, profiles))
-    return {"profile": str(path), "rows": len(prof.table), "seconds": round(time.perf_counter() - t0, 1)}
+    return dict(
+        profile=str(path), rows=len(prof.table), seconds=round(time.perf_counter() - t0, 1), **depthwise(network)
+    )
+
+
+def depthwise(network) -> dict:
+    """The network's convolutions and how many are depthwise (groups = input channels): stock PyTorch runs those
+    in TF32/fp32 NCHW with its own CUDA kernels, not cuDNN (ATen's ``use_cudnn_depthwise`` takes cuDNN only in
+    channels_last or fp16), which the prediction's ``heuristic`` rule does not know: the report says so."""
+    from engine.kernels import KernelKind
+
+    forward = [k.signature for k in network.kernels() if k.signature.kind == KernelKind.FORWARD]
+    return {"convolutions": len(forward), "depthwise": sum(s.groups == s.c > 1 for s in forward)}
 
 
 def run_case(

@@ -86,7 +86,10 @@ def policy_rows(doc, net) -> list[str]:
             f"{'-' if off is None else f'{off / 2**20:.0f}'} | {p['recompute_count']} / "
             f"{'-' if rec is None else f'{rec:g}'} | {verdict(r)} |"
         )
-    return lines
+    traces = [(p, _r(doc, "step", net, p, MODELS[net])) for p in POLICIES]
+    return lines + [
+        f"- {p}: measured, but no per-tick trace ({r['trace_error']})" for p, r in traces if r and "trace_error" in r
+    ]
 
 
 def verdict(r: dict) -> str:
@@ -128,6 +131,13 @@ def profile_lines(doc) -> list[str]:
             f"heuristic list only: the `heuristic` rule's order, workspaces and times; GPU {res.get('gpu_uuid', '?')}"
             f"): {got}"
         )
+        if res.get("depthwise"):
+            out.append(
+                f"  - {res['depthwise']} of its {res['convolutions']} convolutions are depthwise: stock PyTorch runs "
+                "them in TF32 NCHW with its own CUDA kernels, not cuDNN (ATen's `use_cudnn_depthwise` takes cuDNN "
+                "for depthwise only in channels_last or fp16), while the prediction times them by cuDNN's "
+                "heuristic plan and counts its workspace: a step-time or peak miss of this model may come from there"
+            )
     return out
 
 

@@ -67,6 +67,7 @@ MEASURED_CASES = ("stock-free", "legacy-64", "wr-64-free", "wr-256-free")  # iss
 PRESSURE_MIB = (64, 256)
 CONV_OPS = (
     "aten::cudnn_convolution",
+    "aten::_conv_depthwise2d",  # PyTorch's own depthwise kernels: ATen's pick in NCHW fp32/TF32 (cuDNN: fp16, NHWC)
     "aten::convolution_backward",
     "ucudnn::conv_forward",
     "ucudnn::conv_backward_data",

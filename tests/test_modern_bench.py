@@ -97,7 +97,9 @@ def fake_cases(monkeypatch, refuse: str = "") -> list:
             folder = pred.profiles_dir(Path(args.output))
             folder.mkdir(exist_ok=True)
             pred.profile_path(net, folder).write_text("SYNTHETIC")
-            return dict(base, profile="SYNTHETIC", rows=10, seconds=1.0, gpu_uuid="SYNTHETIC-GPU")
+            return dict(
+                base, profile="SYNTHETIC", rows=10, seconds=1.0, gpu_uuid="SYNTHETIC-GPU", convolutions=62, depthwise=15
+            )
         if kind.startswith("calibrate"):
             layers = {} if kind == "calibrate-host" else {"layers": {f"torchvision:{net}/b{batch}": {}}}
             doc = {
@@ -119,6 +121,11 @@ def fake_cases(monkeypatch, refuse: str = "") -> list:
             step_ms_p10=118.0,
             step_ms_p90=125.0,
             stats=[],
+            **(
+                {"trace_error": "EngineError: SYNTHETIC: no trace"}
+                if net == "vit_b_16" and variant == "liveness"
+                else {}
+            ),
         )
 
     monkeypatch.setattr(meas, "child", fake_child)
@@ -158,6 +165,8 @@ def test_memory_training_runs_just_the_modern_cases_and_resumes(tmp_path, monkey
     assert "## mobilenet_v3_large b224" in text and "## vit_b_16 b80" in text
     assert "peak +5.0% met, step +20.0% NOT met" in text
     assert "SYNTHETIC: recompute refuses layer x" in text
+    assert "- liveness: measured, but no per-tick trace (EngineError: SYNTHETIC: no trace)" in text
+    assert "15 of its 62 convolutions are depthwise: stock PyTorch runs them in TF32 NCHW with its own" in text
     assert "0 of 6 cases meet both targets" in text and "at least 8 GiB measured: 2 of 2" in text
     assert "issue 23, modern models" in read_block(readme.read_text(), "memory_training")
 
@@ -286,6 +295,7 @@ def test_the_profile_case_measures_undivided_heuristics_into_the_run_folder(tmp_
     )
     assert seen["cache_path"] == str(tmp_path / "p" / "profile-cache.sqlite")
     assert Path(got["profile"]) == pred.profile_path("vit_b_16", tmp_path / "p") and got["rows"] > 0
+    assert (got["convolutions"], got["depthwise"]) == (1, 0)  # the patch embedding
     assert pred._profile("vit_b_16", tmp_path / "p").table.micro_batch.unique().tolist() == [80]
 
 
@@ -319,3 +329,26 @@ def test_a_measured_model_is_planned_through_profile_and_plan_on_the_cache(preci
     assert done == {"graphs": 7, "measured": 0, "profile_s": 0.0}
     plan, done = tt.plan_for("alexnet", 256, "tf32", "wr", 64 << 20, None, "heuristics")
     assert done == {} and plan.totals.time_ms > 0
+
+
+def test_the_example_switches_random_ops_off_so_its_three_models_compute_one_function(monkeypatch):
+    """examples/optimize_user_model.py on a torchvision model: dropout and stochastic depth at p=0 (a float64
+    copy would draw other masks), so two forwards under other seeds agree and the check is of the convolutions."""
+    import importlib.util
+
+    import torch
+    import torchvision
+
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    spec = importlib.util.spec_from_file_location("optimize_user_model", ROOT / "examples" / "optimize_user_model.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    model = torchvision.models.get_model("efficientnet_b0", weights=None).train()
+    assert example.without_random_ops(model) == 17  # the classifier's dropout and 16 stochastic depths
+    x = torch.randn(2, 3, 64, 64)
+    outs = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            outs.append(model(x))
+    assert torch.equal(*outs)
