@@ -483,3 +483,31 @@ def test_a_copy_the_plan_takes_for_a_view_is_kept_and_named():
         "fc reads a tensor that is not tanh's output (made by an operation the trace did not have: a copy, or a "
         "dropout whose training flag the eval trace froze); kept as it is"
     ]
+
+
+def tiny_vit():
+    """torchvision's VisionTransformer, small: its encoder block unpacks MultiheadAttention's (output, weights)
+    with Python's tuple indexing and runs its MLP's Linear layers on (batch, tokens, features)."""
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(
+        image_size=32, patch_size=16, num_layers=2, num_heads=2, hidden_dim=16, mlp_dim=32, num_classes=10
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["sn-recompute", "vdnn-all-p"])
+def test_torchvision_vit_runs_under_the_plan(policy):
+    """The getitem after MultiheadAttention, which no torch-function mode sees, runs as its layer (so the residual
+    add after it is observed), and a 3-D Linear's backward ends at its matrix product, after it read the input the
+    plan re-forwarded (no re-forward outside the plan)."""
+    stock, net, x, target = build_model(tiny_vit, (3, 32, 32), 2, "tiny_vit")
+    runtime, result = run_and_compare(stock, net, x, target, policy, steps=1)
+    s = runtime.stats
+    assert s["recomputed_layers"] == result.plan.recompute_count and s["recompute_extra"] == 0, runtime.deviations
+    assert not runtime.deviations
+    after_attention = {n.name for n in net.layers if n.inputs and n.inputs[0].endswith("self_attention")}
+    assert set(runtime.layers.items) == after_attention == {f"encoder.layers.encoder_layer_{i}.getitem" for i in (0, 1)}
+    if policy == "sn-recompute":
+        redone = {t.layer for t in result.plan.ticks if t.phase == "R"}
+        assert any(n.endswith("mlp.1") for n in redone) and any(n.endswith("ln_2") for n in redone), redone

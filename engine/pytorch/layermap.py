@@ -52,8 +52,8 @@ def _traced_layers(model: nn.Module, net: Network) -> tuple[list[tuple[str, str 
 class LayerMap:
     """``names[module]``: the plan layers of the module's calls in call order; ``functional``: layers that
     are functions in the model's forward (``calls``: the function or tensor method each one calls, as fx
-    traced it); ``order``: the model's plan layers in forward order; ``loss``: the appended loss layer,
-    run outside the model."""
+    traced it; ``items``: the index each getitem takes); ``order``: the model's plan layers in forward order;
+    ``loss``: the appended loss layer, run outside the model."""
 
     def __init__(self, model: nn.Module, net: Network):
         modules = dict(model.named_modules())
@@ -65,6 +65,7 @@ class LayerMap:
         self.names: dict[nn.Module, list[str]] = {}
         self.modules: dict[str, nn.Module] = {}
         self.calls: dict[str, str] = {}
+        self.items: dict[str, int] = {}  # functional getitem layer -> the index it takes (memory_step.Step.post)
         self.order: list[str] = []
         problems: list[str] = []
         if len(layers) == len(traced) + 1 and layers[-1].op == "softmax":
@@ -81,6 +82,8 @@ class LayerMap:
             elif target is None:
                 self.functional.add(name)
                 self.calls[name] = call_name(node)
+                if self.calls[name] == "getitem" and len(node.args) == 2 and isinstance(node.args[1], int):
+                    self.items[name] = node.args[1]
             elif name != target and not re.fullmatch(rf"{re.escape(target)}_\d+", name):
                 problems.append(f"plan layer {name} ({layer.op}) is not a module of the model (there it has {target})")
             else:

@@ -236,6 +236,7 @@ class Step:
         name = cur.layer
         spec = self.net.layer(name)
         if not isinstance(out, torch.Tensor):
+            self._unpack(name, out)
             return
         if not same_shape(spec, tuple(out.shape[1:])):
             raise MemoryRuntimeError(
@@ -266,6 +267,17 @@ class Step:
                 self.recompute.dropped_extra(name, j)
         self._hook_backward(name, out)
         self.advance((self.schedule.tick_f[name], 1))
+
+    def _unpack(self, name: str, out) -> None:
+        """A layer that returns a tuple (MultiheadAttention's output and weights): the plan's getitem after it is
+        Python's tuple indexing, which no torch-function mode sees; it runs here, as that layer, on its item."""
+        item = self.layers.next_functional(name)
+        index = self.layers.items.get(item)
+        if index is None or not isinstance(out, (tuple, list)) or not isinstance(out[index], torch.Tensor):
+            return
+        self.ran.add(item)
+        self._enter(item, None, [], False)
+        self.post(None, out[index])
 
     def end_forward(self) -> None:
         self.cur = None
@@ -401,7 +413,7 @@ class Step:
                 step.event((tick, 1))
 
         node.register_prehook(start)
-        node.register_hook(end)
+        _matmul_node(self.net.layer(layer), node).register_hook(end)
 
     def event(self, point: tuple[int, int]) -> None:
         if self.done or not self.active:
@@ -475,3 +487,18 @@ class Step:
                 self.log("prefetch", rec.name, g.prefetch)
             rec.stage = 0
             rec.gap += 1
+
+
+_FOLDS = ("ViewBackward0", "UnsafeViewBackward0", "AddBackward0")
+
+
+def _matmul_node(layer, node):
+    """Where a layer's backward ends: its output's node, except for a linear layer on more than two dims, which
+    folds its input into a matrix and views the product back (adding the bias after); the matrix product's
+    node, below those, reads the saved input, so the layer's end (and the drops due there) waits for it."""
+    if layer.op != "fc" and not (layer.op == "generic" and layer.params.get("op") == "Linear"):
+        return node
+    n = node
+    while type(n).__name__ in _FOLDS:
+        n = next((f for f, _ in n.next_functions if f is not None and type(f).__name__ != "AccumulateGrad"), None)
+    return n if type(n).__name__ in ("AddmmBackward0", "MmBackward0") else node
