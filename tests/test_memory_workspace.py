@@ -106,3 +106,37 @@ def test_missing_profile_entry_names_the_kernel():
         r"--network alexnet --batch 32 --dtype tf32 --layout NCHW",
     ):
         plan_memory(net, "liveness", profile=part)
+
+
+def test_stock_pytorch_runs_depthwise_convolutions_without_cudnn_workspace():
+    """ATen runs a depthwise convolution in fp32/TF32 NCHW with its own kernels: under the framework's rule the
+    plan counts no workspace for it (its time stays the profile's); Caffe's rule (cuDNN for every convolution), or a
+    channels_last profile (cuDNN there), still counts cuDNN's. SYNTHETIC profile."""
+    torch = pytest.importorskip("torch")
+    from engine.memory.workspace import aten_depthwise
+    from engine.pytorch.importer import import_model
+    from engine.testing.synthetic import synthetic_profile_of
+
+    nn = torch.nn
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1, groups=4), nn.Flatten(), nn.Linear(16 * 16 * 16, 10),
+    )  # fmt: skip
+    net = import_model(model, (3, 16, 16), 32, "depthwise")
+    dw = {layer.name for layer in net.layers if layer.op == "conv" and layer.params["groups"] == layer.params["c"]}
+    assert dw == {"2"}
+    for layout in ("NCHW", "NHWC"):
+        prof = synthetic_profile_of(net, layout=layout)
+        stock = plan_memory(net, "vdnn-all-p", convention="pytorch", profile=prof, layout=layout).kernels
+        cudnn = plan_memory(
+            net, "vdnn-all-p", convention="pytorch", profile=prof, layout=layout, workspace="per-layer-heuristic"
+        ).kernels
+        assert {r.signature for r in stock.itertuples()} == {r.signature for r in cudnn.itertuples()}
+        assert (cudnn[cudnn.layer.isin(dw)].workspace > 0).all()  # cuDNN's heuristic-first synthetic plan takes some
+        on_aten = stock.layer.isin(dw) & (layout == "NCHW")
+        assert (stock[on_aten].workspace == 0).all() and (stock[~on_aten].workspace > 0).all()
+        assert (stock[on_aten].time_ms > 0).all()
+        assert all(
+            aten_depthwise(KernelSignature.from_key(k)) == (layout == "NCHW")
+            for k in stock[stock.layer.isin(dw)].signature
+        )
