@@ -11,8 +11,9 @@ and ``policies``; no bundled profile covers them, so the run first measures each
 cuDNN's heuristic list only, into ``*_profiles/`` beside the results: ``memory_training_case.measure_profile``)
 (TF32, NCHW, ``cudnn.benchmark`` off so cuDNN takes
 its heuristic order, as the planner's ``heuristic`` workspace rule assumes), ``measure`` runs every case in its
-own process and appends each result to the JSON file as it comes (atomically; ``--resume`` keeps what is there,
-and ``--budget-s`` stops launching cases in time for a 10-minute GPU call). Each lent call may land on another
+own process and appends each result to the JSON file as it comes (atomically; ``--resume`` keeps what is there
+but failures, ``--redo NET/VARIANT`` runs such kept cases again, and ``--budget-s`` stops launching cases in time
+for a 10-minute GPU call). Each lent call may land on another
 machine: a calibration measured on another GPU host runs again first (each host's is kept in the file, and every
 case records the GPU it ran on and the one its prediction was calibrated on). Every case process runs with
 ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, so a cap fails
@@ -96,6 +97,13 @@ def pair_batch(text: str) -> tuple[str, int]:
     return key, int(batch)
 
 
+def redo_case(text: str) -> str:
+    net, _, variant = text.partition("/")
+    if net not in MODELS or not variant:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NET/VARIANT, NET one of {', '.join(MODELS)}")
+    return text
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -157,6 +165,15 @@ def main(argv=None) -> int:
         help="launch no new case after this many seconds (with --timeout, under a 10-minute call)",
     )
     m.add_argument("--resume", action="store_true", help="keep results already in the output file")
+    m.add_argument(
+        "--redo",
+        nargs="*",
+        default=[],
+        type=redo_case,
+        metavar="NET/VARIANT",
+        help="with --resume: run these cases again although kept (e.g. convnext_tiny/sn-recompute; a step case's "
+        "variant is its policy); the replaced results are listed in the file's `replaced`",
+    )
     m.add_argument(
         "--pair-at",
         nargs="*",

@@ -89,6 +89,7 @@ def measure(args) -> int:
         for r in doc["results"]
         if ("error" not in r or r.get("oom")) and (not r["kind"].startswith("calibrate") or r.get("gpu_uuid") == here)
     }
+    redo = {k: done.pop(k) for k in [k for k, r in done.items() if f"{r['model']}/{r['variant']}" in args.redo]}
     lock = threading.RLock()  # capacity searches run in threads: one writer of ``doc``, ``done`` and the file
 
     def budget():
@@ -126,6 +127,10 @@ def measure(args) -> int:
                     if key in done and again:  # kept, not lost: the report lists what a new run replaced
                         doc.setdefault("replaced", []).append(
                             dict(done[key], replaced_in_call=len(doc["calls"]), why="its pair ran again on one host")
+                        )
+                    elif key in redo:
+                        doc.setdefault("replaced", []).append(
+                            dict(redo.pop(key), replaced_in_call=len(doc["calls"]), why="asked to run again (--redo)")
                         )
                     doc["results"] = [r for r in doc["results"] if case_key(r) != key] + [res]
                     done[key] = res

@@ -352,3 +352,28 @@ def test_the_example_switches_random_ops_off_so_its_three_models_compute_one_fun
         with torch.no_grad():
             outs.append(model(x))
     assert torch.equal(*outs)
+
+
+def test_redo_runs_kept_cases_again_and_lists_what_they_replaced(tmp_path, monkeypatch):
+    """``--resume --redo NET/VARIANT``: those cases run again though kept (a fix to re-measure), nothing else does;
+    the results they replace stay in the file's ``replaced``. A malformed case is refused by the parser."""
+    calls = fake_cases(monkeypatch)
+    out = tmp_path / "SYNTHETIC-memory_training.json"
+    argv = ["measure", "-o", str(out), "--configs", "efficientnet_b0", "convnext_tiny", "--parts", "policies"]
+    argv += ["--policies", "liveness", "vdnn-all-p", "sn-recompute", "--resume"]
+    assert mt.main(argv) == 0
+    first = json.loads(out.read_text())
+    before = len(calls)
+    assert mt.main(argv + ["--redo", "efficientnet_b0/vdnn-all-p", "convnext_tiny/sn-recompute"]) == 0
+    assert [c[1:3] for c in calls[before:]] == [("efficientnet_b0", "vdnn-all-p"), ("convnext_tiny", "sn-recompute")]
+    doc = json.loads(out.read_text())
+    assert len(doc["results"]) == len(first["results"])
+    assert [(r["model"], r["variant"], r["why"]) for r in doc["replaced"]] == [
+        ("efficientnet_b0", "vdnn-all-p", "asked to run again (--redo)"),
+        ("convnext_tiny", "sn-recompute", "asked to run again (--redo)"),
+    ]
+    before = len(calls)
+    assert mt.main(argv) == 0 and len(calls) == before  # kept again
+    for bad in ("resnet18/liveness", "convnext_tiny"):
+        with pytest.raises(SystemExit):
+            mt.main(argv + ["--redo", bad])
