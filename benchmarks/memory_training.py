@@ -171,8 +171,8 @@ def main(argv=None) -> int:
         default=[],
         type=redo_case,
         metavar="NET/VARIANT",
-        help="with --resume: run these cases again although kept (e.g. convnext_tiny/sn-recompute; a step case's "
-        "variant is its policy); the replaced results are listed in the file's `replaced`",
+        help="with --resume: run these cases again although kept (convnext_tiny/sn-recompute: a policy's step; "
+        "convnext_tiny/calibrate-layers: its layer times); the replaced results are listed in the file's `replaced`",
     )
     m.add_argument(
         "--pair-at",

@@ -44,6 +44,11 @@ def case_key(r: dict) -> str:
     return f"{r['kind']}/{r['model']}/{r['variant']}/{r['batch']}/{r['capacity']}"
 
 
+def redo_name(r: dict) -> str:
+    """How ``--redo`` names a case: NET/POLICY for a step, NET/calibrate-layers for a model's layer times."""
+    return f"{r['model']}/{r['variant'] or r['kind']}"
+
+
 def child(args, kind, net, variant="", batch=0, capacity=None, timeout=300) -> dict:
     cmd = [
         sys.executable,
@@ -89,7 +94,7 @@ def measure(args) -> int:
         for r in doc["results"]
         if ("error" not in r or r.get("oom")) and (not r["kind"].startswith("calibrate") or r.get("gpu_uuid") == here)
     }
-    redo = {k: done.pop(k) for k in [k for k, r in done.items() if f"{r['model']}/{r['variant']}" in args.redo]}
+    redo = {k: done.pop(k) for k in [k for k, r in done.items() if redo_name(r) in args.redo]}
     lock = threading.RLock()  # capacity searches run in threads: one writer of ``doc``, ``done`` and the file
 
     def budget():

@@ -259,3 +259,23 @@ def test_layer_timing_replays_functional_pools_and_pieces_of_containers_on_the_c
     assert {"pool (replayed)", "_operator.getitem (replayed)"} <= set(replayed.values()), replayed
     assert sum(op == "_operator.getitem (replayed)" for op in replayed.values()) == 3
     assert all(math.isfinite(v["F"]) and v["F"] >= 0 and v["B"] >= 0 for v in table.values())
+
+
+def test_layer_timing_times_depthwise_convolutions_on_the_cpu():
+    """Depthwise convolutions, which ATen runs with its own kernels (not cuDNN), are timed with the other layers;
+    other convolutions, grouped ones included, keep the profile's times."""
+    torch = pytest.importorskip("torch")
+    from engine.pytorch.calibrate import measure_layers
+    from engine.pytorch.importer import import_model
+
+    nn = torch.nn
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 16, 7, padding=3, groups=16),
+        nn.Conv2d(16, 16, 3, padding=1, groups=4), nn.Flatten(), nn.Linear(16 * 8 * 8, 10),
+    )  # fmt: skip
+    net = import_model(model, (3, 8, 8), 2, "depthwise")
+    table, unmatched = measure_layers(model, (3, 8, 8), 2, net, repeats=1)
+    assert (
+        unmatched == ["3"] and "1" in table
+    )  # 3: Flatten, no layer of its own; and table["1"]["op"] == "Conv2d" and table["1"]["B"] > 0
+    assert "0" not in table and "2" not in table

@@ -110,7 +110,7 @@ def test_missing_profile_entry_names_the_kernel():
 
 def test_stock_pytorch_runs_depthwise_convolutions_without_cudnn_workspace():
     """ATen runs a depthwise convolution in fp32/TF32 NCHW with its own kernels: under the framework's rule the
-    plan counts no workspace for it (its time stays the profile's); Caffe's rule (cuDNN for every convolution), or a
+    plan counts no workspace for it and takes its calibrated time; Caffe's rule (cuDNN for every convolution), or a
     channels_last profile (cuDNN there), still counts cuDNN's. SYNTHETIC profile."""
     torch = pytest.importorskip("torch")
     from engine.memory.workspace import aten_depthwise
@@ -140,3 +140,15 @@ def test_stock_pytorch_runs_depthwise_convolutions_without_cudnn_workspace():
             aten_depthwise(KernelSignature.from_key(k)) == (layout == "NCHW")
             for k in stock[stock.layer.isin(dw)].signature
         )
+    # its time: the calibrated one of the layer where stock PyTorch runs it on ATen, else cuDNN's from the profile
+    tp = TimeParams(layer_ms=(("depthwise/b32", "2", "F", 7.0), ("depthwise/b32", "2", "B", 9.0)))
+    for layout, rule in (("NCHW", None), ("NCHW", "per-layer-heuristic"), ("NHWC", None)):
+        prof = synthetic_profile_of(net, layout=layout)
+        ticks = plan_memory(
+            net, "vdnn-all-p", convention="pytorch", profile=prof, layout=layout, workspace=rule, time_params=tp
+        ).ticks
+        row = ticks[ticks.layer == "2"].set_index("phase")
+        if layout == "NCHW" and rule is None:
+            assert (row.compute_ms.F, row.compute_ms.B) == (7.0, 9.0) and set(row.time_source) == {"measured"}
+        else:
+            assert row.compute_ms.F < 1 and set(row.time_source) == {"profile"}

@@ -359,18 +359,24 @@ def test_redo_runs_kept_cases_again_and_lists_what_they_replaced(tmp_path, monke
     the results they replace stay in the file's ``replaced``. A malformed case is refused by the parser."""
     calls = fake_cases(monkeypatch)
     out = tmp_path / "SYNTHETIC-memory_training.json"
-    argv = ["measure", "-o", str(out), "--configs", "efficientnet_b0", "convnext_tiny", "--parts", "policies"]
-    argv += ["--policies", "liveness", "vdnn-all-p", "sn-recompute", "--resume"]
+    argv = ["measure", "-o", str(out), "--configs", "efficientnet_b0", "convnext_tiny", "--parts", "calibrate"]
+    argv += ["policies", "--policies", "liveness", "vdnn-all-p", "sn-recompute", "--resume"]
     assert mt.main(argv) == 0
     first = json.loads(out.read_text())
     before = len(calls)
-    assert mt.main(argv + ["--redo", "efficientnet_b0/vdnn-all-p", "convnext_tiny/sn-recompute"]) == 0
-    assert [c[1:3] for c in calls[before:]] == [("efficientnet_b0", "vdnn-all-p"), ("convnext_tiny", "sn-recompute")]
+    redo = ["convnext_tiny/calibrate-layers", "efficientnet_b0/vdnn-all-p", "convnext_tiny/sn-recompute"]
+    assert mt.main(argv + ["--redo", *redo]) == 0
+    assert [c[:3] for c in calls[before:]] == [
+        ("calibrate-layers", "convnext_tiny", ""),
+        ("step", "efficientnet_b0", "vdnn-all-p"),
+        ("step", "convnext_tiny", "sn-recompute"),
+    ]
     doc = json.loads(out.read_text())
     assert len(doc["results"]) == len(first["results"])
-    assert [(r["model"], r["variant"], r["why"]) for r in doc["replaced"]] == [
-        ("efficientnet_b0", "vdnn-all-p", "asked to run again (--redo)"),
-        ("convnext_tiny", "sn-recompute", "asked to run again (--redo)"),
+    assert [(r["kind"], r["model"], r["why"]) for r in doc["replaced"]] == [
+        ("calibrate-layers", "convnext_tiny", "asked to run again (--redo)"),
+        ("step", "efficientnet_b0", "asked to run again (--redo)"),
+        ("step", "convnext_tiny", "asked to run again (--redo)"),
     ]
     before = len(calls)
     assert mt.main(argv) == 0 and len(calls) == before  # kept again

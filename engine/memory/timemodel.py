@@ -1,10 +1,11 @@
 """Iteration time of a plan: a compute lane and copy lanes, with each paper's synchronisation rule.
 
 * Convolutions take the measured time of the configuration workspace.py chose for them (a
-  ``Profile``; bundled or live). Other layers are not in the profile: they take their measured time
-  where ``TimeParams.layer_ms`` has one for this network and mini-batch (calibrate.py), else a
-  roofline estimate, max(bytes moved / ``hbm``, flops / ``fc_flops``), whose constants are assumed
-  unless calibrated (``TimeParams.measured`` names the calibrated ones).
+  ``Profile``; bundled or live), except a depthwise one stock PyTorch runs with ATen's kernels (workspace.py
+  ``aten_depthwise``), which takes its calibrated time where ``TimeParams.layer_ms`` has it. Other layers are
+  not in the profile: they take their measured time where ``TimeParams.layer_ms`` has one for this network and
+  mini-batch (calibrate.py), else a roofline estimate, max(bytes moved / ``hbm``, flops / ``fc_flops``), whose
+  constants are assumed unless calibrated (``TimeParams.measured`` names the calibrated ones).
 * A copy takes bytes / ``bandwidth`` (default 54 GB/s: pinned copies on the project's H100 measure
   53-55 GB/s), or the measured rate of its direction (``h2d`` for prefetches,
   ``d2h`` for offloads) when calibrated. It starts when the compute lane reaches its issue point and
@@ -20,8 +21,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..errors import EngineError
+from ..kernels import KernelSignature
 from .timeline import MemoryPlan
-from .workspace import KernelChoice
+from .workspace import STOCK_RULES, KernelChoice, aten_depthwise
 
 
 SOURCES = ("bandwidth", "h2d", "d2h", "duplex", "hbm", "fc_flops")  # what a calibration may measure
@@ -171,11 +173,22 @@ def simulate(plan: MemoryPlan, choices: list[KernelChoice], params: TimeParams) 
     conv_ms: dict[int, float] = {}
     for c in choices:
         conv_ms[c.tick] = conv_ms.get(c.tick, 0.0) + c.time_ms
+    # stock PyTorch's depthwise convolutions run ATen's kernels: their measured time where calibrated, not cuDNN's
+    on_aten = (
+        {c.tick for c in choices if aten_depthwise(KernelSignature.from_key(c.key))}
+        if plan.workspace_rule in STOCK_RULES
+        else set()
+    )
     compute, source = [], []
     net = plan.inventory.net
     key = layer_key(net.name, net.batch)
     for t in plan.ticks:
         if net.layer(t.layer).op == "conv":
+            got = params.measured_layer_ms(key, t.layer, t.phase) if t.index in on_aten else None
+            if got is not None:
+                compute.append(got)
+                source.append("measured")
+                continue
             if t.index not in conv_ms:
                 raise EngineError(f"no convolution time for {t.layer} ({t.phase}); give a profile")
             compute.append(conv_ms[t.index])

@@ -20,6 +20,8 @@ What is measured (CUDA events on the device, median of ``repeats`` after warm-up
   shapes (an add or concat's backward passes views: 0 ms); any other layer no module call gave (a generic
   function or tensor method, a module fx keeps whole, a functional pool or dropout) is its traced node
   replayed alone on inputs of the shapes it had (engine/pytorch/replay.py), so every non-conv layer is timed.
+  Depthwise convolutions (groups = input channels) in fp32 NCHW are timed too: ATen runs them with its own kernels,
+  not cuDNN, so the profile's cuDNN times are not theirs (engine/memory/workspace.py ``aten_depthwise``).
 
 On a CPU device the same code times with ``time.perf_counter`` (the tests use that to check the names).
 """
@@ -230,7 +232,7 @@ def layer_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.M
         calls.append((base if i == 0 else f"{base}_{i}", mod, ins))
 
     for m, n in names.items():
-        if n and not any(True for _ in m.children()) and not isinstance(m, nn.Conv2d):
+        if n and not any(True for _ in m.children()) and (not isinstance(m, nn.Conv2d) or _depthwise(m)):
             hooks.append(m.register_forward_hook(hook))
     try:
         with torch.no_grad():
@@ -239,6 +241,11 @@ def layer_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.M
         for h in hooks:
             h.remove()
     return calls
+
+
+def _depthwise(conv: nn.Conv2d) -> bool:
+    """ATen's ``is_depthwise`` (run by its own kernels in fp32 NCHW, the planner's ``aten_depthwise``)."""
+    return conv.groups == conv.in_channels > 1 and conv.out_channels % conv.in_channels == 0
 
 
 def _tensor(spec: Spec, device) -> torch.Tensor:
