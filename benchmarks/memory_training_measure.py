@@ -94,7 +94,10 @@ def measure(args) -> int:
         for r in doc["results"]
         if ("error" not in r or r.get("oom")) and (not r["kind"].startswith("calibrate") or r.get("gpu_uuid") == here)
     }
-    redo = {k: done.pop(k) for k in [k for k, r in done.items() if redo_name(r) in args.redo]}
+    # --redo: once per code commit (a call cut short by its budget and resumed with the same --redo goes on)
+    commit = doc["provenance"].get("commit")
+    again = [k for k, r in done.items() if redo_name(r) in args.redo and r.get("redone_at", ()) != commit]
+    redo = {k: done.pop(k) for k in again}
     lock = threading.RLock()  # capacity searches run in threads: one writer of ``doc``, ``done`` and the file
 
     def budget():
@@ -137,6 +140,7 @@ def measure(args) -> int:
                         doc.setdefault("replaced", []).append(
                             dict(redo.pop(key), replaced_in_call=len(doc["calls"]), why="asked to run again (--redo)")
                         )
+                        res["redone_at"] = commit
                     doc["results"] = [r for r in doc["results"] if case_key(r) != key] + [res]
                     done[key] = res
                     print(

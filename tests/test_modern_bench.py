@@ -355,8 +355,9 @@ def test_the_example_switches_random_ops_off_so_its_three_models_compute_one_fun
 
 
 def test_redo_runs_kept_cases_again_and_lists_what_they_replaced(tmp_path, monkeypatch):
-    """``--resume --redo NET/VARIANT``: those cases run again though kept (a fix to re-measure), nothing else does;
-    the results they replace stay in the file's ``replaced``. A malformed case is refused by the parser."""
+    """``--resume --redo NET/VARIANT``: those cases run again though kept (a fix to re-measure), nothing else does,
+    and once per code commit (a call its budget cut short goes on with the same arguments); the results they
+    replace stay in the file's ``replaced``. A malformed case is refused by the parser."""
     calls = fake_cases(monkeypatch)
     out = tmp_path / "SYNTHETIC-memory_training.json"
     argv = ["measure", "-o", str(out), "--configs", "efficientnet_b0", "convnext_tiny", "--parts", "calibrate"]
@@ -380,6 +381,7 @@ def test_redo_runs_kept_cases_again_and_lists_what_they_replaced(tmp_path, monke
     ]
     before = len(calls)
     assert mt.main(argv) == 0 and len(calls) == before  # kept again
+    assert mt.main(argv + ["--redo", *redo]) == 0 and len(calls) == before  # redone once per code commit
     for bad in ("resnet18/liveness", "convnext_tiny"):
         with pytest.raises(SystemExit):
             mt.main(argv + ["--redo", bad])
