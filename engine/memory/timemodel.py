@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..errors import EngineError
-from ..kernels import KernelSignature
 from .timeline import MemoryPlan
-from .workspace import STOCK_RULES, KernelChoice, aten_depthwise
+from .workspace import KernelChoice
 
 
 SOURCES = ("bandwidth", "h2d", "d2h", "duplex", "hbm", "fc_flops")  # what a calibration may measure
@@ -174,11 +173,7 @@ def simulate(plan: MemoryPlan, choices: list[KernelChoice], params: TimeParams) 
     for c in choices:
         conv_ms[c.tick] = conv_ms.get(c.tick, 0.0) + c.time_ms
     # stock PyTorch's depthwise convolutions run ATen's kernels: their measured time where calibrated, not cuDNN's
-    on_aten = (
-        {c.tick for c in choices if aten_depthwise(KernelSignature.from_key(c.key))}
-        if plan.workspace_rule in STOCK_RULES
-        else set()
-    )
+    on_aten = {c.tick for c in choices if c.aten}
     compute, source = [], []
     net = plan.inventory.net
     key = layer_key(net.name, net.batch)

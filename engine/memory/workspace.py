@@ -30,9 +30,11 @@ Workspace rules (the policy's default, or ``--workspace``):
 
 Stock PyTorch (``heuristic``, and the kernels a ``plan`` does not hold) runs a depthwise convolution (groups = input
 channels) in fp32/TF32 NCHW with ATen's own CUDA kernels, not cuDNN (ATen's ``use_cudnn_depthwise`` takes cuDNN for
-it only in channels_last or half precision): no workspace. Its time stays cuDNN's plan's, the profile having no
-other (measured on an H100, EfficientNet-B0 and MobileNetV3-Large under vDNN: the peak counted a cuDNN backward
-workspace of up to 644 MiB at a depthwise tick and came 13 % and 5 % above the measured one; without it, within 0.1 %).
+it only in channels_last or half precision): no workspace. Its time is the layer's calibrated one where the time
+model has it (timemodel.py), else cuDNN's plan's as a stand-in. On an H100 (benchmarks/reports/memory_training.md,
+code 797ceaa) EfficientNet-B0 and MobileNetV3-Large under vDNN measured peaks 13 % and 5 % below predictions that
+counted a cuDNN backward workspace (up to 644 MiB) at depthwise ticks; the same per-tick predictions without it
+match both measured peaks to 0.1 %.
 
 A profile that did not measure the mini-batch itself (``plan`` takes any mini-batch its sizes can
 make) offers every rule the kernel's desirable set over the measured sizes instead of undivided
@@ -76,6 +78,7 @@ class KernelChoice:
     free: float  # bytes free for workspace when the kernel runs (inf without a capacity)
     config: Configuration
     fits: bool  # False when even the smallest workspace exceeds free(s)
+    aten: bool = False  # run by stock PyTorch with ATen's depthwise kernels: no workspace, cuDNN's time a stand-in
 
     @property
     def workspace(self) -> int:
@@ -260,9 +263,10 @@ def choose_workspace(
             else:
                 limit = free - used if rule == "fit" else free
                 config, ok = pick(profile, Kernel(layer, kind, sig), batch, algo, limit)
-                if rule in STOCK_RULES and aten_depthwise(sig):
+                aten = rule in STOCK_RULES and aten_depthwise(sig)
+                if aten:
                     config, ok = Configuration(tuple(m._replace(workspace=0) for m in config.micro)), True
-                choices.append(KernelChoice(tick, layer, kind, sig.key, free, config, ok))
+                choices.append(KernelChoice(tick, layer, kind, sig.key, free, config, ok, aten))
             if rule == "fit":
                 used += config.workspace
             tick_ws.append(config.workspace)
