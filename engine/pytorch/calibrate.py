@@ -207,9 +207,9 @@ Spec = tuple  # (shape, dtype, memory format) of one input tensor
 
 
 def layer_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.Module, list[Spec]]]:
-    """(layer name, module, input specs) of every call of a non-conv leaf module in one forward, in call order;
-    a module's later calls are ``name_1``, ``name_2`` as the importer names them. Only each input's shape, dtype
-    and memory format are kept (no activation is held)."""
+    """(layer name, module, input specs) of every call of a non-conv (or depthwise conv) leaf module in one forward,
+    in call order; a module's later calls are ``name_1``, ``name_2`` as the importer names them. Only each input's
+    shape, dtype and memory format are kept (no activation is held)."""
     names = {m: n for n, m in model.named_modules()}
     seen: dict[str, int] = {}
     calls, hooks = [], []
@@ -308,9 +308,10 @@ def _time_loss(logits_shape, device, repeats: int) -> tuple[float, float]:
 def measure_layers(
     model: nn.Module, input_shape, batch: int, network=None, repeats: int = 10
 ) -> tuple[dict, list[str]]:
-    """({layer: {"F": ms, "B": ms, "op": module type}}, unmatched) for a model's non-conv layers at ``batch``, in
-    train mode. With ``network`` (the imported Network) only its layers are kept, its loss layer gets
-    cross-entropy's times, and ``unmatched`` lists the module calls the Network has no layer for."""
+    """({layer: {"F": ms, "B": ms, "op": module type}}, unmatched) for a model's non-conv layers (and depthwise
+    convolutions, ATen's) at ``batch``, in train mode. With ``network`` (the imported Network) only its layers are
+    kept, its loss layer gets cross-entropy's times, and ``unmatched`` lists the module calls the Network has no
+    layer for."""
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
     model.train()
