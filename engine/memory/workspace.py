@@ -56,6 +56,7 @@ from ..kernels import KernelKind
 from ..network import Kernel
 from ..optimize.desirable import desirable_set
 from ..policies import batch_sizes
+from ..precision import PRECISIONS
 from ..profile import Profile
 from .timeline import MemoryPlan
 
@@ -293,7 +294,8 @@ def aten_depthwise(sig) -> bool:
     """Whether stock PyTorch runs this convolution with ATen's depthwise kernels (no cuDNN, no workspace): ATen's
     ``is_depthwise`` (groups = input channels > 1, output channels a multiple) without ``use_cudnn_depthwise``
     (channels_last or half precision)."""
-    return sig.layout == "NCHW" and sig.precision in ("fp32", "tf32") and sig.groups == sig.c > 1 and sig.k % sig.c == 0
+    single = not PRECISIONS[sig.precision].reduced  # fp32 operands (TF32 or strict), not half precision
+    return sig.layout == "NCHW" and single and sig.groups == sig.c > 1 and sig.k % sig.c == 0
 
 
 def least_workspace(
