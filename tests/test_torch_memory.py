@@ -336,15 +336,17 @@ RECOMPUTING = ("sn-recompute", "superneurons")
 
 
 class Blocks(nn.Module):
-    """An SE block (functional multiply by a sigmoid), a ConvNeXt-like block (permute, LayerNorm, F.gelu, a
-    layer-scale parameter, permute back, residual add), a functional max-pool and torch.flatten."""
+    """An SE block (functional multiply by a sigmoid), a ConvNeXt-like block (permute, LayerNorm, Linear over
+    tokens, F.gelu, Linear, a layer-scale parameter, permute back, residual add), a functional max-pool and
+    torch.flatten. A Linear over tokens is several autograd nodes (a matmul, then a view): the re-forwarded
+    GELU output it saved must outlive the end of its observed backward."""
 
     def __init__(self):
         super().__init__()
         self.conv0, self.bn0, self.act = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.Hardswish()
         self.se1, self.se2 = nn.Conv2d(8, 4, 1), nn.Conv2d(4, 8, 1)
         self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
-        self.ln = nn.LayerNorm(8)
+        self.ln, self.up, self.down = nn.LayerNorm(8), nn.Linear(8, 16), nn.Linear(16, 8)  # over tokens
         self.scale = nn.Parameter(torch.full((8,), 0.5))
         self.fc = nn.Linear(8 * 8 * 8, 10)
 
@@ -352,7 +354,7 @@ class Blocks(nn.Module):
         x = self.act(self.bn0(self.conv0(x)))
         s = torch.sigmoid(self.se2(F.relu(self.se1(F.adaptive_avg_pool2d(x, 1)))))
         x = x * s
-        y = F.gelu(self.ln(self.dw(x).permute(0, 2, 3, 1)))
+        y = self.down(F.gelu(self.up(self.ln(self.dw(x).permute(0, 2, 3, 1)))))
         x = x + (y * self.scale).permute(0, 3, 1, 2)
         return self.fc(torch.flatten(F.max_pool2d(x, 2), 1))
 
