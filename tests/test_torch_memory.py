@@ -485,3 +485,35 @@ def test_a_copy_the_plan_takes_for_a_view_is_kept_and_named():
         "fc reads a tensor that is not tanh's output (made by an operation the trace did not have: a copy, or a "
         "dropout whose training flag the eval trace froze); kept as it is"
     ]
+
+
+class Tokens(nn.Module):
+    """A ViT-like encoder block: ``x, _ = attention(...)`` unpacks MultiheadAttention's (output, weights) in
+    Python (no torch call the runtime could see); the residual add after it is a functional layer too."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 4, stride=4)
+        self.ln1, self.ln2 = nn.LayerNorm(8), nn.LayerNorm(8)
+        self.attention = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        t = self.conv(x).flatten(2).transpose(1, 2)
+        y = self.ln1(t)
+        y, _ = self.attention(y, y, y, need_weights=False)
+        return self.fc(self.ln2(torch.tanh(y + t)).mean(1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", [*RECOMPUTING, "vdnn-all-p"])
+def test_a_tuple_unpacked_in_python_is_taken_at_its_producers_end(policy):
+    stock, net, x, target = build_model(Tokens)
+    runtime, result = run_and_compare(stock, net, x, target, policy, steps=1)
+    piece = next(n for n in runtime.layers.functional if n.startswith("getitem"))
+    assert runtime.layers.pieces == {"attention": [(0, piece)]}
+    assert runtime.stats["recomputed_layers"] == result.plan.recompute_count
+    assert runtime.stats["recompute_extra"] == 0 and not runtime.deviations, runtime.deviations
+    assert piece in runtime._last.ran and "add" in runtime._last.ran  # and the functions after it are matched
+    if policy in RECOMPUTING:
+        assert "Y:add" in runtime.schedule.held  # the re-forwarded tanh reads it: the runtime must see the add

@@ -237,6 +237,11 @@ class Step:
         name = cur.layer
         spec = self.net.layer(name)
         if not isinstance(out, torch.Tensor):
+            for index, piece in self.layers.pieces.get(name, ()):  # taken out of the tuple in Python, unseen
+                if isinstance(out, (tuple, list)) and index < len(out) and isinstance(out[index], torch.Tensor):
+                    self.ran.add(piece)
+                    self._enter(piece, None, [], False)
+                    self.post(None, out[index])
             return
         if not same_shape(spec, tuple(out.shape[1:])):
             raise MemoryRuntimeError(
