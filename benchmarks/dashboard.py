@@ -218,7 +218,7 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
     return {"last_change": stats(last), "painted": stats(painted), "messages": stats(messages)}
 
 
-async def _sessions(url: str, n: int, rounds: int) -> dict:
+async def _sessions(url: str, n: int, rounds: int, mark) -> dict:
     from playwright.async_api import async_playwright
 
     problems: list[str] = []
@@ -243,7 +243,10 @@ async def _sessions(url: str, n: int, rounds: int) -> dict:
             await page.wait_for_selector("[data-testid=summary-time]", timeout=180_000)
             return time.perf_counter() - t
 
+        t0 = time.perf_counter()
         loads = await asyncio.gather(*(load(p) for p in pages))
+        all_loaded = time.perf_counter() - t0
+        mark()
         for page in pages:
             await page.evaluate(HOOK)
             await page.locator(".noUi-handle").first.focus()
@@ -264,26 +267,62 @@ async def _sessions(url: str, n: int, rounds: int) -> dict:
         for r in range(rounds):
             key = "ArrowLeft" if (r // 4) % 2 == 0 else "ArrowRight"
             moves += await asyncio.gather(*(move(p, key) for p in pages))
+        mark()
         await asyncio.sleep(1.5)  # as in browser_latency: no page closed mid-write
         await browser.close()
     return {
         "sessions": n,
         "rounds": rounds,
         "load_s": stats(list(loads)),
+        "all_loaded_s": all_loaded,
         "slider_ms": stats(moves),
         "console_errors": len(problems),
         "console_examples": problems[:3],
     }
 
 
+def tree_cpu_s(root: int, exclude: int | None = None) -> float:
+    """CPU seconds (user + system) of process ``root`` and its live descendants, less ``exclude``'s tree
+    (Linux /proc): who used the machine's CPUs during a phase."""
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                fields = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(d)], cpu[int(d)] = int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+
+    def under(pid: int, top: int) -> bool:
+        while pid > 1:
+            if pid == top:
+                return True
+            pid = parent.get(pid, 0)
+        return False
+
+    return sum(c for p, c in cpu.items() if under(p, root) and not (exclude and under(p, exclude)))
+
+
 def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         srv = Served(profile_path, Path(tmp) / "serve.log", serve_args)
         try:
-            out = asyncio.run(_sessions(srv.url, n, rounds))
+            cpu = {"server": [tree_cpu_s(srv.proc.pid)], "browser": [tree_cpu_s(os.getpid(), srv.proc.pid)]}
+
+            def mark():
+                cpu["server"].append(tree_cpu_s(srv.proc.pid))
+                cpu["browser"].append(tree_cpu_s(os.getpid(), srv.proc.pid))
+
+            out = asyncio.run(_sessions(srv.url, n, rounds, mark))
         finally:
             srv.close()
         log = srv.log.read_text()
+    # CPU seconds per phase (loads, slider rounds): the server's process tree, and Chromium with this driver
+    out["cpu_s"] = {
+        who: {"load": xs[1] - xs[0], "slider": xs[2] - xs[1]} for who, xs in cpu.items() if len(xs) == 3
+    }
     out["server_tracebacks"] = log.count("Traceback")
     out["serve_args"] = " ".join(serve_args)
     return out
