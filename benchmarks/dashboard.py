@@ -106,7 +106,7 @@ def server_latency(profile_path: Path, repeats: int = 2) -> dict:
     }
 
 
-SERVE_ARGS = ["--num-threads", "4", "--websocket-max-message-size", "104857600"]  # what app.py's docstring says
+SERVE_ARGS = ["--num-threads", "4", "--unused-session-lifetime", "60000"]  # what app.py's docstring says
 
 
 class Served:
@@ -158,15 +158,19 @@ class Served:
 # In-page clock: a change of any Bokeh model stamps __last and, two animation frames later (the canvases
 # have painted by then), __painted.
 HOOK = """() => {
-  window.__changes = 0; window.__last = 0; window.__painted = 0;
+  window.__changes = 0; window.__last = 0; window.__painted = 0; window.__summary = 0;
   for (const d of Bokeh.documents) d.on_change((ev) => {
     if (ev.attr === "css_classes") return;   // Panel's busy indicator (debounced), not the app's views
     window.__changes += 1; window.__last = performance.now();
+    if (ev.attr === "text" && String(ev.value).includes("summary-time")) window.__summary += 1;
     requestAnimationFrame(() => requestAnimationFrame(() => { window.__painted = performance.now(); }));
   });
-  document.addEventListener("keydown", () => { window.__start = performance.now(); window.__changes = 0; }, true);
+  document.addEventListener("keydown", () => {
+    window.__start = performance.now(); window.__changes = 0; window.__summary = 0;
+  }, true);
 }"""
 SETTLED = "() => window.__changes > 0 && performance.now() - window.__last > 400"
+ANSWERED = "() => window.__summary > 0 && performance.now() - window.__last > 400"  # the server's summary came
 PAINTED = "() => [window.__last - window.__start, window.__painted - window.__start]"
 
 
@@ -252,15 +256,11 @@ async def _sessions(url: str, n: int, rounds: int, mark) -> dict:
             await page.locator(".noUi-handle").first.focus()
 
         async def move(page, key):
-            card = page.locator("[data-testid=summary-time] .s")
-            before = await card.inner_text()
             await page.keyboard.press(key)
-            # the slider's own change is local: wait for the server's answer (the budget in the summary), then
-            # for the page to fall quiet, so a slow server is not mistaken for a settled page
-            deadline = time.monotonic() + 120
-            while await card.inner_text() == before and time.monotonic() < deadline:
-                await asyncio.sleep(0.02)
-            await page.wait_for_function(SETTLED, timeout=60_000, polling=50)
+            # the slider's own change is local: wait for the server's answer (a new summary), then for the page
+            # to fall quiet, so a slow server is not mistaken for a settled page; polled inside the page, since
+            # ten pages polled from here would take the CPUs the server and Chromium are measured on
+            await page.wait_for_function(ANSWERED, timeout=120_000, polling=50)
             return (await page.evaluate(PAINTED))[0]
 
         moves = []
@@ -281,19 +281,21 @@ async def _sessions(url: str, n: int, rounds: int, mark) -> dict:
     }
 
 
-def tree_cpu_s(root: int, exclude: int | None = None) -> float:
+def tree_cpu_s(root: int, exclude: int | None = None) -> dict[str, float]:
     """CPU seconds (user + system) of process ``root`` and its live descendants, less ``exclude``'s tree
-    (Linux /proc): who used the machine's CPUs during a phase."""
+    (Linux /proc), as {"chromium": Chromium's processes, "other": the rest}: who used the CPUs in a phase."""
     parent: dict[int, int] = {}
-    cpu: dict[int, float] = {}
+    cpu: dict[int, tuple[str, float]] = {}
     tick = os.sysconf("SC_CLK_TCK")
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
-                fields = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
+                head, tail = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)
             except OSError:
                 continue
-            parent[int(d)], cpu[int(d)] = int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+            fields = tail.split()
+            parent[int(d)] = int(fields[1])
+            cpu[int(d)] = (head.split("(", 1)[1], (int(fields[11]) + int(fields[12])) / tick)
 
     def under(pid: int, top: int) -> bool:
         while pid > 1:
@@ -302,26 +304,82 @@ def tree_cpu_s(root: int, exclude: int | None = None) -> float:
             pid = parent.get(pid, 0)
         return False
 
-    return sum(c for p, c in cpu.items() if under(p, root) and not (exclude and under(p, exclude)))
+    out = {"chromium": 0.0, "other": 0.0}
+    for pid, (name, seconds) in cpu.items():
+        if under(pid, root) and not (exclude and under(pid, exclude)):
+            out["chromium" if "chrom" in name.lower() else "other"] += seconds
+    return out
+
+
+def _pull(url: str, out: list, i: int) -> None:
+    """One page's server work, without a browser: open a session and pull its document (bokeh.client)."""
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    from bokeh.client import pull_session
+
+    t = time.perf_counter()
+    with pull_session(url=url) as session:
+        out[i] = (time.perf_counter() - t, len(session.document.roots))
+
+
+def server_alone(profile_path: Path, n: int, serve_args: list[str]) -> dict:
+    """N sessions opened at once by websocket clients instead of Chromium pages: the server's share of a page
+    load (its app run, models and the document sent), on the same CPUs but without Chromium's."""
+    import threading
+
+    import panel.models  # noqa: F401  # Panel's Bokeh models, so the pulled documents decode
+    import panel.models.file_dropper  # noqa: F401
+    import panel.models.location  # noqa: F401
+    import panel.models.tabulator  # noqa: F401
+
+    with tempfile.TemporaryDirectory() as tmp:
+        srv = Served(profile_path, Path(tmp) / "serve.log", serve_args)
+        try:
+            warm = [None]
+            _pull(srv.url, warm, 0)  # the first page computes the shared analysis: not counted
+            cpu0 = sum(tree_cpu_s(srv.proc.pid).values())
+            out: list = [None] * n
+            threads = [threading.Thread(target=_pull, args=(srv.url, out, i)) for i in range(n)]
+            t = time.perf_counter()
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            wall = time.perf_counter() - t
+            cpu = sum(tree_cpu_s(srv.proc.pid).values()) - cpu0
+        finally:
+            srv.close()
+        log = srv.log.read_text()
+    done = [o[0] for o in out if o is not None]
+    return {
+        "sessions": n,
+        "pulled": len(done),
+        "load_s": stats(done) if done else None,
+        "all_s": wall,
+        "server_cpu_s": cpu,
+        "server_tracebacks": log.count("Traceback"),
+    }
 
 
 def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         srv = Served(profile_path, Path(tmp) / "serve.log", serve_args)
         try:
-            cpu = {"server": [tree_cpu_s(srv.proc.pid)], "browser": [tree_cpu_s(os.getpid(), srv.proc.pid)]}
+            marks = []
 
             def mark():
-                cpu["server"].append(tree_cpu_s(srv.proc.pid))
-                cpu["browser"].append(tree_cpu_s(os.getpid(), srv.proc.pid))
+                here = tree_cpu_s(os.getpid(), srv.proc.pid)
+                marks.append({"server": sum(tree_cpu_s(srv.proc.pid).values()), **here})
 
+            mark()
             out = asyncio.run(_sessions(srv.url, n, rounds, mark))
         finally:
             srv.close()
         log = srv.log.read_text()
-    # CPU seconds per phase (loads, slider rounds): the server's process tree, and Chromium with this driver
+    # CPU seconds per phase (page loads, slider rounds): the server's process tree, Chromium's processes, and
+    # the rest of this benchmark's tree (Playwright's driver and this script)
     out["cpu_s"] = {
-        who: {"load": xs[1] - xs[0], "slider": xs[2] - xs[1]} for who, xs in cpu.items() if len(xs) == 3
+        who: {"load": marks[1][who] - marks[0][who], "slider": marks[2][who] - marks[1][who]}
+        for who in ("server", "chromium", "other")
     }
     out["server_tracebacks"] = log.count("Traceback")
     out["serve_args"] = " ".join(serve_args)
