@@ -336,15 +336,17 @@ RECOMPUTING = ("sn-recompute", "superneurons")
 
 
 class Blocks(nn.Module):
-    """An SE block (functional multiply by a sigmoid), a ConvNeXt-like block (permute, LayerNorm, F.gelu, a
-    layer-scale parameter, permute back, residual add), a functional max-pool and torch.flatten."""
+    """An SE block (functional multiply by a sigmoid), a ConvNeXt-like block (permute, LayerNorm, Linear over
+    tokens, F.gelu, Linear, a layer-scale parameter, permute back, residual add), a functional max-pool and
+    torch.flatten. A Linear over tokens is several autograd nodes (a matmul, then a view): the re-forwarded
+    GELU output it saved must outlive the end of its observed backward."""
 
     def __init__(self):
         super().__init__()
         self.conv0, self.bn0, self.act = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.Hardswish()
         self.se1, self.se2 = nn.Conv2d(8, 4, 1), nn.Conv2d(4, 8, 1)
         self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
-        self.ln = nn.LayerNorm(8)
+        self.ln, self.up, self.down = nn.LayerNorm(8), nn.Linear(8, 16), nn.Linear(16, 8)  # over tokens
         self.scale = nn.Parameter(torch.full((8,), 0.5))
         self.fc = nn.Linear(8 * 8 * 8, 10)
 
@@ -352,7 +354,7 @@ class Blocks(nn.Module):
         x = self.act(self.bn0(self.conv0(x)))
         s = torch.sigmoid(self.se2(F.relu(self.se1(F.adaptive_avg_pool2d(x, 1)))))
         x = x * s
-        y = F.gelu(self.ln(self.dw(x).permute(0, 2, 3, 1)))
+        y = self.down(F.gelu(self.up(self.ln(self.dw(x).permute(0, 2, 3, 1)))))
         x = x + (y * self.scale).permute(0, 3, 1, 2)
         return self.fc(torch.flatten(F.max_pool2d(x, 2), 1))
 
@@ -483,3 +485,35 @@ def test_a_copy_the_plan_takes_for_a_view_is_kept_and_named():
         "fc reads a tensor that is not tanh's output (made by an operation the trace did not have: a copy, or a "
         "dropout whose training flag the eval trace froze); kept as it is"
     ]
+
+
+class Tokens(nn.Module):
+    """A ViT-like encoder block: ``x, _ = attention(...)`` unpacks MultiheadAttention's (output, weights) in
+    Python (no torch call the runtime could see); the residual add after it is a functional layer too."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 4, stride=4)
+        self.ln1, self.ln2 = nn.LayerNorm(8), nn.LayerNorm(8)
+        self.attention = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        t = self.conv(x).flatten(2).transpose(1, 2)
+        y = self.ln1(t)
+        y, _ = self.attention(y, y, y, need_weights=False)
+        return self.fc(self.ln2(torch.tanh(y + t)).mean(1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", [*RECOMPUTING, "vdnn-all-p"])
+def test_a_tuple_unpacked_in_python_is_taken_at_its_producers_end(policy):
+    stock, net, x, target = build_model(Tokens)
+    runtime, result = run_and_compare(stock, net, x, target, policy, steps=1)
+    piece = next(n for n in runtime.layers.functional if n.startswith("getitem"))
+    assert runtime.layers.pieces == {"attention": [(0, piece)]}
+    assert runtime.stats["recomputed_layers"] == result.plan.recompute_count
+    assert runtime.stats["recompute_extra"] == 0 and not runtime.deviations, runtime.deviations
+    assert piece in runtime._last.ran and "add" in runtime._last.ran  # and the functions after it are matched
+    if policy in RECOMPUTING:
+        assert "Y:add" in runtime.schedule.held  # the re-forwarded tanh reads it: the runtime must see the add

@@ -117,6 +117,7 @@ class Step:
         self.last: str | None = None  # the plan layer that ran last in forward
         self.ran: set[str] = set()  # functional layers whose call the runtime saw
         self.produced: dict[str, int] = {}  # layer -> the storage of the output its call returned
+        self.drops: list = []  # drop actions due, run at the next point observed after theirs
         self.records: dict[str, list] = {}
         self.held: dict[str, tuple[Stored, View]] = {}
         self.held_ptrs: dict[int, str] = {}
@@ -236,6 +237,11 @@ class Step:
         name = cur.layer
         spec = self.net.layer(name)
         if not isinstance(out, torch.Tensor):
+            for index, piece in self.layers.pieces.get(name, ()):  # taken out of the tuple in Python, unseen
+                if isinstance(out, (tuple, list)) and index < len(out) and isinstance(out[index], torch.Tensor):
+                    self.ran.add(piece)
+                    self._enter(piece, None, [], False)
+                    self.post(None, out[index])
             return
         if not same_shape(spec, tuple(out.shape[1:])):
             raise MemoryRuntimeError(
@@ -423,6 +429,8 @@ class Step:
         if measure and point[1] == 1:
             self._measure(point)
         self.seen = max(self.seen, point)
+        while self.drops and self.drops[0].point < point:
+            self.recompute.drop(self.drops.pop(0).target)
         actions = self.schedule.actions
         while self.next < len(actions) and actions[self.next].point <= point:
             a = actions[self.next]
@@ -435,8 +443,9 @@ class Step:
                         self._progress(rec)
             elif a.kind == "recompute":
                 self.recompute.run(a.target)
-            elif a.kind == "drop":
-                self.recompute.drop(a.target)
+            elif a.kind == "drop":  # at the next point: a layer of several autograd nodes (a Linear over tokens:
+                # matmul, then a view) ends its observed backward before its first node has read its saved input
+                self.drops.append(a)
             elif a.kind == "unhold":
                 rec, _ = self.held.pop(a.target, (None, None))
                 if rec is not None:

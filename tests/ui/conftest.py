@@ -85,9 +85,7 @@ class Server:
                 f"localhost:{self.port}",
                 "--num-threads",
                 "2",
-                "--websocket-max-message-size",
-                str(100 * 2**20),
-            ],  # app.py's serve options
+            ],  # app.py's serve options (no websocket message limit: uploads arrive in chunks)
             cwd=ROOT,
             env=env,
             stdout=self._log,
