@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 from ..errors import EngineError
 from .progress import ProfileProgress
-from .work import Graph, Settings, cancelled, device_key, open_cache, timed_measure
+from .work import Graph, Settings, cancelled, device_key, open_cache, spread_order, timed_measure
 
 CONTEXT_BYTES = 1 << 30  # a CUDA context with cuDNN's kernels loaded, per worker (GPU memory)
 HOST_BYTES = 3 << 30  # a worker's resident memory: CuPy, cuDNN and its plans (host memory)
@@ -222,8 +222,9 @@ def run_pipeline(
     measure: Callable,
     probe: Callable,
 ):
-    """(provenance, open cache) once the graphs the cache lacks are measured, biggest first, on ``workers``
-    processes sharing this GPU; profiler.profile_network assembles the Profile."""
+    """(provenance, open cache) once the graphs the cache lacks are measured on ``workers`` processes sharing
+    this GPU, in spread_order (so the ETA's first graphs are like the rest); profiler.profile_network
+    assembles the Profile."""
     pool = Pool(workers, measure, probe)
     cache = None
     try:
@@ -244,7 +245,7 @@ def run_pipeline(
                 learn(notes, cache.rows(g.key, g.b))
         track.from_cache([g for g in work if g not in todo])
         track.start()
-        waiting = sorted(todo, key=lambda g: -g.cost)[::-1]  # biggest last, popped first
+        waiting = spread_order(todo)[::-1]  # popped from the end
         sent: dict[int, Graph] = {}
         numbers = itertools.count()
         window = workers + 2  # a few queued, so that each carries the notes its signature has by then
@@ -271,7 +272,8 @@ def run_pipeline(
             t = time.perf_counter()
             cache.commit(graph.key, graph.b, options, rows, dict(prov, worker=f"worker{msg[1]}", timing=timing))
             learn(notes, rows)
-            track.finished(graph, "gpu0", timing["seconds"], timing.get("split"), commit=time.perf_counter() - t)
+            own = timing["seconds"] - (timing.get("split") or {}).get("wait", 0.0)  # without waiting for the GPU
+            track.finished(graph, "gpu0", own, timing.get("split"), commit=time.perf_counter() - t)
             if status:
                 status(track.status())
             if should_stop and should_stop() and (waiting or sent):
