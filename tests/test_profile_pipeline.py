@@ -39,12 +39,14 @@ COST = {(g.key, g.b): g.cost for g in WORK}
 SETTINGS = measure_settings()
 
 
-def pipelined(tmp_path, workers=3, cache="cache.sqlite", probe=fake.probe, progress=None, should_stop=None, **kw):
+def pipelined(
+    tmp_path, workers=3, cache="cache.sqlite", probe=fake.probe, progress=None, should_stop=None, devices=None, **kw
+):
     """run_pipeline on fake GPUs, assembled as profiler.profile_network does; returns (profile, progress)."""
     measure = partial(fake.pipeline_measure, log=str(tmp_path / "log.jsonl"), **kw)
     track = ProfileProgress(WORK, progress)
     prov, c = run_pipeline(
-        WORK, SETTINGS, "SYNTHETIC", str(tmp_path / cache), workers, track, should_stop, None, measure, probe
+        WORK, SETTINGS, "SYNTHETIC", str(tmp_path / cache), workers, track, should_stop, None, measure, probe, devices
     )
     try:
         return assemble(c, WORK, dict(prov, time_split=track.split_summary()), NET, "powerOfTwo", "tf32", "NCHW"), track
@@ -95,6 +97,35 @@ def test_notes_labelled_once_go_with_later_graphs_of_the_signature(tmp_path):
     first = {k: min(i for (kk, _), i in pos.items() if kk == k) for k, _ in COST}
     later = [(k, b) for (k, b), i in pos.items() if i > first[k] + 4]
     assert len(later) > len(WORK) // 2 and all(given[g] == 4 for g in later)
+
+
+def test_two_gpus_share_one_queue_each_timing_one_graph_at_a_time_and_merge_in_the_serial_order(tmp_path):
+    """--gpus on one host: the processes are spread over the fake GPUs (CUDA_VISIBLE_DEVICES 0 and 1), each
+    GPU times one graph at a time while the other GPU times too, and the profile is the serial one."""
+    prof, track = pipelined(tmp_path, workers=4, devices=["0", "1"], build=0.005, timing=0.02)
+    pd.testing.assert_frame_equal(prof.table, expected_table(tmp_path))
+    gpus = prof.provenance["gpus"]
+    assert [g["gpu_uuid"] for g in gpus] == ["SYNTHETIC-0", "SYNTHETIC-1"] and all(g["graphs"] > 5 for g in gpus)
+    assert sum(g["graphs"] for g in gpus) == len(WORK) == sum(track.per_gpu.values())
+    assert set(track.per_gpu) == {"gpu0", "gpu1"}
+    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
+        on = {
+            (k, b): json.loads(p)["gpu_uuid"]
+            for k, b, p in db.execute("SELECT signature, micro_batch, provenance FROM done")
+        }
+    held = {}
+    for _, k, b, t0, t1, _ in fake.log_lines(tmp_path / "log.jsonl"):
+        held.setdefault(on[k, b], []).append((t0, t1))
+    for spans in held.values():
+        spans.sort()
+        assert all(a1 <= b0 + 1e-3 for (_, a1), (b0, _) in zip(spans, spans[1:]))  # one graph at a time per GPU
+    both = [(a0, a1) for a0, a1 in held["SYNTHETIC-0"] if any(b0 < a1 and a0 < b1 for b0, b1 in held["SYNTHETIC-1"])]
+    assert both  # the two GPUs timed at the same time
+
+
+def test_two_numbers_for_one_gpu_are_refused(tmp_path):
+    with pytest.raises(EngineError, match="share a GPU"):
+        pipelined(tmp_path, workers=2, devices=["0", "0"])
 
 
 def test_a_killed_run_resumes_without_measuring_again_and_its_workers_exit(tmp_path):
