@@ -59,6 +59,16 @@ class Ctx:
         Event.sim.enqueue(float(args[0]) / 2000.0, 3.0)  # cycles at 2 GHz
 
 
+def forget(before: set[str]) -> None:
+    """Drop the engine modules imported against the fake CuPy and cuDNN, and their names on their packages."""
+    for name in set(sys.modules) - before:
+        if name.startswith("engine."):
+            parent, _, attr = name.rpartition(".")
+            if getattr(sys.modules.get(parent), attr, None) is sys.modules[name]:
+                delattr(sys.modules[parent], attr)
+            del sys.modules[name]
+
+
 @pytest.fixture
 def timing(monkeypatch):
     cp = types.ModuleType("cupy")
@@ -70,12 +80,10 @@ def timing(monkeypatch):
     )
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setitem(sys.modules, "cudnn", types.ModuleType("cudnn"))
-    for name in ("engine.gpu.runtime", "engine.gpu.timing"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    mod = importlib.import_module("engine.gpu.timing")
-    yield mod
-    for name in ("engine.gpu.runtime", "engine.gpu.timing"):
-        sys.modules.pop(name, None)
+    before = set(sys.modules) - {"engine.gpu.runtime", "engine.gpu.timing", "engine.gpu.profiler"}
+    forget(before)
+    yield importlib.import_module("engine.gpu.timing")
+    forget(before)
 
 
 def regions(sim: Sim, kernel_us: list[float]):
@@ -124,11 +132,8 @@ def test_a_failing_region_is_reported_and_the_others_are_timed(timing):
 
 
 @pytest.fixture
-def profiler(timing, monkeypatch):
-    monkeypatch.delitem(sys.modules, "engine.gpu.profiler", raising=False)
-    mod = importlib.import_module("engine.gpu.profiler")
-    yield mod
-    sys.modules.pop("engine.gpu.profiler", None)
+def profiler(timing):
+    return importlib.import_module("engine.gpu.profiler")
 
 
 class Plans:
