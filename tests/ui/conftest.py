@@ -47,6 +47,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
             item.add_marker(pytest.mark.ui)
+            # under pytest-xdist (--dist loadgroup) a module's tests stay on one worker: one server and browser each
+            item.add_marker(pytest.mark.xdist_group(Path(str(item.fspath)).stem))
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
 
