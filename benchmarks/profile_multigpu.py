@@ -1,4 +1,4 @@
-"""Profiling on two GPUs with Dask against one GPU, and a kill-and-resume, on a host with two GPUs.
+"""Profiling on two GPUs against one GPU, and a kill-and-resume, on a host with two GPUs.
 
 One command runs the whole acceptance check of issue 11 (about 4 minutes for ResNet-50 b64 on H100/H200):
 
@@ -6,7 +6,8 @@ One command runs the whole acceptance check of issue 11 (about 4 minutes for Res
     python benchmarks/profile_multigpu.py report                     # anywhere: the committed runs
 
 1. A: ``python -m engine profile`` with one GPU visible (the single-GPU profiler), cold cache A;
-2. B: the same with ``--gpus 0,1`` (one Dask worker per GPU), cold cache B: wall times, speed-up, and
+2. B: the same with ``--gpus 0,1`` (the pipeline's build processes spread over both GPUs, one queue; before
+   2026-11-26 one Dask worker per GPU), cold cache B: wall times, speed-up, and
    whether A and B measured the same set of (signature, micro-batch, plan);
 3. C: ``--gpus 0,1`` on cold cache C, SIGKILLed (its whole process group) once half of the graphs are
    stored, then the same command again: the graphs stored before the kill must keep their rows

@@ -847,8 +847,9 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         "## Not measured",
         "",
         "- the code after the last run: " + last.get("after", "nothing changed the measured path") + ".",
-        "- two GPUs (issue 24's >= 1.9x): no host with two GPUs was used for these runs; `--gpus` still runs one "
-        "Dask worker per GPU, without the pipeline inside it.",
+        "- two GPUs (issue 24's >= 1.9x): not measured here; benchmarks/profile_multigpu.py measures one GPU "
+        "against two on a host with two (since 2026-11-26 `--gpus` spreads the pipeline's processes over the "
+        "GPUs instead of one Dask worker per GPU measuring graph after graph).",
     ]
     if not any(d["runs"].get("M") for _, d in rows):
         lines.append("- MobileNetV3-Large: not run; D stands for its depthwise and grouped kernels.")

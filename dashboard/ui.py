@@ -21,7 +21,7 @@ from .views.summary import SummaryView
 from .views.timeline import TimelineView
 from .views.workspace import WorkspaceView
 
-EXTENSIONS = ("tabulator",)
+EXTENSIONS = ("tabulator", "filedropper")
 
 
 class Dashboard(pn.viewable.Viewer):
@@ -38,9 +38,10 @@ class Dashboard(pn.viewable.Viewer):
         self.summary = SummaryView(state=s)
         self.pareto = ParetoView(state=s)
         self.desirable = DesirableView(state=s)
+        # the tabs' views: only the open tab's view is refreshed on a change (views/base.py: StateView.set_shown)
         self.workspace = WorkspaceView(state=s)
-        self.timeline = TimelineView(state=s)
-        self.plan = PlanView(state=s)
+        self.timeline = TimelineView(state=s, shown=False)
+        self.plan = PlanView(state=s, shown=False)
         self.sidebar = pn.Column(
             self.controls,
             pn.layout.Divider(),
@@ -51,7 +52,7 @@ class Dashboard(pn.viewable.Viewer):
         )
         # dynamic tabs: only the shown tab's plots are in the page, so a budget change redraws what is seen
         # (the hidden ones are drawn from the current state when their tab opens)
-        self.memory = MemoryView(state=s)
+        self.memory = MemoryView(state=s, shown=False)
         self.tabs = pn.Tabs(
             ("Workspace division (Fig. 14)", self.workspace),
             ("Timeline (Fig. 3)", self.timeline),
@@ -60,8 +61,8 @@ class Dashboard(pn.viewable.Viewer):
             dynamic=True,
             sizing_mode="stretch_width",
         )
-        memory_tab = len(self.tabs) - 1
-        self.tabs.param.watch(lambda e: self.memory.locked(self.memory.show, e.new == memory_tab), "active")
+        views = (self.workspace, self.timeline, self.plan, self.memory)
+        self.tabs.param.watch(lambda e: [v.locked(v.set_shown, i == e.new) for i, v in enumerate(views)], "active")
         self.main = pn.Column(
             self.summary,
             pn.Row(

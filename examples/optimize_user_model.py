@@ -9,8 +9,9 @@ against stock PyTorch: the loss and every parameter's gradient, relative L2, bes
 Needs a GPU host. Prints what optimize profiled (a second run with the same cache measures nothing).
 Each step is also run in float64 (stock PyTorch, the stock model's parameters): under TF32 two convolution
 algorithms differ by their rounding, and through the ReLUs that difference reaches the first layer's
-gradient, so the planned step passes when it is within the tolerance of stock's or no farther from float64
-than stock's own step is (twice stock's distance at most). ``--fp32`` runs strict fp32 (no TF32).
+gradient, so the planned step passes when each gradient (and the loss) is within the tolerance of stock's or no
+farther from float64 than stock's own is (twice stock's distance at most), parameter by parameter. ``--fp32``
+runs strict fp32 (no TF32).
 Exits 1 otherwise, or if a convolution was not planned or ran stock. Random ops are switched off (dropout and
 stochastic depth at p=0, in the three models alike): a float64 copy draws other masks than a float32 model from
 the same seed, and the check is of the convolutions; the generator is still reseeded before each forward.
@@ -102,19 +103,28 @@ def main() -> int:
             losses.append(loss.detach())
         params = [dict(m.named_parameters()) for m in (stock, planned, ref)]
 
-        def worst(a: int, b: int) -> tuple[float, str]:
+        def errors(a: int, b: int) -> dict[str, float]:
             errs = {"loss": rel(losses[a], losses[b])}
             errs.update({n: rel(params[a][n].grad, params[b][n].grad) for n in params[0]})
-            return max((e, n) for n, e in errs.items())
+            return errs
 
-        vs_stock, vs_ref, stock_ref = worst(1, 0), worst(1, 2), worst(0, 2)
-        passed = vs_stock[0] <= TOL[precision] or vs_ref[0] <= max(TOL[precision], 2 * stock_ref[0])
+        vs_stock, vs_ref, stock_ref = errors(1, 0), errors(1, 2), errors(0, 2)
+        # each gradient on its own: within the tolerance of stock's, or no farther from float64 than stock's own
+        # (a gradient that is zero in float64, e.g. a BN bias feeding another training-mode BN, is all rounding)
+        tol = TOL[precision]
+        bad = [n for n in vs_stock if vs_stock[n] > tol and vs_ref[n] > max(tol, 2 * stock_ref[n])]
+        passed = not bad
         ok &= passed
+
+        def worst(errs: dict[str, float]) -> str:
+            e, n = max((e, n) for n, e in errs.items())
+            return f"{e:.2e} ({n})"
+
         print(
             f"step {step}: loss {losses[0].item():.6f} stock, {losses[1].item():.6f} planned, {losses[2].item():.6f}"
-            f" float64; largest relative L2: planned vs stock {vs_stock[0]:.2e} ({vs_stock[1]}), planned vs float64 "
-            f"{vs_ref[0]:.2e} ({vs_ref[1]}), stock vs float64 {stock_ref[0]:.2e} ({stock_ref[1]}): "
-            f"{'ok' if passed else 'FAILED'}"
+            f" float64; largest relative L2: planned vs stock {worst(vs_stock)}, planned vs float64 "
+            f"{worst(vs_ref)}, stock vs float64 {worst(stock_ref)}: "
+            f"{'ok' if passed else 'FAILED: ' + ', '.join(bad[:5])}"
         )
         for opt in opts:
             opt.step()

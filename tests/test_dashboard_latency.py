@@ -60,7 +60,8 @@ def test_a_change_on_another_thread_reaches_the_page_as_one_held_batch(dash):
     ticks[0]()
     watching = {type(v).__name__ for v in views(dash) if "result" in v._watch.get("planning", ())}
     assert watching >= {"Controls", "SummaryView", "ParetoView", "WorkspaceView", "TimelineView", "PlanView"}
-    assert set(refreshed) == watching
+    assert set(refreshed) == watching - {"TimelineView", "PlanView"}  # closed tabs: marked stale, not redrawn
+    assert dash.timeline._stale and dash.plan._stale
     assert all(holds == ["combine"] for holds in refreshed.values()), refreshed  # each once, all in one hold
     assert format_size(budget) in dash.summary.pane.object
     assert dash.controls.steps[slider.value] == budget

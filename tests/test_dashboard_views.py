@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import panel as pn
@@ -46,22 +47,30 @@ def test_dashboard_renders_to_bokeh_models(dash):
 
 
 def test_slider_moves_budget_and_every_view(dash):
+    """The open tab's view follows every move; a closed tab's view is refreshed once, when it opens."""
     s = dash.state
     slider = dash.controls.slider
+    dash.tabs.active = 1  # the timeline is drawn when its tab first opens
+    timeline = list(dash.timeline.plot.source.data["right"])
+    dash.tabs.active = 2
     before = {
         "summary": dash.summary.pane.object,
         "marks": dict(dash.pareto.plot.marks.data),
         "bars": {k: list(src.data["top"]) for k, src in dash.workspace.plot.sources.items()},
-        "timeline": list(dash.timeline.plot.source.data["right"]),
         "table": dash.plan.table.value.copy(),
     }
     slider.value = slider.end
     assert s.budget == dash.controls.steps[-1] == max(dash.controls.steps)
     assert dash.summary.pane.object != before["summary"]
     assert dash.pareto.plot.marks.data["y"] != before["marks"]["y"]
-    assert any(list(src.data["top"]) != before["bars"][k] for k, src in dash.workspace.plot.sources.items())
-    assert list(dash.timeline.plot.source.data["right"]) != before["timeline"]
     assert not dash.plan.table.value.equals(before["table"])
+    # closed tabs: not redrawn on the move, redrawn from the current state when opened
+    assert list(dash.timeline.plot.source.data["right"]) == timeline
+    assert all(list(src.data["top"]) == before["bars"][k] for k, src in dash.workspace.plot.sources.items())
+    dash.tabs.active = 1
+    assert list(dash.timeline.plot.source.data["right"]) != timeline
+    dash.tabs.active = 0
+    assert any(list(src.data["top"]) != before["bars"][k] for k, src in dash.workspace.plot.sources.items())
     assert dash.plan.table.value.reset_index(drop=True).equals(s.result.plan.reset_index(drop=True))
     # the plot data agree with the result
     assert math.isclose(max(dash.timeline.plot.source.data["right"]), s.result.choice.time_ms)
@@ -137,11 +146,13 @@ def test_mode_and_policy_widgets(dash):
 
 @pytest.mark.slow
 def test_kernel_pick_from_table_bar_and_select(dash):
+    dash.tabs.active = 2
     frame = dash.plan.table.value
     row = int(frame.index[frame.kernel == "conv4:BF"][0])
     dash.plan.table.selection = [row]
     assert dash.state.kernel == "conv4:BF" and "conv4:BF" in dash.desirable.plot.fig.title.text
     assert list(dash.plan.table.selection) == [row]
+    dash.tabs.active = 0
     src = dash.workspace.plot.sources["F"]
     i = src.data["kernel"].index("conv2:F")
     src.selected.indices = [i]
@@ -198,6 +209,7 @@ def test_verify_results_flow_into_timeline_and_summary(profile_path, monkeypatch
     assert runner.status == "done"
     assert math.isclose(state.result.summary["measured_ms"], 0.25 * len(ids))
     assert "WRONG RESULTS in conv2:F" in d.summary.pane.object
+    d.tabs.active = 1
     plot = d.timeline.plot
     labels = plot.fig.yaxis[0].major_label_overrides
     measured_lanes = {y for y, lane in labels.items() if lane.endswith("(measured)")}
@@ -247,6 +259,7 @@ def test_busy_runner_disables_other_pages(profile_path):
 
 
 def test_timeline_lanes_colours_and_hover_names(dash):
+    dash.tabs.active = 1
     plot = dash.timeline.plot
     labels = plot.fig.yaxis[0].major_label_overrides
     assert [labels[y] for y in sorted(labels, reverse=True)] == ["conv1", "conv2", "conv3", "conv4", "conv5"]
@@ -294,7 +307,7 @@ def test_loading_a_plan_moves_the_controls(dash, tmp_path):
     s.budget = 2 * MiB
     text = s.plan_json()
     s.update(mode="WD", batch=16)
-    dash.plan.upload.param.update(filename="mine.plan.json", value=text.encode())
+    drop(dash.plan.upload, "mine.plan.json", text.encode())
     assert dash.plan.alert.alert_type == "success" and "mine.plan.json" in dash.plan.alert.object
     assert (s.mode, s.batch, s.budget) == ("WR", 32, 2 * MiB)
 
@@ -310,10 +323,44 @@ def test_loading_a_malformed_plan_shows_an_error(dash, content, needle):
         doc["budget"] = "lots"
         content = json.dumps(doc).encode()
     before = (dash.state.mode, dash.state.budget)
-    dash.plan.upload.param.update(filename="bad.plan.json", value=content)
+    drop(dash.plan.upload, "bad.plan.json", content)
     assert dash.plan.alert.visible and dash.plan.alert.alert_type == "danger"
     assert "Cannot load bad.plan.json" in dash.plan.alert.object and needle in dash.plan.alert.object
     assert (dash.state.mode, dash.state.budget) == before
+
+
+def drop(widget, name: str, data: bytes, chunk: int | None = None) -> None:
+    """Send ``data`` to a FileDropper as the browser does: upload events of ``chunk_size`` bytes (the last one
+    may be empty)."""
+    size = chunk or widget.chunk_size
+    total = (len(data) + 1 + size - 1) // size  # the browser's ceil((size + 1) / chunk): an empty file is one chunk
+    for i in range(total):
+        part = data[i * size : (i + 1) * size]
+        widget._process_event(
+            SimpleNamespace(
+                event_name="upload_event",
+                data={"chunk": i + 1, "total_chunks": total, "name": name, "data": part, "type": "application/json"},
+            )
+        )
+
+
+def test_upload_arrives_in_chunks_and_is_bounded(dash, monkeypatch):
+    """Chunks below Tornado's 20 MB message limit are joined into one plan; an empty file and one past the
+    engine's file limit each get a one-line alert, and a too-large file's chunks are not kept."""
+    import dashboard.views.plan as P
+
+    up = dash.plan.upload
+    assert up.chunk_size < 20 * 10**6
+    text = dash.state.plan_json().encode()
+    drop(up, "chunked.plan.json", text, chunk=1000)  # many chunks
+    assert dash.plan.alert.alert_type == "success" and "Loaded chunked.plan.json" in dash.plan.alert.object
+    assert not up.value and not up._file_buffer  # nothing kept after the hand-over
+    drop(up, "empty.plan.json", b"")
+    assert dash.plan.alert.object == "Cannot load empty.plan.json: the file is empty"
+    monkeypatch.setattr(P, "MAX_FILE_BYTES", 5000)
+    drop(up, "huge.plan.json", b" " * 20_000, chunk=1000)
+    assert dash.plan.alert.alert_type == "danger" and "huge.plan.json: larger than" in dash.plan.alert.object
+    assert not up._file_buffer and not up.value
 
 
 @pytest.mark.slow

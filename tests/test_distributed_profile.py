@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("distributed")
-pytestmark = pytest.mark.slow  # a local Dask cluster: 1-15 s a test
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dask-cluster")]  # one local Dask cluster: 1-15 s a test
 
 from engine.testing import fake_gpu as fake  # noqa: E402
 from engine.errors import EngineError  # noqa: E402

@@ -41,12 +41,11 @@ def test_malformed_uploads_show_one_line(dash, record_property):
     before = (s.mode, s.batch, s.budget)
     for label, data, name in cases:
         dash.plan.alert.param.update(object="", visible=False)
-        dash.plan.upload.param.update(filename=name, value=data)
+        dash.plan.upload.file = (name, data)
         alert = dash.plan.alert
         assert alert.visible and alert.alert_type == "danger", f"{label}: {alert.alert_type} {alert.object[:200]!r}"
         assert alert.object.startswith(f"Cannot load {name}: ") and "\n" not in alert.object, label
         assert len(alert.object) < 1000, label
         assert (s.mode, s.batch, s.budget) == before, label
-        dash.plan.upload.param.update(value=None)
     record_property("fuzz_uploads", len(cases))
     print(f"\nfuzz: {len(cases)} malformed plan uploads, each one line in a danger alert")

@@ -1,5 +1,5 @@
 """Memory plans executed on the GPU (marker ``gpu``): engine.pytorch.memory on torchvision ResNet-18 and AlexNet,
-and on the generic layers of MobileNetV3-Large, EfficientNet-B0 and ConvNeXt-Tiny (squeeze-excitation
+and on the generic layers of MobileNetV3-Large, EfficientNet-B0, ConvNeXt-Tiny and ViT-B/16 (squeeze-excitation
 multiplies, Hardswish/SiLU/GELU, permutes, LayerNorm, layer scale, stochastic depth: functional layers the
 runtime observes and re-forwards).
 
@@ -50,7 +50,7 @@ from engine.pytorch.importer import import_model  # noqa: E402
 from engine.units import format_size  # noqa: E402
 
 BATCH = 32
-GENERIC = ("mobilenet_v3_large", "efficientnet_b0", "convnext_tiny")  # functional layers, re-forwarded too
+GENERIC = ("mobilenet_v3_large", "efficientnet_b0", "convnext_tiny", "vit_b_16")  # functional layers, re-forwarded too
 BATCHES = {"resnet18": BATCH, "alexnet": BATCH} | dict.fromkeys(GENERIC, 16)
 TOL = PRECISIONS["tf32"].tolerance
 POLICIES = ("vdnn-all-p", "vdnn-conv-p", "sn-offload", "sn-recompute", "superneurons", "layrub-inter")

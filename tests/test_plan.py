@@ -205,7 +205,11 @@ DEFECTS = [
 ]
 
 
-@pytest.mark.parametrize("mode,path,value,message", DEFECTS, ids=[f"{d[1]}={d[2]!r}"[:60] for d in DEFECTS])
+@pytest.mark.parametrize(
+    "mode,path,value,message",
+    DEFECTS,
+    ids=[f"{d[1]}={'DELETE' if d[2] is DELETE else repr(d[2])}"[:60] for d in DEFECTS],
+)
 def test_each_defect_names_its_field(mode, path, value, message):
     doc = copy.deepcopy(tiny_plan(mode).to_dict())
     _set(doc, path, value)

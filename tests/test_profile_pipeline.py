@@ -27,7 +27,7 @@ from engine.errors import EngineError
 from engine.gpu.cache import ProfileCache
 from engine.gpu.pipeline import run_pipeline, worker_count
 from engine.gpu.progress import ProfileProgress, Sample, features, fit
-from engine.gpu.work import assemble, graphs, measure_settings
+from engine.gpu.work import assemble, graphs, measure_settings, spread_order
 from engine.testing import fake_gpu as fake
 from engine.testing.cli import engine, one_error_line
 from engine.testing.synthetic import synthetic_rows
@@ -39,12 +39,14 @@ COST = {(g.key, g.b): g.cost for g in WORK}
 SETTINGS = measure_settings()
 
 
-def pipelined(tmp_path, workers=3, cache="cache.sqlite", probe=fake.probe, progress=None, should_stop=None, **kw):
+def pipelined(
+    tmp_path, workers=3, cache="cache.sqlite", probe=fake.probe, progress=None, should_stop=None, devices=None, **kw
+):
     """run_pipeline on fake GPUs, assembled as profiler.profile_network does; returns (profile, progress)."""
     measure = partial(fake.pipeline_measure, log=str(tmp_path / "log.jsonl"), **kw)
     track = ProfileProgress(WORK, progress)
     prov, c = run_pipeline(
-        WORK, SETTINGS, "SYNTHETIC", str(tmp_path / cache), workers, track, should_stop, None, measure, probe
+        WORK, SETTINGS, "SYNTHETIC", str(tmp_path / cache), workers, track, should_stop, None, measure, probe, devices
     )
     try:
         return assemble(c, WORK, dict(prov, time_split=track.split_summary()), NET, "powerOfTwo", "tf32", "NCHW"), track
@@ -89,8 +91,41 @@ def test_workers_measure_each_graph_once_one_at_a_time_on_the_gpu_and_merge_in_t
 def test_notes_labelled_once_go_with_later_graphs_of_the_signature(tmp_path):
     pipelined(tmp_path, workers=2)
     given = {(k, b): n for _, k, b, _, _, n in fake.log_lines(tmp_path / "log.jsonl")}
-    # graphs go biggest first: each signature's b=1 graph is sent long after its b=8 graph was stored
-    assert all(given[k, 1] == 4 for k, _ in COST)
+    # graphs are sent in spread_order, at most workers + 2 ahead of the oldest unfinished one: a graph sent
+    # more than that after its signature's first one carries the notes the first one labelled
+    pos = {(g.key, g.b): i for i, g in enumerate(spread_order(WORK))}
+    first = {k: min(i for (kk, _), i in pos.items() if kk == k) for k, _ in COST}
+    later = [(k, b) for (k, b), i in pos.items() if i > first[k] + 4]
+    assert len(later) > len(WORK) // 2 and all(given[g] == 4 for g in later)
+
+
+def test_two_gpus_share_one_queue_each_timing_one_graph_at_a_time_and_merge_in_the_serial_order(tmp_path):
+    """--gpus on one host: the processes are spread over the fake GPUs (CUDA_VISIBLE_DEVICES 0 and 1), each
+    GPU times one graph at a time while the other GPU times too, and the profile is the serial one."""
+    prof, track = pipelined(tmp_path, workers=4, devices=["0", "1"], build=0.005, timing=0.02)
+    pd.testing.assert_frame_equal(prof.table, expected_table(tmp_path))
+    gpus = prof.provenance["gpus"]
+    assert [g["gpu_uuid"] for g in gpus] == ["SYNTHETIC-0", "SYNTHETIC-1"] and all(g["graphs"] > 5 for g in gpus)
+    assert sum(g["graphs"] for g in gpus) == len(WORK) == sum(track.per_gpu.values())
+    assert set(track.per_gpu) == {"gpu0", "gpu1"}
+    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
+        on = {
+            (k, b): json.loads(p)["gpu_uuid"]
+            for k, b, p in db.execute("SELECT signature, micro_batch, provenance FROM done")
+        }
+    held = {}
+    for _, k, b, t0, t1, _ in fake.log_lines(tmp_path / "log.jsonl"):
+        held.setdefault(on[k, b], []).append((t0, t1))
+    for spans in held.values():
+        spans.sort()
+        assert all(a1 <= b0 + 1e-3 for (_, a1), (b0, _) in zip(spans, spans[1:]))  # one graph at a time per GPU
+    both = [(a0, a1) for a0, a1 in held["SYNTHETIC-0"] if any(b0 < a1 and a0 < b1 for b0, b1 in held["SYNTHETIC-1"])]
+    assert both  # the two GPUs timed at the same time
+
+
+def test_two_numbers_for_one_gpu_are_refused(tmp_path):
+    with pytest.raises(EngineError, match="share a GPU"):
+        pipelined(tmp_path, workers=2, devices=["0", "0"])
 
 
 def test_a_killed_run_resumes_without_measuring_again_and_its_workers_exit(tmp_path):
@@ -245,6 +280,46 @@ def test_eta_is_within_15_percent_after_a_tenth_of_the_graphs(order, workers):
             true_left = finish - now[0]
             assert abs(track.eta_s() - true_left) <= 0.15 * true_left + 0.5, (n, track.eta_s(), true_left)
     assert track.eta_s() == 0 and track.status()["done"] == len(work)
+
+
+SPEED = Path(__file__).resolve().parent.parent / "benchmarks" / "reports" / "profiling-speed"
+MEASURED = [
+    (run["dir"], name)
+    for run in json.loads((SPEED / "runs.json").read_text())["runs"]
+    for name, r in json.loads((SPEED / run["dir"] / "speed.json").read_text())["runs"].items()
+    if "resnet50" in r["command"] and len(r.get("graphs", [])) == 476
+]
+
+
+@pytest.mark.parametrize("run,name", MEASURED)
+def test_eta_on_measured_graphs_in_spread_order_is_within_15_percent_after_a_tenth(run, name):
+    """Real per-graph seconds of the committed H100 ResNet-50 runs (benchmarks/reports/profiling-speed), replayed
+    in the order the pipeline now measures (work.spread_order): the run's wall grows by each graph's GPU time
+    (processes sharing the GPU) or its own time (graph after graph), the ETA sees each graph's own seconds."""
+    r = json.loads((SPEED / run / "speed.json").read_text())["runs"][name]
+    work = graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")
+    split = {(g["signature"], g["micro_batch"]): g["split"] for g in r["graphs"]}
+    seconds = {(g["signature"], g["micro_batch"]): g["seconds"] for g in r["graphs"]}
+    own = {k: seconds[k] - split[k].get("wait", 0.0) for k in seconds}
+    wall = own if r["workers"] == 1 else {k: s.get("timing", 0.0) + s.get("buffers", 0.0) for k, s in split.items()}
+    order = spread_order(work)
+    finish, now = sum(wall.values()), [0.0]
+    track = ProfileProgress(work, clock=lambda: now[0])
+    track.start()
+    worst = 0.0
+    for n, g in enumerate(order, 1):
+        now[0] += wall[g.key, g.b]
+        track.finished(g, "gpu0", own[g.key, g.b])
+        if 0.1 * len(order) <= n < len(order):
+            worst = max(worst, abs(now[0] + track.eta_s() - finish) / finish)
+    assert worst <= 0.15, worst
+
+
+def test_spread_order_samples_every_cost_in_each_prefix():
+    order = spread_order(WORK)
+    assert sorted(order, key=lambda g: (g.key, g.b)) == sorted(WORK, key=lambda g: (g.key, g.b))
+    ranks = {id(g): i for i, g in enumerate(sorted(WORK, key=lambda g: -g.cost))}
+    assert sorted(ranks[id(g)] for g in order[:8]) == [0, 4, 8, 16, 24, 32, 40, 48]  # 56 graphs: 6 bits reversed
 
 
 def test_progress_messages_lead_with_the_eta_and_count_graphs_per_gpu():

@@ -1,6 +1,6 @@
-"""engine.gpu.timing.time_pass on a SYNTHETIC simulated GPU: a host clock and a GPU queue, so whether the GPU
-waited for the host inside a timed region is known exactly. CuPy and cuDNN are stood in for by small fake
-modules for the import only (restored afterwards); nothing runs on a GPU."""
+"""engine.gpu.timing.time_pass and engine.gpu.profiler.time_graph on a SYNTHETIC simulated GPU: a host clock and a
+GPU queue, so whether the GPU waited for the host inside a timed region is known exactly. CuPy and cuDNN are
+stood in for by small fake modules for the import only (restored afterwards); nothing runs on a GPU."""
 
 from __future__ import annotations
 
@@ -59,6 +59,16 @@ class Ctx:
         Event.sim.enqueue(float(args[0]) / 2000.0, 3.0)  # cycles at 2 GHz
 
 
+def forget(before: set[str]) -> None:
+    """Drop the engine modules imported against the fake CuPy and cuDNN, and their names on their packages."""
+    for name in set(sys.modules) - before:
+        if name.startswith("engine."):
+            parent, _, attr = name.rpartition(".")
+            if getattr(sys.modules.get(parent), attr, None) is sys.modules[name]:
+                delattr(sys.modules[parent], attr)
+            del sys.modules[name]
+
+
 @pytest.fixture
 def timing(monkeypatch):
     cp = types.ModuleType("cupy")
@@ -70,12 +80,10 @@ def timing(monkeypatch):
     )
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setitem(sys.modules, "cudnn", types.ModuleType("cudnn"))
-    for name in ("engine.gpu.runtime", "engine.gpu.timing"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    mod = importlib.import_module("engine.gpu.timing")
-    yield mod
-    for name in ("engine.gpu.runtime", "engine.gpu.timing"):
-        sys.modules.pop(name, None)
+    before = set(sys.modules) - {"engine.gpu.runtime", "engine.gpu.timing", "engine.gpu.profiler"}
+    forget(before)
+    yield importlib.import_module("engine.gpu.timing")
+    forget(before)
 
 
 def regions(sim: Sim, kernel_us: list[float]):
@@ -121,3 +129,88 @@ def test_a_failing_region_is_reported_and_the_others_are_timed(timing):
     out = timing.time_pass(Ctx(), [rs[0], bad, rs[2]], runs=3)
     assert out[1] == "execute: ValueError: SYNTHETIC execute failure"
     assert out[0] == out[2] == pytest.approx([0.01] * 3)
+
+
+@pytest.fixture
+def profiler(timing):
+    return importlib.import_module("engine.gpu.profiler")
+
+
+class Plans:
+    """A built graph's stand-in: plan i runs ``us[i][r]`` microseconds at repeat r (SYNTHETIC)."""
+
+    def __init__(self, sim: Sim, us):
+        self.sim, self.us, self.b = sim, us, 4
+
+    def executor(self, i, ctx):
+        return lambda ptrs, ws: self.sim.enqueue(self.us[i][ptrs["r"]], self.sim.launch_us)
+
+
+class Buffers:
+    def workspace(self, nbytes):
+        return 1
+
+    def pointers(self, b, r):
+        return {"r": r}
+
+
+def test_time_graph_repeats_only_plans_that_can_be_desirable_and_names_each_dominator(profiler):
+    sim = Event.sim = Sim(20.0)
+    # (workspace, heuristic rank, microseconds per run r = 0 warm-up, 1 single run, 2.. repeats), SYNTHETIC
+    plans = [
+        (0, 0, [60, 50, 50, 50, 50, 50, 50]),  # the framework's choice at any limit: repeated
+        (0, -1, [30, 20, 20, 20, 20, 20, 20]),  # fastest at no workspace
+        (1 << 20, -1, [40, 40, 40, 40, 40, 40, 40]),  # 4x p3's time at the same workspace: dominated by p3
+        (1 << 20, -1, [12, 10, 10, 10, 10, 10, 10]),  # faster with workspace: on the front
+        (1 << 21, -1, [11, 10.5, 10.5, 10.5, 10.5, 10.5, 10.5]),  # within 10 % of p3: repeated
+        (1 << 21, -1, [90, 80, 9, 9, 9, 9, 9]),  # both first runs far off (outside the noise): dominated
+        (1 << 22, 1, [70, 70, 70, 70, 70, 70, 70]),  # heuristic: only p0 stands for it, and beats it
+    ]
+    rows = [
+        dict(
+            signature="Forward/tf32/NCHW/c3h8w8/k4r3s3/p1x1/s1x1/d1x1/g1",
+            micro_batch=4,
+            plan=f"p{i}",
+            heuristic_rank=rank,
+            workspace=ws,
+            numerical_notes="",
+            status="failed",
+            reason="",
+            time_ms=float("nan"),
+            repeats=0,
+        )
+        for i, (ws, rank, _) in enumerate(plans)
+    ]
+    built = profiler.BuiltGraph(Plans(sim, [us for *_, us in plans]), rows, list(enumerate(rows)))
+    out = profiler.time_graph(built, Buffers(), Ctx(), repeats=5)
+    got = {r["plan"]: (r["repeats"], r["reason"], round(r["time_ms"] * 1000, 3)) for r in out}
+    assert got == {
+        "p0": (5, "", 50.0),
+        "p1": (5, "", 20.0),
+        "p2": (1, "dominated by plan p3 at first timing", 40.0),
+        "p3": (5, "", 10.0),
+        "p4": (5, "", 10.5),
+        "p5": (1, "dominated by plan p3 at first timing", 80.0),
+        "p6": (1, "dominated by plan p0 at first timing", 70.0),
+    }
+    assert built.split["first_runs"] == {"plans": 7, "warm-up over 5 % slower": 4, "warm-up over 5 % faster": 0}
+
+
+def test_a_plan_whose_dominator_got_slower_in_its_repeats_is_repeated_too(profiler):
+    sim = Event.sim = Sim(20.0)
+    us = [[10, 10, 20, 20, 20, 20, 20], [12] * 7]  # SYNTHETIC: p0's single run was lucky
+    rows = [
+        dict(
+            signature="Forward/tf32/NCHW/c3h8w8/k4r3s3/p1x1/s1x1/d1x1/g1",
+            plan=f"p{i}",
+            heuristic_rank=-1,
+            workspace=ws,
+            numerical_notes="",
+            status="failed",
+            reason="",
+        )
+        for i, ws in enumerate((0, 1 << 20))
+    ]
+    built = profiler.BuiltGraph(Plans(sim, us), rows, list(enumerate(rows)))
+    out = profiler.time_graph(built, Buffers(), Ctx(), repeats=5)
+    assert [(r["repeats"], r["reason"], round(r["time_ms"] * 1000, 3)) for r in out] == [(5, "", 20.0), (5, "", 12.0)]

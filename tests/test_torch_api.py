@@ -126,11 +126,11 @@ def test_malformed_plans_are_one_line(user, plan, expected):
     assert expected in one_line(err)
 
 
-def test_a_plan_file_that_is_not_json_is_one_line(user, tmp_path):
-    bad = tmp_path / "bad.plan.json"
-    bad.write_text("{not json")
+def test_a_plan_file_that_is_not_json_is_one_line(user, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the path as given: a long temporary folder (pytest-xdist's) would be cut short
+    Path("bad.plan.json").write_text("{not json")
     with pytest.raises(EngineError) as err:
-        api.apply_plan(user[0], bad)
+        api.apply_plan(user[0], "bad.plan.json")
     assert "bad.plan.json" in one_line(err)
 
 

@@ -54,8 +54,6 @@ class MemoryView(StateView):
         self.text = self.caption("memory-caption")
         self.measured = self.caption("memory-measured")
         self.measured_error = pn.pane.Alert("", alert_type="warning", visible=False, sizing_mode="stretch_width")
-        self.active = False
-        self._stale = True
         self.panel = pn.Column(
             pn.Row(self.policy, self.capacity, self.exact),
             self.error,
@@ -65,12 +63,6 @@ class MemoryView(StateView):
             self.measured,
             sizing_mode="stretch_width",
         )
-
-    def show(self, active: bool) -> None:
-        """Called by the Dashboard when the memory tab opens or closes."""
-        self.active = active
-        if active and self._stale:
-            self._refresh()
 
     def _pick_policy(self, event) -> None:
         if event.new is not None and event.new != self.state.memory_policy:
@@ -107,20 +99,23 @@ class MemoryView(StateView):
             if not same:
                 self.exact.value = ""
 
-    def _refresh(self, *_events) -> None:
+    def _refresh_hidden(self, *_events) -> None:
+        """The tab's own controls follow the state; planning waits for the tab to open."""
         self._sync_capacity()
         if self.policy.value != self.state.memory_policy:
             self.policy.value = self.state.memory_policy
-        self._stale = True
-        if not self.active or self.state.scope is None:
+
+    def _refresh(self, *_events) -> None:
+        self._refresh_hidden()
+        if self.state.scope is None:
             return
         try:
             frames = self.state.memory()
         except (EngineError, ValueError, KeyError) as err:
             self.error.param.update(object=f"Memory planner: {describe_error(err)}", visible=True)
+            self._stale = True  # planned again when the tab next opens
             return
         self.error.visible = False
-        self._stale = False
         s = frames["summary"].iloc[0]
         cap = self.state.capacity
         title = (

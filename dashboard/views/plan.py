@@ -6,10 +6,12 @@ import io
 from pathlib import Path
 
 import panel as pn
+import param
 
 from engine.errors import EngineError
+from engine.fileio import MAX_FILE_BYTES
 from engine.plan import plan_from_bytes
-from engine.units import format_size
+from engine.units import MiB, format_size
 
 from ..errors import describe_error
 from ..frames import plan_frame_columns
@@ -24,6 +26,49 @@ COLUMNS = {
     "workspace_mib": "Workspace [MiB]",
     "plans": "Plans (pieces x size)",
 }
+
+
+CHUNK_BYTES = 4 * MiB  # one websocket message per chunk: well under Tornado's 20 MB default message limit
+
+
+class PlanDropper(pn.widgets.FileDropper):
+    """Panel's chunked upload: a file crosses the websocket in ``CHUNK_BYTES`` messages, so plain ``panel serve``
+    takes files past Tornado's 20 MB message limit (one ``FileInput`` message that size drops the session).
+    Bounded on the server as well as in the browser: a file past ``MAX_FILE_BYTES`` (what the engine reads)
+    is dropped chunk by chunk as it arrives, whatever the client claims. A completed file is handed over once
+    as ``file`` = (name, bytes), or (name, None) when it was too large, and not kept in ``value``."""
+
+    file = param.Parameter(default=None, doc="(name, bytes or None) of the last upload; set on every upload")
+    _rename = {**pn.widgets.FileDropper._rename, "file": None}  # server-side only, no Bokeh property
+
+    def __init__(self, **params):
+        params.setdefault("chunk_size", CHUNK_BYTES)
+        params.setdefault("max_file_size", f"{MAX_FILE_BYTES // MiB}MB")  # the browser refuses it up front
+        super().__init__(multiple=False, previews=[], **params)
+        self._received: dict[str, int] = {}  # name -> bytes so far, while its chunks arrive
+
+    def _process_event(self, event) -> None:  # Panel's FileDropper hook (private in Panel 1.9)
+        data = event.data
+        if event.event_name != "upload_event":
+            super()._process_event(event)  # the browser removed a file: nothing to do here
+            return
+        name = data["name"]
+        if data["chunk"] == 1:
+            self._received[name] = 0
+        elif name not in self._received:
+            return  # refused earlier: the rest of its chunks are dropped
+        self._received[name] += len(data["data"] or b"")
+        if self._received[name] > MAX_FILE_BYTES:
+            del self._received[name]
+            self._file_buffer.pop(name, None)
+            self.param.update(file=(name, None))
+            return
+        super()._process_event(event)
+        if data["chunk"] == data["total_chunks"]:
+            del self._received[name]
+            content = self.value.pop(name, b"")
+            self.mime_type.pop(name, None)
+            self.param.update(file=(name, content.encode() if isinstance(content, str) else bytes(content)))
 
 
 class PlanView(StateView):
@@ -55,10 +100,12 @@ class PlanView(StateView):
             auto=True,
             sizing_mode="stretch_width",
         )
-        self.upload = pn.widgets.FileInput(
-            accept=".json,.gz", multiple=False, label="Load a plan file (JSON)", sizing_mode="stretch_width"
+        self.upload = PlanDropper(
+            accepted_filetypes=[".json", ".gz", "application/json", "application/gzip"],
+            label="Load a plan file (JSON)",
+            sizing_mode="stretch_width",
         )
-        self.listen(self.upload, ["value", "filename"], self._load)
+        self.listen(self.upload, "file", self._load)
         self.alert = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")
         self._syncing = False
         # export/load stay in reach (the sidebar); the table goes where there is room (a tab)
@@ -71,10 +118,14 @@ class PlanView(StateView):
         )
         self.panel = pn.Column(self.table, sizing_mode="stretch_width")
 
-    def _refresh(self, *_events) -> None:
+    def _refresh_hidden(self, *_events) -> None:
+        """The export button lives in the sidebar, shown whichever tab is open."""
         result = self.state.result
-        feasible = result is not None and result.choice.feasible
-        self.download.disabled = not feasible
+        self.download.disabled = result is None or not result.choice.feasible
+
+    def _refresh(self, *_events) -> None:
+        self._refresh_hidden()
+        result = self.state.result
         if result is None:
             return
         frame = result.plan
@@ -110,21 +161,23 @@ class PlanView(StateView):
         self.show("success", f"Exported {self.download.filename}.")
         return io.StringIO(text)
 
-    def _load(self, *events) -> None:
+    def _load(self, event) -> None:
         """Validate an uploaded plan in memory (bounded like any plan file), then show it; every failure is one
-        line in the alert, since an exception escaping a widget callback reaches only the server log. An empty
-        file may arrive as a new file name with no content (the browser sends nothing to decode)."""
-        data, name = self.upload.value, self.upload.filename
-        if not any(e.name == "value" and e.new is not None for e in events) and not (
-            any(e.name == "filename" for e in events) and name
-        ):
-            return  # cleared
+        line in the alert, since an exception escaping a widget callback reaches only the server log."""
+        if event.new is None:
+            return
+        name, data = event.new
         name = Path(name or "plan.json").name
+        if data is None:
+            self.show(
+                "danger", f"Cannot load {name}: larger than {MAX_FILE_BYTES // MiB} MiB, the most a plan file may be"
+            )
+            return
         if not data:
             self.show("danger", f"Cannot load {name}: the file is empty")
             return
         try:
-            plan = plan_from_bytes(bytes(data), name)
+            plan = plan_from_bytes(data, name)
         except (EngineError, ValueError, KeyError) as err:
             self.show("danger", f"Cannot load {name}: {describe_error(err)}")
             return

@@ -33,7 +33,7 @@ def add_profiling_arguments(p) -> None:
     )
     p.add_argument(
         "--gpus",
-        help="profile on these local GPUs at once, one Dask worker each, e.g. 0,1 "
+        help="profile on these local GPUs at once, the build processes spread over them, e.g. 0,1 "
         "(default: every visible GPU when there are several)",
     )
     p.add_argument("--cache", help="SQLite cache (default ~/.cache/ucudnn-explorer/profiles.sqlite)")

@@ -1,7 +1,10 @@
 """Profiling spread over several GPUs with Dask: one worker per GPU, one writer.
 
 Profiling is the slow step, and each (unique kernel, micro-batch size) graph is measured on its own,
-so the graphs are Dask tasks. ``--gpus`` starts one ``distributed`` Nanny worker per local GPU, pinned
+so the graphs are Dask tasks. ``--scheduler`` runs them on a cluster. ``--gpus`` on one host no longer comes
+here (choose_profiler): a Dask worker measures one graph at a time, building its plans while its GPU
+idles, so the host's GPUs run engine.gpu.pipeline's processes instead, fed from one queue.
+profile_network(gpus=...) still starts one ``distributed`` Nanny worker per local GPU (the CPU tests' cluster), pinned
 by ``CUDA_VISIBLE_DEVICES`` (what dask-cuda's LocalCUDACluster does); dask-cuda itself is not used
 because dask-cuda 26.10 pins dask and distributed to 2026.7.1 (rapids-dask-dependency) and needs
 cuda-core and NVML to start, so its cluster could not be the one the CPU tests run. ``--scheduler``
@@ -144,8 +147,9 @@ def local_devices(gpus: str | None, count: int, visible: str | None) -> list[str
 
 
 def choose_profiler(gpus: str | None, scheduler: str | None) -> Callable[..., Profile]:
-    """The profile command's profile_network for ``--gpus``/``--scheduler``: this process's GPU alone
-    (engine.gpu.profiler, no Dask) unless the options ask for Dask or more than one GPU is visible."""
+    """The profile command's profile_network for ``--gpus``/``--scheduler``: this host's GPUs (all visible
+    ones, or those ``--gpus`` names) through engine.gpu.profiler's pipeline, no Dask; Dask for a cluster at
+    ``--scheduler``."""
     if scheduler:
         if gpus is not None:
             raise EngineError("--gpus and --scheduler exclude each other: the cluster's workers bring their GPUs")
@@ -158,14 +162,16 @@ def choose_profiler(gpus: str | None, scheduler: str | None) -> Callable[..., Pr
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception:
         count = 0
-    if not count or (gpus is None and count == 1):
-        ok, why = available()
-        if not ok:
-            raise GPUUnavailableError(f"cannot profile: {why}")
-        from .profiler import profile_network as on_this_gpu
+    ok, why = available()
+    if not count or not ok:
+        raise GPUUnavailableError(f"cannot profile: {why}")
+    from .profiler import profile_network as on_this_host
 
-        return on_this_gpu
-    return partial(profile_network, gpus=local_devices(gpus, count, os.environ.get("CUDA_VISIBLE_DEVICES")))
+    if gpus is None and count == 1:
+        return on_this_host
+    # this host's GPUs: the one-GPU pipeline with its processes spread over them, fed from one queue (a Dask
+    # worker measures one graph at a time, so it could not build while its GPU times)
+    return partial(on_this_host, devices=local_devices(gpus, count, os.environ.get("CUDA_VISIBLE_DEVICES")))
 
 
 def gpu_id(prov: dict, worker: str) -> str:

@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 from ..errors import EngineError
 from .progress import ProfileProgress
-from .work import Graph, Settings, cancelled, device_key, open_cache, timed_measure
+from .work import Graph, Settings, cancelled, device_key, open_cache, spread_order, timed_measure
 
 CONTEXT_BYTES = 1 << 30  # a CUDA context with cuDNN's kernels loaded, per worker (GPU memory)
 HOST_BYTES = 3 << 30  # a worker's resident memory: CuPy, cuDNN and its plans (host memory)
@@ -79,9 +79,11 @@ def worker_count(
     gpu_bytes: int,
     cpus: int | None = None,
     host_bytes: int | None = None,
+    share: int = 1,
 ) -> int:
     """How many processes share the GPU: ``requested``, else one per CPU core but one (the parent commits),
-    at most MAX_WORKERS, and no more than 80 % of the GPU's memory and the host's available memory hold."""
+    at most MAX_WORKERS, and no more than 80 % of the GPU's memory and the host's available memory hold;
+    with ``share`` GPUs profiling at once, this GPU's share of the cores and of the host's memory."""
     if requested is not None:
         if requested < 1:
             raise EngineError(f"--build-workers must be at least 1, got {requested}")
@@ -93,7 +95,8 @@ def worker_count(
         except (ValueError, OSError):
             host_bytes = HOST_BYTES
     per_gpu = CONTEXT_BYTES + max_workspace + operand_bytes
-    return max(1, min(cpus - 1, MAX_WORKERS, int(0.8 * gpu_bytes) // per_gpu, host_bytes // HOST_BYTES))
+    cores, host = (cpus - 1) // share, host_bytes // HOST_BYTES // share
+    return max(1, min(cores, MAX_WORKERS, int(0.8 * gpu_bytes) // per_gpu, host))
 
 
 # ---------------------------------------------------------------- worker processes (module level: spawned)
@@ -133,24 +136,43 @@ def _worker(index: int, lock_path: str, tasks, results, measure: Callable, probe
 
 
 class Pool:
-    """``workers`` spawned processes sharing this process's GPU, fed graphs through one queue."""
+    """``workers`` spawned processes sharing this process's GPU, or spread evenly over ``devices``
+    (CUDA_VISIBLE_DEVICES values, one GPU lock each), fed graphs through one queue: an idle process takes
+    the next graph whatever its GPU, so the GPUs share the work by its actual cost."""
 
-    def __init__(self, workers: int, measure: Callable, probe: Callable):
+    def __init__(self, workers: int, measure: Callable, probe: Callable, devices: list[str] | None = None):
         ctx = mp.get_context("spawn")  # a forked CUDA or cuDNN state is unusable in the child
         self.dir = tempfile.TemporaryDirectory(prefix="ucudnn-gpu-")
-        self.lock_path = os.path.join(self.dir.name, "gpu.lock")
         self.tasks, self.results = ctx.Queue(), ctx.Queue()
+        self.gpu = [i % len(devices) if devices else 0 for i in range(workers)]  # worker -> GPU index
         self.procs = [
             ctx.Process(
                 target=_worker,
                 name=f"ucudnn-profile-{i}",
                 daemon=True,
-                args=(i, self.lock_path, self.tasks, self.results, measure, probe, os.getpid()),
+                args=(
+                    i,
+                    os.path.join(self.dir.name, f"gpu{self.gpu[i]}.lock"),
+                    self.tasks,
+                    self.results,
+                    measure,
+                    probe,
+                    os.getpid(),
+                ),
             )
             for i in range(workers)
         ]
-        for p in self.procs:
-            p.start()
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        try:
+            for i, p in enumerate(self.procs):
+                if devices:  # a spawned child takes this process's environment as it starts
+                    os.environ["CUDA_VISIBLE_DEVICES"] = devices[self.gpu[i]]
+                p.start()
+        finally:
+            if visible is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = visible
         self.running: dict[int, int] = {}  # worker -> task number
 
     def started(self) -> list[dict]:
@@ -221,20 +243,16 @@ def run_pipeline(
     status,
     measure: Callable,
     probe: Callable,
+    devices: list[str] | None = None,
 ):
-    """(provenance, open cache) once the graphs the cache lacks are measured, biggest first, on ``workers``
-    processes sharing this GPU; profiler.profile_network assembles the Profile."""
-    pool = Pool(workers, measure, probe)
+    """(provenance, open cache) once the graphs the cache lacks are measured on ``workers`` processes sharing
+    this GPU (or spread over ``devices``, several GPUs of one model), in spread_order (so the ETA's first
+    graphs are like the rest); profiler.profile_network assembles the Profile."""
+    pool = Pool(workers, measure, probe, devices)
     cache = None
     try:
         provs = pool.started()
-        keys = {device_key(p) for p in provs}
-        if len(keys) > 1:
-            raise EngineError(
-                f"the profiling workers see different GPUs or software ({'; '.join(sorted(keys))}); "
-                f"make one GPU visible (CUDA_VISIBLE_DEVICES)"
-            )
-        prov = dict(provs[0], command=command)
+        prov = dict(check_gpus(provs, pool.gpu), command=command)
         cache = open_cache(cache_path, prov)
         options = settings.options()
         todo = [g for g in work if not cache.is_done(g.key, g.b, options)]
@@ -244,7 +262,7 @@ def run_pipeline(
                 learn(notes, cache.rows(g.key, g.b))
         track.from_cache([g for g in work if g not in todo])
         track.start()
-        waiting = sorted(todo, key=lambda g: -g.cost)[::-1]  # biggest last, popped first
+        waiting = spread_order(todo)[::-1]  # popped from the end
         sent: dict[int, Graph] = {}
         numbers = itertools.count()
         window = workers + 2  # a few queued, so that each carries the notes its signature has by then
@@ -269,9 +287,14 @@ def run_pipeline(
                 )
             rows, timing = msg[3], msg[4]
             t = time.perf_counter()
-            cache.commit(graph.key, graph.b, options, rows, dict(prov, worker=f"worker{msg[1]}", timing=timing))
+            worker = dict(provs[msg[1]], command=command, worker=f"worker{msg[1]}", timing=timing)
+            cache.commit(graph.key, graph.b, options, rows, worker)
             learn(notes, rows)
-            track.finished(graph, "gpu0", timing["seconds"], timing.get("split"), commit=time.perf_counter() - t)
+            own = timing["seconds"] - (timing.get("split") or {}).get("wait", 0.0)  # without waiting for the GPU
+            gpu = pool.gpu[msg[1]]
+            if "gpus" in prov:
+                prov["gpus"][gpu]["graphs"] += 1
+            track.finished(graph, f"gpu{gpu}", own, timing.get("split"), commit=time.perf_counter() - t)
             if status:
                 status(track.status())
             if should_stop and should_stop() and (waiting or sent):
@@ -283,6 +306,28 @@ def run_pipeline(
         if cache is not None:
             cache.close()
         raise
+
+
+def check_gpus(provs: list[dict], gpu: list[int]) -> dict:
+    """The workers' common provenance (``gpu``: each worker's GPU index): one GPU model, driver and cuDNN,
+    and with several GPUs, a GPU of its own per index (``gpus`` lists them with the graphs each measured)."""
+    keys = {device_key(p) for p in provs}
+    if len(keys) > 1:
+        raise EngineError(
+            f"the profiling workers see different GPUs or software ({'; '.join(sorted(keys))}); "
+            f"make one GPU visible (CUDA_VISIBLE_DEVICES) or profile GPUs of one kind at a time (--gpus)"
+        )
+    first = {g: provs[i] for i, g in reversed(list(enumerate(gpu)))}
+    if len(first) < 2:
+        return dict(provs[0])
+    uuids = [first[g].get("gpu_uuid", "") for g in sorted(first)]
+    if len(set(uuids)) < len(uuids):
+        raise EngineError(f"the GPUs given share a GPU ({', '.join(uuids)}): give each number its own GPU")
+    gpus = [
+        dict(worker=f"gpu{g}", gpu=p["gpu"], gpu_uuid=p.get("gpu_uuid", ""), host=p.get("host", ""), graphs=0)
+        for g, p in sorted(first.items())
+    ]
+    return dict(provs[0], gpus=gpus, gpu_uuid=",".join(uuids))
 
 
 def learn(notes: dict[str, dict[str, str]], rows: list[dict]) -> None:

@@ -345,12 +345,15 @@ def profile_network(
     status: Callable[[dict], None] | None = None,
     measure: Callable = measure_shared,
     probe: Callable[[], dict] = probe,
+    devices: list[str] | None = None,
 ) -> Profile:
     """Profile every unique kernel of ``network`` at the policy's micro-batch sizes on this GPU; returns a
     Profile (engine.gpu.distributed spreads the same graphs over several GPUs).
 
     ``workers`` processes build plans while one at a time times them on the GPU (engine.gpu.pipeline;
-    None: pipeline.worker_count); 1 measures in this process, graph after graph. ``measure`` and ``probe``
+    None: pipeline.worker_count per GPU); 1 measures in this process, graph after graph. ``devices``: several
+    GPUs of this host (CUDA_VISIBLE_DEVICES values, as ``--gpus`` gives them), each with its share of the
+    processes, all fed from one queue. ``measure`` and ``probe``
     run in the workers; the CPU tests pass fakes. ``status`` is called with ProfileProgress.status() after
     every graph (per-GPU counts and the ETA), ``progress`` as before with the ETA in its message.
 
@@ -371,19 +374,21 @@ def profile_network(
     work = graphs(network, policy, precision, layout)
     track = ProfileProgress(work, progress)
     t0 = time.perf_counter()
+    gpus = len(devices or ()) or 1
     if workers is None:
         operands = max((sum(per_sample_bytes(g.sig).values()) * 2 * g.sig.n for g in work), default=0)
         gpu = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["totalGlobalMem"]
-        workers = worker_count(None, max_workspace=max_workspace, operand_bytes=operands, gpu_bytes=gpu)
+        per_gpu = worker_count(None, max_workspace=max_workspace, operand_bytes=operands, gpu_bytes=gpu, share=gpus)
+        workers = per_gpu * gpus
     else:
         workers = worker_count(workers, max_workspace=max_workspace, operand_bytes=0, gpu_bytes=0)
-    if workers == 1:
+    if workers == 1 and gpus == 1:
         prov, cache = _serial(work, settings, command, cache_path, track, should_stop, status)
     else:
         from .pipeline import run_pipeline
 
         prov, cache = run_pipeline(
-            work, settings, command, cache_path, workers, track, should_stop, status, measure, probe
+            work, settings, command, cache_path, max(workers, gpus), track, should_stop, status, measure, probe, devices
         )
     try:
         prov["profiling_seconds"] = round(time.perf_counter() - t0, 2)

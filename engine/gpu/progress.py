@@ -4,10 +4,12 @@ The ETA fits each measured graph's own seconds as ``a[kind] + c * GFLOP + d * GB
 squares: a graph's host work, building ~60 plans, is about constant per direction; its GPU work grows with
 its FLOPs where the kernels are compute-bound and with its operand bytes where they are memory-bound, as
 depthwise ones are) and scales the wall time spent measuring so far by the fitted work left over the fitted
-work done, so it holds however many processes measure at once. Replayed on the H100 runs of
-benchmarks/reports/profiling-speed.md (each graph's stored end and seconds), it predicts the finish within
-a few percent at the median, but up to a third off (two thirds for a 42-graph run) in the first quarter of
-a run: the first graphs are not like the last (see that report).
+work done, so it holds however many processes measure at once. Samples are each graph's own seconds
+(building and timing, without waiting for the shared GPU). Replayed biggest graph first on the H100 runs of
+benchmarks/reports/profiling-speed.md it was up to a third off in the first quarter of a run: fitted on the
+biggest graphs, the model extrapolated to the smallest. The pipeline now measures in work.spread_order,
+whose every prefix samples every cost: the same runs' per-graph seconds replayed in that order give a
+finish within 10 % from a tenth of the graphs on (tests/test_profile_pipeline.py).
 No CuPy here: the Dask client and the tests use it without a GPU.
 """
 

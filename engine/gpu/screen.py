@@ -19,7 +19,8 @@ measured. MARGIN = 0.10 is chosen from the committed H100 ResNet-50 b64 profile:
 timed 5 times, the slowest of the 5 runs is within 1.4 % of the median for half of them and within 9.7 %
 for 99 %; p's two runs would both have to be that far off. Two profiles of the same GPU differ by about
 1 % (quartiles of their medians' ratio, benchmarks/reports/profiling-speed.md). On that profile the rule
-leaves about 3,900 of 30,255 timed plans to repeat (16,539 with the rule it replaces).
+leaves 4,898 of 30,255 timed plans to repeat (16,539 with the 10x/1.25x rules it replaces, which were not
+exact: they skipped slow plans on the small-workspace end of the front).
 
 Pure functions, no CuPy: tested against brute force on the CPU.
 """

@@ -18,6 +18,7 @@ from torch import nn
 
 from ..errors import EngineError, MemoryRuntimeError
 from ..network import Network
+from .trace import SEVERAL, SHAPE
 
 KINDS = {
     "conv": (nn.Conv2d,),
@@ -52,8 +53,8 @@ def _traced_layers(model: nn.Module, net: Network) -> tuple[list[tuple[str, str 
 class LayerMap:
     """``names[module]``: the plan layers of the module's calls in call order; ``functional``: layers that
     are functions in the model's forward (``calls``: the function or tensor method each one calls, as fx
-    traced it; ``items``: the index each getitem takes); ``order``: the model's plan layers in forward order;
-    ``loss``: the appended loss layer, run outside the model."""
+    traced it); ``order``: the model's plan layers in forward order; ``loss``: the appended loss layer,
+    run outside the model."""
 
     def __init__(self, model: nn.Module, net: Network):
         modules = dict(model.named_modules())
@@ -65,7 +66,8 @@ class LayerMap:
         self.names: dict[nn.Module, list[str]] = {}
         self.modules: dict[str, nn.Module] = {}
         self.calls: dict[str, str] = {}
-        self.items: dict[str, int] = {}  # functional getitem layer -> the index it takes (memory_step.Step.post)
+        self.pieces: dict[str, list[tuple[int, str]]] = {}  # layer returning a tuple -> (index, getitem layer)
+        layer_of = {}
         self.order: list[str] = []
         problems: list[str] = []
         if len(layers) == len(traced) + 1 and layers[-1].op == "softmax":
@@ -76,14 +78,16 @@ class LayerMap:
         for (op, target, node), layer in zip(traced, layers):
             name = layer.name
             self.order.append(name)
+            layer_of[node] = name
             if op != layer.op:
                 where = f"the model's {target}" if target else "the model's function there"
                 problems.append(f"plan layer {name} is a {layer.op} but {where} is a {op}")
             elif target is None:
                 self.functional.add(name)
                 self.calls[name] = call_name(node)
-                if self.calls[name] == "getitem" and len(node.args) == 2 and isinstance(node.args[1], int):
-                    self.items[name] = node.args[1]
+                piece = _piece(node, layer_of)
+                if piece is not None:  # a tuple unpacked in Python: no torch function call to see
+                    self.pieces.setdefault(piece[0], []).append((piece[1], name))
             elif name != target and not re.fullmatch(rf"{re.escape(target)}_\d+", name):
                 problems.append(f"plan layer {name} ({layer.op}) is not a module of the model (there it has {target})")
             else:
@@ -117,6 +121,19 @@ class LayerMap:
         i = self.position[after] + 1 if after is not None else 0
         name = self.order[i] if i < len(self.order) else None
         return name if name in self.functional else None
+
+
+def _piece(node, layer_of: dict) -> tuple[str, int] | None:
+    """(layer, index) when ``node`` takes one tensor out of the tuple a layer returned (``x, _ = attention(...)``,
+    a chunk unpacked)."""
+    import operator
+
+    if node.op != "call_function" or node.target is not operator.getitem or len(node.args) != 2:
+        return None
+    src, index = node.args
+    if src not in layer_of or not isinstance(index, int) or src.meta.get(SHAPE) != SEVERAL:
+        return None
+    return layer_of[src], index
 
 
 def call_name(node) -> str:

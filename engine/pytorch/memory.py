@@ -11,8 +11,9 @@
   multiply, ConvNeXt's permutes, ``F.gelu``), which a torch-function mode observes during the forward
   (``_Functions``) so they are named, timed and called again like modules.
 
-Which layers are re-forwarded is the planner's choice (engine/memory/policies.py ``is_checkpoint``: never
-an operation that draws random numbers or runs a matmul or convolution). What the runtime cannot execute it
+Which layers are re-forwarded is the planner's choice (engine/memory/policies.py ``is_checkpoint``: never a
+generic operation that draws random numbers or runs a matmul or convolution; dropout is re-forwarded with its
+random state replayed). What the runtime cannot execute it
 refuses in one line naming the part (static whole-iteration allocation, Layrub's dX-into-X aliasing, a
 re-forward of an output another layer writes in place); what PyTorch does anyway it lists in ``notes``
 (the convolution algorithms and workspace rule, constant buffer pools).

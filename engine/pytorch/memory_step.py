@@ -117,6 +117,7 @@ class Step:
         self.last: str | None = None  # the plan layer that ran last in forward
         self.ran: set[str] = set()  # functional layers whose call the runtime saw
         self.produced: dict[str, int] = {}  # layer -> the storage of the output its call returned
+        self.drops: list = []  # drop actions due, run at the next point observed after theirs
         self.records: dict[str, list] = {}
         self.held: dict[str, tuple[Stored, View]] = {}
         self.held_ptrs: dict[int, str] = {}
@@ -236,7 +237,11 @@ class Step:
         name = cur.layer
         spec = self.net.layer(name)
         if not isinstance(out, torch.Tensor):
-            self._unpack(name, out)
+            for index, piece in self.layers.pieces.get(name, ()):  # taken out of the tuple in Python, unseen
+                if isinstance(out, (tuple, list)) and index < len(out) and isinstance(out[index], torch.Tensor):
+                    self.ran.add(piece)
+                    self._enter(piece, None, [], False)
+                    self.post(None, out[index])
             return
         if not same_shape(spec, tuple(out.shape[1:])):
             raise MemoryRuntimeError(
@@ -267,17 +272,6 @@ class Step:
                 self.recompute.dropped_extra(name, j)
         self._hook_backward(name, out)
         self.advance((self.schedule.tick_f[name], 1))
-
-    def _unpack(self, name: str, out) -> None:
-        """A layer that returns a tuple (MultiheadAttention's output and weights): the plan's getitem after it is
-        Python's tuple indexing, which no torch-function mode sees; it runs here, as that layer, on its item."""
-        item = self.layers.next_functional(name)
-        index = self.layers.items.get(item)
-        if index is None or not isinstance(out, (tuple, list)) or not isinstance(out[index], torch.Tensor):
-            return
-        self.ran.add(item)
-        self._enter(item, None, [], False)
-        self.post(None, out[index])
 
     def end_forward(self) -> None:
         self.cur = None
@@ -413,7 +407,7 @@ class Step:
                 step.event((tick, 1))
 
         node.register_prehook(start)
-        _matmul_node(self.net.layer(layer), node).register_hook(end)
+        node.register_hook(end)
 
     def event(self, point: tuple[int, int]) -> None:
         if self.done or not self.active:
@@ -435,6 +429,8 @@ class Step:
         if measure and point[1] == 1:
             self._measure(point)
         self.seen = max(self.seen, point)
+        while self.drops and self.drops[0].point < point:
+            self.recompute.drop(self.drops.pop(0).target)
         actions = self.schedule.actions
         while self.next < len(actions) and actions[self.next].point <= point:
             a = actions[self.next]
@@ -447,8 +443,9 @@ class Step:
                         self._progress(rec)
             elif a.kind == "recompute":
                 self.recompute.run(a.target)
-            elif a.kind == "drop":
-                self.recompute.drop(a.target)
+            elif a.kind == "drop":  # at the next point: a layer of several autograd nodes (a Linear over tokens:
+                # matmul, then a view) ends its observed backward before its first node has read its saved input
+                self.drops.append(a)
             elif a.kind == "unhold":
                 rec, _ = self.held.pop(a.target, (None, None))
                 if rec is not None:
@@ -487,18 +484,3 @@ class Step:
                 self.log("prefetch", rec.name, g.prefetch)
             rec.stage = 0
             rec.gap += 1
-
-
-_FOLDS = ("ViewBackward0", "UnsafeViewBackward0", "AddBackward0")
-
-
-def _matmul_node(layer, node):
-    """Where a layer's backward ends: its output's node, except for a linear layer on more than two dims, which
-    folds its input into a matrix and views the product back (adding the bias after); the matrix product's
-    node, below those, reads the saved input, so the layer's end (and the drops due there) waits for it."""
-    if layer.op != "fc" and not (layer.op == "generic" and layer.params.get("op") == "Linear"):
-        return node
-    n = node
-    while type(n).__name__ in _FOLDS:
-        n = next((f for f, _ in n.next_functions if f is not None and type(f).__name__ != "AccumulateGrad"), None)
-    return n if type(n).__name__ in ("AddmmBackward0", "MmBackward0") else node

@@ -47,6 +47,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
             item.add_marker(pytest.mark.ui)
+            # under pytest-xdist (--dist loadgroup) a module's tests stay on one worker: one server and browser each
+            item.add_marker(pytest.mark.xdist_group(Path(str(item.fspath)).stem))
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
 
@@ -85,9 +87,7 @@ class Server:
                 f"localhost:{self.port}",
                 "--num-threads",
                 "2",
-                "--websocket-max-message-size",
-                str(100 * 2**20),
-            ],  # app.py's serve options
+            ],  # app.py's serve options (no websocket message limit: uploads arrive in chunks)
             cwd=ROOT,
             env=env,
             stdout=self._log,

@@ -97,7 +97,8 @@ def test_loading_an_empty_file_says_so(app_page):
 
 
 def test_a_plan_file_over_20_mb_loads(app_page, tmp_path):
-    """Past Tornado's default 20 MB websocket message the session would drop; app.py's serve options raise it."""
+    """Past Tornado's default 20 MB websocket message one message would drop the session: plain ``panel serve``
+    takes it, in chunks."""
     with app_page.expect_download() as info:
         app_page.get_by_role("button", name="Export plan (JSON)").click()
     path = tmp_path / "big.plan.json"
