@@ -296,3 +296,58 @@ def test_documented_path_predicts_the_measured_peak(policy, convs, doc_plans):
         del model
         gc.collect()
         torch.cuda.empty_cache()
+
+
+def unpacked_mismatches(model, net, batch, size, policy, device, monkeypatch) -> list[str]:
+    """Every tensor the runtime hands autograd in backward against the value autograd saved in forward: a
+    re-forward reruns the same kernels on the same inputs and an offload moves bytes, so each must match.
+    The first mismatch names the saved tensor (plan layer, kind, pack index) whose mapping or re-forward
+    is wrong, where a gradient comparison only says that something is."""
+    from engine.pytorch import memory, memory_step
+
+    network = import_model(model, (3, size, size), batch, net)
+    result = plan_memory(network, policy=policy, convention="pytorch")
+    x = torch.randn(batch, 3, size, size, device=device)
+    target = torch.randint(0, 10, (batch,), device=device)
+    runtime = apply_memory_policy(model, result, example_input=x)
+    packed: dict[int, tuple] = {}
+    found: list[str] = []
+    pack, unpack = memory_step.Step.pack, memory.unpack
+
+    def pack_watched(self, t):
+        h = pack(self, t)
+        if isinstance(h, memory_step.Packed):
+            where = self.cur.layer if self.cur is not None else self.last
+            packed[id(h)] = (h, f"#{len(packed)} saved in {where} {tuple(t.shape)}", t.detach().clone())
+        return h
+
+    def unpack_watched(h):
+        value = unpack(h)
+        got = packed.get(id(h))
+        if got is not None:
+            _, what, saved = got
+            kind = f"re-forward {h.key}" if h.key is not None else (f"stored {h.record.name}" if h.record else "kept")
+            if value.shape != saved.shape:
+                found.append(f"{what} ({kind}): shape {tuple(value.shape)}")
+            elif value.dtype.is_floating_point and rel(value, saved) > TOL:
+                found.append(f"{what} ({kind}): relative L2 error {rel(value, saved):.2e}")
+            elif not value.dtype.is_floating_point and not torch.equal(value, saved):
+                found.append(f"{what} ({kind}): differs")
+        return value
+
+    monkeypatch.setattr(memory_step.Step, "pack", pack_watched)
+    monkeypatch.setattr(memory, "unpack", unpack_watched)
+    try:
+        step(model, x, target)
+    finally:
+        runtime.remove()
+    return found
+
+
+@pytest.mark.parametrize("policy", ["sn-recompute", "superneurons"])
+@pytest.mark.parametrize("net", ["mobilenet_v3_large", "efficientnet_b0"])
+def test_every_unpacked_tensor_is_the_saved_one(net, policy, monkeypatch):
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, net)(weights=None, num_classes=10).cuda()
+    found = unpacked_mismatches(model, net, 16, 224, policy, "cuda", monkeypatch)
+    assert not found, f"{len(found)} unpacked tensor(s) differ from what autograd saved; first: " + "; ".join(found[:6])
