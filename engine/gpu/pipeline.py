@@ -290,7 +290,14 @@ def run_pipeline(
             worker = dict(provs[msg[1]], command=command, worker=f"worker{msg[1]}", timing=timing)
             cache.commit(graph.key, graph.b, options, rows, worker)
             learn(notes, rows)
-            own = timing["seconds"] - (timing.get("split") or {}).get("wait", 0.0)  # without waiting for the GPU
+            # the ETA's sample: what this graph adds to the wall clock; with processes sharing a GPU that is its
+            # time holding the GPU (builds overlap), graph after graph its own time (without waiting)
+            split = timing.get("split") or {}
+            own = (
+                split.get("timing", 0.0) + split.get("buffers", 0.0)
+                if workers > 1
+                else timing["seconds"] - split.get("wait", 0.0)
+            )
             gpu = pool.gpu[msg[1]]
             if "gpus" in prov:
                 prov["gpus"][gpu]["graphs"] += 1
