@@ -198,6 +198,7 @@ def main(argv=None) -> int:
     p.add_argument("--time-params")
     q = sub.add_parser("predict", help="recompute the predictions of a results file (CPU)")
     q.add_argument("results")
+    q.add_argument("--configs", nargs="+", choices=list(MODELS), help="only these models' cases (default: all)")
     r = sub.add_parser("report")
     r.add_argument("results")
     r.add_argument("-o", "--output")

@@ -237,23 +237,25 @@ def repredict(args) -> int:
     doc = json.loads(out.read_text())
     latest = calibration(time_params_path(out))
     own = {uuid: calibration_of(c) for uuid, c in doc.get("calibrations", {}).items()}
+    only = set(getattr(args, "configs", None) or MODELS)
     for r in doc["results"]:
-        if r["kind"] != "step" or "predicted" not in r:
+        if r["kind"] != "step" or "predicted" not in r or r["model"] not in only:
             continue
         tp, framework, r["calibration_uuid"] = own.get(r.get("gpu_uuid"), latest)  # the case's own host if kept
         res = memory_result(r["model"], r["batch"], r["variant"], r["capacity"], tp, framework, profiles_dir(out))
         r["predicted"], r["predicted_ticks"] = predicted(res), predicted_ticks(res)
     tp, framework, _ = latest
     for key, entry in doc.get("capacity", {}).items():
-        if "predicted" in entry:
-            net, gib = key.split("/")
+        net, gib = key.split("/")
+        if "predicted" in entry and net in only:
             entry["predicted"] = predict_capacity(net, int(gib) * GiB, framework, entry["best"])["predicted"]
             if best_policy(entry["predicted"]) not in (entry["best"], entry.get("host_limited")):  # best then
                 entry["best_now"] = best_policy(entry["predicted"])
     doc["predicted_at"] = {
         "commit": git_commit(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": f"python benchmarks/memory_training.py predict {args.results}",
+        "command": f"python benchmarks/memory_training.py predict {args.results}"
+        + (f" --configs {' '.join(sorted(only))}" if only != set(MODELS) else ""),
     }
     save_json(out, doc)
     print(f"predictions in {out} recomputed at {doc['predicted_at']['commit']}")
