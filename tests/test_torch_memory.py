@@ -566,3 +566,20 @@ def test_a_tuple_unpacked_in_python_is_taken_at_its_producers_end(policy):
     assert piece in runtime._last.ran and "add" in runtime._last.ran  # and the functions after it are matched
     if policy in RECOMPUTING:
         assert "Y:add" in runtime.schedule.held  # the re-forwarded tanh reads it: the runtime must see the add
+
+
+def test_re_forwards_of_generic_models_on_cuda_carry_the_gpu_tests_caution():
+    """What the H100 tests found wrong (MobileNetV3/EfficientNet re-forwards, gradients unlike stock's) is said
+    before a CUDA step runs such a plan; CPU models, zoo-op models and plans without re-forwards are not flagged."""
+    import torchvision
+
+    from engine.pytorch.loader import load_network
+    from engine.pytorch.memory import unverified
+
+    generic = load_network("torchvision:mobilenet_v3_small", 4)
+    zoo_ops = import_model(torchvision.models.resnet18(weights=None), (3, 64, 64), 4, "torchvision:resnet18")
+    recompute = plan_memory(generic, policy="sn-recompute", convention="pytorch").plan
+    assert recompute.recompute_count and "not verified on CUDA" in unverified(recompute, "cuda")
+    assert unverified(recompute, "cpu") == ""
+    assert unverified(plan_memory(generic, policy="vdnn-all-p", convention="pytorch").plan, "cuda") == ""
+    assert unverified(plan_memory(zoo_ops, policy="sn-recompute", convention="pytorch").plan, "cuda") == ""
