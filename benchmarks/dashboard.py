@@ -36,7 +36,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.fileio import atomic_write  # noqa: E402
+from engine.testing.serve import PanelServer  # noqa: E402
 
 CHROMIUM = os.environ.get("UCUDNN_CHROMIUM", "/usr/bin/chromium")
 
@@ -109,50 +109,11 @@ def server_latency(profile_path: Path, repeats: int = 2) -> dict:
 SERVE_ARGS = ["--num-threads", "4", "--unused-session-lifetime", "60000"]  # what app.py's docstring says
 
 
-class Served:
-    def __init__(self, profile_path: Path, log: Path, serve_args: list[str] = SERVE_ARGS):
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        env = dict(os.environ, UCUDNN_PROFILE=str(profile_path))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-        self.log = log
-        self._out = open(log, "w")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "panel",
-                "serve",
-                "app.py",
-                "--port",
-                str(self.port),
-                "--address",
-                "localhost",
-                "--allow-websocket-origin",
-                f"localhost:{self.port}",
-                *serve_args,
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 120
-        while "Bokeh app running at" not in log.read_text():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise SystemExit(f"panel serve failed:\n{log.read_text()}")
-            time.sleep(0.2)
-        self.url = f"http://localhost:{self.port}/app"
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-        self._out.close()
+def serve(profile_path: Path, log: Path, serve_args: list[str] = SERVE_ARGS) -> PanelServer:
+    try:
+        return PanelServer(profile_path, log, serve_args, timeout=120)
+    except RuntimeError as err:
+        raise SystemExit(str(err)) from None
 
 
 # In-page clock: a change of any Bokeh model stamps __last and, two animation frames later (the canvases
@@ -183,7 +144,7 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
-        srv = Served(profile_path, Path(tmp) / "serve.log")
+        srv = serve(profile_path, Path(tmp) / "serve.log")
         try:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -216,9 +177,9 @@ def browser_latency(profile_path: Path, moves: int, screenshot: Path | None) -> 
                 page.wait_for_timeout(1500)  # Panel's trailing busy-indicator messages: closing mid-write
                 browser.close()  # makes Tornado log a WebSocketClosedError traceback
         finally:
-            srv.close()
-        if "Traceback" in srv.log.read_text():
-            raise SystemExit(f"server error:\n{srv.log.read_text()}")
+            srv.stop()
+        if "Traceback" in srv.log():
+            raise SystemExit(f"server error:\n{srv.log()}")
     return {"last_change": stats(last), "painted": stats(painted), "messages": stats(messages)}
 
 
@@ -332,7 +293,7 @@ def server_alone(profile_path: Path, n: int, serve_args: list[str]) -> dict:
     import panel.models.tabulator  # noqa: F401
 
     with tempfile.TemporaryDirectory() as tmp:
-        srv = Served(profile_path, Path(tmp) / "serve.log", serve_args)
+        srv = serve(profile_path, Path(tmp) / "serve.log", serve_args)
         try:
             warm = [None]
             _pull(srv.url, warm, 0)  # the first page computes the shared analysis: not counted
@@ -347,8 +308,8 @@ def server_alone(profile_path: Path, n: int, serve_args: list[str]) -> dict:
             wall = time.perf_counter() - t
             cpu = sum(tree_cpu_s(srv.proc.pid).values()) - cpu0
         finally:
-            srv.close()
-        log = srv.log.read_text()
+            srv.stop()
+        log = srv.log()
     done = [o[0] for o in out if o is not None]
     return {
         "sessions": n,
@@ -362,7 +323,7 @@ def server_alone(profile_path: Path, n: int, serve_args: list[str]) -> dict:
 
 def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        srv = Served(profile_path, Path(tmp) / "serve.log", serve_args)
+        srv = serve(profile_path, Path(tmp) / "serve.log", serve_args)
         try:
             marks = []
 
@@ -373,8 +334,8 @@ def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[s
             mark()
             out = asyncio.run(_sessions(srv.url, n, rounds, mark))
         finally:
-            srv.close()
-        log = srv.log.read_text()
+            srv.stop()
+        log = srv.log()
     # CPU seconds per phase (page loads, slider rounds): the server's process tree, Chromium's processes, and
     # the rest of this benchmark's tree (Playwright's driver and this script)
     out["cpu_s"] = {

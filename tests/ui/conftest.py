@@ -12,15 +12,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from engine.testing.serve import PanelServer
+
 CHROMIUM = os.environ.get("UCUDNN_CHROMIUM", "/usr/bin/chromium")
 LAUNCH_ARGS = [
     "--no-sandbox",
@@ -53,65 +50,11 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """``python -m panel serve app.py`` with its output in a file; ``log()`` reads it so far."""
+class Server(PanelServer):
+    """The app as the README serves it (no websocket message limit: uploads arrive in chunks)."""
 
     def __init__(self, profile: Path | None, log_path: Path):
-        self.port = free_port()
-        self.log_path = log_path
-        env = dict(os.environ)
-        env.pop("UCUDNN_PROFILE", None)
-        if profile is not None:
-            env["UCUDNN_PROFILE"] = str(profile)
-        env.pop("UCUDNN_PROFILE_DIR", None)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-        self._log = open(log_path, "w")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "panel",
-                "serve",
-                "app.py",
-                "--port",
-                str(self.port),
-                "--address",
-                "localhost",
-                "--allow-websocket-origin",
-                f"localhost:{self.port}",
-                "--num-threads",
-                "2",
-            ],  # app.py's serve options (no websocket message limit: uploads arrive in chunks)
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 90
-        while "Bokeh app running at" not in self.log():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"panel serve did not start:\n{self.log()}")
-            time.sleep(0.2)
-        self.url = f"http://localhost:{self.port}/app"
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self._log.close()
+        super().__init__(profile, log_path, ["--num-threads", "2"], timeout=90)
 
 
 @pytest.fixture(scope="module")
