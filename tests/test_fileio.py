@@ -171,13 +171,13 @@ def test_load_json_file_reads_gzip_by_suffix(tmp_path):
 
 
 # Every file the project writes goes through engine.fileio. These write streams, not documents: the logs of a
-# server and of worker processes (benchmarks/dashboard.py, benchmarks/profile_multigpu.py), the attempt log the
+# server and of worker processes (engine/testing/serve.py, benchmarks/profile_multigpu.py), the attempt log the
 # fake GPU workers append to (engine/testing/fake_gpu.py) and an append-only JSONL of measurements kept as they
 # come (tools/engine_sweep.py).
 _STREAMS = {
-    "benchmarks/dashboard.py": 1,
     "benchmarks/profile_multigpu.py": 1,
     "engine/testing/fake_gpu.py": 2,
+    "engine/testing/serve.py": 1,
     "tools/engine_sweep.py": 1,
 }
 _RAW_WRITE = re.compile(
