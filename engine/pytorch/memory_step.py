@@ -30,7 +30,7 @@ from ..errors import MemoryRuntimeError
 
 from .layermap import canonical, same_shape
 from .offload import Stored, View, storage_ptr
-from .recompute import Recomputer, out_of_place
+from .recompute import Recomputer, draws_random, out_of_place
 
 
 class _Writer:
@@ -159,9 +159,11 @@ class Step:
         if f"Y:{data}" in self.schedule.held:
             self._hold(data, x, ptr)
 
-    def pre(self, module, args) -> None:
+    def pre(self, module, args) -> tuple | None:
+        """A module layer starts; returns the arguments it runs on where the runtime changes them (a random
+        in-place layer whose output the plan drops runs on a copy of its input, recompute.on_a_copy)."""
         if self.recomputing:
-            return
+            return None
         k = self.calls.get(module, 0)
         self.calls[module] = k + 1
         names = self.layers.names[module]
@@ -172,13 +174,19 @@ class Step:
             )
         name = names[k]
         xs = [a for a in args if isinstance(a, torch.Tensor)]
-        inplace_off = False
+        inplace_off, changed = False, None
+        spec = self.net.layer(name)
         if self.active and self.schedule.dropped(name):
             self.recompute.record_call(name, module, xs)
             if getattr(module, "inplace", False):  # keep the checkpoint it reads (see recompute.py)
-                inplace_off = True
-                module.inplace = False
-        self._enter(name, module, list(zip(xs, self.net.layer(name).inputs)), inplace_off)
+                if draws_random(spec):
+                    i = next(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))
+                    changed = (*args[:i], args[i].clone(), *args[i + 1 :])
+                else:
+                    inplace_off = True
+                    module.inplace = False
+        self._enter(name, module, list(zip(xs, spec.inputs)), inplace_off)
+        return changed
 
     def functional(self, func, args: tuple, kwargs: dict):
         """A function or tensor method called in forward outside the plan's modules (memory.py's observer): when
@@ -199,7 +207,7 @@ class Step:
         if self.active and self.schedule.dropped(name):
             self.recompute.record_function(name, func, leaves, spec, {id(x): src for x, src in reads})
             if any(f"Y:{src}" in self.schedule.held for _, src in reads):  # keep the checkpoint it reads
-                func, kwargs = out_of_place(func, kwargs)
+                func, kwargs = out_of_place(func, args, kwargs, draws_random(self.net.layer(name)))
         self.ran.add(name)
         self._enter(name, None, reads, False)
         out = func(*args, **kwargs)

@@ -11,7 +11,10 @@ and every other argument: sizes, parameters) is made again on its inputs' values
 (a module's ``inplace`` switch off, ``add_``/``__iadd__``/``inplace=True`` as their plain forms; the
 original forward does the same where the layer writes into a checkpoint, so the checkpoint keeps its
 value); batch-norm running statistics are restored after the re-forward, and dropout (or any random layer
-the plan re-forwards) replays the random state of its original call. The re-forwarded output and extras stay in the
+the plan re-forwards) replays the random state of its original call. A random layer that writes in place
+runs in place on a copy of its input instead (``on_a_copy``): PyTorch's out-of-place form of a random op may
+draw differently (on CUDA ``dropout`` is a fused kernel, ``dropout_`` is bernoulli_ then mul_), and the mask
+must be stock PyTorch's. The re-forwarded output and extras stay in the
 cache until the plan's residency span of that output ends (the ``drop`` actions of schedule.py).
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import weakref
 
 import torch
@@ -51,7 +55,7 @@ class Recomputer:
 
     def record_call(self, layer: str, module: nn.Module, args: list[torch.Tensor]) -> None:
         self.inputs[layer] = [(View.of(x), x.requires_grad) for x in args]
-        if (isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0) or _random(
+        if (isinstance(module, nn.modules.dropout._DropoutNd) and module.training and module.p > 0) or draws_random(
             self.step.net.layer(layer)
         ):
             self._keep_rng(layer, args[0].device)
@@ -62,7 +66,7 @@ class Recomputer:
         it was."""
         args = [(reads[id(x)], View.of(x), x.requires_grad) if id(x) in reads else x for x in leaves]
         self.functions[layer] = (func, args, spec)
-        if _random(self.step.net.layer(layer)):
+        if draws_random(self.step.net.layer(layer)):
             dev = next((x.device for x in leaves if isinstance(x, torch.Tensor)), torch.device("cpu"))
             self._keep_rng(layer, dev)
 
@@ -130,7 +134,8 @@ class Recomputer:
             for i, src in enumerate(spec.inputs):
                 view, grad = recorded[i] if recorded and i < len(recorded) else (None, True)
                 args.append(self._input(layer, src, view, grad))
-            call = functools.partial(module, *args)
+            copy = getattr(module, "inplace", False) and draws_random(spec)
+            call = functools.partial(on_a_copy(module) if copy else module, *args)
         device = step.mover.device
         captured: dict[int, torch.Tensor] = {}
         wanted = self.wanted.get(layer, set())
@@ -149,7 +154,7 @@ class Recomputer:
         step.recomputing = True
         try:
             with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-                with _as_original(module, self.rng.get(layer), device):
+                with _as_original(module, self.rng.get(layer), device, draws_random(spec)):
                     out = call()
         finally:
             step.recomputing = False
@@ -177,17 +182,41 @@ class Recomputer:
         func, args, spec = recorded
         leaves = [self._input(layer, *a) if isinstance(a, tuple) else a for a in args]
         a, kw = tree_unflatten(leaves, spec)
-        func, kw = out_of_place(func, kw)
+        func, kw = out_of_place(func, a, kw, draws_random(self.step.net.layer(layer)))
         return functools.partial(func, *a, **kw)
 
 
-def _random(layer) -> bool:
+def draws_random(layer) -> bool:
     return layer.op == "dropout" or (layer.op == "generic" and layer.params["random"])
 
 
-def out_of_place(func, kwargs: dict):
-    """``func`` and ``kwargs`` computing a new tensor: ``Tensor.__iadd__`` as ``__add__``, ``relu_`` as ``relu``,
-    ``inplace=True`` as False (a re-forward must leave the checkpoint it reads as it is)."""
+def on_a_copy(func):
+    """``func`` writing into a copy of its first argument, the form a random in-place layer runs in where it must
+    leave its input as it is: the same kernels, so the same random draws, as stock PyTorch's call."""
+
+    @functools.wraps(func)
+    def call(x, *args, **kwargs):
+        return func(x.clone(), *args, **kwargs)
+
+    return call
+
+
+def writes_in_place(func, args: tuple, kwargs: dict) -> bool:
+    name = getattr(func, "__name__", "")
+    if (name.startswith("__i") and name.endswith("__")) or (name.endswith("_") and not name.endswith("__")):
+        return True
+    try:
+        return bool(inspect.signature(func).bind(*args, **kwargs).arguments.get("inplace", False))
+    except (TypeError, ValueError):  # a builtin without a signature, or a call it does not bind
+        return bool(kwargs.get("inplace"))
+
+
+def out_of_place(func, args: tuple, kwargs: dict, random: bool = False):
+    """``func`` and ``kwargs`` computing a new tensor (a re-forward must leave the checkpoint it reads as it is):
+    a random layer's in-place call on a copy (``on_a_copy``), else ``Tensor.__iadd__`` as ``__add__``, ``relu_``
+    as ``relu``, ``inplace=True`` as False."""
+    if random:
+        return (on_a_copy(func), kwargs) if writes_in_place(func, args, kwargs) else (func, kwargs)
     name = getattr(func, "__name__", "")
     if kwargs.get("inplace"):
         kwargs = {**kwargs, "inplace": False}
@@ -202,10 +231,11 @@ def out_of_place(func, kwargs: dict):
 
 
 @contextlib.contextmanager
-def _as_original(module: nn.Module | None, rng, device):
-    """Run ``module`` (None: a function) as in its original call: out of place, with batch-norm running
-    statistics left as they are and a random op's state replayed."""
-    inplace = getattr(module, "inplace", None)
+def _as_original(module: nn.Module | None, rng, device, random: bool):
+    """Run ``module`` (None: a function) as in its original call: out of place (a random one on a copy, with
+    its ``inplace`` left on), with batch-norm running statistics left as they are and a random op's state
+    replayed."""
+    inplace = getattr(module, "inplace", None) and not random
     if inplace:
         module.inplace = False
     saved = []
