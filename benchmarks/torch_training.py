@@ -170,6 +170,7 @@ def run_case(
             predicted_conv_ms=plan.totals.time_ms,
             plan_workspace=plan.totals.workspace,
             unplanned=model.ucudnn.unplanned,
+            kept_stock=sorted(model.ucudnn.stock),  # engine.stock: the plan gains less than its host cost there
         )
     out["arena"] = arena
 

@@ -66,6 +66,14 @@ class KernelSignature:
         return PRECISIONS[self.precision].itemsize
 
     @property
+    def aten_depthwise(self) -> bool:
+        """Whether stock PyTorch runs this convolution with ATen's depthwise kernels (no cuDNN, no workspace): ATen's
+        ``is_depthwise`` (groups = input channels > 1, output channels a multiple) without ``use_cudnn_depthwise``
+        (channels_last or half precision)."""
+        single = not PRECISIONS[self.precision].reduced  # fp32 operands (TF32 or strict), not half precision
+        return self.layout == "NCHW" and single and self.groups == self.c > 1 and self.k % self.c == 0
+
+    @property
     def out_h(self) -> int:
         return (self.h + 2 * self.pad_h - self.dil_h * (self.r - 1) - 1) // self.stride_h + 1
 

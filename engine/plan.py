@@ -65,6 +65,20 @@ class PlanMicro:
         return MicroConfig(self.batch, self.plan, self.time_ms, self.workspace)
 
 
+@dataclass(frozen=True)
+class StockEstimate:
+    """What stock PyTorch runs for a kernel, undivided (engine.stock): ``heuristic_ms`` cuDNN's first heuristic
+    plan (``cudnn.benchmark`` off), ``benchmark_ms`` the fastest of the plans ``cudnn.benchmark`` tries, each the
+    profile's time (None: that plan was not timed); ``workspace`` the most any of those plans takes."""
+
+    heuristic_ms: float | None
+    benchmark_ms: float | None
+    workspace: int
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
 @dataclass
 class PlanKernel:
     """One (layer, direction) of the network and the configuration chosen for it."""
@@ -78,6 +92,7 @@ class PlanKernel:
     time_ms: float  # sum over micro
     undivided_time_ms: float | None  # this kernel in the undivided baseline at the same memory; None if infeasible
     offset: int | None = None  # WD: byte offset of this kernel's segment in the arena
+    stock: StockEstimate | None = None  # what stock PyTorch would run instead (absent from older plans)
 
     @property
     def configuration(self) -> Configuration:
@@ -100,6 +115,8 @@ class PlanKernel:
         }
         if self.offset is not None:
             d["offset"] = self.offset
+        if self.stock is not None:
+            d["stock"] = self.stock.to_dict()
         return d
 
 
@@ -439,6 +456,7 @@ def _parse_kernel(kd, path: str, wd: bool, batch: int, allowed: set[int], precis
         path,
         ("id", "layer", "kind", "signature", "micro", "workspace", "time_ms", "undivided_time_ms")
         + (("offset",) if wd else ()),
+        ("stock",),
     )
     layer = _str(kd["layer"], f"{path}.layer")
     try:
@@ -478,7 +496,17 @@ def _parse_kernel(kd, path: str, wd: bool, batch: int, allowed: set[int], precis
         _fail(f"{path}.time_ms", f"is {time_ms} but its micro-configurations sum to {sum(m.time_ms for m in micro)}")
     undivided = _num(kd["undivided_time_ms"], f"{path}.undivided_time_ms", positive=True, nullable=True)
     offset = _int(kd["offset"], f"{path}.offset") if wd else None
-    return PlanKernel(kid, layer, kind, key, micro, workspace, time_ms, undivided, offset)
+    stock = _parse_stock(kd["stock"], f"{path}.stock") if "stock" in kd else None
+    return PlanKernel(kid, layer, kind, key, micro, workspace, time_ms, undivided, offset, stock)
+
+
+def _parse_stock(sd, path: str) -> StockEstimate:
+    _fields(sd, path, ("heuristic_ms", "benchmark_ms", "workspace"))
+    return StockEstimate(
+        _num(sd["heuristic_ms"], f"{path}.heuristic_ms", positive=True, nullable=True),
+        _num(sd["benchmark_ms"], f"{path}.benchmark_ms", positive=True, nullable=True),
+        _int(sd["workspace"], f"{path}.workspace"),
+    )
 
 
 def _parse_micro(md, path: str, allowed: set[int]) -> PlanMicro:

@@ -28,6 +28,7 @@ from .optimize.wd import wd
 from .plan import ALIGNMENT, MODES, Plan, PlanKernel, PlanMicro, PlanTotals, align
 from .policies import batch_sizes, policy_name
 from .profile import Profile
+from .stock import stock_estimate
 from .units import format_size, parse_size
 
 # per profile: {(signature key, micro_batch, plan name): (engine_id, knobs)}
@@ -275,6 +276,7 @@ def make_plan(
             conf.time_ms,
             ut,
             off,
+            stock_estimate(profile, k.signature.key, B) if mode == "wr" else None,
         )
         for (k, _), conf, ut, off in zip(sets, chosen, und_times, offsets)
     ]

@@ -134,6 +134,7 @@ def main() -> int:
     report = {
         "planned_layers": sorted(applied.planned) if applied else [],
         "unplanned": applied.unplanned if applied else None,
+        "kept_stock": applied.why_stock if applied else None,  # the plan gains less than its host cost there
         "fallbacks": applied.fallbacks if applied else None,
         "history": auto.history if auto else None,
         "stock": {str(k): v for k, v in auto.stock.items()} if auto else None,

@@ -129,7 +129,7 @@ def test_planned_training_step_equals_stock_tf32(net, mode):
         "the plan should hold uneven micro-batches"
     )
     stock, planned = models(net)
-    apply_plan(planned, plan)
+    apply_plan(planned, plan, keep_stock=False)
     assert not planned.ucudnn.unplanned and len(planned.ucudnn.planned) == len(
         [m for m in stock.modules() if isinstance(m, torch.nn.Conv2d)]
     )
@@ -158,7 +158,7 @@ def test_per_step_plan_runs_with_per_call_workspace_and_equals_stock():
     plan = step_plan(res, prof)
     assert plan.limits and len({plan.limit(k.id) for k in plan.kernels}) > 1
     stock, planned = models("alexnet")
-    apply_plan(planned, plan)
+    apply_plan(planned, plan, keep_stock=False)
     assert planned.ucudnn.per_call and planned.ucudnn.workspace == 0
     x = torch.randn(BATCH, 3, 224, 224, device="cuda")
     t = torch.randint(0, 10, (BATCH,), device="cuda")
@@ -187,8 +187,8 @@ def test_planned_layer_is_one_node_and_a_memory_runtime_keeps_its_schedule():
     assert res.plan.recompute_count > 0
     plan = step_plan(res, prof)
     runtime = apply_memory_policy(managed, res)
-    apply_plan(managed, plan)
-    apply_plan(plain, plan)
+    apply_plan(managed, plan, keep_stock=False)
+    apply_plan(plain, plan, keep_stock=False)
     x = torch.randn(BATCH, 3, 224, 224, device="cuda")
     t = torch.randint(0, 10, (BATCH,), device="cuda")
 
@@ -223,7 +223,7 @@ def test_planned_fp16_channels_last_autocast():
 
     plan = plan_for("alexnet", "fp16")
     stock, planned = models("alexnet", channels_last=True)
-    apply_plan(planned, plan)
+    apply_plan(planned, plan, keep_stock=False)
     x = torch.randn(BATCH, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
     t = torch.randint(0, 10, (BATCH,), device="cuda")
     ys, _ = step(stock, x, t, autocast=True)
@@ -244,7 +244,7 @@ def test_strict_fp32_against_float64():
     try:
         stock, planned = models("alexnet")
         exact = copy.deepcopy(stock).double()
-        apply_plan(planned, plan)
+        apply_plan(planned, plan, keep_stock=False)
         x = torch.randn(BATCH, 3, 224, 224, device="cuda")
         t = torch.randint(0, 10, (BATCH,), device="cuda")
         ye, _ = step(exact, x.double(), t)
@@ -266,7 +266,7 @@ def test_unmodified_models_every_planned_kernel_against_float64(net):
     from engine.pytorch import conv as ops
 
     stock, planned = models(net, smooth_model=False)
-    apply_plan(planned, plan_for(net, "tf32"))
+    apply_plan(planned, plan_for(net, "tf32"), keep_stock=False)
     stock.eval(), planned.eval()
     x = torch.randn(BATCH, 3, 224, 224, device="cuda")
     with torch.no_grad():
@@ -296,7 +296,7 @@ def test_no_grad_eval_and_no_host_sync():
     from engine.pytorch import apply_plan
 
     stock, planned = models("alexnet")
-    apply_plan(planned, plan_for("alexnet", "tf32"))
+    apply_plan(planned, plan_for("alexnet", "tf32"), keep_stock=False)
     x = torch.randn(BATCH, 3, 224, 224, device="cuda")
     t = torch.randint(0, 10, (BATCH,), device="cuda")
     stock.eval(), planned.eval()
@@ -317,7 +317,7 @@ def test_torch_compile_and_cuda_graph_give_the_same_gradients():
     from engine.pytorch import apply_plan
 
     stock, planned = models("alexnet")
-    apply_plan(planned, plan_for("alexnet", "tf32"))
+    apply_plan(planned, plan_for("alexnet", "tf32"), keep_stock=False)
     x = torch.randn(BATCH, 3, 224, 224, device="cuda")
     t = torch.randint(0, 10, (BATCH,), device="cuda")
     step(stock, x, t)
@@ -364,7 +364,7 @@ def test_eager_direct_calls_equal_the_registered_ops_and_the_profile_counts_each
     from engine.pytorch import apply_plan
 
     _, planned = models("alexnet")
-    apply_plan(planned, plan_for("alexnet", "tf32"))
+    apply_plan(planned, plan_for("alexnet", "tf32"), keep_stock=False)
     x = torch.randn(BATCH, 3, 224, 224, device="cuda")
     t = torch.randint(0, 10, (BATCH,), device="cuda")
     step(planned, x, t)
@@ -390,7 +390,7 @@ def test_mismatched_plan_is_refused():
 
     _, planned = models("alexnet")
     with pytest.raises(EngineError, match="does not match this model"):
-        apply_plan(planned, plan_for("resnet18", "tf32"), input_shape=(3, 224, 224))
+        apply_plan(planned, plan_for("resnet18", "tf32"), input_shape=(3, 224, 224), keep_stock=False)
 
 
 def test_unplanned_convolutions_stay_stock_and_are_named():
@@ -399,8 +399,32 @@ def test_unplanned_convolutions_stay_stock_and_are_named():
     stock, planned = models("alexnet")
     extra = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 1), planned).cuda()
     with pytest.warns(UserWarning, match="stay stock PyTorch: 0"):
-        apply_plan(extra, plan_for("alexnet", "tf32"))
+        apply_plan(extra, plan_for("alexnet", "tf32"), keep_stock=False)
     assert extra.ucudnn.unplanned == ["0"]
+
+
+@pytest.mark.parametrize("benchmark", [False, True])
+def test_layers_the_plan_does_not_speed_up_stay_stock(benchmark):
+    """engine.stock: a WR plan at 256 MiB leaves to stock PyTorch the layers where it predicts less gain than its
+    host cost (judged with cudnn.benchmark as set), replaces the others, and the step still equals stock's."""
+    from engine.pytorch import apply_plan
+    from engine.stock import stock_layers
+
+    torch.backends.cudnn.benchmark = benchmark
+    plan = plan_for("resnet18", "tf32", budget="256MiB")
+    stays = stock_layers(plan, benchmark)
+    stock, planned = models("resnet18")
+    apply_plan(planned, plan)
+    applied = planned.ucudnn
+    assert set(applied.stock.values()) == set(stays) == set(applied.why_stock) and stays, applied.summary()
+    assert not set(applied.stock) & set(applied.planned)
+    assert all(type(planned.get_submodule(n)) is torch.nn.Conv2d for n in applied.stock)
+    x = torch.randn(BATCH, 3, 224, 224, device="cuda")
+    t = torch.randint(0, 10, (BATCH,), device="cuda")
+    ys, _ = step(stock, x, t)
+    yp, _ = step(planned, x, t)
+    assert rel(yp, ys) <= TOL["tf32"]
+    compare(stock, planned, TOL["tf32"])
 
 
 def _one_layer(precision: str, layout: str, sizes=(128, 64, 8), per_call=False):

@@ -113,7 +113,6 @@ def test_stock_pytorch_runs_depthwise_convolutions_without_cudnn_workspace():
     plan counts no workspace for it and takes its calibrated time; Caffe's rule (cuDNN for every convolution), or a
     channels_last profile (cuDNN there), still counts cuDNN's. SYNTHETIC profile."""
     torch = pytest.importorskip("torch")
-    from engine.memory.workspace import aten_depthwise
     from engine.pytorch.importer import import_model
     from engine.testing.synthetic import synthetic_profile_of
 
@@ -137,7 +136,7 @@ def test_stock_pytorch_runs_depthwise_convolutions_without_cudnn_workspace():
         assert (stock[on_aten].workspace == 0).all() and (stock[~on_aten].workspace > 0).all()
         assert (stock[on_aten].time_ms > 0).all()
         assert all(
-            aten_depthwise(KernelSignature.from_key(k)) == (layout == "NCHW")
+            KernelSignature.from_key(k).aten_depthwise == (layout == "NCHW")
             for k in stock[stock.layer.isin(dw)].signature
         )
     # its time: the calibrated one of the layer where stock PyTorch runs it on ATen, else cuDNN's from the profile

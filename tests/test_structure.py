@@ -104,7 +104,7 @@ LAYERS = [
     ("profile", ["engine.profile"]),
     ("WR and desirable sets", ["engine.optimize.wr", "engine.optimize.desirable", "engine.kernel_sets"]),
     ("WD and fronts", ["engine.optimize", "engine.optimize.wd", "engine.optimize.front"]),
-    ("plan", ["engine.plan", "engine.planner", "engine.summary"]),
+    ("plan", ["engine.plan", "engine.stock", "engine.planner", "engine.summary"]),
     ("memory planner", ["engine.memory", "engine.memory.*"]),
     ("runtime", ["engine.gpu", "engine.gpu.*", "engine.pytorch", "engine.pytorch.*"]),
     ("commands", ["engine.cli", "engine.__main__", "engine.commands", "engine.commands.*"]),

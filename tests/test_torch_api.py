@@ -389,11 +389,11 @@ class FakeGPU:
         self.planned.append((net.batch, precision, layout))
         return SimpleNamespace(plan=plan, profile=profile, budget=budget, graphs=3, measured=0, seconds=0.0)
 
-    def apply(self, model, plan, chw, workspace):
+    def apply(self, model, plan, chw, workspace, keep_stock):
         calls = checks.conv_calls(model, torch.zeros(1, *chw))
         _, matched, unplanned = checks.match_plan(plan, calls)
         assert not unplanned
-        self.attached = SimpleNamespace(plan=plan, chw=chw, workspace=workspace)
+        self.attached = SimpleNamespace(plan=plan, chw=chw, workspace=workspace, keep_stock=keep_stock)
         return self.attached
 
     def detach(self, model):

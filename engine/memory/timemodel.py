@@ -1,8 +1,8 @@
 """Iteration time of a plan: a compute lane and copy lanes, with each paper's synchronisation rule.
 
 * Convolutions take the measured time of the configuration workspace.py chose for them (a
-  ``Profile``; bundled or live), except a depthwise one stock PyTorch runs with ATen's kernels (workspace.py
-  ``aten_depthwise``), which takes its calibrated time where ``TimeParams.layer_ms`` has it. Other layers are
+  ``Profile``; bundled or live), except a depthwise one stock PyTorch runs with ATen's kernels (``KernelSignature
+  .aten_depthwise``), which takes its calibrated time where ``TimeParams.layer_ms`` has it. Other layers are
   not in the profile: they take their measured time where ``TimeParams.layer_ms`` has one for this network and
   mini-batch (calibrate.py), else a roofline estimate, max(bytes moved / ``hbm``, flops / ``fc_flops``), whose
   constants are assumed unless calibrated (``TimeParams.measured`` names the calibrated ones).

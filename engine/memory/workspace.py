@@ -26,7 +26,8 @@ Workspace rules (the policy's default, or ``--workspace``):
   with ``engine.pytorch.apply_plan`` take its configurations; per call (each kernel's workspace from the caching
   allocator while it runs, at most the largest of a tick's kernels) or from one arena held all iteration (a WD
   plan's ``arena_size``, a WR plan's largest kernel workspace, as apply_plan allocates it). Kernels the plan does
-  not hold run stock: the ``heuristic`` rule with a profile, uncounted without one.
+  not hold, and the layers apply_plan leaves to stock PyTorch (engine.stock), run stock: the ``heuristic`` rule
+  with a profile, uncounted without one.
 
 Stock PyTorch (``heuristic``, and the kernels a ``plan`` does not hold) runs a depthwise convolution (groups = input
 channels) in fp32/TF32 NCHW with ATen's own CUDA kernels, not cuDNN (ATen's ``use_cudnn_depthwise`` takes cuDNN for
@@ -56,8 +57,8 @@ from ..kernels import KernelKind
 from ..network import Kernel
 from ..optimize.desirable import desirable_set
 from ..policies import batch_sizes
-from ..precision import PRECISIONS
 from ..profile import Profile
+from ..stock import stock_layers
 from .timeline import MemoryPlan
 
 # per profile: {(signature key, batch): desirable set} for mini-batches the profile did not measure
@@ -88,6 +89,15 @@ class KernelChoice:
     @property
     def time_ms(self) -> float:
         return self.config.time_ms
+
+
+def _held(conv_plan) -> dict:
+    """{kernel id: PlanKernel} of the kernels apply_plan runs planned: all but the layers it leaves to stock PyTorch
+    (engine.stock, as decided with ``cudnn.benchmark`` off, PyTorch's default and the ``heuristic`` rule's)."""
+    if conv_plan is None:
+        return {}
+    stock = stock_layers(conv_plan, benchmark=False)
+    return {k.id: k for k in conv_plan.kernels if k.layer not in stock}
 
 
 def tick_kernels(plan: MemoryPlan, precision: str = "tf32", layout: str = "NCHW"):
@@ -227,7 +237,7 @@ def choose_workspace(
         raise EngineError(f"workspace rule {rule!r} and conv_plan go together (plan_memory(conv_plan=...))")
     n = len(plan.ticks)
     ws = [0.0] * n
-    planned = {k.id: k for k in conv_plan.kernels} if conv_plan is not None else {}
+    planned = _held(conv_plan)
     if profile is None and not planned:
         return [], ws
     batch = plan.inventory.net.batch
@@ -264,7 +274,7 @@ def choose_workspace(
             else:
                 limit = free - used if rule == "fit" else free
                 config, ok = pick(profile, Kernel(layer, kind, sig), batch, algo, limit)
-                aten = rule in STOCK_RULES and aten_depthwise(sig)
+                aten = rule in STOCK_RULES and sig.aten_depthwise
                 if aten:
                     config, ok = Configuration(tuple(m._replace(workspace=0) for m in config.micro)), True
                 choices.append(KernelChoice(tick, layer, kind, sig.key, free, config, ok, aten))
@@ -283,19 +293,10 @@ def choose_workspace(
         seen = {(c.layer, c.kind): c.workspace for c in choices}
         ws = [float(sum(seen.values()))] * n
     elif rule == "plan-arena":  # apply_plan's arena: allocated when the plan is applied, held all iteration
-        arena = (
-            conv_plan.arena_size if conv_plan.mode == "wd" else max((k.workspace for k in conv_plan.kernels), default=0)
-        )
+        wr = max((k.workspace for k in planned.values()), default=0)
+        arena = conv_plan.arena_size if conv_plan.mode == "wd" else wr
         ws = [w + float(arena or 0) for w in ws]
     return choices, ws
-
-
-def aten_depthwise(sig) -> bool:
-    """Whether stock PyTorch runs this convolution with ATen's depthwise kernels (no cuDNN, no workspace): ATen's
-    ``is_depthwise`` (groups = input channels > 1, output channels a multiple) without ``use_cudnn_depthwise``
-    (channels_last or half precision)."""
-    single = not PRECISIONS[sig.precision].reduced  # fp32 operands (TF32 or strict), not half precision
-    return sig.layout == "NCHW" and single and sig.groups == sig.c > 1 and sig.k % sig.c == 0
 
 
 def least_workspace(
@@ -314,7 +315,7 @@ def least_workspace(
             least = min(
                 (m.workspace for ms in profile.candidates(sig.key).values() for m in ms if m.batch <= batch), default=0
             )
-        elif rule in STOCK_RULES and aten_depthwise(sig):
+        elif rule in STOCK_RULES and sig.aten_depthwise:
             least = 0
         else:
             least = min(c.workspace for c in _options(profile, sig.key, batch))

@@ -6,12 +6,16 @@ checks every argument before the cuDNN frontend is loaded); the matched module b
 ``PlannedConv2d`` sharing the same ``weight`` and ``bias`` Parameters, so optimizers, state dicts and
 checkpoints are unaffected. A plan layer that matches no convolution of the model, or a plan made on
 another GPU or cuDNN, is refused; convolutions the plan does not cover stay stock PyTorch and are
-listed in ``model.ucudnn.unplanned``. The plan's workspace is one arena tensor (WR: the largest
-kernel's workspace, kernels run one at a time; WD: the plan's arena with its segments), or, per call, a
-block of the caching allocator for each kernel while it runs: the default for a plan with per-kernel limits
-(a per-step plan, engine.memory.steps), whose limits are what the training step leaves free at each kernel.
-Plan layers are matched to the model's convolutions in call order per Forward signature, so layers of one
-signature keep their own configurations (a per-step or WD plan may give them different ones).
+listed in ``model.ucudnn.unplanned``. A WR plan's layer whose predicted gain over what stock PyTorch runs
+there is less than the planned op's host cost is left to stock PyTorch too (engine.stock: never slower than
+stock, judged with ``torch.backends.cudnn.benchmark`` as set when the plan is applied), listed in
+``model.ucudnn.stock`` (the reasons in ``why_stock``); ``keep_stock=False`` replaces every layer the plan
+covers. The plan's workspace is one arena tensor (WR: the largest planned kernel's workspace, kernels run one
+at a time; WD: the plan's arena with its segments), or, per call, a block of the caching allocator for each
+kernel while it runs: the default for a plan with per-kernel limits (a per-step plan, engine.memory.steps),
+whose limits are what the training step leaves free at each kernel. Plan layers are matched to the model's
+convolutions in call order per Forward signature, so layers of one signature keep their own configurations (a
+per-step or WD plan may give them different ones).
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ import torch
 from torch import nn
 
 from ..errors import EngineError
+from ..fileio import short
 from ..kernels import KernelSignature
 from ..plan import Plan
+from ..stock import stock_layers
 from ..units import format_size
 from . import checks
 
@@ -43,6 +49,8 @@ class AppliedPlan:
     arena: torch.Tensor
     planned: dict[str, str] = field(default_factory=dict)  # module name -> plan layer
     unplanned: list[str] = field(default_factory=list)  # module names left to stock PyTorch
+    stock: dict[str, str] = field(default_factory=dict)  # module name -> plan layer left to stock PyTorch
+    why_stock: dict[str, str] = field(default_factory=dict)  # plan layer -> why (engine.stock)
     fallbacks: dict[str, int] = field(default_factory=dict)  # module name -> calls run stock (shape changed)
     per_call: bool = False  # workspace per call, not from the arena
     handles: dict[str, int] = field(default_factory=dict)  # module name -> op handle, while detached
@@ -61,6 +69,10 @@ class AppliedPlan:
         ]
         if self.unplanned:
             lines.append(f"stock PyTorch (not in the plan): {', '.join(self.unplanned)}")
+        if self.stock:
+            lines.append(
+                f"stock PyTorch (the plan gains less than its host cost there): {len(self.stock)} convolutions"
+            )
         return "\n".join(lines)
 
 
@@ -123,7 +135,11 @@ def _device_check(plan: Plan, device: torch.device) -> None:
 
 
 def apply_plan(
-    model: nn.Module, plan, input_shape: tuple[int, int, int] | None = None, workspace: str | None = None
+    model: nn.Module,
+    plan,
+    input_shape: tuple[int, int, int] | None = None,
+    workspace: str | None = None,
+    keep_stock: bool = True,
 ) -> nn.Module:
     """Swap every convolution the plan covers for its planned kernels; returns ``model`` (changed in place).
 
@@ -133,10 +149,13 @@ def apply_plan(
     dtype/layout for parameters (``model.cuda()``, ``.to(memory_format=torch.channels_last)`` for NHWC plans).
     ``workspace``: ``"arena"`` (one tensor, allocated here) or ``"per-call"`` (each kernel's from the
     caching allocator while it runs); default per-call for a plan with per-kernel limits, else arena.
+    ``keep_stock``: leave to stock PyTorch the layers where the plan gains less than its host cost (engine.stock).
     Every argument is checked before the cuDNN frontend is loaded; a mistake is one ``EngineError``.
     """
     checks.checked_model(model)
     checks.checked_workspace(workspace)
+    if not isinstance(keep_stock, bool):
+        raise EngineError(f"keep_stock must be True or False, got {short(keep_stock)}")
     input_shape = checks.checked_input_shape(input_shape)
     plan = checks.loaded_plan(plan)
     if plan.provenance.get("profile", {}).get("synthetic"):
@@ -153,6 +172,9 @@ def apply_plan(
     dtype = next(model.parameters()).dtype
     calls = checks.conv_calls(model, torch.zeros((1, *input_shape), device=device, dtype=dtype))
     layers, matched, unplanned = checks.match_plan(plan, calls)
+    stays = stock_layers(plan, torch.backends.cudnn.benchmark) if keep_stock else {}
+    stock = {name: layer for name, _, layer in matched if layer in stays}
+    matched = [m for m in matched if m[0] not in stock]
 
     from ..gpu.graphs import ExecutionPlans
     from ..gpu.pieces import Pieces
@@ -164,19 +186,19 @@ def apply_plan(
     for name, mod, plan_layer in matched:
         ks = layers[plan_layer]
         pieces = {}
-        for short, k in ks.items():
+        for kind, k in ks.items():
             sig = KernelSignature.from_key(k.signature, plan.batch)
-            pieces[short] = Pieces(k.id, sig, [(m.batch, m.plan) for m in k.micro], plans, k.offset or 0)
-            if plan.mode == "wd" and pieces[short].workspace > k.workspace:
+            pieces[kind] = Pieces(k.id, sig, [(m.batch, m.plan) for m in k.micro], plans, k.offset or 0)
+            if plan.mode == "wd" and pieces[kind].workspace > k.workspace:
                 raise EngineError(
-                    f"{k.id}: its plans need {pieces[short].workspace} B of workspace but its WD "
+                    f"{k.id}: its plans need {pieces[kind].workspace} B of workspace but its WD "
                     f"segment holds {k.workspace} B"
                 )
             if plan.mode == "wr":
-                arena_size = max(arena_size, pieces[short].workspace)
+                arena_size = max(arena_size, pieces[kind].workspace)
         built.append((name, mod, plan_layer, pieces))
     arena = torch.empty(1 if per_call else max(arena_size, 1), dtype=torch.uint8, device=device)
-    applied = AppliedPlan(plan, arena, unplanned=unplanned, per_call=per_call)
+    applied = AppliedPlan(plan, arena, unplanned=unplanned, stock=stock, why_stock=stays, per_call=per_call)
     arena_ptr = arena.data_ptr()
     for name, mod, plan_layer, pieces in built:
         L = ops.PlannedLayer(

@@ -48,6 +48,7 @@ def optimize(
     workspace="per-call",
     max_shapes=8,
     progress=True,
+    keep_stock=True,
 ) -> "AutoPlan":
     """Plan ``model``'s convolutions per input shape at its first forward there; returns the ``AutoPlan``.
 
@@ -56,7 +57,8 @@ def optimize(
     ``policy``, ``engines``, ``max_workspace`` and ``cache`` are the profiler's (``python -m engine
     torch-plan``); ``workspace`` is apply_plan's (per-call: from the caching allocator while a kernel
     runs, as stock cuDNN takes it); ``max_shapes`` bounds the shapes kept applied; ``progress`` is True
-    (lines on stderr with a time estimate), False, or a callable ``(done, total, message)``.
+    (lines on stderr with a time estimate), False, or a callable ``(done, total, message)``; ``keep_stock``
+    is apply_plan's (layers where the plan gains less than its host cost stay stock PyTorch: engine.stock).
     The model must already be on its GPU (``model.cuda()``). Every argument is checked here.
     """
     from ..gpu import ENGINES
@@ -89,6 +91,8 @@ def optimize(
     checks.checked_workspace(workspace)
     if isinstance(max_shapes, bool) or not isinstance(max_shapes, int) or max_shapes < 1:
         raise EngineError(f"max_shapes must be a positive integer, got {short(max_shapes)}")
+    if not isinstance(keep_stock, bool):
+        raise EngineError(f"keep_stock must be True or False, got {short(keep_stock)}")
     if not (isinstance(progress, bool) or callable(progress)):
         raise EngineError(f"progress must be True, False or a callable (done, total, message), got {short(progress)}")
     device = _check_host(model)
@@ -98,7 +102,7 @@ def optimize(
     if "ucudnn" in model.__dict__:
         _remove(model)
     settings = dict(mode=mode, budget=budget, policy=policy, engines=engines, max_workspace=max_workspace, cache=cache)
-    auto = AutoPlan(model, device, settings, workspace, max_shapes, progress)
+    auto = AutoPlan(model, device, settings, workspace, max_shapes, progress, keep_stock)
     model.ucudnn_auto = auto
     return auto
 
@@ -106,9 +110,12 @@ def optimize(
 class AutoPlan:
     """The plans ``optimize`` made for one model, per input key (shape, precision, layout)."""
 
-    def __init__(self, model: nn.Module, device, settings: dict, workspace: str | None, max_shapes: int, progress):
+    def __init__(
+        self, model: nn.Module, device, settings: dict, workspace: str | None, max_shapes: int, progress, keep_stock
+    ):
         self.model, self.device, self.settings = model, device, settings
         self.workspace, self.max_shapes, self.progress = workspace, max_shapes, progress
+        self.keep_stock = keep_stock
         self.plans: OrderedDict[tuple, object] = OrderedDict()  # key -> AppliedPlan, least recent first
         self.stock: dict[tuple, str] = {}  # key -> why it runs stock PyTorch
         self.history: list[dict] = []  # one entry per shape planned
@@ -207,7 +214,7 @@ class AutoPlan:
         done = _profile_and_plan(
             net, precision=precision, layout=layout, progress=self._progress(name), **self.settings
         )
-        applied = _apply(self.model, done.plan, chw, self.workspace)
+        applied = _apply(self.model, done.plan, chw, self.workspace, self.keep_stock)
         self.history.append(
             dict(
                 shape=key[0],
@@ -277,12 +284,12 @@ def _profile_and_plan(net, **kwargs):
     return profile_and_plan(net, command="engine.pytorch.optimize", **kwargs)
 
 
-def _apply(model: nn.Module, plan, input_shape, workspace):
+def _apply(model: nn.Module, plan, input_shape, workspace, keep_stock: bool):
     from .apply import apply_plan
 
     with warnings.catch_warnings():  # convolutions left stock are listed in model.ucudnn.unplanned
         warnings.simplefilter("ignore")
-        return apply_plan(model, plan, input_shape, workspace).ucudnn
+        return apply_plan(model, plan, input_shape, workspace, keep_stock).ucudnn
 
 
 def _detach(model: nn.Module):

@@ -21,7 +21,7 @@ What is measured (CUDA events on the device, median of ``repeats`` after warm-up
   function or tensor method, a module fx keeps whole, a functional pool or dropout) is its traced node
   replayed alone on inputs of the shapes it had (engine/pytorch/replay.py), so every non-conv layer is timed.
   Depthwise convolutions (groups = input channels) in fp32 NCHW are timed too: ATen runs them with its own kernels,
-  not cuDNN, so the profile's cuDNN times are not theirs (engine/memory/workspace.py ``aten_depthwise``).
+  not cuDNN, so the profile's cuDNN times are not theirs (``KernelSignature.aten_depthwise``).
 
 On a CPU device the same code times with ``time.perf_counter`` (the tests use that to check the names).
 """
@@ -244,7 +244,7 @@ def layer_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.M
 
 
 def _depthwise(conv: nn.Conv2d) -> bool:
-    """ATen's ``is_depthwise`` (run by its own kernels in fp32 NCHW, the planner's ``aten_depthwise``)."""
+    """ATen's ``is_depthwise`` (run by its own kernels in fp32 NCHW, ``KernelSignature.aten_depthwise``)."""
     return conv.groups == conv.in_channels > 1 and conv.out_channels % conv.in_channels == 0
 
 

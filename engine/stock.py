@@ -1,0 +1,73 @@
+"""Which planned convolution layers the PyTorch runtime leaves to stock PyTorch: never slower than stock.
+
+A planned convolution costs the host more than stock PyTorch's (a custom op, the frontend's execute per
+micro-batch piece: benchmarks/reports/op-host-cost.md measured ResNet-50 b64 fp16 AMP eager steps of 30.04 ms
+planned against 21.01 ms stock on an H100 host, about 57 us more per kernel run, with predicted convolution
+times equal). Where the plan's predicted time is no better than what stock PyTorch runs for that layer, the
+replacement can only add that cost, so a WR plan replaces a layer (its Forward, BackwardData and
+BackwardFilter kernels together: one module) only where it saves more than ``REL_GAIN`` of stock's time plus
+``HOST_MS_PER_PIECE`` per micro-batch piece, and only where stock PyTorch stays within the plan's workspace
+limits: every plan it might take (``StockEstimate.workspace``) fits each kernel's limit. What stock runs is
+cuDNN's first heuristic plan with ``cudnn.benchmark`` off, the fastest of the first ``BENCHMARK_LIMIT`` with
+it on (``torch.backends.cudnn.benchmark_limit``'s default), both from the profile. WD plans divide one total
+budget and keep every layer. Depthwise convolutions stock PyTorch runs on ATen's kernels
+(``KernelSignature.aten_depthwise``) have no cuDNN estimate and are kept.
+"""
+
+from __future__ import annotations
+
+from .kernels import KernelSignature
+from .plan import Plan, PlanKernel, StockEstimate
+
+BENCHMARK_LIMIT = 10
+REL_GAIN = 0.05
+HOST_MS_PER_PIECE = 0.05
+
+
+def stock_estimate(profile, key: str, batch: int) -> StockEstimate | None:
+    """What stock PyTorch runs for kernel ``key`` at ``batch`` undivided, from ``profile``; None if unknown."""
+    if KernelSignature.from_key(key, batch).aten_depthwise:
+        return None
+    rows = profile.ranked(key, batch, None, timed_only=False).head(BENCHMARK_LIMIT)
+    if rows.empty:
+        return None
+    timed = rows[rows.status == "ok"]
+    first = rows.iloc[0]
+    return StockEstimate(
+        float(first.time_ms) if first.status == "ok" else None,
+        float(timed.time_ms.min()) if len(timed) else None,
+        int(rows.workspace.max()),
+    )
+
+
+def stock_layers(plan: Plan, benchmark: bool) -> dict[str, str]:
+    """{plan layer: why it stays stock PyTorch} under the rule above, for ``cudnn.benchmark`` on or off."""
+    if plan.mode != "wr":
+        return {}
+    layers: dict[str, list[PlanKernel]] = {}
+    for k in plan.kernels:
+        layers.setdefault(k.layer, []).append(k)
+    out = {}
+    for layer, ks in layers.items():
+        why = _stays(plan, ks, benchmark)
+        if why:
+            out[layer] = why
+    return out
+
+
+def _stays(plan: Plan, ks: list[PlanKernel], benchmark: bool) -> str | None:
+    ref = []
+    for k in ks:
+        s = k.stock
+        t = None if s is None else (s.benchmark_ms if benchmark else s.heuristic_ms)
+        if t is None or s.workspace > plan.limit(k.id):
+            return None
+        ref.append(t)
+    stock_ms, plan_ms = sum(ref), sum(k.time_ms for k in ks)
+    pieces = sum(len(k.micro) for k in ks)
+    if stock_ms - plan_ms > REL_GAIN * stock_ms + HOST_MS_PER_PIECE * pieces:
+        return None
+    return (
+        f"the plan predicts {plan_ms:.3f} ms against stock's {stock_ms:.3f} ms "
+        f"(cudnn.benchmark {'on' if benchmark else 'off'}), less gain than its host cost"
+    )
