@@ -158,6 +158,13 @@ def test_bad_workspace_is_one_line(user, workspace):
     assert "workspace must be 'arena', 'per-call' or None" in one_line(err)
 
 
+@pytest.mark.parametrize("keep", ["no", 0, None])
+def test_bad_keep_stock_is_one_line(user, keep):
+    with pytest.raises(EngineError) as err:
+        api.apply_plan(user[0], user[1], keep_stock=keep)
+    assert "keep_stock must be True or False" in one_line(err)
+
+
 def test_a_synthetic_plan_is_refused(user):
     synthetic = dataclasses.replace(user[1], provenance={"profile": {"synthetic": True}})
     with pytest.raises(EngineError, match="SYNTHETIC profile"):
@@ -351,6 +358,7 @@ def test_apply_memory_policy_arguments_are_one_line(user, memory_result, case, e
         (dict(max_shapes=0), "max_shapes must be a positive integer"),
         (dict(max_shapes=True), "max_shapes must be a positive integer"),
         (dict(progress=5), "progress must be True, False or a callable"),
+        (dict(keep_stock="yes"), "keep_stock must be True or False"),
     ],
 )
 def test_optimize_arguments_are_one_line(user, kwargs, expected):
