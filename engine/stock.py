@@ -16,6 +16,8 @@ budget and keep every layer. Depthwise convolutions stock PyTorch runs on ATen's
 
 from __future__ import annotations
 
+import weakref
+
 from .kernels import KernelSignature
 from .plan import Plan, PlanKernel, StockEstimate
 
@@ -28,16 +30,31 @@ def stock_estimate(profile, key: str, batch: int) -> StockEstimate | None:
     """What stock PyTorch runs for kernel ``key`` at ``batch`` undivided, from ``profile``; None if unknown."""
     if KernelSignature.from_key(key, batch).aten_depthwise:
         return None
-    rows = profile.ranked(key, batch, None, timed_only=False).head(BENCHMARK_LIMIT)
-    if rows.empty:
-        return None
-    timed = rows[rows.status == "ok"]
-    first = rows.iloc[0]
-    return StockEstimate(
-        float(first.time_ms) if first.status == "ok" else None,
-        float(timed.time_ms.min()) if len(timed) else None,
-        int(rows.workspace.max()),
-    )
+    per_batch = _ESTIMATES.setdefault(profile, {})
+    if batch not in per_batch:
+        per_batch[batch] = _estimates(profile, batch)
+    return per_batch[batch].get(key)
+
+
+# per profile: {batch: {signature key: StockEstimate}}, built with one pass over the table (make_plan runs on
+# every dashboard slider move; a filter of the table per kernel would cost seconds there)
+_ESTIMATES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _estimates(profile, batch: int) -> dict[str, StockEstimate]:
+    t = profile.table
+    t = t[(t.micro_batch == batch) & (t.heuristic_rank >= 0) & (t.status != "failed")]
+    first = t.sort_values("heuristic_rank", kind="stable").groupby("signature", sort=False).head(BENCHMARK_LIMIT)
+    out = {}
+    for key, rows in first.groupby("signature", sort=False):
+        ok = rows[rows.status == "ok"]
+        top = rows.iloc[0]
+        out[key] = StockEstimate(
+            float(top.time_ms) if top.status == "ok" else None,
+            float(ok.time_ms.min()) if len(ok) else None,
+            int(rows.workspace.max()),
+        )
+    return out
 
 
 def stock_layers(plan: Plan, benchmark: bool) -> dict[str, str]:

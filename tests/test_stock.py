@@ -98,6 +98,7 @@ def test_the_estimate_is_what_stock_pytorch_runs_from_the_profile():
     assert e.benchmark_ms == pytest.approx(float(ranked.head(BENCHMARK_LIMIT).time_ms.min()))
     assert e.workspace == int(ranked.head(BENCHMARK_LIMIT).workspace.max())
     assert stock_estimate(prof, key, 3) is None  # a batch the profile did not measure
+    prof = synthetic_profile("alexnet", 256)
     t = prof.table
     t.loc[(t.signature == key) & (t.micro_batch == 256) & (t.heuristic_rank == 0), "status"] = "skipped"
     assert stock_estimate(prof, key, 256).heuristic_ms is None  # untimed: unknown, not a stand-in
