@@ -43,7 +43,13 @@ def byte_cases(text: str, rng: random.Random) -> list[tuple[str, bytes, str]]:
 
 
 _PLAN_FREE = ("provenance.profile",)  # the profile's provenance: free-form, copied as measured
-_PLAN_OPTIONAL = {"provenance.profile_source", "solver.n_variables", "solver.solve_time_s", "solver.build_time_s"}
+_PLAN_OPTIONAL = {
+    "provenance.profile_source",
+    "solver.n_variables",
+    "solver.solve_time_s",
+    "solver.build_time_s",
+    "kernels.stock",  # absent from plans made before it and from WD plans
+}
 _INT_KEYS = {
     "budget",
     "batch",
@@ -55,7 +61,7 @@ _INT_KEYS = {
     "unlimited_workspace",
     "n_variables",
 }
-_NULLABLE = {"undivided_time_ms", "speedup"}
+_NULLABLE = {"undivided_time_ms", "speedup", "heuristic_ms", "benchmark_ms"}
 
 
 def _nodes(doc, path=""):
