@@ -90,7 +90,7 @@ def apply_memory_policy(model: nn.Module, result, example_input: torch.Tensor | 
     if schedule.ignored:
         notes.append(f"copies of {', '.join(schedule.ignored)} leave no gap before a prefetch; kept on the device")
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    caution = unverified(plan, device.type)
+    caution = unverified(plan, device.type, layers)
     if caution:
         warnings.warn(caution, stacklevel=2)
         notes.append(caution)
@@ -154,16 +154,23 @@ def executable(plan, result=None) -> list[str]:
     return notes
 
 
-def unverified(plan, device_type: str) -> str:
+def unverified(plan, device_type: str, layers: LayerMap) -> str:
     """A caution until the GPU tests pass again: on an H100, MobileNetV3-Large's and EfficientNet-B0's gradients
     under re-forwards were not stock's. The cause found since (their in-place dropout re-forwarded in its
-    out-of-place form, which on CUDA draws another mask) is fixed and tested on the CPU, not yet on a GPU."""
+    out-of-place form, which on CUDA draws another mask) is fixed and tested on the CPU, not yet on a GPU: a plan
+    that re-forwards a random layer writing in place (a module with ``inplace`` on, or a function, whose call is
+    seen only as it runs) is flagged."""
     net = plan.inventory.net
-    if device_type != "cuda" or not any(t.phase == "R" and draws_random(net.layer(t.layer)) for t in plan.ticks):
+
+    def suspect(layer: str) -> bool:
+        module = layers.module_of(layer)
+        return draws_random(net.layer(layer)) and (module is None or bool(getattr(module, "inplace", False)))
+
+    if device_type != "cuda" or not any(t.phase == "R" and suspect(t.layer) for t in plan.ticks):
         return ""
     return (
-        "re-forwards of random layers (dropout) on CUDA are not yet verified on a GPU since the fix that "
-        "keeps an in-place dropout's mask stock PyTorch's; compare a step with stock before training "
+        "re-forwards of in-place random layers (dropout) on CUDA are not yet verified on a GPU since the fix "
+        "that keeps their mask stock PyTorch's; compare a step with stock before training "
         "(README: what does not work yet)"
     )
 
