@@ -44,7 +44,8 @@ def rows() -> list[dict]:
                 ]
                 row[f"stock_{bench}"] = len(stays)
                 row[f"stock_ms_{bench}"] = None if None in ref else sum(ref)
-                row[f"mixed_ms_{bench}"] = sum(r if k.layer in stays else k.time_ms for k, r in zip(plan.kernels, ref))
+                mixed = [r if k.layer in stays else k.time_ms for k, r in zip(plan.kernels, ref)]
+                row[f"mixed_ms_{bench}"] = None if None in mixed else sum(mixed)
             out.append(row)
     return out
 
@@ -62,7 +63,8 @@ def report(rs: list[dict]) -> str:
         "predicted gain over stock PyTorch is less than the planned op's host cost (engine/stock.py) and the "
         "convolution time (ms, forward + backward, all kernels) of the plan, of stock PyTorch's choice (cuDNN's "
         "first heuristic plan with `cudnn.benchmark` off; the fastest of the first 10 with it on) and of the plan "
-        "with those layers left stock.",
+        "with those layers left stock; - where a plan stock PyTorch may run was not timed (above the profiler's "
+        "workspace cap, or runtime-compiled), so its time is unknown.",
         "",
         "| profile | budget | layers | stock, benchmark off | stock, on | plan | stock off / on | mixed off / on |",
         "|---|---|---|---|---|---|---|---|",

@@ -69,7 +69,7 @@ class PlanMicro:
 class StockEstimate:
     """What stock PyTorch runs for a kernel, undivided (engine.stock): ``heuristic_ms`` cuDNN's first heuristic
     plan (``cudnn.benchmark`` off), ``benchmark_ms`` the fastest of the plans ``cudnn.benchmark`` tries, each the
-    profile's time (None: that plan was not timed); ``workspace`` the most any of those plans takes."""
+    profile's time (None: unknown, a plan among them was not timed); ``workspace`` the most any of them takes."""
 
     heuristic_ms: float | None
     benchmark_ms: float | None

@@ -9,7 +9,9 @@ BackwardFilter kernels together: one module) only where it saves more than ``REL
 ``HOST_MS_PER_PIECE`` per micro-batch piece, and only where stock PyTorch stays within the plan's workspace
 limits: every plan it might take (``StockEstimate.workspace``) fits each kernel's limit. What stock runs is
 cuDNN's first heuristic plan with ``cudnn.benchmark`` off, the fastest of the first ``BENCHMARK_LIMIT`` with
-it on (``torch.backends.cudnn.benchmark_limit``'s default), both from the profile. WD plans divide one total
+it on (``torch.backends.cudnn.benchmark_limit``'s default), both from the profile; where one of those plans was
+not timed (its workspace above the profiler's cap, or a runtime-compiled engine left out) stock's time is
+unknown, no gain can be shown, and a layer whose stock plans fit its limits stays stock. WD plans divide one total
 budget and keep every layer. Depthwise convolutions stock PyTorch runs on ATen's kernels
 (``KernelSignature.aten_depthwise``) have no cuDNN estimate and are kept.
 """
@@ -51,7 +53,7 @@ def _estimates(profile, batch: int) -> dict[str, StockEstimate]:
         top = rows.iloc[0]
         out[key] = StockEstimate(
             float(top.time_ms) if top.status == "ok" else None,
-            float(ok.time_ms.min()) if len(ok) else None,
+            float(ok.time_ms.min()) if len(ok) == len(rows) else None,
             int(rows.workspace.max()),
         )
     return out
@@ -76,10 +78,11 @@ def _stays(plan: Plan, ks: list[PlanKernel], benchmark: bool) -> str | None:
     ref = []
     for k in ks:
         s = k.stock
-        t = None if s is None else (s.benchmark_ms if benchmark else s.heuristic_ms)
-        if t is None or s.workspace > plan.limit(k.id):
+        if s is None or s.workspace > plan.limit(k.id):
             return None
-        ref.append(t)
+        ref.append(s.benchmark_ms if benchmark else s.heuristic_ms)
+    if None in ref:
+        return "stock PyTorch may run a plan the profile did not time (above its workspace cap, or runtime-compiled)"
     stock_ms, plan_ms = sum(ref), sum(k.time_ms for k in ks)
     pieces = sum(len(k.micro) for k in ks)
     if stock_ms - plan_ms > REL_GAIN * stock_ms + HOST_MS_PER_PIECE * pieces:

@@ -72,11 +72,16 @@ def test_cudnn_benchmark_picks_the_estimate_compared():
     assert "a" not in stock_layers(plan([k]), False) and "a" in stock_layers(plan([k]), True)
 
 
-def test_no_estimate_no_stock():
-    untimed = kernel("a", F, [1.0], StockEstimate(None, 1.0, MiB))
-    older = kernel("b", F, [1.0], None)  # a plan file made before the field
-    assert stock_layers(plan([untimed, older]), False) == {}
-    assert set(stock_layers(plan([untimed, older]), True)) == {"a"}
+def test_an_unknown_stock_time_keeps_stock_where_it_fits_and_no_estimate_replaces():
+    """Stock's time unknown (a plan it may run was not timed): no gain can be shown, so the layer stays stock when
+    stock's plans fit the limit; a plan file made before the field has no estimate: replaced, as before."""
+    untimed = kernel("a", F, [0.1], StockEstimate(None, 1.0, MiB))  # heuristic first untimed, 10x the plan's time
+    too_big = kernel("b", F, [0.1], StockEstimate(None, None, 65 * MiB))
+    older = kernel("c", F, [1.0], None)
+    p = plan([untimed, too_big, older])
+    why = stock_layers(p, False)
+    assert set(why) == {"a"} and "did not time" in why["a"]
+    assert stock_layers(p, True) == {}  # benchmark on: stock's 1.0 ms against the plan's 0.1 ms: replaced
 
 
 def test_wd_plans_keep_every_layer():
@@ -95,13 +100,14 @@ def test_the_estimate_is_what_stock_pytorch_runs_from_the_profile():
     ranked = prof.ranked(key, 256, None, timed_only=False)
     e = stock_estimate(prof, key, 256)
     assert e.heuristic_ms == pytest.approx(float(ranked.iloc[0].time_ms))
-    assert e.benchmark_ms == pytest.approx(float(ranked.head(BENCHMARK_LIMIT).time_ms.min()))
+    assert e.benchmark_ms == pytest.approx(float(ranked.head(BENCHMARK_LIMIT).time_ms.min()))  # all timed
     assert e.workspace == int(ranked.head(BENCHMARK_LIMIT).workspace.max())
     assert stock_estimate(prof, key, 3) is None  # a batch the profile did not measure
     prof = synthetic_profile("alexnet", 256)
     t = prof.table
     t.loc[(t.signature == key) & (t.micro_batch == 256) & (t.heuristic_rank == 0), "status"] = "skipped"
-    assert stock_estimate(prof, key, 256).heuristic_ms is None  # untimed: unknown, not a stand-in
+    e = stock_estimate(prof, key, 256)
+    assert e.heuristic_ms is None and e.benchmark_ms is None  # untimed: unknown, not a stand-in
     depthwise = "Forward/tf32/NCHW/c8h8w8/k8r3s3/p1x1/s1x1/d1x1/g8"
     assert stock_estimate(prof, depthwise, 256) is None  # ATen's kernels: no cuDNN estimate
 
