@@ -1,6 +1,7 @@
 """Which layers ``apply_plan`` leaves to stock PyTorch (engine.stock), from the bundled H100/H200 profiles.
 
-    python benchmarks/stock_layers.py [--out benchmarks/reports/stock-layers.md]
+    python benchmarks/stock_layers.py            # the plans from the bundled profiles -> stock-layers.json, then:
+    python benchmarks/stock_layers.py report     # stock-layers.md and README's block from the JSON alone
 
 For every bundled profile of a zoo network, WR plans at 64 and 256 MiB per kernel (``make_plan``, the
 profile's own policy): how many of the network's convolution layers stay stock PyTorch with ``cudnn.benchmark``
@@ -12,13 +13,15 @@ profiles; whether the steps match them is benchmarks/torch_training.py's to meas
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.fileio import atomic_write  # noqa: E402
+from benchmarks.readme import README, write_block  # noqa: E402
+from engine.fileio import atomic_write, load_json_file  # noqa: E402
 from engine.planner import make_plan  # noqa: E402
 from engine.profile import Profile, bundled_profiles  # noqa: E402
 from engine.stock import stock_layers  # noqa: E402
@@ -78,12 +81,42 @@ def report(rs: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+README_CASES = (  # (profile, budget, what): the layers the README quotes
+    ("h100-resnet50-b64-fp16-nhwc-powerOfTwo", "256MiB", "ResNet-50 b64 fp16"),
+    ("h100-resnet50-b64-tf32-nchw-powerOfTwo", "256MiB", "ResNet-50 b64 TF32"),
+    ("h100-alexnet-b256-tf32-nchw-powerOfTwo", "256MiB", "AlexNet b256 TF32"),
+    ("h100-vgg16-b64-tf32-nchw-powerOfTwo", "256MiB", "VGG-16 b64 TF32"),
+)
+
+
+def readme_block(rs: list[dict]) -> str:
+    by = {(r["profile"], r["budget"]): r for r in rs}
+    parts = [
+        f"{by[p, b]['stock_False']} of {by[p, b]['layers']} {what} layers"
+        for p, b, what in README_CASES
+        if (p, b) in by
+    ]
+    return (
+        "On the bundled H100 profiles at 256 MiB per kernel (`cudnn.benchmark` off) that leaves "
+        + ", ".join(parts)
+        + " stock ([benchmarks/reports/stock-layers.md](benchmarks/reports/stock-layers.md), predictions)."
+    )
+
+
+JSON = ROOT / "benchmarks" / "reports" / "stock-layers.json"
+MD = ROOT / "benchmarks" / "reports" / "stock-layers.md"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "reports" / "stock-layers.md"))
+    ap.add_argument("what", nargs="?", choices=["plans", "report"], default="plans")
     args = ap.parse_args(argv)
-    atomic_write(args.out, report(rows()))
-    print(f"wrote {args.out}")
+    if args.what == "plans":
+        atomic_write(JSON, json.dumps({"rows": rows()}, indent=1) + "\n")
+    rs = load_json_file(JSON, "stock-layers results")["rows"]
+    atomic_write(MD, report(rs))
+    write_block(README, "stock_layers", readme_block(rs))
+    print(f"wrote {MD.relative_to(ROOT)} and README's block")
     return 0
 
 

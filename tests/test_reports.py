@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import memory_training_report, optimizer, profiling, reproduction, side_by_side  # noqa: E402
-from benchmarks import profile_multigpu, torch_training  # noqa: E402
+from benchmarks import profile_multigpu, stock_layers, torch_training  # noqa: E402
 from benchmarks.readme import README, markers, read_block, write_block  # noqa: E402
 from engine.units import MiB  # noqa: E402
 
@@ -33,6 +33,13 @@ def test_side_by_side_report_and_readme_table_match_the_committed_results():
     assert read_block(README.read_text(), "side_by_side") == side_by_side.readme_block(data)
     source = "benchmarks/reports/side_by_side_results.json.gz"
     assert side_by_side.DEFAULT_REPORT.read_text() == side_by_side.render(data, source)
+
+
+def test_stock_layers_report_and_readme_block_match_the_committed_results():
+    rs = json.loads(stock_layers.JSON.read_text())["rows"]
+    assert read_block(README.read_text(), "stock_layers") == stock_layers.readme_block(rs)
+    assert stock_layers.MD.read_text() == stock_layers.report(rs)
+    assert {(r["profile"], r["budget"]) for r in rs} >= {(p, b) for p, b, _ in stock_layers.README_CASES}
 
 
 def test_side_by_side_results_hold_every_network_and_row():
