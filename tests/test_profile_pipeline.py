@@ -360,7 +360,8 @@ MEASURED = [
 def replay_worst(work: list, measured: list[dict], workers: int, order: list) -> float:
     """Measured graphs (speed.json's per-graph seconds, split and process) replayed in ``order``: the run's wall
     grows by each graph's sample_seconds, the ETA is handed the same seconds and the graph's real process, as
-    engine.gpu.pipeline hands them; the worst error of the predicted finish from a tenth of the graphs on."""
+    engine.gpu.pipeline hands them (the serial profiler names no process); the worst error of the predicted
+    finish from a tenth of the graphs on."""
     by = {(g["signature"], g["micro_batch"]): g for g in measured}
     wall = {k: sample_seconds(g["seconds"], g["split"], shared=workers > 1) for k, g in by.items()}
     finish, now = sum(wall.values()), [0.0]
@@ -369,7 +370,7 @@ def replay_worst(work: list, measured: list[dict], workers: int, order: list) ->
     worst = 0.0
     for n, g in enumerate(order, 1):
         now[0] += wall[g.key, g.b]
-        track.finished(g, "gpu0", wall[g.key, g.b], worker=by[g.key, g.b]["worker"])
+        track.finished(g, "gpu0", wall[g.key, g.b], worker=by[g.key, g.b]["worker"] if workers > 1 else None)
         if 0.1 * len(order) <= n < len(order):
             worst = max(worst, abs(now[0] + track.eta_s() - finish) / finish)
     return worst

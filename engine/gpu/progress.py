@@ -10,9 +10,10 @@ GPU up to 2.7x longer than the same graphs later (the first engines a process ru
 and the driver fill their caches), about 0.2 s a process over its first ~5 graphs: on 12 processes that is the
 whole first tenth of a ResNet-50 run, which then cost 1.6x more per graph than the rest, and an ETA scaled from
 it was 49 % off. The start is learned from the first graphs and counted once: done work includes it, work left
-only the small remainder of each known process's decay. It enters the fit only when it explains the samples
-(Bayesian information criterion: its one extra coefficient must lower ``n ln(RSS/n)`` by more than ``ln n``), so
-runs without a dear start (a warm process, a replay) keep the plain model. Samples are the seconds each graph
+only the small remainder of each known process's decay. It is fitted only for processes that take graphs in
+spread order (engine.gpu.pipeline names them; see ProfileProgress.finished), and enters the fit only when it
+explains the samples (Bayesian information criterion: its one extra coefficient must lower ``n ln(RSS/n)`` by
+more than ``ln n``), so runs without a dear start keep the plain model. Samples are the seconds each graph
 adds to the wall clock (sample_seconds). No CuPy here: the Dask client and the tests use it without a GPU.
 """
 
@@ -139,9 +140,13 @@ class ProfileProgress:
         note: str = "",
         worker: str | None = None,
     ) -> None:
-        """``graph`` was measured on ``gpu`` by the process ``worker`` (default: one process per GPU), adding
-        ``seconds`` to the wall clock (sample_seconds; ``split``: per step, as profiler.GraphMeasurer.split),
-        and stored in ``commit`` seconds."""
+        """``graph`` was measured on ``gpu``, adding ``seconds`` to the wall clock (sample_seconds; ``split``: per
+        step, as profiler.GraphMeasurer.split), and stored in ``commit`` seconds. ``worker`` names the process
+        that measured it, given where processes take graphs in spread_order (engine.gpu.pipeline): only then is
+        a process's start told apart from its graphs' own cost. In another order a process's first graphs are
+        also its biggest (the Dask path) or its network's first (the serial one), and a start term took their
+        cost: replayed on the two-GPU Dask runs of benchmarks/reports/profile-multigpu, biggest first, the ETA
+        was 26-53 % off after a tenth of the graphs with it, 12-25 % without."""
         if self.began is None:
             self.start()
         for k, v in dict(split or {}, commit=commit).items():
@@ -152,9 +157,11 @@ class ProfileProgress:
             else:
                 self.split[k] = self.split.get(k, 0.0) + v
         self.left.pop((graph.key, graph.b), None)
-        k = self.per_worker.get(worker or gpu, 0)
-        self.per_worker[worker or gpu] = k + 1
-        self.samples.append(Sample((*features(graph), warm(k)), seconds))
+        start = 0.0
+        if worker is not None:
+            k = self.per_worker.get(worker, 0)
+            self.per_worker[worker], start = k + 1, warm(k)
+        self.samples.append(Sample((*features(graph), start), seconds))
         self.per_gpu[gpu] = self.per_gpu.get(gpu, 0) + 1
         self.done += 1
         self._tell(f"{graph.label} {note}".strip())
@@ -174,7 +181,7 @@ class ProfileProgress:
         coef = self.coefficients()
         done = sum(float(np.dot(sm.features, coef)) for sm in self.samples)
         left = sum(float(np.dot(f, coef[:-1])) for f in self.left.values())
-        share = len(self.left) / len(self.per_worker)  # graphs left per process, as the pipeline deals them
+        share = len(self.left) / max(1, len(self.per_worker))  # graphs left per process, as the pipeline deals them
         left += coef[-1] * sum(warm_left(k, share) for k in self.per_worker.values())
         if done <= 0:
             return None
