@@ -245,6 +245,26 @@ def test_fit_is_non_negative_least_squares():
     assert fit(origin) == pytest.approx([0.0, 1.2])
 
 
+def test_fit_meets_the_non_negative_least_squares_optimality_conditions():
+    """Karush-Kuhn-Tucker on random problems (some with a negative unconstrained solution, some with columns that
+    no sample has or two alike): with r = x c - y, every coefficient is >= 0, x_i . r = 0 where c_i > 0 and
+    x_i . r >= 0 where c_i = 0, so no feasible step lowers the squared error."""
+    rng = np.random.default_rng(1)
+    for trial in range(200):
+        n, m = int(rng.integers(1, 30)), int(rng.integers(1, 6))
+        x = rng.uniform(0, 3, (n, m)) * (rng.uniform(size=(n, m)) < 0.8)
+        if trial % 5 == 0:
+            x[:, 0] = 0.0  # a kind not measured yet
+        if trial % 7 == 0 and m > 1:
+            x[:, -1] = 2 * x[:, 0]  # two features alike
+        y = x @ rng.uniform(-1, 2, m) + rng.normal(0, 0.3, n)
+        c = fit([Sample(tuple(r), float(v)) for r, v in zip(x, y)])
+        grad = x.T @ (x @ c - y)
+        scale = 1e-6 * (1 + np.abs(x).sum() * (1 + np.abs(y).sum()))
+        assert (c >= 0).all()
+        assert (np.abs(grad[c > 0]) <= scale).all() and (grad[c == 0] >= -scale).all(), (trial, c, grad)
+
+
 def test_features_are_a_direction_flops_and_bytes():
     g = WORK[0]
     f = features(g)

@@ -78,16 +78,20 @@ def fit(samples: list[Sample], penalized: tuple[int, ...] = ()) -> np.ndarray:
     x = np.array([sm.features for sm in samples], dtype=float)
     y = np.array([sm.seconds for sm in samples], dtype=float)
     n = len(y)
+    gram, xy = x.T @ x, x.T @ y  # each subset's normal equations: a few features, many samples
     best, coef = float("inf"), np.zeros(x.shape[1])
     for m in range(1, x.shape[1] + 1):
         for cols in itertools.combinations(range(x.shape[1]), m):
-            sub = x[:, cols]
-            if not sub.any():
+            g = gram[np.ix_(cols, cols)]
+            if not g.any():
                 continue
-            c, *_ = np.linalg.lstsq(sub, y, rcond=None)
+            if np.linalg.det(g) > 1e-9 * np.prod(np.diag(g)):  # columns far from collinear: solve directly
+                c = np.linalg.solve(g, xy[list(cols)])
+            else:  # a feature no sample has yet, or two alike: the least-norm solution
+                c, *_ = np.linalg.lstsq(x[:, cols], y, rcond=None)
             if (c < 0).any():
                 continue
-            err = float(((sub @ c - y) ** 2).sum())
+            err = float(((x[:, cols] @ c - y) ** 2).sum())
             score = n * math.log(err / n + 1e-18) + math.log(n) * sum(i in penalized for i in cols)
             if score < best - 1e-9:
                 best, coef = score, np.zeros(x.shape[1])
@@ -179,8 +183,8 @@ class ProfileProgress:
         if not self.left:
             return 0.0
         coef = self.coefficients()
-        done = sum(float(np.dot(sm.features, coef)) for sm in self.samples)
-        left = sum(float(np.dot(f, coef[:-1])) for f in self.left.values())
+        done = float((np.array([sm.features for sm in self.samples]) @ coef).sum())
+        left = float((np.array(list(self.left.values())) @ coef[:-1]).sum())
         share = len(self.left) / max(1, len(self.per_worker))  # graphs left per process, as the pipeline deals them
         left += coef[-1] * sum(warm_left(k, share) for k in self.per_worker.values())
         if done <= 0:
