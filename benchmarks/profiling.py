@@ -671,6 +671,23 @@ def eta_replay(name: str, run: dict) -> dict:
     }
 
 
+def start_text(rows: list[tuple[dict, dict]]) -> str:
+    """How much more the first tenth of the last pipelined ResNet-50 run's graphs held the GPU than the rest."""
+    from engine.gpu.progress import sample_seconds
+
+    for entry, d in reversed(rows):
+        b = d["runs"].get("B") or {}
+        if len({g["worker"] for g in b.get("graphs", [])}) > 1:
+            done = sorted(b["graphs"], key=lambda g: g["start"] + g["seconds"])
+            gpu = [sample_seconds(g["seconds"], g["split"], shared=True) for g in done]
+            ratio = statistics.mean(gpu[: len(gpu) // 10]) / statistics.mean(gpu[len(gpu) // 10 :])
+            return (
+                f": in {entry['dir']} B the first tenth of the graphs held the GPU "
+                f"{ratio:.1f}x longer each than the rest"
+            )
+    return ""
+
+
 def eta_errors(work: list, order: list, ends: list[float], sample: dict, measured: dict, shared: bool) -> dict:
     """The ETA's error at each graph of ``order`` finishing at ``ends``, worst and median after 10, 25, 50 %."""
     from engine.gpu.progress import ProfileProgress
@@ -851,8 +868,8 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         "order the graphs were measured (network order before 2026-11-26-run4, spread order from it) and in spread "
         "order (each run's wall grown graph by graph: the order the pipeline now measures in); M runs were cut at "
         "their time limit and are replayed on the graphs they measured. Issue 24 asks for +-15 % after the first "
-        "10 % of graphs. Since 2026-11-26 the ETA fits a start per process (each process's first graphs held the "
-        "GPU up to 2.7x longer than later): before, 2026-11-26-run4 B was 49 % off in spread order.",
+        "10 % of graphs. Since 2026-11-26 the ETA fits each process's start apart from its graphs' own cost "
+        f"(engine.gpu.progress){start_text(rows)}.",
         "",
         "| run | graphs | in the order measured, after 10 % of the graphs: worst / median | after 25 % | after 50 % "
         "| in spread order, after 10 %: worst / median | after 25 % |",

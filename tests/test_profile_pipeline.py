@@ -400,7 +400,7 @@ def replay_worst(work: list, measured: list[dict], workers: int, order: list) ->
 def test_eta_on_measured_graphs_in_spread_order_is_within_15_percent_after_a_tenth(run, name):
     """Real per-graph seconds of the committed H100 ResNet-50 runs (benchmarks/reports/profiling-speed), replayed
     in the order the pipeline now measures (work.spread_order). 2026-11-26-run4 measured in that order: its
-    first tenth held the GPU 1.6x longer per graph than the rest (each process's start), which put the ETA
+    first tenth held the GPU 1.7x longer per graph than the rest (each process's start), which put the ETA
     of a model without the start 49 % off."""
     r = json.loads((SPEED / run / "speed.json").read_text())["runs"][name]
     work = graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")

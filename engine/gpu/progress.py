@@ -6,15 +6,18 @@ the kernels are compute-bound and with its operand bytes where they are memory-b
 and scales the wall time spent measuring so far by the fitted work left over the fitted work done, so it holds
 however many processes measure at once. ``warm(k) = exp(-k / WARM_GRAPHS)`` is the start: a process's k-th
 graph. On the H100 runs of benchmarks/reports/profiling-speed.md each profiling process's first graphs held the
-GPU up to 2.7x longer than the same graphs later (the first engines a process runs load their kernels, cuDNN
-and the driver fill their caches), about 0.2 s a process over its first ~5 graphs: on 12 processes that is the
-whole first tenth of a ResNet-50 run, which then cost 1.6x more per graph than the rest, and an ETA scaled from
+GPU up to 2.7x longer than the same graphs later (why is not measured: likely the first engines a process runs
+loading their kernels), about 0.2 s a process over its first ~5 graphs: on 12 processes that is the
+whole first tenth of a ResNet-50 run, which then cost 1.7x more per graph than the rest, and an ETA scaled from
 it was 49 % off. The start is learned from the first graphs and counted once: done work includes it, work left
 only the small remainder of each known process's decay. It is fitted only for processes that take graphs in
 spread order (engine.gpu.pipeline names them; see ProfileProgress.finished), and enters the fit only when it
 explains the samples (Bayesian information criterion: its one extra coefficient must lower ``n ln(RSS/n)`` by
-more than ``ln n``), so runs without a dear start keep the plain model. Samples are the seconds each graph
-adds to the wall clock (sample_seconds). No CuPy here: the Dask client and the tests use it without a GPU.
+more than ``ln n``), so runs without a dear start keep the plain model. Limits: the decay's pace WARM_GRAPHS
+comes from those runs (at a tenth of the graphs each process has measured ~4, too few to learn it), and a start
+under large costs no feature explains is admitted late (tests/test_profile_pipeline.py). Samples are the
+seconds each graph adds to the wall clock (sample_seconds). No CuPy here: the Dask client and the tests use it
+without a GPU.
 """
 
 from __future__ import annotations
