@@ -14,7 +14,8 @@ only the small remainder of each known process's decay. It is fitted only for pr
 spread order (engine.gpu.pipeline names them; see ProfileProgress.finished), and enters the fit only when it
 explains the samples (Bayesian information criterion: its one extra coefficient must lower ``n ln(RSS/n)`` by
 more than ``ln n``), so runs without a dear start keep the plain model. Limits: the decay's pace WARM_GRAPHS
-comes from those runs (at a tenth of the graphs each process has measured ~4, too few to learn it), and a start
+comes from those runs (at a tenth of the graphs each process has measured ~4, too few to learn it; 2026-11-26-run4
+B is 14, 12, 24 and 33 % off at 1.5, 2, 2.5 and 3 graphs), and a start
 under large costs no feature explains is admitted late (tests/test_profile_pipeline.py). Samples are the
 seconds each graph adds to the wall clock (sample_seconds). No CuPy here: the Dask client and the tests use it
 without a GPU.
