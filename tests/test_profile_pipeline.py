@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import math
 import os
 import re
 import signal
@@ -20,13 +21,14 @@ import time
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from engine.errors import EngineError
 from engine.gpu.cache import ProfileCache
 from engine.gpu.pipeline import run_pipeline, worker_count
-from engine.gpu.progress import ProfileProgress, Sample, features, fit
+from engine.gpu.progress import ProfileProgress, Sample, features, fit, sample_seconds, warm, warm_left
 from engine.gpu.work import assemble, graphs, measure_settings, spread_order
 from engine.testing import fake_gpu as fake
 from engine.testing.cli import engine, one_error_line
@@ -243,6 +245,26 @@ def test_fit_is_non_negative_least_squares():
     assert fit(origin) == pytest.approx([0.0, 1.2])
 
 
+def test_fit_meets_the_non_negative_least_squares_optimality_conditions():
+    """Karush-Kuhn-Tucker on random problems (some with a negative unconstrained solution, some with columns that
+    no sample has or two alike): with r = x c - y, every coefficient is >= 0, x_i . r = 0 where c_i > 0 and
+    x_i . r >= 0 where c_i = 0, so no feasible step lowers the squared error."""
+    rng = np.random.default_rng(1)
+    for trial in range(200):
+        n, m = int(rng.integers(1, 30)), int(rng.integers(1, 6))
+        x = rng.uniform(0, 3, (n, m)) * (rng.uniform(size=(n, m)) < 0.8)
+        if trial % 5 == 0:
+            x[:, 0] = 0.0  # a kind not measured yet
+        if trial % 7 == 0 and m > 1:
+            x[:, -1] = 2 * x[:, 0]  # two features alike
+        y = x @ rng.uniform(-1, 2, m) + rng.normal(0, 0.3, n)
+        c = fit([Sample(tuple(r), float(v)) for r, v in zip(x, y)])
+        grad = x.T @ (x @ c - y)
+        scale = 1e-6 * (1 + np.abs(x).sum() * (1 + np.abs(y).sum()))
+        assert (c >= 0).all()
+        assert (np.abs(grad[c > 0]) <= scale).all() and (grad[c == 0] >= -scale).all(), (trial, c, grad)
+
+
 def test_features_are_a_direction_flops_and_bytes():
     g = WORK[0]
     f = features(g)
@@ -282,43 +304,107 @@ def test_eta_is_within_15_percent_after_a_tenth_of_the_graphs(order, workers):
     assert track.eta_s() == 0 and track.status()["done"] == len(work)
 
 
+START = (0.09, 0.05, 0.04, 0.01, 0.01)  # SYNTHETIC, as measured: what 2026-11-26-run4 B's processes spent on top
+
+
+HIDDEN_START = "a start under costs no feature explains (late layers 4x): BIC keeps the start term out until ~96 graphs"
+
+
+@pytest.mark.parametrize(
+    "start,late",
+    [(START, 1), ((), 1), ((), 4), pytest.param(START, 4, marks=pytest.mark.xfail(strict=True, reason=HIDDEN_START))],
+    ids=["dear start", "no start", "late layers dearest", "dear start, late layers dearest"],
+)
+def test_eta_counts_a_dear_start_once_and_follows_dear_late_layers(start, late):
+    """SYNTHETIC runs of ResNet-50's graphs in spread order on 12 processes sharing a GPU, dealt in turn: a graph
+    holds the GPU 0.02 s plus 0.01 s per GFLOP, ``late`` times that for the last third of the network's kernels
+    (dear in a way no feature says), plus START on each process's first graphs. From a tenth of the graphs on
+    the ETA is within 15 % of the real finish, and the start term is used only where there is a start. The
+    estimator before the start term was 75 % off with the dear start; with the start and 4x late layers both
+    are 39 % off (the start term is not admitted while the late layers' spread hides it)."""
+    work = graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")
+    keys = list(dict.fromkeys(g.key for g in work))
+    late_keys = set(keys[2 * len(keys) // 3 :])
+    order = spread_order(work)
+    seconds = [
+        (0.02 + 0.01 * g.cost / 1e9) * (late if g.key in late_keys else 1) + (start[n // 12 :][:1] or [0])[0]
+        for n, g in enumerate(order)
+    ]
+    finish, now = sum(seconds), [0.0]
+    track = ProfileProgress(work, clock=lambda: now[0])
+    track.start()
+    worst = 0.0
+    for n, (g, s) in enumerate(zip(order, seconds), 1):
+        now[0] += s
+        track.finished(g, "gpu0", s, worker=f"worker{(n - 1) % 12}")
+        if 0.1 * len(order) <= n < len(order):
+            worst = max(worst, abs(now[0] + track.eta_s() - finish) / finish)
+    assert worst <= 0.15
+    assert (track.coefficients()[-1] > 0) == bool(start)
+
+
+def test_warm_left_sums_the_start_left_to_a_process():
+    assert warm(0) == 1.0 and warm(2) == pytest.approx(math.exp(-1))
+    for k, m in [(0, 1), (0, 7), (3, 40), (10, 0)]:
+        assert warm_left(k, m) == pytest.approx(sum(warm(j) for j in range(k, k + m)))
+
+
+def test_fit_admits_a_penalized_column_only_when_it_pays_its_price():
+    """Brute force: the penalized fit is the better, by n ln(RSS/n) + ln n per penalized column used, of the plain
+    fit without the column and the plain fit with it."""
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        n = int(rng.integers(4, 40))
+        x = np.column_stack([np.ones(n), rng.uniform(0, 2, n), np.exp(-np.arange(n) / 2)])
+        y = 0.3 + 0.5 * x[:, 1] + (trial % 2) * 0.4 * x[:, 2] + rng.normal(0, 0.05, n)
+        samples = [Sample(tuple(r), float(v)) for r, v in zip(x, y)]
+
+        def score(c, priced):
+            return n * math.log(float(((x @ c - y) ** 2).sum()) / n + 1e-18) + math.log(n) * priced
+
+        without = np.append(fit([Sample(sm.features[:2], sm.seconds) for sm in samples]), 0.0)
+        plain = fit(samples)
+        best = min([(score(without, 0), 0, without), (score(plain, plain[2] > 0), 1, plain)], key=lambda t: t[:2])[2]
+        assert fit(samples, penalized=(2,)) == pytest.approx(best)
+
+
 SPEED = Path(__file__).resolve().parent.parent / "benchmarks" / "reports" / "profiling-speed"
-# Runs whose ETA misses the target, as measured: 2026-11-26-run4's first tenth of graphs (its live order) held the
-# GPU 1.6x longer per graph than the rest (the start), and the ETA then was 49 % off. Strict: a fix shows.
-ETA_MISSES = {("2026-11-26-run4", "B"): "ETA 49 % off after a tenth of the graphs: the start costs more per graph"}
 MEASURED = [
-    pytest.param(run["dir"], name, marks=[pytest.mark.xfail(strict=True, reason=ETA_MISSES[run["dir"], name])])
-    if (run["dir"], name) in ETA_MISSES
-    else (run["dir"], name)
+    (run["dir"], name)
     for run in json.loads((SPEED / "runs.json").read_text())["runs"]
     for name, r in json.loads((SPEED / run["dir"] / "speed.json").read_text())["runs"].items()
     if "resnet50" in r["command"] and len(r.get("graphs", [])) == 476
 ]
 
 
-@pytest.mark.parametrize("run,name", MEASURED)
-def test_eta_on_measured_graphs_in_spread_order_is_within_15_percent_after_a_tenth(run, name):
-    """Real per-graph seconds of the committed H100 ResNet-50 runs (benchmarks/reports/profiling-speed), replayed
-    in the order the pipeline now measures (work.spread_order): the run's wall grows by each graph's GPU time
-    (processes sharing the GPU) or its own time (graph after graph), and the ETA is handed the same seconds, as
-    engine.gpu.pipeline hands it (builds overlap the GPU's timing, so a graph's own seconds would mislead it)."""
-    r = json.loads((SPEED / run / "speed.json").read_text())["runs"][name]
-    work = graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")
-    split = {(g["signature"], g["micro_batch"]): g["split"] for g in r["graphs"]}
-    seconds = {(g["signature"], g["micro_batch"]): g["seconds"] for g in r["graphs"]}
-    own = {k: seconds[k] - split[k].get("wait", 0.0) for k in seconds}
-    wall = own if r["workers"] == 1 else {k: s.get("timing", 0.0) + s.get("buffers", 0.0) for k, s in split.items()}
-    order = spread_order(work)
+def replay_worst(work: list, measured: list[dict], workers: int, order: list) -> float:
+    """Measured graphs (speed.json's per-graph seconds, split and process) replayed in ``order``: the run's wall
+    grows by each graph's sample_seconds, the ETA is handed the same seconds and the graph's real process, as
+    engine.gpu.pipeline hands them (the serial profiler names no process); the worst error of the predicted
+    finish from a tenth of the graphs on."""
+    by = {(g["signature"], g["micro_batch"]): g for g in measured}
+    wall = {k: sample_seconds(g["seconds"], g["split"], shared=workers > 1) for k, g in by.items()}
     finish, now = sum(wall.values()), [0.0]
     track = ProfileProgress(work, clock=lambda: now[0])
     track.start()
     worst = 0.0
     for n, g in enumerate(order, 1):
         now[0] += wall[g.key, g.b]
-        track.finished(g, "gpu0", wall[g.key, g.b])  # what engine.gpu.pipeline hands the ETA
+        track.finished(g, "gpu0", wall[g.key, g.b], worker=by[g.key, g.b]["worker"] if workers > 1 else None)
         if 0.1 * len(order) <= n < len(order):
             worst = max(worst, abs(now[0] + track.eta_s() - finish) / finish)
-    assert worst <= 0.15, worst
+    return worst
+
+
+@pytest.mark.parametrize("run,name", MEASURED)
+def test_eta_on_measured_graphs_in_spread_order_is_within_15_percent_after_a_tenth(run, name):
+    """Real per-graph seconds of the committed H100 ResNet-50 runs (benchmarks/reports/profiling-speed), replayed
+    in the order the pipeline now measures (work.spread_order). 2026-11-26-run4 measured in that order: its
+    first tenth held the GPU 1.7x longer per graph than the rest (each process's start), which put the ETA
+    of a model without the start 49 % off."""
+    r = json.loads((SPEED / run / "speed.json").read_text())["runs"][name]
+    work = graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")
+    assert replay_worst(work, r["graphs"], r["workers"], spread_order(work)) <= 0.15
 
 
 def test_spread_order_samples_every_cost_in_each_prefix():

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 
 from ..errors import EngineError
-from .progress import ProfileProgress
+from .progress import ProfileProgress, sample_seconds
 from .work import Graph, Settings, cancelled, device_key, open_cache, spread_order, timed_measure
 
 CONTEXT_BYTES = 1 << 30  # a CUDA context with cuDNN's kernels loaded, per worker (GPU memory)
@@ -290,18 +290,13 @@ def run_pipeline(
             worker = dict(provs[msg[1]], command=command, worker=f"worker{msg[1]}", timing=timing)
             cache.commit(graph.key, graph.b, options, rows, worker)
             learn(notes, rows)
-            # the ETA's sample: what this graph adds to the wall clock; with processes sharing a GPU that is its
-            # time holding the GPU (builds overlap), graph after graph its own time (without waiting)
-            split = timing.get("split") or {}
-            own = (
-                split.get("timing", 0.0) + split.get("buffers", 0.0)
-                if workers > 1
-                else timing["seconds"] - split.get("wait", 0.0)
-            )
+            own = sample_seconds(timing["seconds"], timing.get("split"), shared=workers > 1)  # the ETA's sample
             gpu = pool.gpu[msg[1]]
             if "gpus" in prov:
                 prov["gpus"][gpu]["graphs"] += 1
-            track.finished(graph, f"gpu{gpu}", own, timing.get("split"), commit=time.perf_counter() - t)
+            track.finished(
+                graph, f"gpu{gpu}", own, timing.get("split"), commit=time.perf_counter() - t, worker=f"worker{msg[1]}"
+            )
             if status:
                 status(track.status())
             if should_stop and should_stop() and (waiting or sent):

@@ -1,21 +1,30 @@
 """Live progress of a profile: graphs done per GPU and the time left, for the CLI and the dashboard.
 
-The ETA fits each measured graph's own seconds as ``a[kind] + c * GFLOP + d * GB`` (non-negative least
-squares: a graph's host work, building ~60 plans, is about constant per direction; its GPU work grows with
-its FLOPs where the kernels are compute-bound and with its operand bytes where they are memory-bound, as
-depthwise ones are) and scales the wall time spent measuring so far by the fitted work left over the fitted
-work done, so it holds however many processes measure at once. Samples are each graph's own seconds
-(building and timing, without waiting for the shared GPU). Replayed biggest graph first on the H100 runs of
-benchmarks/reports/profiling-speed.md it was up to a third off in the first quarter of a run: fitted on the
-biggest graphs, the model extrapolated to the smallest. The pipeline now measures in work.spread_order,
-whose every prefix samples every cost: the same runs' per-graph seconds replayed in that order give a
-finish within 10 % from a tenth of the graphs on (tests/test_profile_pipeline.py).
-No CuPy here: the Dask client and the tests use it without a GPU.
+The ETA fits each measured graph's seconds as ``a[kind] + c * GFLOP + d * GB + w * warm(k)`` (non-negative
+least squares: a graph's fixed work is about constant per direction; its GPU work grows with its FLOPs where
+the kernels are compute-bound and with its operand bytes where they are memory-bound, as depthwise ones are)
+and scales the wall time spent measuring so far by the fitted work left over the fitted work done, so it holds
+however many processes measure at once. ``warm(k) = exp(-k / WARM_GRAPHS)`` is the start: a process's k-th
+graph. On the H100 runs of benchmarks/reports/profiling-speed.md each profiling process's first graphs held the
+GPU up to 2.7x longer than the same graphs later (why is not measured: likely the first engines a process runs
+loading their kernels), about 0.2 s a process over its first ~5 graphs: on 12 processes that is the
+whole first tenth of a ResNet-50 run, which then cost 1.7x more per graph than the rest, and an ETA scaled from
+it was 49 % off. The start is learned from the first graphs and counted once: done work includes it, work left
+only the small remainder of each known process's decay. It is fitted only for processes that take graphs in
+spread order (engine.gpu.pipeline names them; see ProfileProgress.finished), and enters the fit only when it
+explains the samples (Bayesian information criterion: its one extra coefficient must lower ``n ln(RSS/n)`` by
+more than ``ln n``), so runs without a dear start keep the plain model. Limits: the decay's pace WARM_GRAPHS
+comes from those runs (at a tenth of the graphs each process has measured ~4, too few to learn it; 2026-11-26-run4
+B is 14, 12, 24 and 33 % off at 1.5, 2, 2.5 and 3 graphs), and a start
+under large costs no feature explains is admitted late (tests/test_profile_pipeline.py). Samples are the
+seconds each graph adds to the wall clock (sample_seconds). No CuPy here: the Dask client and the tests use it
+without a GPU.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +35,7 @@ from ..kernels import KernelKind
 from .work import Graph
 
 KINDS = tuple(KernelKind)
+WARM_GRAPHS = 2.0  # a process's start decays by e each two graphs (0.09, 0.05, 0.04, 0.01, 0.01 s on the H100)
 
 
 @dataclass
@@ -44,23 +54,51 @@ def features(graph: Graph) -> tuple[float, ...]:
     )
 
 
-def fit(samples: list[Sample]) -> np.ndarray:
+def warm(k: float) -> float:
+    """The start's share of a process's k-th graph (k = 0 for its first)."""
+    return math.exp(-k / WARM_GRAPHS)
+
+
+def warm_left(k: int, graphs: float) -> float:
+    """warm(k) + warm(k + 1) + ... over ``graphs`` more graphs of a process that has measured k."""
+    q = math.exp(-1.0 / WARM_GRAPHS)
+    return warm(k) * (1.0 - q**graphs) / (1.0 - q)
+
+
+def sample_seconds(seconds: float, split: dict | None, shared: bool) -> float:
+    """What a graph adds to the wall clock, the ETA's sample: with processes sharing a GPU its time holding the
+    GPU (operands and timing; the builds overlap), graph after graph its own seconds (without waiting)."""
+    split = split or {}
+    if shared:
+        return split.get("timing", 0.0) + split.get("buffers", 0.0)
+    return seconds - split.get("wait", 0.0)
+
+
+def fit(samples: list[Sample], penalized: tuple[int, ...] = ()) -> np.ndarray:
     """Non-negative least-squares coefficients of seconds on features: the best of the least-squares fits on
-    every subset of the features whose coefficients are all >= 0 (exact for this handful of features)."""
+    every subset of the features whose coefficients are all >= 0 (exact for this handful of features). A
+    column in ``penalized`` must earn its place: a subset using it scores ``n ln(RSS/n) + ln n`` against the
+    subsets without it (the Bayesian information criterion's price of a coefficient)."""
     x = np.array([sm.features for sm in samples], dtype=float)
     y = np.array([sm.seconds for sm in samples], dtype=float)
+    n = len(y)
+    gram, xy = x.T @ x, x.T @ y  # each subset's normal equations: a few features, many samples
     best, coef = float("inf"), np.zeros(x.shape[1])
-    for n in range(1, x.shape[1] + 1):
-        for cols in itertools.combinations(range(x.shape[1]), n):
-            sub = x[:, cols]
-            if not sub.any():
+    for m in range(1, x.shape[1] + 1):
+        for cols in itertools.combinations(range(x.shape[1]), m):
+            g = gram[np.ix_(cols, cols)]
+            if not g.any():
                 continue
-            c, *_ = np.linalg.lstsq(sub, y, rcond=None)
+            if np.linalg.det(g) > 1e-9 * np.prod(np.diag(g)):  # columns far from collinear: solve directly
+                c = np.linalg.solve(g, xy[list(cols)])
+            else:  # a feature no sample has yet, or two alike: the least-norm solution
+                c, *_ = np.linalg.lstsq(x[:, cols], y, rcond=None)
             if (c < 0).any():
                 continue
-            err = float(((sub @ c - y) ** 2).sum())
-            if err < best - 1e-12:
-                best, coef = err, np.zeros(x.shape[1])
+            err = float(((x[:, cols] @ c - y) ** 2).sum())
+            score = n * math.log(err / n + 1e-18) + math.log(n) * sum(i in penalized for i in cols)
+            if score < best - 1e-9:
+                best, coef = score, np.zeros(x.shape[1])
                 coef[list(cols)] = c
     return coef
 
@@ -80,8 +118,10 @@ class ProfileProgress:
         self.total, self.callback, self.clock = len(work), callback, clock
         self.features = {(g.key, g.b): features(g) for g in work}
         self.left = dict(self.features)
-        self.samples: list[Sample] = []
+        self.samples: list[Sample] = []  # features, then warm(k) of the graph's place in its process
+        self.per_worker: dict[str, int] = {}  # graphs measured per process (the start is per process)
         self.per_gpu: dict[str, int] = {}
+        self._fitted: tuple[int, np.ndarray] | None = None
         self.done = self.cached = 0
         self.began: float | None = None  # when measuring began (after the workers started)
         self.split: dict = {}  # seconds per step summed over the measured graphs
@@ -99,10 +139,22 @@ class ProfileProgress:
             self._tell(f"{len(graphs)} graphs from the cache")
 
     def finished(
-        self, graph: Graph, gpu: str, seconds: float, split: dict | None = None, commit: float = 0.0, note: str = ""
+        self,
+        graph: Graph,
+        gpu: str,
+        seconds: float,
+        split: dict | None = None,
+        commit: float = 0.0,
+        note: str = "",
+        worker: str | None = None,
     ) -> None:
-        """``graph`` was measured on ``gpu`` in ``seconds`` of its own (``split``: per step, as
-        profiler.GraphMeasurer.split) and stored in ``commit`` seconds."""
+        """``graph`` was measured on ``gpu``, adding ``seconds`` to the wall clock (sample_seconds; ``split``: per
+        step, as profiler.GraphMeasurer.split), and stored in ``commit`` seconds. ``worker`` names the process
+        that measured it, given where processes take graphs in spread_order (engine.gpu.pipeline): only then is
+        a process's start told apart from its graphs' own cost. In another order a process's first graphs are
+        also its biggest (the Dask path) or its network's first (the serial one), and a start term took their
+        cost: replayed on the two-GPU Dask runs of benchmarks/reports/profile-multigpu, biggest first, the ETA
+        was 26-53 % off after a tenth of the graphs with it, 12-25 % without."""
         if self.began is None:
             self.start()
         for k, v in dict(split or {}, commit=commit).items():
@@ -113,7 +165,11 @@ class ProfileProgress:
             else:
                 self.split[k] = self.split.get(k, 0.0) + v
         self.left.pop((graph.key, graph.b), None)
-        self.samples.append(Sample(features(graph), seconds))
+        start = 0.0
+        if worker is not None:
+            k = self.per_worker.get(worker, 0)
+            self.per_worker[worker], start = k + 1, warm(k)
+        self.samples.append(Sample((*features(graph), start), seconds))
         self.per_gpu[gpu] = self.per_gpu.get(gpu, 0) + 1
         self.done += 1
         self._tell(f"{graph.label} {note}".strip())
@@ -130,12 +186,21 @@ class ProfileProgress:
             return None
         if not self.left:
             return 0.0
-        coef = fit(self.samples)
-        done = sum(float(np.dot(sm.features, coef)) for sm in self.samples)
-        left = sum(float(np.dot(f, coef)) for f in self.left.values())
+        coef = self.coefficients()
+        done = float((np.array([sm.features for sm in self.samples]) @ coef).sum())
+        left = float((np.array(list(self.left.values())) @ coef[:-1]).sum())
+        share = len(self.left) / max(1, len(self.per_worker))  # graphs left per process, as the pipeline deals them
+        left += coef[-1] * sum(warm_left(k, share) for k in self.per_worker.values())
         if done <= 0:
             return None
         return (self.clock() - self.began) * left / done
+
+    def coefficients(self) -> np.ndarray:
+        """The fit on the samples so far (kept until the next sample): per-direction intercepts, per GFLOP,
+        per GB, and the start (0 unless the samples show one)."""
+        if self._fitted is None or self._fitted[0] != len(self.samples):
+            self._fitted = (len(self.samples), fit(self.samples, penalized=(len(self.samples[0].features) - 1,)))
+        return self._fitted[1]
 
     def status(self) -> dict:
         eta = self.eta_s()

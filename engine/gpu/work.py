@@ -95,8 +95,9 @@ def spread_order(work: list[Graph]) -> list[Graph]:
     """``work`` in an order whose every prefix samples every cost: sorted by cost (biggest first), then taken
     in bit-reversed index order (0, n/2, n/4, 3n/4, ...). So the graphs measured first are like the rest and
     the ETA's cost model, fitted on them, interpolates instead of extrapolating from the biggest graphs to
-    the smallest (replayed on the committed ResNet-50 runs' per-graph seconds: within 10 % after a tenth
-    of the graphs, against up to 74 % biggest first; tests/test_profile_pipeline.py)."""
+    the smallest (replayed on the committed ResNet-50 runs' per-graph seconds: within 15 % after a tenth
+    of the graphs, against up to 74 % biggest first; tests/test_profile_pipeline.py), and a process's first
+    graphs are like its later ones, so the ETA can tell its start apart (engine.gpu.progress)."""
     ranked = sorted(work, key=lambda g: -g.cost)
     bits = max(1, (len(ranked) - 1).bit_length())
     return [ranked[i] for i in sorted(range(len(ranked)), key=lambda i: int(f"{i:0{bits}b}"[::-1], 2))]
