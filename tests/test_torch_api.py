@@ -437,6 +437,10 @@ def test_nothing_is_planned_until_the_first_forward_then_once_per_shape(fake):
     assert fake.planned == [(8, "tf32", "NCHW")]
     assert fake.attached.plan.budget == 8 * 2**20 and fake.attached.plan.batch == 8
     assert auto.current == ((8, 3, 32, 32), "tf32", "NCHW") and len(auto.history) == 1
+    assert fake.attached.keep_stock is True  # apply_plan's default: layers the plan does not speed up stay stock
+    api.optimize(model, budget="8MiB", progress=False, keep_stock=False)
+    model(batch(8))
+    assert fake.attached.keep_stock is False
 
 
 def test_a_new_shape_is_planned_and_an_old_one_switched_back_without_planning(fake):
