@@ -26,6 +26,10 @@ first call, so cases must not share a process) and appends each result to the JS
   which keeps its profile to minutes): the run measures it first, in a process of its own (case ``profile``),
   and a later call on the same cache measures nothing.
   ``wr-X-free``: the plan with the whole GPU free (no filler), the eager step a user gets by default.
+  Layers where a plan predicts less gain than its host cost stay stock PyTorch (engine.stock, ``apply_plan``'s
+  default; each case records them in ``kept_stock``).
+- ``opt-free``: the one-line API, ``engine.pytorch.optimize(model, mode="free")``: profiled into the cache and
+  planned at the first forward (a warm-up step, not timed), WR at the memory free then, GPU free.
   ``wr-X-graph`` / ``stock-free-graph`` replay the whole step (forward, backward, SGD update) as one captured
   CUDA graph, with the GPU free: a plan's algorithms and workspace do not depend on the memory free (only its
   arena is used), while graph capture keeps a memory pool of its own that a filler sized for the plain step
@@ -159,6 +163,10 @@ def run_case(
     graph, each, unpressed = "graph" in flags, "each" in flags, "free" in flags
     out = {"model": net, "batch": batch, "precision": precision, "case": case, "steps": steps}
     arena = 0
+    if kind == "opt":  # planned in the first warm-up step; the profile goes into the same cache
+        from engine.pytorch import optimize
+
+        optimize(model, mode="free", engines=engines, cache=str(cache) if cache else None, progress=False)
     if kind in ("wr", "wd"):
         from engine.pytorch import apply_plan
 
@@ -241,8 +249,11 @@ def run_case(
         kernels = sum(e.device_time for e in prof.events() if e.device_type.name == "CUDA") / 1e3
         out["gpu_busy"] = min(kernels / 3 / wall, 1.0) if wall else None
         out["profiled_step_ms"] = wall
-        if kind in ("wr", "wd"):
+        if kind in ("wr", "wd", "opt"):
             out["fallbacks"] = dict(model.ucudnn.fallbacks)
+        if kind == "opt":
+            out["planned_layers"] = len(model.ucudnn.planned)
+            out["kept_stock"] = sorted(model.ucudnn.stock)
     except torch.OutOfMemoryError as err:
         out["error"] = f"out of memory: {str(err).splitlines()[0][:200]}"
     except Exception as err:  # recorded, so one failing case does not lose the others
@@ -451,14 +462,14 @@ def default_cases(pressure: list[int], precision: str) -> list[str]:
     cases and the CUDA graphs."""
     low, high = min(pressure), max(pressure)
     if precision != "tf32":
-        return ["stock-free", f"wr-{low}-free", f"wr-{high}-free"] + [
+        return ["stock-free", f"wr-{low}-free", f"wr-{high}-free", "opt-free"] + [
             c
             for x in pressure
             for c in (f"legacy-{x}", f"stock-{x}", f"stock-{x}-each", f"wr-{x}", f"wd-{x}")
             if x == low or not c.endswith(("-each", f"wd-{x}"))
         ]
     return (
-        ["stock-free", "stock-free-graph", f"wr-{low}-free", f"wr-{high}-free"]
+        ["stock-free", "stock-free-graph", f"wr-{low}-free", f"wr-{high}-free", "opt-free"]
         + [c for x in pressure for c in (f"legacy-{x}", f"stock-{x}", f"stock-{x}-each", f"wr-{x}", f"wd-{x}")]
         + [f"wr-{low}-graph"]
     )
@@ -762,6 +773,7 @@ README_CASES = (
     "wr-64",
     "wr-64-free",
     "wr-256-free",
+    "opt-free",
     "wr-64-graph",
 )
 
@@ -817,8 +829,13 @@ def reading(rows: list[dict]) -> str:
         )
 
     keys = sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (list(MODELS).index(k[0]), k[1]))
-    eager, legacy, busy = [], [], []
+    eager, legacy, busy, one_line = [], [], [], []
     for model, precision in keys:
+        opt = get(model, precision, "opt-free")
+        if opt and get(model, precision, "stock-free"):
+            one_line.append(
+                f"{model} {precision} {opt['step_ms'] / get(model, precision, 'stock-free')['step_ms']:.3f}x"
+            )
         free, plan = get(model, precision, "stock-free"), get(model, precision, "wr-256-free", "wr-256")
         if free and plan:
             eager.append(f"{model} {precision} {plan['step_ms'] / free['step_ms']:.3f}x")
@@ -835,6 +852,11 @@ def reading(rows: list[dict]) -> str:
             f"An eager planned step (WR at 256 MiB per kernel, the GPU otherwise free, no CUDA graph) takes "
             f"{', '.join(eager)} stock PyTorch's step with the GPU free (issue 22's target: at most "
             f"{EAGER_TARGET}x); GPU busy, planned vs stock: {', '.join(busy)}."
+        )
+    if one_line:
+        out.append(
+            f'Through the one-line API (`optimize(model, mode="free")`, layers it does not speed up left stock): '
+            f"{', '.join(one_line)} stock's step."
         )
     if legacy:
         out.append(
