@@ -214,3 +214,14 @@ def test_side_by_side_report_renders_medians_and_ranges(alexnet, tmp_path):
     assert read_block(readme.read_text(), "side_by_side") == block
     assert readme.read_text().startswith("intro\n") and readme.read_text().endswith("rest\n")
     assert "(d) WD total 120 MiB (the paper's AlexNet budget)" in side_by_side.render(data, "SYNTHETIC.json")
+
+
+def test_torch_training_summary_names_the_one_line_api_when_measured():
+    """SYNTHETIC rows: the README's summary gives the opt-free step against stock-free's when a run measured it."""
+    rows = [
+        {"model": "resnet50", "precision": "tf32", "case": "stock-free", "step_ms": 10.0, "conv_ms": 4.0},
+        {"model": "resnet50", "precision": "tf32", "case": "opt-free", "step_ms": 10.2, "conv_ms": 4.0},
+    ]
+    assert 'optimize(model, mode="free")' in torch_training.reading(rows)
+    assert "resnet50 tf32 1.020x stock's step" in torch_training.reading(rows)
+    assert "one-line" not in torch_training.reading(rows[:1])
