@@ -27,7 +27,7 @@ TITLE = "ucudnn-explorer: micro-batched convolutions under workspace budgets"
 
 pn.extension(*EXTENSIONS, notifications=False)
 
-if pn.state.served:
+if __name__.startswith("bokeh_app_"):  # what pn.state.served tests, without its inspect.stack() (0.1 s a page)
     # Panel names its stylesheets' folder when it writes the page; a session made when its websocket connects
     # (after Bokeh dropped an unused one) never gets the page, and would fetch them from a CDN instead
     pn.state.curdoc._template_variables.setdefault("dist_url", get_dist_path())
