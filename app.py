@@ -2,30 +2,40 @@
 
 Profiles: the bundled ones (assets/profiles) plus any named by UCUDNN_PROFILE (files, os.pathsep-separated)
 or UCUDNN_PROFILE_DIR (folders). Plan files of any size up to the engine's limit upload in chunks, so no
-websocket option is needed. One visitor, or a few:
+websocket option is needed. Serve with:
 
     panel serve app.py --num-threads 4 --unused-session-lifetime 60000
 
 (threads keep one page's update from queueing behind another's; a page whose websocket connects more than
-15 s after it was requested, as on a loaded machine, would otherwise be built twice.) For many visitors at
-once (ten pages opening together), add ``--num-procs 2`` (or one per CPU core): each process builds its own
-pages, so page loads use every core instead of one (Python's GIL); the shared analyses, plans and memory
-timelines are then cached once per process. GPU jobs (Verify on GPU, the memory tab's runs) are queued per
-process, so with several processes two pages may run GPU jobs at once: serve with one process where
-measured GPU times matter.
+15 s after it was requested, as on a loaded machine, would otherwise be built twice.) Every page is built in
+this one process (Python's GIL: about 0.5 CPU seconds a page, benchmarks/reports/dashboard.md), which is what
+bounds page loads when many visitors arrive at once. ``--num-procs N`` does not help by itself: the processes
+share the port with no stickiness, so a page whose websocket reaches another process than its first request
+is built again there. For more than one core, serve one process per core on ports of their own behind a proxy
+that keeps a visitor on one process (sticky sessions, e.g. nginx ``ip_hash``). Analyses, plans and memory
+timelines are cached per process and shared by its sessions. GPU jobs (Verify on GPU, the memory tab's runs)
+are queued per process: serve one process where measured GPU times matter.
 
 The page is one layout (a header, the sidebar and the views), not one of Panel's templates: a template
 added a third of a page's server time (its four roots are preprocessed and themed one by one).
 """
 
+from functools import partial
+
 import panel as pn
 from panel.io.resources import get_dist_path
 
+from dashboard.pages import build_in_turn
 from dashboard.ui import EXTENSIONS, Dashboard
 
 TITLE = "ucudnn-explorer: micro-batched convolutions under workspace budgets"
 
 pn.extension(*EXTENSIONS, notifications=False)
+
+
+def show_dashboard(page: pn.Column) -> None:
+    page[1:] = [Dashboard()]  # in place of "Loading..."
+
 
 if __name__.startswith("bokeh_app_"):  # what pn.state.served tests, without its inspect.stack() (0.1 s a page)
     # Panel names its stylesheets' folder when it writes the page; a session made when its websocket connects
@@ -37,4 +47,9 @@ if __name__.startswith("bokeh_app_"):  # what pn.state.served tests, without its
         sizing_mode="stretch_width",
         margin=0,
     )
-    pn.Column(header, Dashboard(), sizing_mode="stretch_width", design=pn.theme.Bootstrap).servable(title=TITLE)
+    loading = pn.pane.HTML("Loading the dashboard...", margin=(10, 16))
+    page = pn.Column(header, loading, sizing_mode="stretch_width", design=pn.theme.Bootstrap)
+    # built once the browser has the page, in its turn (dashboard/pages.py), not while its request is answered
+    doc = pn.state.curdoc
+    pn.state.onload(lambda: build_in_turn(doc, partial(show_dashboard, page)))
+    page.servable(title=TITLE)

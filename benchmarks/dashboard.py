@@ -304,7 +304,7 @@ def server_alone(profile_path: Path, n: int, serve_args: list[str]) -> dict:
         "sessions": n,
         "pulled": len(out),
         "load_s": stats([o[0] for o in out]),
-        "reply_bytes": statistics.median(o[1] for o in out),
+        "received_bytes": statistics.median(o[1] for o in out),
         "all_s": wall,
         "server_cpu_s": cpu,
         "client_cpu_s": own,

@@ -25,6 +25,12 @@ from .views.workspace import WorkspaceView
 EXTENSIONS = ("tabulator", "filedropper")
 
 
+def rule() -> pn.pane.HTML:
+    """A horizontal rule. Not ``pn.layout.Divider``, whose stylesheet names Panel's CDN unless the page is
+    written after it is made (app.py builds the dashboard after its page is written)."""
+    return pn.pane.HTML("<hr>", sizing_mode="stretch_width", margin=(0, 5))
+
+
 class Dashboard(pn.viewable.Viewer):
     state = param.ClassSelector(class_=PlannerState, constant=True)
 
@@ -43,9 +49,7 @@ class Dashboard(pn.viewable.Viewer):
         self.workspace = WorkspaceView(state=s)
         self.timeline = TimelineView(state=s, shown=False)
         self.plan = PlanView(state=s, shown=False)
-        self.sidebar = pn.Column(
-            self.controls, pn.layout.Divider(), self.plan.files, pn.layout.Divider(), self.gpu, width=330
-        )
+        self.sidebar = pn.Column(self.controls, rule(), self.plan.files, rule(), self.gpu, width=330)
         # dynamic tabs: only the shown tab's plots are in the page, so a budget change redraws what is seen
         # (the hidden ones are drawn from the current state when their tab opens)
         self.memory = MemoryView(state=s, shown=False)

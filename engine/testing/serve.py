@@ -76,12 +76,25 @@ class PanelServer:
         self._log.close()
 
 
-async def page_server_work(url: str) -> tuple[float, int]:
-    """One page load's server side as a browser starts it, without a browser: GET the page (the server runs
-    app.py for the new session and writes the HTML), then over the websocket the Bokeh protocol's ACK and
-    PULL-DOC-REQ, to the last frame of the document's reply. Returns (seconds, bytes of the reply). The reply
-    is counted, not decoded, so this client costs almost no CPU beside the server it measures; static assets
-    (JavaScript, CSS), which a browser fetches too, are not requested."""
+READY = {  # BokehJS's message once a page has rendered its document: Panel runs its onload callbacks on it
+    "events": [
+        {
+            "kind": "MessageSent",
+            "msg_type": "bokeh_event",
+            "msg_data": {"type": "event", "name": "document_ready", "values": {"type": "map", "entries": []}},
+        }
+    ]
+}
+
+
+async def page_server_work(url: str, until: str = "summary-time") -> tuple[float, int]:
+    """One page load's server side as a browser makes it, without a browser: GET the page (the server runs
+    app.py for the new session and writes the HTML); over the websocket, the Bokeh protocol's ACK and
+    PULL-DOC-REQ (the document) and, as a browser does once it has rendered that, the document_ready event;
+    then the server's messages until one carries ``until`` (app.py builds the dashboard after the page has
+    loaded). Returns (seconds, bytes received over the websocket). Messages are counted, not decoded, so
+    this client costs almost no CPU beside the server it measures; static assets (JavaScript, CSS), which a
+    browser fetches too, are not requested."""
     from tornado.httpclient import AsyncHTTPClient, HTTPRequest
     from tornado.websocket import websocket_connect
 
@@ -93,22 +106,32 @@ async def page_server_work(url: str) -> tuple[float, int]:
         subprotocols=["bokeh", token],
         max_message_size=1 << 30,
     )
-    try:
+    received = 0
 
-        async def message() -> tuple[dict, int]:
-            header = json.loads(await ws.read_message())
-            size = 0
-            for _ in range(2 + 2 * header.get("num_buffers", 0)):  # metadata, content, buffers' headers and data
-                size += len(await ws.read_message())
-            return header, size
+    async def message() -> tuple[str, str]:
+        nonlocal received
+        header = await ws.read_message()
+        parts = [header] + [await ws.read_message() for _ in range(2)]  # metadata, content
+        for _ in range(2 * json.loads(header).get("num_buffers", 0)):  # buffers: a header and the data each
+            parts.append(await ws.read_message())
+        received += sum(len(p) for p in parts)
+        return json.loads(header)["msgtype"], parts[2]
 
-        while (await message())[0]["msgtype"] != "ACK":
-            pass
-        for frame in ('{"msgid": "1", "msgtype": "PULL-DOC-REQ"}', "{}", "{}"):
+    async def send(msgid: str, msgtype: str, content: dict) -> None:
+        for frame in (json.dumps({"msgid": msgid, "msgtype": msgtype}), "{}", json.dumps(content)):
             await ws.write_message(frame)
+
+    try:
+        while (await message())[0] != "ACK":
+            pass
+        await send("1", "PULL-DOC-REQ", {})
         while True:
-            header, size = await message()
-            if header["msgtype"] == "PULL-DOC-REPLY":
-                return time.perf_counter() - t, size
+            kind, content = await message()
+            if kind == "PULL-DOC-REPLY":
+                break
+        await send("2", "PATCH-DOC", READY)
+        while until not in content:
+            kind, content = await message()
+        return time.perf_counter() - t, received
     finally:
         ws.close()
