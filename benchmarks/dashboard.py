@@ -109,9 +109,9 @@ def server_latency(profile_path: Path, repeats: int = 2) -> dict:
 SERVE_ARGS = ["--num-threads", "4", "--unused-session-lifetime", "60000"]  # what app.py's docstring says
 
 
-def serve(profile_path: Path, log: Path, serve_args: list[str] = SERVE_ARGS) -> PanelServer:
+def serve(profile_path: Path, log: Path, serve_args: list[str] = SERVE_ARGS, root: Path = ROOT) -> PanelServer:
     try:
-        return PanelServer(profile_path, log, serve_args, timeout=120)
+        return PanelServer(profile_path, log, serve_args, timeout=120, root=root)
     except RuntimeError as err:
         raise SystemExit(str(err)) from None
 
@@ -279,7 +279,7 @@ def tree_cpu_s(root: int, exclude: int | None = None) -> dict[str, float]:
     return out
 
 
-def server_alone(profile_path: Path, n: int, serve_args: list[str]) -> dict:
+def server_alone(profile_path: Path, n: int, serve_args: list[str], root: Path = ROOT) -> dict:
     """N page loads at once by a protocol-level client instead of Chromium pages (page_server_work): the
     server's share of a page load, on the same CPUs but without Chromium's. The client's own CPU is reported
     beside the server's."""
@@ -288,7 +288,7 @@ def server_alone(profile_path: Path, n: int, serve_args: list[str]) -> dict:
         return await asyncio.gather(*(page_server_work(url) for _ in range(n)))
 
     with tempfile.TemporaryDirectory() as tmp:
-        srv = serve(profile_path, Path(tmp) / "serve.log", serve_args)
+        srv = serve(profile_path, Path(tmp) / "serve.log", serve_args, root)
         try:
             asyncio.run(clients(srv.url))  # warm-up (not counted): each process computes the shared analysis
             asyncio.run(clients(srv.url))  # on its first page, and which process a page gets is the kernel's
@@ -310,7 +310,15 @@ def server_alone(profile_path: Path, n: int, serve_args: list[str]) -> dict:
         "client_cpu_s": own,
         "server_tracebacks": log.count("Traceback"),
         "serve_args": " ".join(serve_args),
+        "app": "this checkout" if root == ROOT else " at commit ".join(filter(None, (root.name, _commit(root)))),
     }
+
+
+def _commit(root: Path) -> str:
+    import subprocess
+
+    out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip()  # empty for a copy that is no git checkout (its name should say which commit)
 
 
 def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[str]) -> dict:
@@ -431,11 +439,12 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
                 "which it counts but does not decode; static assets (JavaScript, CSS) are not fetched. Two warm-up "
                 "rounds first (every server process computes the shared analysis on its first page).",
                 "",
-                "| panel serve options | page load, s (median / p90 / max) | all loaded, s | server CPU s (per page) "
-                "| client CPU s | tracebacks |",
-                "|---|---|---|---|---|---|",
+                "| app.py | panel serve options | page load, s (median / p90 / max) | all loaded, s | server CPU s "
+                "(per page) | client CPU s | tracebacks |",
+                "|---|---|---|---|---|---|---|",
                 *(
-                    f"| `{a['serve_args']}` | {g(a['load_s'])} | {a['all_s']:.1f} | {a['server_cpu_s']:.1f} "
+                    f"| {a.get('app', 'this checkout')} | `{a['serve_args']}` | {g(a['load_s'])} | {a['all_s']:.1f} | "
+                    f"{a['server_cpu_s']:.1f} "
                     f"({a['server_cpu_s'] / a['sessions']:.2f}) | {a['client_cpu_s']:.1f} | {a['server_tracebacks']} |"
                     for a in alone
                 ),
@@ -487,6 +496,12 @@ def main(argv=None) -> int:
         action="append",
         help="with --sessions: panel serve options of a server-alone run (repeatable; default: --serve-args)",
     )
+    ap.add_argument(
+        "--alone-baseline",
+        type=Path,
+        metavar="CHECKOUT",
+        help="with --sessions: also the server alone for this checkout's app.py (e.g. git worktree add DIR COMMIT)",
+    )
     ap.add_argument("--alone-only", action="store_true", help="with --sessions: no Chromium pages, the server alone")
     ap.add_argument("--json", type=Path, help="write the results (JSON) here")
     ap.add_argument("--from-json", type=Path, help="only write the report from an earlier --json")
@@ -516,6 +531,8 @@ def main(argv=None) -> int:
         sessions = None
         if args.sessions:
             alone = [server_alone(path, args.sessions, a.split()) for a in args.alone_serve_args or [args.serve_args]]
+            if args.alone_baseline:  # the same client and options against another checkout's app.py
+                alone.append(server_alone(path, args.sessions, args.serve_args.split(), args.alone_baseline))
             sessions = (
                 {"sessions": args.sessions, "serve_args": args.serve_args}
                 if args.alone_only

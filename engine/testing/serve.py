@@ -23,9 +23,12 @@ def free_port() -> int:
 
 class PanelServer:
     """The app served with ``serve_args``; ``profile`` (a file) is what ``UCUDNN_PROFILE`` names, None for the
-    bundled profiles only. Raises RuntimeError with the server's log if it does not start within ``timeout``."""
+    bundled profiles only; ``root``: the checkout whose app.py is served (another one for a before/after).
+    Raises RuntimeError with the server's log if it does not start within ``timeout``."""
 
-    def __init__(self, profile: Path | None, log_path: Path, serve_args: list[str], timeout: float = 90):
+    def __init__(
+        self, profile: Path | None, log_path: Path, serve_args: list[str], timeout: float = 90, root: Path = ROOT
+    ):
         self.port = free_port()
         self.log_path = log_path
         env = dict(os.environ)
@@ -33,7 +36,7 @@ class PanelServer:
         env.pop("UCUDNN_PROFILE_DIR", None)
         if profile is not None:
             env["UCUDNN_PROFILE"] = str(profile)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
         self._log = open(log_path, "w")
         self.proc = subprocess.Popen(
             [
@@ -50,7 +53,7 @@ class PanelServer:
                 f"localhost:{self.port}",
                 *serve_args,
             ],
-            cwd=ROOT,
+            cwd=root,
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
