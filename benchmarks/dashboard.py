@@ -434,10 +434,13 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
             lines += [
                 "",
                 f"The server alone: {alone[0]['sessions']} page loads at once by a protocol-level client (no "
-                "browser): each GETs the page (the server runs app.py for the session and writes the HTML), then "
-                "pulls the document over the websocket (Bokeh's ACK and PULL-DOC-REQ) to the reply's last frame, "
-                "which it counts but does not decode; static assets (JavaScript, CSS) are not fetched. Two warm-up "
-                "rounds first (every server process computes the shared analysis on its first page).",
+                "browser, engine.testing.serve.page_server_work): each GETs the page (the server runs app.py for "
+                "the session and writes the HTML), pulls the document over the websocket (Bokeh's ACK and "
+                "PULL-DOC-REQ), sends document_ready as BokehJS does once it has drawn a page, and waits for the "
+                "message that brings the summary (app.py builds the dashboard then); messages are counted, not "
+                "decoded; static assets (JavaScript, CSS) are not fetched. Two warm-up rounds first (every server "
+                "process computes the shared analysis on its first page). A checkout other than this one is an "
+                "earlier app.py measured the same way (`--alone-baseline`).",
                 "",
                 "| app.py | panel serve options | page load, s (median / p90 / max) | all loaded, s | server CPU s "
                 "(per page) | client CPU s | tracebacks |",
@@ -474,6 +477,13 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
         "(app.py serves no busy indicator): a move's view updates should arrive together.",
         "- Chromium, the server and the test driver share this machine's CPUs (and other sessions may be using "
         "them too), so the tail (max) is noisy; the median is the figure to compare with the target.",
+        "- A served page first shows a header and 'Loading...'; app.py builds the dashboard once the browser has "
+        "loaded that (Panel's onload), one page at a time in the order they loaded (dashboard/pages.py). 'Page "
+        "load' runs from the request to the summary on the page; 'every plot drawn' until the first view's three "
+        "plots have their canvases.",
+        "- With several Chromium pages the CPU table separates the server's CPU seconds from Chromium's: on this "
+        "machine they compete for the same two CPUs, where each visitor's own machine would run its browser. The "
+        "server-alone run is the server's share without them.",
     ]
     return "\n".join(lines) + "\n"
 
