@@ -214,6 +214,10 @@ async def _sessions(url: str, n: int, rounds: int, mark) -> dict:
                 await page.wait_for_selector(f".{plot} canvas", state="attached", timeout=180_000)
             return summary, time.perf_counter() - t
 
+        warm = await (await browser.new_context(viewport={"width": 1280, "height": 800})).new_page()
+        await load(warm)  # the first page computes the shared analysis (as in server_alone): not counted
+        await warm.context.close()
+        mark()
         t0 = time.perf_counter()
         loads = await asyncio.gather(*(load(p) for p in pages))
         all_loaded = time.perf_counter() - t0
@@ -310,20 +314,23 @@ def server_alone(profile_path: Path, n: int, serve_args: list[str], root: Path =
         "client_cpu_s": own,
         "server_tracebacks": log.count("Traceback"),
         "serve_args": " ".join(serve_args),
-        "app": "this checkout" if root == ROOT else " at commit ".join(filter(None, (root.name, _commit(root)))),
+        "app": app_label(root),
     }
 
 
-def _commit(root: Path) -> str:
+def app_label(root: Path) -> str:
+    """Which app.py was measured: this checkout's, or another's by its folder name and commit."""
+    if root == ROOT:
+        return "this checkout"
     import subprocess
 
     out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return out.stdout.strip()  # empty for a copy that is no git checkout (its name should say which commit)
+    return " at commit ".join(filter(None, (root.name, out.stdout.strip())))  # a copy that is no checkout: its name
 
 
-def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[str]) -> dict:
+def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[str], root: Path = ROOT) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        srv = serve(profile_path, Path(tmp) / "serve.log", serve_args)
+        srv = serve(profile_path, Path(tmp) / "serve.log", serve_args, root)
         try:
             marks = []
 
@@ -338,12 +345,13 @@ def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[s
         log = srv.log()
     # CPU seconds per phase (page loads, slider rounds): the server's process tree, Chromium's processes, and
     # the rest of this benchmark's tree (Playwright's driver and this script)
-    out["cpu_s"] = {
-        who: {"load": marks[1][who] - marks[0][who], "slider": marks[2][who] - marks[1][who]}
+    out["cpu_s"] = {  # marks: start, after the warm-up page, after the loads, after the slider rounds
+        who: {"load": marks[2][who] - marks[1][who], "slider": marks[3][who] - marks[2][who]}
         for who in ("server", "chromium", "other")
     }
     out["server_tracebacks"] = log.count("Traceback")
     out["serve_args"] = " ".join(serve_args)
+    out["app"] = app_label(root)
     return out
 
 
@@ -396,23 +404,26 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
     if sessions:
         g = lambda s, k=1: f"{s['median'] * k:.1f} / {s['p90'] * k:.1f} / {s['max'] * k:.1f}"
         lines += ["", f"## {sessions['sessions']} concurrent sessions on one server"]
+        runs = [sessions] + ([sessions["baseline"]] if sessions.get("baseline") else [])
         if "load_s" in sessions:  # not with --alone-only
+
+            def row(what: str, key: str) -> str:
+                return f"| {what} | " + " | ".join(g(r[key]) if key in r else "-" for r in runs) + " |"
+
             lines += [
                 "",
-                f"`panel serve app.py {sessions['serve_args']}`; {sessions['sessions']} Chromium pages opened at "
-                f"once, then {sessions['rounds']} rounds in which every page moves its slider at the same time.",
+                f"`panel serve app.py {sessions['serve_args']}`; after one page has warmed the shared analysis (not "
+                f"counted), {sessions['sessions']} Chromium pages opened at once, then {sessions['rounds']} rounds in "
+                "which every page moves its slider at the same time.",
                 "",
-                "| what (median / p90 / max) | value |",
-                "|---|---|",
-                f"| page load to the summary (s) | {g(sessions['load_s'])} |",
-                *(
-                    [f"| page load to every plot of the first view drawn (s) | {g(sessions['plots_s'])} |"]
-                    if "plots_s" in sessions  # reports before issue 25's second pass timed the summary only
-                    else []
-                ),
-                f"| slider move -> last view model updated (ms) | {g(sessions['slider_ms'])} |",
-                f"| console errors / server tracebacks | {sessions['console_errors']} / "
-                f"{sessions['server_tracebacks']} |",
+                "| what (median / p90 / max) | " + " | ".join(r.get("app", "this checkout") for r in runs) + " |",
+                "|---|" + "---|" * len(runs),
+                row("page load to the summary (s)", "load_s"),
+                row("page load to every plot of the first view drawn (s)", "plots_s"),
+                row("slider move -> last view model updated (ms)", "slider_ms"),
+                "| console errors / server tracebacks | "
+                + " | ".join(f"{r['console_errors']} / {r['server_tracebacks']}" for r in runs)
+                + " |",
             ]
         cpu = sessions.get("cpu_s")
         if cpu:  # reports before this split did not have it
@@ -423,7 +434,8 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
                 "| phase | server | Chromium | Playwright driver and this script |",
                 "|---|---|---|---|",
                 *(
-                    f"| {what} | {cpu['server'][k]:.1f} | {cpu['chromium'][k]:.1f} | {cpu['other'][k]:.1f} |"
+                    f"| {what}{label} | {c['server'][k]:.1f} | {c['chromium'][k]:.1f} | {c['other'][k]:.1f} |"
+                    for label, c in [("", cpu)] + [(f" ({b['app']})", b["cpu_s"]) for b in runs[1:]]
                     for k, what in (("load", f"{sessions['sessions']} page loads"), ("slider", "slider rounds"))
                 ),
             ]
@@ -440,7 +452,7 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
                 "message that brings the summary (app.py builds the dashboard then); messages are counted, not "
                 "decoded; static assets (JavaScript, CSS) are not fetched. Two warm-up rounds first (every server "
                 "process computes the shared analysis on its first page). A checkout other than this one is an "
-                "earlier app.py measured the same way (`--alone-baseline`).",
+                "earlier app.py measured the same way (`--baseline`).",
                 "",
                 "| app.py | panel serve options | page load, s (median / p90 / max) | all loaded, s | server CPU s "
                 "(per page) | client CPU s | tracebacks |",
@@ -507,10 +519,10 @@ def main(argv=None) -> int:
         help="with --sessions: panel serve options of a server-alone run (repeatable; default: --serve-args)",
     )
     ap.add_argument(
-        "--alone-baseline",
+        "--baseline",
         type=Path,
         metavar="CHECKOUT",
-        help="with --sessions: also the server alone for this checkout's app.py (e.g. git worktree add DIR COMMIT)",
+        help="with --sessions: the same measurements of another checkout's app.py (git worktree add DIR COMMIT)",
     )
     ap.add_argument("--alone-only", action="store_true", help="with --sessions: no Chromium pages, the server alone")
     ap.add_argument("--json", type=Path, help="write the results (JSON) here")
@@ -541,13 +553,17 @@ def main(argv=None) -> int:
         sessions = None
         if args.sessions:
             alone = [server_alone(path, args.sessions, a.split()) for a in args.alone_serve_args or [args.serve_args]]
-            if args.alone_baseline:  # the same client and options against another checkout's app.py
-                alone.append(server_alone(path, args.sessions, args.serve_args.split(), args.alone_baseline))
+            if args.baseline:  # the same client and options against another checkout's app.py
+                alone.append(server_alone(path, args.sessions, args.serve_args.split(), args.baseline))
             sessions = (
                 {"sessions": args.sessions, "serve_args": args.serve_args}
                 if args.alone_only
                 else sessions_latency(path, args.sessions, args.rounds, args.serve_args.split())
             )
+            if args.baseline and not args.alone_only:
+                sessions["baseline"] = sessions_latency(
+                    path, args.sessions, args.rounds, args.serve_args.split(), args.baseline
+                )
             sessions["server_alone"] = alone
     server["scope"] = vars(server["scope"])
     server["load_average"] = [load_before, os.getloadavg()[0]]  # other jobs on this machine, start and end
