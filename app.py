@@ -31,6 +31,12 @@ from dashboard.ui import EXTENSIONS, Dashboard
 TITLE = "ucudnn-explorer: micro-batched convolutions under workspace budgets"
 
 pn.extension(*EXTENSIONS, notifications=False)
+# Panel marks the process busy around every widget event, lifting the read-only flag of ``state.busy`` for the
+# write (panel.util.edit_readonly); with --num-threads two pool threads do that at once, one restores the flag
+# while the other writes, and the event dies with "Read-only parameter 'busy' cannot be modified" (seen in the
+# browser tests, issue 25). A flag that is never set cannot be restored under another thread's write.
+_busy = pn.state.param.objects("existing")["busy"]  # the process-wide state's own copy, which Panel edits
+_busy.readonly = _busy.constant = False
 
 
 def show_dashboard(page: pn.Column) -> None:

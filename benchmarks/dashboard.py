@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.fileio import atomic_write  # noqa: E402
-from engine.testing.serve import PanelServer, page_server_work  # noqa: E402
+from engine.testing.serve import PanelServer, ProtocolPage  # noqa: E402
 
 CHROMIUM = os.environ.get("UCUDNN_CHROMIUM", "/usr/bin/chromium")
 
@@ -283,35 +283,54 @@ def tree_cpu_s(root: int, exclude: int | None = None) -> dict[str, float]:
     return out
 
 
-def server_alone(profile_path: Path, n: int, serve_args: list[str], root: Path = ROOT) -> dict:
-    """N page loads at once by a protocol-level client instead of Chromium pages (page_server_work): the
-    server's share of a page load, on the same CPUs but without Chromium's. The client's own CPU is reported
-    beside the server's."""
+def server_alone(profile_path: Path, n: int, rounds: int, serve_args: list[str], root: Path = ROOT) -> dict:
+    """N page loads at once by a protocol-level client instead of Chromium pages (ProtocolPage), then rounds in
+    which every page moves its budget slider by one step at once, to the server's new summary: the server's
+    share of a page load and of a slider move, on the same CPUs but without Chromium's. The client's own CPU
+    is reported beside the server's."""
 
-    async def clients(url: str) -> list[tuple[float, int]]:
-        return await asyncio.gather(*(page_server_work(url) for _ in range(n)))
+    async def clients(url: str, rounds: int) -> dict:
+        pages = [ProtocolPage() for _ in range(n)]
+        try:
+            cpu0, own0, t = sum(tree_cpu_s(srv.proc.pid).values()), time.process_time(), time.perf_counter()
+            loads = await asyncio.gather(*(p.open(url) for p in pages))
+            wall = time.perf_counter() - t
+            cpu1, own1 = sum(tree_cpu_s(srv.proc.pid).values()), time.process_time()
+            moves = []
+            for r in range(rounds):  # as the Chromium pages' arrow keys: four steps down, four up, ...
+                step = -1 if (r // 4) % 2 == 0 else 1
+                ids = [p.find("Slider") for p in pages]
+                moves += await asyncio.gather(
+                    *(p.change(i, "value", p.models[i]["value"] + step) for p, i in zip(pages, ids))
+                )
+            cpu2, own2 = sum(tree_cpu_s(srv.proc.pid).values()), time.process_time()
+        finally:
+            for p in pages:
+                p.close()
+        return {
+            "load_s": stats(loads),
+            "slider_ms": stats([1000 * m for m in moves]) if moves else None,
+            "received_bytes": statistics.median(p.received for p in pages),
+            "all_s": wall,
+            "server_cpu_s": cpu1 - cpu0,
+            "client_cpu_s": own1 - own0,
+            "slider_cpu_s": {"server": cpu2 - cpu1, "client": own2 - own1},
+        }
 
     with tempfile.TemporaryDirectory() as tmp:
         srv = serve(profile_path, Path(tmp) / "serve.log", serve_args, root)
         try:
-            asyncio.run(clients(srv.url))  # warm-up (not counted): each process computes the shared analysis
-            asyncio.run(clients(srv.url))  # on its first page, and which process a page gets is the kernel's
-            cpu0, own0 = sum(tree_cpu_s(srv.proc.pid).values()), time.process_time()
-            t = time.perf_counter()
-            out = asyncio.run(clients(srv.url))
-            wall = time.perf_counter() - t
-            cpu, own = sum(tree_cpu_s(srv.proc.pid).values()) - cpu0, time.process_time() - own0
+            asyncio.run(clients(srv.url, 0))  # warm-up (not counted): each process computes the shared analysis
+            asyncio.run(clients(srv.url, 0))  # on its first page, and which process a page gets is the kernel's
+            out = asyncio.run(clients(srv.url, rounds))
         finally:
             srv.stop()
         log = srv.log()
     return {
         "sessions": n,
-        "pulled": len(out),
-        "load_s": stats([o[0] for o in out]),
-        "received_bytes": statistics.median(o[1] for o in out),
-        "all_s": wall,
-        "server_cpu_s": cpu,
-        "client_cpu_s": own,
+        "pulled": n,
+        **out,
+        "rounds": rounds,
         "server_tracebacks": log.count("Traceback"),
         "serve_args": " ".join(serve_args),
         "app": app_label(root),
@@ -449,18 +468,26 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
                 "browser, engine.testing.serve.page_server_work): each GETs the page (the server runs app.py for "
                 "the session and writes the HTML), pulls the document over the websocket (Bokeh's ACK and "
                 "PULL-DOC-REQ), sends document_ready as BokehJS does once it has drawn a page, and waits for the "
-                "message that brings the summary (app.py builds the dashboard then); messages are counted, not "
-                "decoded; static assets (JavaScript, CSS) are not fetched. Two warm-up rounds first (every server "
+                "message that brings the summary (app.py builds the dashboard then); then rounds in which every page "
+                "moves its budget slider one step at once (the value change a browser sends), each timed to the "
+                "server's new summary. Messages are parsed only for model ids and values; static assets "
+                "(JavaScript, CSS) are not fetched. Two warm-up rounds of page loads first (every server "
                 "process computes the shared analysis on its first page). A checkout other than this one is an "
                 "earlier app.py measured the same way (`--baseline`).",
                 "",
                 "| app.py | panel serve options | page load, s (median / p90 / max) | all loaded, s | server CPU s "
-                "(per page) | client CPU s | tracebacks |",
-                "|---|---|---|---|---|---|---|",
+                "(per page) | client CPU s | slider move, ms (median / p90 / max) | server CPU s per move | "
+                "tracebacks |",
+                "|---|---|---|---|---|---|---|---|---|",
                 *(
                     f"| {a.get('app', 'this checkout')} | `{a['serve_args']}` | {g(a['load_s'])} | {a['all_s']:.1f} | "
-                    f"{a['server_cpu_s']:.1f} "
-                    f"({a['server_cpu_s'] / a['sessions']:.2f}) | {a['client_cpu_s']:.1f} | {a['server_tracebacks']} |"
+                    f"{a['server_cpu_s']:.1f} ({a['server_cpu_s'] / a['sessions']:.2f}) | {a['client_cpu_s']:.1f} | "
+                    + (
+                        f"{g(a['slider_ms'])} | {a['slider_cpu_s']['server'] / a['slider_ms']['n']:.3f} | "
+                        if a.get("slider_ms")
+                        else "- | - | "
+                    )
+                    + f"{a['server_tracebacks']} |"
                     for a in alone
                 ),
             ]
@@ -552,9 +579,12 @@ def main(argv=None) -> int:
         browser = browser_latency(path, args.moves, args.screenshot) if args.browser or args.screenshot else None
         sessions = None
         if args.sessions:
-            alone = [server_alone(path, args.sessions, a.split()) for a in args.alone_serve_args or [args.serve_args]]
+            alone = [
+                server_alone(path, args.sessions, args.rounds, a.split())
+                for a in args.alone_serve_args or [args.serve_args]
+            ]
             if args.baseline:  # the same client and options against another checkout's app.py
-                alone.append(server_alone(path, args.sessions, args.serve_args.split(), args.baseline))
+                alone.append(server_alone(path, args.sessions, args.rounds, args.serve_args.split(), args.baseline))
             sessions = (
                 {"sessions": args.sessions, "serve_args": args.serve_args}
                 if args.alone_only

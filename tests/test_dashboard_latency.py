@@ -99,3 +99,14 @@ def test_a_page_carries_no_glyph_the_browser_can_derive(dash):
     assert all((r.nonselection_glyph == "auto") == (r.selection_glyph == "auto") for r in renderers)
     glyphs = {m.id for r in renderers for m in (r.glyph, r.nonselection_glyph, r.selection_glyph) if m != "auto"}
     assert len(glyphs) == len(renderers) + 2 * sum(r.selection_glyph != "auto" for r in renderers)
+
+
+def test_pages_at_one_budget_share_one_snapshot(profile_path):
+    """Ten pages moving to the same budget made the same frames ten times (issue 25): a snapshot with no
+    measurement or comparison is made once per process; a page's own (measured) one is not shared."""
+    a, b = (PlannerState(profiles={"SYNTHETIC-alexnet": profile_path}) for _ in range(2))
+    assert a.result is b.result
+    a.budget = b.budget = a.budget // 2
+    assert a.result is b.result and a.result.choice.budget == a.budget
+    b.measured = {k.id: 1.0 for k in b.analysis.kernels}
+    assert b.result is not a.result and a.result.measured is None and b.result.measured

@@ -90,51 +90,94 @@ READY = {  # BokehJS's message once a page has rendered its document: Panel runs
 }
 
 
-async def page_server_work(url: str, until: str = "summary-time") -> tuple[float, int]:
-    """One page load's server side as a browser makes it, without a browser: GET the page (the server runs
-    app.py for the new session and writes the HTML); over the websocket, the Bokeh protocol's ACK and
-    PULL-DOC-REQ (the document) and, as a browser does once it has rendered that, the document_ready event;
-    then the server's messages until one carries ``until`` (app.py builds the dashboard after the page has
-    loaded). Returns (seconds, bytes received over the websocket). Messages are counted, not decoded, so
-    this client costs almost no CPU beside the server it measures; static assets (JavaScript, CSS), which a
-    browser fetches too, are not requested."""
-    from tornado.httpclient import AsyncHTTPClient, HTTPRequest
-    from tornado.websocket import websocket_connect
+class ProtocolPage:
+    """A page as the server sees it, without a browser (the dashboard benchmark's server-alone client).
 
-    t = time.perf_counter()
-    page = (await AsyncHTTPClient().fetch(url, request_timeout=300)).body.decode()
-    token = re.search(r'"token":"([^"]+)"', page).group(1)
-    ws = await websocket_connect(
-        HTTPRequest(url.replace("http://", "ws://") + "/ws", request_timeout=300),
-        subprotocols=["bokeh", token],
-        max_message_size=1 << 30,
-    )
-    received = 0
+    ``open``: GET the page (the server runs app.py for the new session and writes the HTML); over the websocket,
+    the Bokeh protocol's ACK and PULL-DOC-REQ (the document) and, as a browser does once it has drawn that, the
+    document_ready event; then the server's messages until one carries ``until`` (app.py builds the dashboard
+    after the page has loaded). ``change``: a widget's value changed as a browser sends it, until the server's
+    answer carries ``until``. Messages are parsed only for the models' ids and values, so this client costs
+    little CPU beside the server it measures; static assets (JavaScript, CSS) are not requested."""
 
-    async def message() -> tuple[str, str]:
-        nonlocal received
-        header = await ws.read_message()
-        parts = [header] + [await ws.read_message() for _ in range(2)]  # metadata, content
+    def __init__(self) -> None:
+        self.ws = None
+        self.received = 0  # bytes over the websocket
+        self.models: dict[str, dict] = {}  # id -> {"name": Bokeh type, **attributes} as the server sent them
+        self._msgid = 0
+
+    async def open(self, url: str, until: str = "summary-time") -> float:
+        from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+        from tornado.websocket import websocket_connect
+
+        t = time.perf_counter()
+        page = (await AsyncHTTPClient().fetch(url, request_timeout=300)).body.decode()
+        token = re.search(r'"token":"([^"]+)"', page).group(1)
+        self.ws = await websocket_connect(
+            HTTPRequest(url.replace("http://", "ws://") + "/ws", request_timeout=300),
+            subprotocols=["bokeh", token],
+            max_message_size=1 << 30,
+        )
+        while (await self._message())[0] != "ACK":
+            pass
+        await self._send("PULL-DOC-REQ", {})
+        while (message := await self._message())[0] != "PULL-DOC-REPLY":
+            pass
+        await self._send("PATCH-DOC", READY)
+        while until not in message[1]:
+            message = await self._message()
+        return time.perf_counter() - t
+
+    def find(self, name: str) -> str:
+        """The id of the first model of Bokeh type ``name`` the server has sent."""
+        return next(i for i, m in self.models.items() if m["name"] == name)
+
+    async def change(self, model_id: str, attr: str, value, until: str = "summary-time") -> float:
+        t = time.perf_counter()
+        event = {"kind": "ModelChanged", "model": {"id": model_id}, "attr": attr, "new": value}
+        await self._send("PATCH-DOC", {"events": [event]})
+        self.models[model_id][attr] = value
+        while True:
+            kind, content = await self._message()
+            if kind == "PATCH-DOC" and until in content:
+                return time.perf_counter() - t
+
+    def close(self) -> None:
+        if self.ws is not None:
+            self.ws.close()
+
+    async def _send(self, msgtype: str, content: dict) -> None:
+        self._msgid += 1
+        for frame in (json.dumps({"msgid": str(self._msgid), "msgtype": msgtype}), "{}", json.dumps(content)):
+            await self.ws.write_message(frame)
+
+    async def _message(self) -> tuple[str, str]:
+        header = await self.ws.read_message()
+        parts = [header] + [await self.ws.read_message() for _ in range(2)]  # metadata, content
         for _ in range(2 * json.loads(header).get("num_buffers", 0)):  # buffers: a header and the data each
-            parts.append(await ws.read_message())
-        received += sum(len(p) for p in parts)
+            parts.append(await self.ws.read_message())
+        self.received += sum(len(p) for p in parts)
+        self._note(json.loads(parts[2]))
         return json.loads(header)["msgtype"], parts[2]
 
-    async def send(msgid: str, msgtype: str, content: dict) -> None:
-        for frame in (json.dumps({"msgid": msgid, "msgtype": msgtype}), "{}", json.dumps(content)):
-            await ws.write_message(frame)
+    def _note(self, value) -> None:
+        """Remember every model the message defines, and the attributes later patches change."""
+        if isinstance(value, dict):
+            if value.get("type") == "object" and "id" in value and "name" in value:
+                self.models.setdefault(value["id"], {"name": value["name"]}).update(value.get("attributes", {}))
+            if value.get("kind") == "ModelChanged" and value.get("model", {}).get("id") in self.models:
+                self.models[value["model"]["id"]][value["attr"]] = value.get("new")
+            for v in value.values():
+                self._note(v)
+        elif isinstance(value, list):
+            for v in value:
+                self._note(v)
 
+
+async def page_server_work(url: str, until: str = "summary-time") -> tuple[float, int]:
+    """One page load's server side without a browser (``ProtocolPage.open``): (seconds, bytes received)."""
+    page = ProtocolPage()
     try:
-        while (await message())[0] != "ACK":
-            pass
-        await send("1", "PULL-DOC-REQ", {})
-        while True:
-            kind, content = await message()
-            if kind == "PULL-DOC-REPLY":
-                break
-        await send("2", "PATCH-DOC", READY)
-        while until not in content:
-            kind, content = await message()
-        return time.perf_counter() - t, received
+        return await page.open(url, until), page.received
     finally:
-        ws.close()
+        page.close()
