@@ -9,8 +9,12 @@ Three measurements; the first two over every step of the budget slider:
   caused, then two animation frames so the canvases have painted. Panel's busy-indicator toggle, which
   Panel debounces by ~0.5 s whatever the app does, is not counted.
 * sessions (``--sessions N``): N pages opened at once on one ``panel serve`` (loopback only, the serve
-  options of ``--serve-args``), each page's load time to its summary, then rounds in which every page moves
-  its slider at once (the same in-page clock); console errors and server tracebacks are counted.
+  options of ``--serve-args``), each page's load time to its summary and to its first view's plots, then
+  rounds in which every page moves its slider at once (the same in-page clock); console errors and server
+  tracebacks are counted, and CPU seconds split between the server, Chromium and the driver. Before that,
+  the server alone: the same N page loads and slider rounds by a protocol-level client
+  (engine.testing.serve.ProtocolPage), for each ``--alone-serve-args``; ``--baseline CHECKOUT`` repeats both
+  for another checkout's app.py (a before/after on one machine at one time).
 
 Results go to a JSON file (``--json``) and the Markdown report is written from it (``--report``).
 
@@ -22,8 +26,12 @@ Usage::
     python benchmarks/dashboard.py --profile assets/profiles/h100-alexnet-b256-tf32-nchw-powerOfTwo.profile.json.gz \
         --screenshot docs/dashboard.png
     python benchmarks/dashboard.py --synthetic resnet50 --browser    # no measured profile needed
+    git worktree add /tmp/before 94d9271   # the app before issue 25's page work, for --baseline
+    ARGS="--num-threads 4 --unused-session-lifetime 60000"
     python benchmarks/dashboard.py --profile assets/profiles/h100-resnet50-b64-tf32-nchw-powerOfTwo.profile.json.gz \
-        --browser --sessions 10 --json benchmarks/reports/dashboard.json --report benchmarks/reports/dashboard.md
+        --browser --sessions 10 --baseline /tmp/before --alone-serve-args="$ARGS" \
+        --alone-serve-args="--num-procs 2 $ARGS" --json benchmarks/reports/dashboard.json \
+        --report benchmarks/reports/dashboard.md
 
 ``--synthetic NET`` makes a SYNTHETIC profile (engine/testing/synthetic.py) and says so in every output.
 """
