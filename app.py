@@ -4,17 +4,20 @@ Profiles: the bundled ones (assets/profiles) plus any named by UCUDNN_PROFILE (f
 or UCUDNN_PROFILE_DIR (folders). Plan files of any size up to the engine's limit upload in chunks, so no
 websocket option is needed. Serve with:
 
-    panel serve app.py --num-threads 4 --unused-session-lifetime 60000
+    panel serve app.py --unused-session-lifetime 60000
 
-(threads keep one page's update from queueing behind another's; a page whose websocket connects more than
-15 s after it was requested, as on a loaded machine, would otherwise be built twice.) Every page is built in
-this one process (Python's GIL: about 0.5 CPU seconds a page, benchmarks/reports/dashboard.md), which is what
-bounds page loads when many visitors arrive at once. ``--num-procs N`` does not help by itself: the processes
-share the port with no stickiness, so a page whose websocket reaches another process than its first request
-is built again there. For more than one core, serve one process per core on ports of their own behind a proxy
-that keeps a visitor on one process (sticky sessions, e.g. nginx ``ip_hash``). Analyses, plans and memory
-timelines are cached per process and shared by its sessions. GPU jobs (Verify on GPU, the memory tab's runs)
-are queued per process: serve one process where measured GPU times matter.
+(a page whose websocket connects more than 15 s after it was requested, as on a loaded machine, would
+otherwise be built twice). One process builds every page, one at a time in the order the pages loaded
+(dashboard/pages.py), each after its browser shows a header and "Loading...": about 0.6 CPU seconds a page,
+and a slider move's update a few tens of ms (benchmarks/reports/dashboard.md). ``--num-threads N`` buys no
+parallelism under Python's GIL and with ten pages moving their sliders at once doubled the server's CPU per
+move (each event goes to a pool thread and its refresh back to the page's loop). ``--num-procs N`` runs N
+processes on one port with no stickiness: a page's websocket may reach another process than its request,
+which makes the page's header again there and builds the dashboard where the websocket is; for more than
+one core, one process per core behind a proxy with sticky sessions (e.g. nginx ``ip_hash``) wastes nothing.
+Analyses, plans, memory timelines and the snapshots the views draw are cached per process and shared by its
+pages. GPU jobs (Verify on GPU, the memory tab's runs) are queued per process: serve one process where
+measured GPU times matter.
 
 The page is one layout (a header, the sidebar and the views), not one of Panel's templates: a template
 added a third of a page's server time (its four roots are preprocessed and themed one by one).

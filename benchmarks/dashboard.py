@@ -27,11 +27,11 @@ Usage::
         --screenshot docs/dashboard.png
     python benchmarks/dashboard.py --synthetic resnet50 --browser    # no measured profile needed
     git worktree add /tmp/before 94d9271   # the app before issue 25's page work, for --baseline
-    ARGS="--num-threads 4 --unused-session-lifetime 60000"
+    ARGS="--unused-session-lifetime 60000"
     python benchmarks/dashboard.py --profile assets/profiles/h100-resnet50-b64-tf32-nchw-powerOfTwo.profile.json.gz \
         --browser --sessions 10 --baseline /tmp/before --alone-serve-args="$ARGS" \
-        --alone-serve-args="--num-procs 2 $ARGS" --json benchmarks/reports/dashboard.json \
-        --report benchmarks/reports/dashboard.md
+        --alone-serve-args="--num-threads 4 $ARGS" --alone-serve-args="--num-procs 2 $ARGS" \
+        --json benchmarks/reports/dashboard.json --report benchmarks/reports/dashboard.md
 
 ``--synthetic NET`` makes a SYNTHETIC profile (engine/testing/synthetic.py) and says so in every output.
 """
@@ -114,7 +114,7 @@ def server_latency(profile_path: Path, repeats: int = 2) -> dict:
     }
 
 
-SERVE_ARGS = ["--num-threads", "4", "--unused-session-lifetime", "60000"]  # what app.py's docstring says
+SERVE_ARGS = ["--unused-session-lifetime", "60000"]  # what app.py's docstring says
 
 
 def serve(profile_path: Path, log: Path, serve_args: list[str] = SERVE_ARGS, root: Path = ROOT) -> PanelServer:
