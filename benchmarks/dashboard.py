@@ -397,7 +397,8 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
         f"({os.cpu_count()} CPUs, Python {platform.python_version()}); "
         f"{server.get('date') or time.strftime('%Y-%m-%d')}"
         + (
-            ". 1-minute load average at the start and end of the run (other jobs on this machine): "
+            ". 1-minute load average at the start and end of the run (at the start: other jobs on this machine; at "
+            "the end this run's own Chromium pages count too): "
             + " and ".join(f"{x:.1f}" for x in server["load_average"])
             if server.get("load_average")
             else ""
@@ -473,7 +474,7 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
             lines += [
                 "",
                 f"The server alone: {alone[0]['sessions']} page loads at once by a protocol-level client (no "
-                "browser, engine.testing.serve.page_server_work): each GETs the page (the server runs app.py for "
+                "browser, engine.testing.serve.ProtocolPage): each GETs the page (the server runs app.py for "
                 "the session and writes the HTML), pulls the document over the websocket (Bokeh's ACK and "
                 "PULL-DOC-REQ), sends document_ready as BokehJS does once it has drawn a page, and waits for the "
                 "message that brings the summary (app.py builds the dashboard then); then rounds in which every page "
