@@ -8,15 +8,15 @@ websocket option is needed. Serve with:
 
 (a page whose websocket connects more than 15 s after it was requested, as on a loaded machine, would
 otherwise be built twice). One process builds every page, one at a time in the order the pages loaded
-(dashboard/pages.py), each after its browser shows a header and "Loading...": about 0.6 CPU seconds a page,
-and a slider move's update a few tens of ms (benchmarks/reports/dashboard.md). ``--num-threads N`` buys no
-parallelism under Python's GIL and with ten pages moving their sliders at once doubled the server's CPU per
-move (each event goes to a pool thread and its refresh back to the page's loop). ``--num-procs N`` runs N
-processes on one port with no stickiness: a page's websocket may reach another process than its request,
-which makes the page's header again there and builds the dashboard where the websocket is; for more than
-one core, one process per core behind a proxy with sticky sessions (e.g. nginx ``ip_hash``) wastes nothing.
-Analyses, plans, memory timelines and the snapshots the views draw are cached per process and shared by its
-pages. GPU jobs (Verify on GPU, the memory tab's runs) are queued per process: serve one process where
+(dashboard/pages.py), each after its browser shows a header and "Loading...": about 0.8 CPU seconds a page,
+and a slider move's update about 25 ms (ten pages at once, ResNet-50: 5.1 s median page load, slider p90 0.26 s;
+benchmarks/reports/dashboard.md). ``--num-threads N`` buys no parallelism under Python's GIL and with ten
+pages moving their sliders at once cost the server 0.041 CPU seconds a move against 0.024 (each event goes to
+a pool thread and its refresh back to the page's loop). ``--num-procs N`` (one per core) spreads page builds
+over the cores: the dashboard is built in the process its websocket reached (only the page's header is made
+twice when that is not the process of its first request); measured 2.4 s and 4.0 s median in two runs against
+5.1 s. Analyses, plans, memory timelines and the snapshots the views draw are cached per process and shared
+by its pages; GPU jobs (Verify on GPU, the memory tab's runs) are queued per process: serve one process where
 measured GPU times matter.
 
 The page is one layout (a header, the sidebar and the views), not one of Panel's templates: a template
