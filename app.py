@@ -1,35 +1,64 @@
 """``panel serve app.py``: the mu-cuDNN explorer dashboard (see dashboard/ui.py).
 
 Profiles: the bundled ones (assets/profiles) plus any named by UCUDNN_PROFILE (files, os.pathsep-separated)
-or UCUDNN_PROFILE_DIR (folders). Serve with one process (GPU jobs are per process). Plan files of any size up
-to the engine's limit upload in chunks, so no websocket option is needed. For several visitors at once:
+or UCUDNN_PROFILE_DIR (folders). Plan files of any size up to the engine's limit upload in chunks, so no
+websocket option is needed. Serve with:
 
-    panel serve app.py --num-threads 4 --unused-session-lifetime 60000
+    panel serve app.py --unused-session-lifetime 60000
 
-(threads keep one page's update from queueing behind another's; a page whose websocket connects more than
-15 s after it was requested, as on a loaded machine, would otherwise be built twice.)
+(a page whose websocket connects more than 15 s after it was requested, as on a loaded machine, would
+otherwise be built twice). One process builds every page, one at a time in the order the pages loaded
+(dashboard/pages.py), each after its browser shows a header and "Loading...": about 0.8 CPU seconds a page,
+and a slider move's update about 25 ms (ten pages at once, ResNet-50: 5.1 s median page load, slider p90 0.26 s;
+benchmarks/reports/dashboard.md). ``--num-threads N`` buys no parallelism under Python's GIL and with ten
+pages moving their sliders at once cost the server 0.041 CPU seconds a move against 0.024 (each event goes to
+a pool thread and its refresh back to the page's loop). ``--num-procs N`` (one per core) spreads page builds
+over the cores: the dashboard is built in the process its websocket reached (only the page's header is made
+twice when that is not the process of its first request); measured 2.4 s and 4.0 s median in two runs against
+5.1 s. Analyses, plans, memory timelines and the snapshots the views draw are cached per process and shared
+by its pages; GPU jobs (Verify on GPU, the memory tab's runs) are queued per process: serve one process where
+measured GPU times matter.
 
-Analyses, plans and memory timelines are cached per process and shared by every session.
+The page is one layout (a header, the sidebar and the views), not one of Panel's templates: a template
+added a third of a page's server time (its four roots are preprocessed and themed one by one).
 """
+
+from functools import partial
 
 import panel as pn
 from panel.io.resources import get_dist_path
 
+from dashboard.pages import build_in_turn
 from dashboard.ui import EXTENSIONS, Dashboard
 
-pn.extension(*EXTENSIONS, notifications=False)
+TITLE = "ucudnn-explorer: micro-batched convolutions under workspace budgets"
 
-if pn.state.served:
+pn.extension(*EXTENSIONS, notifications=False)
+# Panel marks the process busy around every widget event, lifting the read-only flag of ``state.busy`` for the
+# write (panel.util.edit_readonly); with --num-threads two pool threads do that at once, one restores the flag
+# while the other writes, and the event dies with "Read-only parameter 'busy' cannot be modified" (seen in the
+# browser tests, issue 25). A flag that is never set cannot be restored under another thread's write.
+_busy = pn.state.param.objects("existing")["busy"]  # the process-wide state's own copy, which Panel edits
+_busy.readonly = _busy.constant = False
+
+
+def show_dashboard(page: pn.Column) -> None:
+    page[1:] = [Dashboard()]  # in place of "Loading..."
+
+
+if __name__.startswith("bokeh_app_"):  # what pn.state.served tests, without its inspect.stack() (0.1 s a page)
     # Panel names its stylesheets' folder when it writes the page; a session made when its websocket connects
     # (after Bokeh dropped an unused one) never gets the page, and would fetch them from a CDN instead
     pn.state.curdoc._template_variables.setdefault("dist_url", get_dist_path())
-    dash = Dashboard()
-    pn.template.BootstrapTemplate(
-        title="ucudnn-explorer: micro-batched convolutions under workspace budgets",
-        sidebar=[dash.sidebar],
-        main=[dash.main],
-        sidebar_width=340,
-        header_background="#1f4e79",
-        busy_indicator=None,  # Panel's is one per process: every page would spin (and get a message) on any
-        # page's update, ten pages' traffic on each move
-    ).servable()
+    header = pn.pane.HTML(
+        f"<span>{TITLE}</span>",
+        styles={"background": "#1f4e79", "color": "white", "font-size": "1.3em", "padding": "10px 16px"},
+        sizing_mode="stretch_width",
+        margin=0,
+    )
+    loading = pn.pane.HTML("Loading the dashboard...", margin=(10, 16))
+    page = pn.Column(header, loading, sizing_mode="stretch_width", design=pn.theme.Bootstrap)
+    # built once the browser has the page, in its turn (dashboard/pages.py), not while its request is answered
+    doc = pn.state.curdoc
+    pn.state.onload(lambda: build_in_turn(doc, partial(show_dashboard, page)))
+    page.servable(title=TITLE)

@@ -9,8 +9,12 @@ Three measurements; the first two over every step of the budget slider:
   caused, then two animation frames so the canvases have painted. Panel's busy-indicator toggle, which
   Panel debounces by ~0.5 s whatever the app does, is not counted.
 * sessions (``--sessions N``): N pages opened at once on one ``panel serve`` (loopback only, the serve
-  options of ``--serve-args``), each page's load time to its summary, then rounds in which every page moves
-  its slider at once (the same in-page clock); console errors and server tracebacks are counted.
+  options of ``--serve-args``), each page's load time to its summary and to its first view's plots, then
+  rounds in which every page moves its slider at once (the same in-page clock); console errors and server
+  tracebacks are counted, and CPU seconds split between the server, Chromium and the driver. Before that,
+  the server alone: the same N page loads and slider rounds by a protocol-level client
+  (engine.testing.serve.ProtocolPage), for each ``--alone-serve-args``; ``--baseline CHECKOUT`` repeats both
+  for another checkout's app.py (a before/after on one machine at one time).
 
 Results go to a JSON file (``--json``) and the Markdown report is written from it (``--report``).
 
@@ -22,8 +26,12 @@ Usage::
     python benchmarks/dashboard.py --profile assets/profiles/h100-alexnet-b256-tf32-nchw-powerOfTwo.profile.json.gz \
         --screenshot docs/dashboard.png
     python benchmarks/dashboard.py --synthetic resnet50 --browser    # no measured profile needed
+    git worktree add /tmp/before 94d9271   # the app before issue 25's page work, for --baseline
+    ARGS="--unused-session-lifetime 60000"
     python benchmarks/dashboard.py --profile assets/profiles/h100-resnet50-b64-tf32-nchw-powerOfTwo.profile.json.gz \
-        --browser --sessions 10 --json benchmarks/reports/dashboard.json --report benchmarks/reports/dashboard.md
+        --browser --sessions 10 --baseline /tmp/before --alone-serve-args="$ARGS" \
+        --alone-serve-args="--num-threads 4 $ARGS" --alone-serve-args="--num-procs 2 $ARGS" \
+        --json benchmarks/reports/dashboard.json --report benchmarks/reports/dashboard.md
 
 ``--synthetic NET`` makes a SYNTHETIC profile (engine/testing/synthetic.py) and says so in every output.
 """
@@ -45,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.fileio import atomic_write  # noqa: E402
-from engine.testing.serve import PanelServer  # noqa: E402
+from engine.testing.serve import PanelServer, ProtocolPage  # noqa: E402
 
 CHROMIUM = os.environ.get("UCUDNN_CHROMIUM", "/usr/bin/chromium")
 
@@ -106,12 +114,12 @@ def server_latency(profile_path: Path, repeats: int = 2) -> dict:
     }
 
 
-SERVE_ARGS = ["--num-threads", "4", "--unused-session-lifetime", "60000"]  # what app.py's docstring says
+SERVE_ARGS = ["--unused-session-lifetime", "60000"]  # what app.py's docstring says
 
 
-def serve(profile_path: Path, log: Path, serve_args: list[str] = SERVE_ARGS) -> PanelServer:
+def serve(profile_path: Path, log: Path, serve_args: list[str] = SERVE_ARGS, root: Path = ROOT) -> PanelServer:
     try:
-        return PanelServer(profile_path, log, serve_args, timeout=120)
+        return PanelServer(profile_path, log, serve_args, timeout=120, root=root)
     except RuntimeError as err:
         raise SystemExit(str(err)) from None
 
@@ -133,6 +141,9 @@ HOOK = """() => {
 SETTLED = "() => window.__changes > 0 && performance.now() - window.__last > 400"
 ANSWERED = "() => window.__summary > 0 && performance.now() - window.__last > 400"  # the server's summary came
 PAINTED = "() => [window.__last - window.__start, window.__painted - window.__start]"
+
+
+FIRST_VIEW = ("ucd-pareto", "ucd-desirable", "ucd-workspace")  # the plots a page shows when it opens
 
 
 def count_message(counter: list, frame) -> None:
@@ -206,8 +217,15 @@ async def _sessions(url: str, n: int, rounds: int, mark) -> dict:
             t = time.perf_counter()
             await page.goto(url, timeout=300_000)
             await page.wait_for_selector("[data-testid=summary-time]", timeout=180_000)
-            return time.perf_counter() - t
+            summary = time.perf_counter() - t
+            for plot in FIRST_VIEW:  # Bokeh draws a plot's canvas once the plot has its data and layout
+                await page.wait_for_selector(f".{plot} canvas", state="attached", timeout=180_000)
+            return summary, time.perf_counter() - t
 
+        warm = await (await browser.new_context(viewport={"width": 1280, "height": 800})).new_page()
+        await load(warm)  # the first page computes the shared analysis (as in server_alone): not counted
+        await warm.context.close()
+        mark()
         t0 = time.perf_counter()
         loads = await asyncio.gather(*(load(p) for p in pages))
         all_loaded = time.perf_counter() - t0
@@ -234,7 +252,8 @@ async def _sessions(url: str, n: int, rounds: int, mark) -> dict:
     return {
         "sessions": n,
         "rounds": rounds,
-        "load_s": stats(list(loads)),
+        "load_s": stats([a for a, _ in loads]),
+        "plots_s": stats([b for _, b in loads]),
         "all_loaded_s": all_loaded,
         "slider_ms": stats(moves),
         "console_errors": len(problems),
@@ -272,58 +291,73 @@ def tree_cpu_s(root: int, exclude: int | None = None) -> dict[str, float]:
     return out
 
 
-def _pull(url: str, out: list, i: int) -> None:
-    """One page's server work, without a browser: open a session and pull its document (bokeh.client)."""
-    asyncio.set_event_loop(asyncio.new_event_loop())
-    from bokeh.client import pull_session
+def server_alone(profile_path: Path, n: int, rounds: int, serve_args: list[str], root: Path = ROOT) -> dict:
+    """N page loads at once by a protocol-level client instead of Chromium pages (ProtocolPage), then rounds in
+    which every page moves its budget slider by one step at once, to the server's new summary: the server's
+    share of a page load and of a slider move, on the same CPUs but without Chromium's. The client's own CPU
+    is reported beside the server's."""
 
-    t = time.perf_counter()
-    with pull_session(url=url) as session:
-        out[i] = (time.perf_counter() - t, len(session.document.roots))
-
-
-def server_alone(profile_path: Path, n: int, serve_args: list[str]) -> dict:
-    """N sessions opened at once by websocket clients instead of Chromium pages: the server's share of a page
-    load (its app run, models and the document sent), on the same CPUs but without Chromium's."""
-    import threading
-
-    import panel.models  # noqa: F401  # Panel's Bokeh models, so the pulled documents decode
-    import panel.models.file_dropper  # noqa: F401
-    import panel.models.location  # noqa: F401
-    import panel.models.tabulator  # noqa: F401
+    async def clients(url: str, rounds: int) -> dict:
+        pages = [ProtocolPage() for _ in range(n)]
+        try:
+            cpu0, own0, t = sum(tree_cpu_s(srv.proc.pid).values()), time.process_time(), time.perf_counter()
+            loads = await asyncio.gather(*(p.open(url) for p in pages))
+            wall = time.perf_counter() - t
+            cpu1, own1 = sum(tree_cpu_s(srv.proc.pid).values()), time.process_time()
+            moves = []
+            for r in range(rounds):  # as the Chromium pages' arrow keys: four steps down, four up, ...
+                step = -1 if (r // 4) % 2 == 0 else 1
+                ids = [p.find("Slider") for p in pages]
+                moves += await asyncio.gather(
+                    *(p.change(i, "value", p.models[i]["value"] + step) for p, i in zip(pages, ids))
+                )
+            cpu2, own2 = sum(tree_cpu_s(srv.proc.pid).values()), time.process_time()
+        finally:
+            for p in pages:
+                p.close()
+        return {
+            "load_s": stats(loads),
+            "slider_ms": stats([1000 * m for m in moves]) if moves else None,
+            "received_bytes": statistics.median(p.received for p in pages),
+            "all_s": wall,
+            "server_cpu_s": cpu1 - cpu0,
+            "client_cpu_s": own1 - own0,
+            "slider_cpu_s": {"server": cpu2 - cpu1, "client": own2 - own1},
+        }
 
     with tempfile.TemporaryDirectory() as tmp:
-        srv = serve(profile_path, Path(tmp) / "serve.log", serve_args)
+        srv = serve(profile_path, Path(tmp) / "serve.log", serve_args, root)
         try:
-            warm = [None]
-            _pull(srv.url, warm, 0)  # the first page computes the shared analysis: not counted
-            cpu0 = sum(tree_cpu_s(srv.proc.pid).values())
-            out: list = [None] * n
-            threads = [threading.Thread(target=_pull, args=(srv.url, out, i)) for i in range(n)]
-            t = time.perf_counter()
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-            wall = time.perf_counter() - t
-            cpu = sum(tree_cpu_s(srv.proc.pid).values()) - cpu0
+            asyncio.run(clients(srv.url, 0))  # warm-up (not counted): each process computes the shared analysis
+            asyncio.run(clients(srv.url, 0))  # on its first page, and which process a page gets is the kernel's
+            out = asyncio.run(clients(srv.url, rounds))
         finally:
             srv.stop()
         log = srv.log()
-    done = [o[0] for o in out if o is not None]
     return {
         "sessions": n,
-        "pulled": len(done),
-        "load_s": stats(done) if done else None,
-        "all_s": wall,
-        "server_cpu_s": cpu,
+        "pulled": n,
+        **out,
+        "rounds": rounds,
         "server_tracebacks": log.count("Traceback"),
+        "serve_args": " ".join(serve_args),
+        "app": app_label(root),
     }
 
 
-def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[str]) -> dict:
+def app_label(root: Path) -> str:
+    """Which app.py was measured: this checkout's, or another's by its folder name and commit."""
+    if root == ROOT:
+        return "this checkout"
+    import subprocess
+
+    out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return " at commit ".join(filter(None, (root.name, out.stdout.strip())))  # a copy that is no checkout: its name
+
+
+def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[str], root: Path = ROOT) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        srv = serve(profile_path, Path(tmp) / "serve.log", serve_args)
+        srv = serve(profile_path, Path(tmp) / "serve.log", serve_args, root)
         try:
             marks = []
 
@@ -338,12 +372,13 @@ def sessions_latency(profile_path: Path, n: int, rounds: int, serve_args: list[s
         log = srv.log()
     # CPU seconds per phase (page loads, slider rounds): the server's process tree, Chromium's processes, and
     # the rest of this benchmark's tree (Playwright's driver and this script)
-    out["cpu_s"] = {
-        who: {"load": marks[1][who] - marks[0][who], "slider": marks[2][who] - marks[1][who]}
+    out["cpu_s"] = {  # marks: start, after the warm-up page, after the loads, after the slider rounds
+        who: {"load": marks[2][who] - marks[1][who], "slider": marks[3][who] - marks[2][who]}
         for who in ("server", "chromium", "other")
     }
     out["server_tracebacks"] = log.count("Traceback")
     out["serve_args"] = " ".join(serve_args)
+    out["app"] = app_label(root)
     return out
 
 
@@ -362,7 +397,8 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
         f"({os.cpu_count()} CPUs, Python {platform.python_version()}); "
         f"{server.get('date') or time.strftime('%Y-%m-%d')}"
         + (
-            ". 1-minute load average at the start and end of the run (other jobs on this machine): "
+            ". 1-minute load average at the start and end of the run (at the start: other jobs on this machine; at "
+            "the end this run's own Chromium pages count too): "
             + " and ".join(f"{x:.1f}" for x in server["load_average"])
             if server.get("load_average")
             else ""
@@ -395,19 +431,28 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
             )
     if sessions:
         g = lambda s, k=1: f"{s['median'] * k:.1f} / {s['p90'] * k:.1f} / {s['max'] * k:.1f}"
-        lines += [
-            "",
-            f"## {sessions['sessions']} concurrent sessions on one server",
-            "",
-            f"`panel serve app.py {sessions['serve_args']}`; {sessions['sessions']} Chromium pages opened at "
-            f"once, then {sessions['rounds']} rounds in which every page moves its slider at the same time.",
-            "",
-            "| what (median / p90 / max) | value |",
-            "|---|---|",
-            f"| page load to the summary (s) | {g(sessions['load_s'])} |",
-            f"| slider move -> last view model updated (ms) | {g(sessions['slider_ms'])} |",
-            f"| console errors / server tracebacks | {sessions['console_errors']} / {sessions['server_tracebacks']} |",
-        ]
+        lines += ["", f"## {sessions['sessions']} concurrent sessions on one server"]
+        runs = [sessions] + ([sessions["baseline"]] if sessions.get("baseline") else [])
+        if "load_s" in sessions:  # not with --alone-only
+
+            def row(what: str, key: str) -> str:
+                return f"| {what} | " + " | ".join(g(r[key]) if key in r else "-" for r in runs) + " |"
+
+            lines += [
+                "",
+                f"`panel serve app.py {sessions['serve_args']}`; after one page has warmed the shared analysis (not "
+                f"counted), {sessions['sessions']} Chromium pages opened at once, then {sessions['rounds']} rounds in "
+                "which every page moves its slider at the same time.",
+                "",
+                "| what (median / p90 / max) | " + " | ".join(r.get("app", "this checkout") for r in runs) + " |",
+                "|---|" + "---|" * len(runs),
+                row("page load to the summary (s)", "load_s"),
+                row("page load to every plot of the first view drawn (s)", "plots_s"),
+                row("slider move -> last view model updated (ms)", "slider_ms"),
+                "| console errors / server tracebacks | "
+                + " | ".join(f"{r['console_errors']} / {r['server_tracebacks']}" for r in runs)
+                + " |",
+            ]
         cpu = sessions.get("cpu_s")
         if cpu:  # reports before this split did not have it
             lines += [
@@ -417,21 +462,43 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
                 "| phase | server | Chromium | Playwright driver and this script |",
                 "|---|---|---|---|",
                 *(
-                    f"| {what} | {cpu['server'][k]:.1f} | {cpu['chromium'][k]:.1f} | {cpu['other'][k]:.1f} |"
+                    f"| {what}{label} | {c['server'][k]:.1f} | {c['chromium'][k]:.1f} | {c['other'][k]:.1f} |"
+                    for label, c in [("", cpu)] + [(f" ({b['app']})", b["cpu_s"]) for b in runs[1:]]
                     for k, what in (("load", f"{sessions['sessions']} page loads"), ("slider", "slider rounds"))
                 ),
             ]
         alone = sessions.get("server_alone")
-        if alone and alone.get("load_s"):
-            a = alone["load_s"]
+        if isinstance(alone, dict):  # reports before issue 25's second pass: one bokeh.client run
+            alone = None
+        if alone:
             lines += [
                 "",
-                f"The server alone: {alone['sessions']} websocket clients (bokeh.client, no browser) open a "
-                f"session each at once, after one page has warmed the shared analysis: each gets its document "
-                f"in {a['median']:.1f} s median ({a['p90']:.1f} s p90, {a['max']:.1f} s max), "
-                f"{alone['pulled']} of {alone['sessions']} pulled; the server used {alone['server_cpu_s']:.1f} "
-                f"CPU seconds ({alone['server_cpu_s'] / alone['sessions']:.2f} per page), "
-                f"{alone['server_tracebacks']} tracebacks.",
+                f"The server alone: {alone[0]['sessions']} page loads at once by a protocol-level client (no "
+                "browser, engine.testing.serve.ProtocolPage): each GETs the page (the server runs app.py for "
+                "the session and writes the HTML), pulls the document over the websocket (Bokeh's ACK and "
+                "PULL-DOC-REQ), sends document_ready as BokehJS does once it has drawn a page, and waits for the "
+                "message that brings the summary (app.py builds the dashboard then); then rounds in which every page "
+                "moves its budget slider one step at once (the value change a browser sends), each timed to the "
+                "server's new summary. Messages are parsed only for model ids and values; static assets "
+                "(JavaScript, CSS) are not fetched. Two warm-up rounds of page loads first (every server "
+                "process computes the shared analysis on its first page). A checkout other than this one is an "
+                "earlier app.py measured the same way (`--baseline`).",
+                "",
+                "| app.py | panel serve options | page load, s (median / p90 / max) | all loaded, s | server CPU s "
+                "(per page) | client CPU s | slider move, ms (median / p90 / max) | server CPU s per move | "
+                "tracebacks |",
+                "|---|---|---|---|---|---|---|---|---|",
+                *(
+                    f"| {a.get('app', 'this checkout')} | `{a['serve_args']}` | {g(a['load_s'])} | {a['all_s']:.1f} | "
+                    f"{a['server_cpu_s']:.1f} ({a['server_cpu_s'] / a['sessions']:.2f}) | {a['client_cpu_s']:.1f} | "
+                    + (
+                        f"{g(a['slider_ms'])} | {a['slider_cpu_s']['server'] / a['slider_ms']['n']:.3f} | "
+                        if a.get("slider_ms")
+                        else "- | - | "
+                    )
+                    + f"{a['server_tracebacks']} |"
+                    for a in alone
+                ),
             ]
         lines += ["", "Targets: page load <= 6 s median, slider p90 <= 500 ms, no errors."]
     lines += [
@@ -458,6 +525,13 @@ def report(server: dict, browser: dict | None, sessions: dict | None = None) -> 
         "(app.py serves no busy indicator): a move's view updates should arrive together.",
         "- Chromium, the server and the test driver share this machine's CPUs (and other sessions may be using "
         "them too), so the tail (max) is noisy; the median is the figure to compare with the target.",
+        "- A served page first shows a header and 'Loading...'; app.py builds the dashboard once the browser has "
+        "loaded that (Panel's onload), one page at a time in the order they loaded (dashboard/pages.py). 'Page "
+        "load' runs from the request to the summary on the page; 'every plot drawn' until the first view's three "
+        "plots have their canvases.",
+        "- With several Chromium pages the CPU table separates the server's CPU seconds from Chromium's: on this "
+        "machine they compete for the same two CPUs, where each visitor's own machine would run its browser. The "
+        "server-alone run is the server's share without them.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -475,6 +549,18 @@ def main(argv=None) -> int:
     ap.add_argument("--sessions", type=int, default=0, help="also open this many pages at once on one server")
     ap.add_argument("--rounds", type=int, default=12, help="with --sessions: slider moves per page")
     ap.add_argument("--serve-args", default=" ".join(SERVE_ARGS), help="panel serve options for --sessions")
+    ap.add_argument(
+        "--alone-serve-args",
+        action="append",
+        help="with --sessions: panel serve options of a server-alone run (repeatable; default: --serve-args)",
+    )
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="CHECKOUT",
+        help="with --sessions: the same measurements of another checkout's app.py (git worktree add DIR COMMIT)",
+    )
+    ap.add_argument("--alone-only", action="store_true", help="with --sessions: no Chromium pages, the server alone")
     ap.add_argument("--json", type=Path, help="write the results (JSON) here")
     ap.add_argument("--from-json", type=Path, help="only write the report from an earlier --json")
     ap.add_argument("--report", type=Path, help="write the Markdown report here")
@@ -502,8 +588,21 @@ def main(argv=None) -> int:
         browser = browser_latency(path, args.moves, args.screenshot) if args.browser or args.screenshot else None
         sessions = None
         if args.sessions:
-            alone = server_alone(path, args.sessions, args.serve_args.split())
-            sessions = sessions_latency(path, args.sessions, args.rounds, args.serve_args.split())
+            alone = [
+                server_alone(path, args.sessions, args.rounds, a.split())
+                for a in args.alone_serve_args or [args.serve_args]
+            ]
+            if args.baseline:  # the same client and options against another checkout's app.py
+                alone.append(server_alone(path, args.sessions, args.rounds, args.serve_args.split(), args.baseline))
+            sessions = (
+                {"sessions": args.sessions, "serve_args": args.serve_args}
+                if args.alone_only
+                else sessions_latency(path, args.sessions, args.rounds, args.serve_args.split())
+            )
+            if args.baseline and not args.alone_only:
+                sessions["baseline"] = sessions_latency(
+                    path, args.sessions, args.rounds, args.serve_args.split(), args.baseline
+                )
             sessions["server_alone"] = alone
     server["scope"] = vars(server["scope"])
     server["load_average"] = [load_before, os.getloadavg()[0]]  # other jobs on this machine, start and end

@@ -9,6 +9,8 @@ policy, the budget and the kernel, then sets them with the result in one ``param
 
 from __future__ import annotations
 
+import dataclasses
+
 import contextlib
 import math
 
@@ -22,7 +24,7 @@ from .analysis import MODES, Analysis, budget_range, budget_steps, equivalent_bu
 from .errors import describe_error
 from .gpu import measured_times
 from .plans import plan_choice
-from .result import Result, build_result, result_key
+from .result import Result, result_key, shared_result
 from .selection import SelectionState
 
 DEFAULT_LIMIT = 8 * MiB  # Caffe's default per-kernel workspace, the paper's WR 8 MiB / WD 120 MiB pairing
@@ -103,7 +105,7 @@ class PlanningState(param.Parameterized):
         if self.result is not None and self.result.key == key and not updates:
             return
         try:
-            result = build_result(
+            result = shared_result(
                 analysis,
                 values["policy"],
                 values["mode"],
@@ -118,8 +120,8 @@ class PlanningState(param.Parameterized):
             result, error = None, describe_error(err)
         else:
             error = "" if result.choice.feasible else result.choice.reason
-            if not result.compare_error and sel.other_error:
-                result.compare_error = sel.other_error
+            if not result.compare_error and sel.other_error:  # a copy: the snapshot may be shared
+                result = dataclasses.replace(result, compare_error=sel.other_error)
         with self.hold(), param.edit_constant(self):
             self.param.update(**updates, result=result, error=error)
 

@@ -14,17 +14,20 @@ import numpy as np
 import pandas as pd
 from bokeh.core.properties import field, value
 from bokeh.models import (
+    AllIndices,
     ColumnDataSource,
     CustomJSHover,
     CustomJSTickFormatter,
     FactorRange,
     FixedTicker,
+    GlyphRenderer,
     HoverTool,
     Legend,
     LegendItem,
     LinearColorMapper,
     Range1d,
     Span,
+    UnionRenderers,
 )
 from bokeh.plotting import figure
 
@@ -68,6 +71,19 @@ def _size_column(values_bytes) -> list[str]:
 
 
 def _style(fig, title_size="12pt"):
+    """The views' common look, and fewer Bokeh models: a page's cost on the server and in the browser grows
+    with its model count (issue 25: ten sessions on two CPUs). bokeh.plotting gives every renderer its own
+    muted and non-selection glyph, which the browser derives itself when they are "auto" (nothing is muted
+    here, and only a renderer with a selection look of its own is ever selected), and every view and source
+    its own index filter and selection policy, which hold no state: one of each serves the figure."""
+    everything, union = AllIndices(), UnionRenderers()
+    for r in fig.renderers:
+        if isinstance(r, GlyphRenderer):
+            r.muted_glyph = "auto"
+            if r.selection_glyph == "auto":
+                r.nonselection_glyph = "auto"
+            r.view.filter = everything
+            r.data_source.selection_policy = union
     if fig.title is not None:
         fig.title.text_font_size = title_size
     fig.toolbar.logo = None

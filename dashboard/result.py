@@ -1,7 +1,9 @@
 """What the views draw for one set of controls: the plan, its baselines and every view's frame.
 Imports no Panel.
 
-``build_result`` is the slider path. The plans come from ``plans.choose`` (engine.planner.make_plan):
+``build_result`` is the slider path; ``shared_result`` computes it once per process for what every page
+shares (issue 25: ten pages moving to the same budget made the same frames ten times). The plans come
+from ``plans.choose`` (engine.planner.make_plan):
 the current one, undivided cuDNN at the same memory, and the other mode at the same total (Fig. 14).
 Everything else is an index into what the analysis computed once per scope.
 
@@ -21,6 +23,7 @@ import pandas as pd
 from engine.errors import EngineError
 
 from .analysis import Analysis, equivalent_budget
+from .cache import LRU
 from .compare import Comparison, compare
 from .errors import describe_error
 from .frames import desirable_frame, plan_frame, timeline_frame, workspace_frame
@@ -122,6 +125,28 @@ def build_result(
         pieces=pieces,
         summary=summarize(choice, baseline, optimum, n, measured, verified),
     )
+
+
+RESULTS = LRU(128)  # (analysis, policy, mode, budget, kernel asked) -> Result with no measurement or comparison
+
+
+def shared_result(
+    analysis: Analysis,
+    policy: str,
+    mode: str,
+    budget: int,
+    kernel: str = "",
+    measured: dict | None = None,
+    verified: dict | None = None,
+    other: Analysis | None = None,
+    other_name: str = "",
+) -> Result:
+    """``build_result``; without a measurement or a comparison (a page's own) the snapshot is computed once
+    per process and shared by every page: read-only, like everything the views draw."""
+    if measured is None and verified is None and other is None:
+        key = (analysis, policy, mode, int(budget), kernel)
+        return RESULTS.get(key, lambda: build_result(analysis, policy, mode, budget, kernel))
+    return build_result(analysis, policy, mode, budget, kernel, measured, verified, other, other_name)
 
 
 def summarize(

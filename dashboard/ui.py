@@ -1,7 +1,8 @@
 """The whole dashboard as one Viewer: the same components in ``panel serve app.py`` and in Jupyter.
 
-``Dashboard.__panel__`` returns a plain layout (templates do not render in notebooks, panel#2677);
-``app.py`` puts ``sidebar`` and ``main`` into a template instead.
+``Dashboard.__panel__`` returns a plain layout (templates do not render in notebooks, panel#2677), which
+``app.py`` serves too, under a header: no layout level that adds nothing (each one is a model a page pays
+for on the server and in the browser).
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ from .views.workspace import WorkspaceView
 EXTENSIONS = ("tabulator", "filedropper")
 
 
+def rule() -> pn.pane.HTML:
+    """A horizontal rule. Not ``pn.layout.Divider``, whose stylesheet names Panel's CDN unless the page is
+    written after it is made (app.py builds the dashboard after its page is written)."""
+    return pn.pane.HTML("<hr>", sizing_mode="stretch_width", margin=(0, 5))
+
+
 class Dashboard(pn.viewable.Viewer):
     state = param.ClassSelector(class_=PlannerState, constant=True)
 
@@ -42,14 +49,7 @@ class Dashboard(pn.viewable.Viewer):
         self.workspace = WorkspaceView(state=s)
         self.timeline = TimelineView(state=s, shown=False)
         self.plan = PlanView(state=s, shown=False)
-        self.sidebar = pn.Column(
-            self.controls,
-            pn.layout.Divider(),
-            self.plan.files,
-            pn.layout.Divider(),
-            self.gpu,
-            sizing_mode="stretch_width",
-        )
+        self.sidebar = pn.Column(self.controls, rule(), self.plan.files, rule(), self.gpu, width=330)
         # dynamic tabs: only the shown tab's plots are in the page, so a budget change redraws what is seen
         # (the hidden ones are drawn from the current state when their tab opens)
         self.memory = MemoryView(state=s, shown=False)
@@ -65,14 +65,10 @@ class Dashboard(pn.viewable.Viewer):
         self.tabs.param.watch(lambda e: [v.locked(v.set_shown, i == e.new) for i, v in enumerate(views)], "active")
         self.main = pn.Column(
             self.summary,
-            pn.Row(
-                pn.Column(self.pareto, sizing_mode="stretch_width"),
-                pn.Column(self.desirable, sizing_mode="stretch_width"),
-                sizing_mode="stretch_width",
-            ),
+            pn.Row(self.pareto, self.desirable, sizing_mode="stretch_width"),
             self.tabs,
             sizing_mode="stretch_width",
         )
 
     def __panel__(self):
-        return pn.Row(pn.Column(self.sidebar, width=330), self.main, sizing_mode="stretch_width")
+        return pn.Row(self.sidebar, self.main, sizing_mode="stretch_width")

@@ -81,3 +81,32 @@ def test_a_budget_move_does_not_recount_the_slider_steps(dash, monkeypatch):
     wd = list(dash.controls.steps)
     dash.state.mode = "WR" if dash.state.mode == "WD" else "WD"
     assert calls and dash.controls.steps != wd and dash.controls.steps == original()
+
+
+def test_a_page_carries_no_glyph_the_browser_can_derive(dash):
+    """A page's server time and the browser's grow with its Bokeh model count (issue 25: ten sessions on two
+    CPUs). bokeh.plotting gives every renderer its own muted and non-selection glyph: two models more per
+    glyph, which the browser derives itself; only a renderer with a selection look keeps its non-selection
+    one."""
+    from bokeh.models import GlyphRenderer
+
+    doc = Document()
+    with pn.io.server.set_curdoc(doc):
+        pn.panel(dash).server_doc(doc)
+    renderers = [m for m in doc.models if isinstance(m, GlyphRenderer)]
+    assert len(renderers) >= 15  # the three figures of the first view (SYNTHETIC AlexNet)
+    assert all(r.muted_glyph == "auto" for r in renderers)
+    assert all((r.nonselection_glyph == "auto") == (r.selection_glyph == "auto") for r in renderers)
+    glyphs = {m.id for r in renderers for m in (r.glyph, r.nonselection_glyph, r.selection_glyph) if m != "auto"}
+    assert len(glyphs) == len(renderers) + 2 * sum(r.selection_glyph != "auto" for r in renderers)
+
+
+def test_pages_at_one_budget_share_one_snapshot(profile_path):
+    """Ten pages moving to the same budget made the same frames ten times (issue 25): a snapshot with no
+    measurement or comparison is made once per process; a page's own (measured) one is not shared."""
+    a, b = (PlannerState(profiles={"SYNTHETIC-alexnet": profile_path}) for _ in range(2))
+    assert a.result is b.result
+    a.budget = b.budget = a.budget // 2
+    assert a.result is b.result and a.result.choice.budget == a.budget
+    b.measured = {k.id: 1.0 for k in b.analysis.kernels}
+    assert b.result is not a.result and a.result.measured is None and b.result.measured

@@ -158,3 +158,19 @@ def test_compare_with_another_gpu(app_page):
     mark = "NVIDIA H200's WD front from its own profile"
     app_page.get_by_text(mark).first.wait_for(timeout=30_000)
     assert "NVIDIA H100 80GB HBM3" in caption.inner_text()
+
+
+def test_a_page_load_without_a_browser_gets_the_document(server):
+    """The dashboard benchmark's server-alone client (issue 25): the page, then the whole document over the
+    websocket, with no server error (the server fixture checks its log)."""
+    import asyncio
+    import threading
+
+    from engine.testing.serve import page_server_work
+
+    out = []
+    th = threading.Thread(target=lambda: out.append(asyncio.run(page_server_work(server.url))))  # own loop
+    th.start()
+    th.join(120)
+    seconds, size = out[0]
+    assert 0 < seconds < 120 and size > 20_000  # a document of some hundred models, not an error reply
