@@ -392,3 +392,19 @@ def test_the_precision_table_check_finds_tables(tmp_path):
         "fine = {n: r.itemsize for n, r in PRECISIONS.items()}\n"
     )
     assert [line for line, _ in precision_tables(src, {"tf32", "fp32", "fp16", "bf16"})] == [1, 2]
+
+
+def test_the_tree_cites_nothing_outside_itself():
+    """A clone has no ``../shared`` (the papers, reference notes and tools some sessions had beside it): files cite
+    papers by title and arXiv id and carry the facts they need."""
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    outside = ("../shared", "shared/papers", "shared/reference", "shared/tools")
+    hits = [
+        f
+        for f in listed
+        if f != "tests/test_structure.py"
+        and Path(f).suffix in {".py", ".md", ".ipynb", ".yaml", ".yml", ".toml", ".txt", ".cfg", ""}
+        and (ROOT / f).is_file()
+        and any(o in (ROOT / f).read_text(errors="replace") for o in outside)
+    ]
+    assert hits == []

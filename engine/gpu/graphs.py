@@ -1,9 +1,9 @@
 """cuDNN frontend graphs for one convolution kernel at one micro-batch size.
 
-Rules from ../shared/reference/cudnn-frontend.md: dims are logical NCHW and strides encode the
-layout (§3); every output gets explicit dims, strides and dtype, or the frontend silently gives it
-NHWC strides (§3, gotcha 2); one graph per (signature, b) (§3.6); plans come from heuristics A then
-FALLBACK, built per index so each failure is recorded (§4).
+Rules of the cuDNN frontend's Python graph API (cudnn-frontend 1.x, ``python/cudnn``): dims are logical
+NCHW and strides encode the layout; every output gets explicit dims, strides and dtype, or the frontend
+silently gives it NHWC strides; one graph per (signature, b); plans come from heuristics A then FALLBACK,
+built per index so each failure is recorded.
 
 Beyond the heuristic list, ``sweep`` appends every engine cuDNN offers for the graph
 (``get_engine_count`` / ``get_knobs_for_engine`` / ``create_execution_plan``) with its default knobs
