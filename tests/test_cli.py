@@ -7,12 +7,14 @@ traceback.
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import json
 from pathlib import Path
 
 import pytest
 
+from engine.cli import COMMANDS, build_parser
 from engine.plan import align, load_plan
 from engine.policies import batch_sizes
 from engine.profile import Profile, bundled_profiles
@@ -322,6 +324,15 @@ def test_help_is_for_users():
     assert "Plan micro-batched cuDNN convolutions" in proc.stdout and "examples:" in proc.stdout
     assert "engine/commands" not in proc.stdout and "``" not in proc.stdout  # not the module docstring
     assert "--verbose" in proc.stdout
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_prints_its_help(command):
+    """argparse formats each help string with ``%``: an unescaped percent sign crashes --help (memory's did)."""
+    parser, parsers = build_parser()
+    importlib.import_module(COMMANDS[command][0]).add_arguments(parsers[command])
+    text = parsers[command].format_help()
+    assert text.startswith(f"usage: python -m engine {command}") and "%%" not in text
 
 
 @pytest.mark.slow

@@ -66,7 +66,7 @@ def add_arguments(parser) -> None:
         default=None,
         metavar="FRACTION",
         help=f"share of --capacity left to the allocator by plans that fill it, e.g. 0.05 or 5%% "
-        f"(default: {RESERVE:.0%} in the pytorch convention, for PyTorch's caching allocator; "
+        f"(default: {RESERVE:.0%}% in the pytorch convention, for PyTorch's caching allocator; "
         f"0 in the papers' own)",
     )
     parser.add_argument(
