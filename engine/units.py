@@ -32,7 +32,8 @@ MAX_SIZE = 1 << 62  # sizes live in int64 on the GPU side; larger ones are typos
 
 
 def parse_size(text: str | int | float) -> int:
-    """Parse a size; a bare number is bytes. Decimal (MB) and binary (MiB) units are distinct."""
+    """Parse a size: an int or float is bytes; text needs a unit unless it is zero ("120" is refused: 120 bytes
+    is never what someone typing a budget means). Decimal (MB) and binary (MiB) units are distinct."""
     shown = short(text)
     if isinstance(text, bool) or not isinstance(text, (str, int, float)):
         raise BudgetError(f"invalid size {shown}")
@@ -41,8 +42,13 @@ def parse_size(text: str | int | float) -> int:
     else:
         m = _RE.match(text) if len(text) <= 64 else None
         if not m:
-            raise BudgetError(f"invalid size {shown}: expected a number with an optional unit such as 64MiB or 1GiB")
+            raise BudgetError(f"invalid size {shown}: expected a number with a unit such as 64MiB or 1GiB")
         unit = m.group(2).lower()
+        if not unit and float(m.group(1)) != 0:
+            number = m.group(1)
+            raise BudgetError(
+                f"{text.strip()!r} has no unit: write e.g. {number}MiB or {number}GiB (or {number}B for bytes)"
+            )
         if unit not in _UNITS:
             raise BudgetError(f"invalid size {shown}: unknown unit {m.group(2)!r} (use B, KiB, MiB, GiB, KB, MB, GB)")
         value = float(m.group(1)) * _UNITS[unit]

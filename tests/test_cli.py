@@ -18,7 +18,8 @@ from engine.cli import COMMANDS, build_parser
 from engine.plan import align, load_plan
 from engine.policies import batch_sizes
 from engine.profile import Profile, bundled_profiles
-from engine.units import MiB, format_size
+from engine.errors import BudgetError
+from engine.units import MiB, format_size, parse_size
 from engine.testing.cli import device_node, engine, one_error_line
 from engine.testing.reference import partitions
 from engine.testing.synthetic import engine_set_profile, synthetic_profile
@@ -131,7 +132,7 @@ def test_front_csv_and_json(synthetic_profile_path, tmp_path):
             "--mode",
             "wd",
             "--budget",
-            str(w),
+            f"{w}B",
             "-o",
             tmp_path / "p.json",
         )
@@ -152,6 +153,21 @@ def test_profiles_listing(synthetic_profile_path):
 
 # --- bad input: one line, non-zero, no traceback ------------------------------------------------
 
+
+@pytest.mark.parametrize(
+    "value,size", [("120B", 120), ("120MiB", 120 * MiB), ("0", 0), (" 0.0 ", 0), (120, 120), (1.5, 2), ("1.5 KB", 1500)]
+)
+def test_sizes_in_text_carry_their_unit(value, size):
+    assert parse_size(value) == size
+
+
+@pytest.mark.parametrize("text", ["120", "1e9", " 64 ", "0.5"])
+def test_a_size_typed_without_a_unit_is_refused_everywhere(text):
+    """The CLI, the Python API and the dashboard read sizes with parse_size: typed text needs a unit, ints are bytes."""
+    with pytest.raises(BudgetError, match=f"'{text.strip()}' has no unit"):
+        parse_size(text)
+
+
 PLAN = ["plan", "--network", "alexnet", "--batch", "8", "--mode", "wr", "--budget", "64MiB"]
 
 
@@ -161,6 +177,7 @@ PLAN = ["plan", "--network", "alexnet", "--batch", "8", "--mode", "wr", "--budge
     [
         ({"--network": "vgg"}, ["unknown network 'vgg'"]),
         ({"--budget": "64MiQ"}, ["invalid size '64MiQ'", "unknown unit 'MiQ'"]),
+        ({"--budget": "120"}, ["'120' has no unit: write e.g. 120MiB or 120GiB (or 120B for bytes)"]),
         ({"--mode": "wx"}, ["--mode must be wr or wd"]),
         ({"--batch": "many"}, ["--batch must be a positive integer"]),
         ({"--batch": "0"}, ["--batch must be a positive integer"]),
@@ -204,7 +221,7 @@ def test_impossible_budget_names_the_minimum(no_free_plan_profile, mode):
         "--mode",
         mode,
         "--budget",
-        minimum - 1,
+        f"{minimum - 1}B",
     )
     one_error_line(proc, f"is below {format_size(minimum)} ({minimum} bytes)")
     ok = engine(
@@ -218,7 +235,7 @@ def test_impossible_budget_names_the_minimum(no_free_plan_profile, mode):
         "--mode",
         mode,
         "--budget",
-        minimum,
+        f"{minimum}B",
     )
     assert ok.returncode == 0, ok.stderr
 

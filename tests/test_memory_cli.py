@@ -104,7 +104,7 @@ def test_too_small_for_this_policy_but_not_others(capsys):
     live = plan_memory("alexnet", "liveness", batch=64).summary["peak"]
     least = min(smallest_capacity("alexnet", 64).values())
     assert least < live
-    cap = str(int((least + live) / 2))
+    cap = f"{int((least + live) / 2)}B"
     assert main(["memory", "--network", "alexnet", "--batch", "64", "--policy", "liveness", "--capacity", cap]) == 1
     assert "policies that fit" in capsys.readouterr().err
 
@@ -182,7 +182,7 @@ def test_policy_options_are_strict():
     "argv,message",
     [
         (["--capacity", "2048TiB", "--max-batch"], "capacity 2097152 GiB is not a GPU memory size"),
-        (["--capacity", "1e30", "--max-batch"], "invalid size '1e30': more than"),
+        (["--capacity", "1e30B", "--max-batch"], "invalid size '1e30B': more than"),
         (
             ["--network", "resnet-9999998", "--capacity", "12GiB", "--max-batch"],
             "resnet-9999998: N may be at most 3002",

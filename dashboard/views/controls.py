@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 
 import panel as pn
 from bokeh.models import CustomJSTickFormatter
@@ -42,15 +41,6 @@ class BudgetSlider(pn.widgets.IntSlider):
 def steps_formatter(steps: list[int]) -> CustomJSTickFormatter:
     labels = [budget_label(b) for b in steps]
     return CustomJSTickFormatter(args={"labels": labels}, code="return labels[Math.round(tick)] ?? '';")
-
-
-def parse_budget(text: str) -> int:
-    """A typed budget: a number with a unit (``120MiB``, ``1.5GiB``, ``0B``); a bare number is refused, since
-    the engine would read ``120`` as 120 bytes."""
-    text = text.strip()
-    if re.fullmatch(r"[+-]?[0-9.eE+-]+", text):
-        raise BudgetError(f"{text!r} has no unit: type e.g. {text}MiB or {text}GiB (or {text}B for bytes)")
-    return parse_size(text)
 
 
 SELECTS = {
@@ -194,7 +184,7 @@ class Controls(StateView):
         typed = self.exact.value.strip()
         if typed:
             try:
-                keep = parse_budget(typed) == plan.budget
+                keep = parse_size(typed) == plan.budget
             except BudgetError:
                 keep = False
             if not keep:
@@ -209,7 +199,7 @@ class Controls(StateView):
         if self._syncing or not event.new.strip():
             return
         try:
-            budget = parse_budget(event.new)
+            budget = parse_size(event.new)
         except BudgetError as err:
             self.exact_error.param.update(object=str(err), visible=True)
             return

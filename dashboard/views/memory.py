@@ -14,13 +14,12 @@ import panel as pn
 
 from engine.errors import BudgetError, EngineError
 from engine.memory import MEMORY_POLICIES
-from engine.units import GiB, format_size
+from engine.units import GiB, format_size, parse_size
 
 from ..errors import describe_error
 from ..memory_plot import MemoryPlot
 from ..memory_runs import MEASURE, RESULTS_ENV, Measured
 from .base import StateView
-from .controls import parse_budget
 
 CAPACITIES = {
     "12 GiB (K40, TITAN X: the papers' GPUs)": 12 * GiB,
@@ -76,7 +75,7 @@ class MemoryView(StateView):
         if not event.new.strip():
             return
         try:
-            self.state.capacity = parse_budget(event.new) or None
+            self.state.capacity = parse_size(event.new) or None
         except BudgetError as err:
             self.error.param.update(object=str(err), visible=True)
             return
@@ -93,7 +92,7 @@ class MemoryView(StateView):
         typed = self.exact.value.strip()
         if typed:
             try:
-                same = (parse_budget(typed) or None) == cap
+                same = (parse_size(typed) or None) == cap
             except BudgetError:
                 same = False
             if not same:
