@@ -82,7 +82,9 @@ def timing(monkeypatch):
     monkeypatch.setitem(sys.modules, "cudnn", types.ModuleType("cudnn"))
     before = set(sys.modules) - {"engine.gpu.runtime", "engine.gpu.timing", "engine.gpu.profiler"}
     forget(before)
-    yield importlib.import_module("engine.gpu.timing")
+    mod = importlib.import_module("engine.gpu.timing")
+    mod.clock = lambda: Event.sim.host / 1e6  # the simulated host's seconds
+    yield mod
     forget(before)
 
 
@@ -214,3 +216,46 @@ def test_a_plan_whose_dominator_got_slower_in_its_repeats_is_repeated_too(profil
     built = profiler.BuiltGraph(Plans(sim, us), rows, list(enumerate(rows)))
     out = profiler.time_graph(built, Buffers(), Ctx(), repeats=5)
     assert [(r["repeats"], r["reason"], round(r["time_ms"] * 1000, 3)) for r in out] == [(5, "", 20.0), (5, "", 12.0)]
+
+
+def test_a_host_bound_region_is_timed_back_to_back_at_once_and_the_others_exactly(timing):
+    """A region whose enqueue keeps the host 5 ms a run (SYNTHETIC: one launch per group, say) is not retimed behind
+    ever longer spins: its time is its back-to-back time, the host's. A region with one preempted run is no bound."""
+    sim = Event.sim = Sim(20.0)
+    kernels = [50.0, 5.0, 40.0, 50.0, 8.0]
+    cost = {0: [5000.0, 5000.0], 3: [20.0, 20_000.0]}  # host microseconds per run; region 3's second run preempted
+
+    def region(k):
+        return lambda r: sim.enqueue(kernels[k], cost.get(k, [20.0, 20.0])[r])
+
+    ctx, host = Ctx(), {}
+    out = timing.time_pass(ctx, [region(k) for k in range(len(kernels))], runs=2, timed_from=1, host_ms=host)
+    assert out[0][1] == pytest.approx(5.0, rel=0.01)  # ms: the GPU waited on the host between the launches
+    assert [out[k][1] for k in (1, 2, 3, 4)] == pytest.approx([k / 1000 for k in kernels[1:]])  # GPU time alone
+    assert host[0] == pytest.approx(5.0, rel=0.01) and host[3] < timing.HOST_BOUND_MS  # the least run of its pass
+
+
+def test_time_graph_names_host_bound_plans_and_a_faster_plan_dominates_them(profiler):
+    sim = Event.sim = Sim(20.0)
+    plans = [Plans(sim, [[50.0] * 7, [30.0] * 7])]
+    plans[0].executor = lambda i, ctx: lambda ptrs, ws: sim.enqueue(plans[0].us[i][ptrs["r"]], (3000.0, 20.0)[i])
+    rows = [
+        dict(
+            signature="Forward/tf32/NCHW/c8h8w8/k8r3s3/p1x1/s1x1/d1x1/g8",
+            plan=f"p{i}",
+            heuristic_rank=-1,
+            workspace=0,
+            numerical_notes="",
+            status="failed",
+            reason="",
+        )
+        for i in range(2)
+    ]
+    built = profiler.BuiltGraph(plans[0], rows, list(enumerate(rows)))
+    out = profiler.time_graph(built, Buffers(), Ctx(), repeats=5)
+    assert [(r["repeats"], round(r["time_ms"], 2)) for r in out] == [(1, 3.0), (5, 0.03)]
+    assert (
+        out[0]["reason"]
+        == "host-bound: 3.0 ms of host time per execution, timed back to back; dominated by plan p1 at first timing"
+    )
+    assert built.split["host_bound"] == {"plans": 1}

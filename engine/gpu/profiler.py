@@ -196,7 +196,8 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
             continue
         plans.append(row)
         regions.append(lambda r, run=run, ws_ptr=ws_ptr: run(bufs.pointers(b, r), ws_ptr))
-    first = timing.time_pass(ctx, regions, runs=2, timed_from=1)
+    host: dict[int, float] = {}
+    first = timing.time_pass(ctx, regions, runs=2, timed_from=1, host_ms=host)
     ok, seen, warm = [], {}, {"plans": 0, "warm-up over 5 % slower": 0, "warm-up over 5 % faster": 0}
     for k, (row, times) in enumerate(zip(plans, first)):
         if isinstance(times, str):
@@ -229,6 +230,12 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
             med = runtime.median(times)
             plans[k].update(time_ms=med, time_min_ms=min(times), time_max_ms=max(times), repeats=len(times), reason="")
             seen[k] = min(seen[k], min(times))
+    bound = [k for k in ok if host.get(k, 0.0) >= timing.HOST_BOUND_MS]
+    for k in bound:  # timed back to back (engine.gpu.timing): its time is the host's, and the row says so
+        why = f"host-bound: {host[k]:.1f} ms of host time per execution, timed back to back"
+        plans[k]["reason"] = f"{why}; {plans[k]['reason']}" if plans[k]["reason"] else why
+    if bound:
+        built.split["host_bound"] = {"plans": len(bound)}
     built.split["timing"], _ = _lap(t)
     return built.rows
 

@@ -217,7 +217,8 @@ class ProfileProgress:
         """Seconds summed over this run's measured graphs: "build" (heuristic query, engine sweep, plan
         finalizing), "timing" (operand fills, timed runs), "bookkeeping" (numerical-notes labelling, cache
         writes), "wait" (for the shared GPU), each step, the sweep's skips by reason, the timings repeated
-        behind a longer spin (engine.gpu.timing) and how the warm-up run compared with the first timed run."""
+        behind a longer spin (engine.gpu.timing), how the warm-up run compared with the first timed run, and the
+        plans timed back to back as host-bound."""
         s = self.split
         out = {
             "graphs": len(self.samples),
@@ -231,6 +232,7 @@ class ProfileProgress:
         out["sweep_skips"] = dict(s.get("sweep_skips", {}))
         out["retimed"] = dict(s.get("retimed", {}))
         out["first_runs"] = dict(s.get("first_runs", {}))
+        out["host_bound"] = dict(s.get("host_bound", {}))
         return out
 
     def _tell(self, what: str) -> None:
