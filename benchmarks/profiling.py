@@ -602,6 +602,7 @@ def split_text(s: dict | None) -> str:
         f"build {s['build']:.1f} s (heuristics {st.get('heuristics', 0):.1f}, sweep {st.get('sweep', 0):.1f}, "
         f"plans {st.get('build', 0):.1f}); timing {s['timing']:.1f} s; bookkeeping {s['bookkeeping']:.1f} s "
         f"(notes {st.get('notes', 0):.1f}, cache {st.get('commit', 0):.1f}); waiting for the GPU {s['wait']:.1f} s"
+        + (f"; {s['host_bound']['plans']} plans host-bound, timed back to back" if s.get("host_bound") else "")
     )
 
 
