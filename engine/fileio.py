@@ -172,6 +172,8 @@ def read_bounded(
     """The bytes of ``path`` (gunzipped when it ends in ``.gz``), refusing more than the limits.
 
     ``what`` names the file in messages (e.g. "plan 'x.json'"); every failure raises ``error``."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise error(f"{what} is not a path: give a file's path as a str or pathlib.Path, got {type(path).__name__}")
     path = Path(path)
     try:
         if not path.is_file():

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from . import __version__
 from .configuration import Configuration, MicroConfig
 from .errors import EngineError, InfeasibleBudgetError, ProfileFormatError
+from .fileio import short
 from .kernel_sets import fastest_within, kernel_set, kernel_sets, network_variant, profile_label
 from .network import Network
 from .optimize.front import NetworkFront, network_front
@@ -146,6 +147,22 @@ def _kernel_limits(limits, sets, budget: int, mode: str, network: Network) -> li
     return [parse_size(limits[i]) if i in limits else budget for i in ids]
 
 
+def _check_inputs(profile, network, time_limit_s) -> None:
+    """make_plan's inputs are objects, not names: one line saying how to get each (the CLI resolves names)."""
+    if not isinstance(profile, Profile):
+        raise EngineError(
+            f"make_plan needs a Profile, got {type(profile).__name__} {short(profile)}: "
+            f"engine.profile.Profile.load(engine.profile.resolve_profile(NAME_OR_PATH))"
+        )
+    if not isinstance(network, Network):
+        raise EngineError(
+            f"make_plan needs a Network, got {type(network).__name__} {short(network)}: "
+            f"engine.zoo.get_network(NAME, BATCH), or engine.pytorch.loader.load_network for a PyTorch model"
+        )
+    if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, (int, float)) or not 0 < time_limit_s < 1e6:
+        raise EngineError(f"time_limit_s must be a positive number of seconds, got {short(time_limit_s)}")
+
+
 def make_plan(
     profile: Profile,
     network: Network,
@@ -170,6 +187,7 @@ def make_plan(
     ``command`` is recorded in the provenance (with the creation time): the only fields that differ
     between two calls with the same inputs, besides a WD plan's solver timings.
     """
+    _check_inputs(profile, network, time_limit_s)
     if mode not in MODES:
         raise EngineError(f"unknown mode {mode!r}; expected wr (per-kernel limit) or wd (total budget)")
     budget = parse_size(budget)

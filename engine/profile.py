@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -87,7 +88,6 @@ class Profile:
     @classmethod
     def load(cls, path: str | Path) -> "Profile":
         """Read and validate a profile file within the size and nesting limits of engine.fileio."""
-        path = Path(path)
         what = f"profile {str(path)!r}"
         # rows hold flat values, checked column by column: walking them for depth would double the load time
         doc = parse_json(read_bounded(path, what, ProfileFormatError), what, ProfileFormatError, skip=("rows",))
@@ -436,6 +436,11 @@ def bundled_profiles() -> dict[str, Path]:
 
 def resolve_profile(name_or_path: str | Path) -> Path:
     """A bundled profile name or a file path."""
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise ProfileFormatError(
+            f"a profile is a bundled profile's name or a file's path, got {type(name_or_path).__name__} "
+            f"{_short(name_or_path)}"
+        )
     bundled = bundled_profiles()
     if str(name_or_path) in bundled:
         return bundled[str(name_or_path)]

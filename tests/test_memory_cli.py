@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.cli import main
+from engine.errors import EngineError
 from engine.memory import max_batch, memory_frames, plan_memory, smallest_capacity
 from engine.memory.capacity import _bisect
 from engine.memory.tensors import CLASSES
@@ -238,3 +239,19 @@ def test_memory_profile_takes_a_mini_batch_the_profile_did_not_measure(capsys, t
 
     assert {samples(k["division"]) for k in doc["kernels"]} == {200}
     assert any("no measurement at mini-batch 200 for 14 of 14 kernel runs" in n for n in doc["notes"]), doc["notes"]
+
+
+def test_plan_memory_reads_sizes_and_profiles_as_the_cli_does():
+    """``capacity="12GiB"`` and a bundled profile's name work in Python as on the command line; wrong ones: one line."""
+    name = "h100-alexnet-b256-tf32-nchw-powerOfTwo"
+    by_name = plan_memory("alexnet", "vdnn-all-p", batch=256, capacity="12GiB", profile=name)
+    assert by_name.summary == plan_memory("alexnet", "vdnn-all-p", batch=256, capacity=12 << 30, profile=name).summary
+    for kwargs, message in [
+        (dict(capacity="12"), "'12' has no unit"),
+        (dict(capacity=True), "invalid size True"),
+        (dict(framework_bytes=-1), "must not be negative"),
+        (dict(profile=5), "a profile is a bundled profile's name or a file's path, got int 5"),
+        (dict(profile="no-such-profile"), "no profile 'no-such-profile'"),
+    ]:
+        with pytest.raises(EngineError, match=message):
+            plan_memory("alexnet", "liveness", batch=8, **kwargs)

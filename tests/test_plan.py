@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import PlanFormatError
+from engine.errors import PlanFormatError, ProfileFormatError
 from engine.kernels import KernelKind, KernelSignature
 from engine.network import NetBuilder
+from engine.profile import Profile, resolve_profile
 from engine.plan import (
     ALIGNMENT,
     FORMAT,
@@ -352,3 +353,13 @@ def test_verify_checks_the_plan_before_the_gpu(alexnet_plan, tmp_path, capsys):
     assert main(["verify", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: cannot verify {path}: ") and err.endswith("(the plan itself is valid)")
+
+
+@pytest.mark.parametrize("path", [5, None, b"plan.json", ["plan.json"]])
+def test_a_plan_or_profile_path_that_is_no_path_is_one_line(path):
+    with pytest.raises(PlanFormatError, match="is not a path: give a file's path as a str or pathlib.Path"):
+        load_plan(path)
+    with pytest.raises(ProfileFormatError, match="is not a path"):
+        Profile.load(path)
+    with pytest.raises(ProfileFormatError, match="a profile is a bundled profile's name or a file's path"):
+        resolve_profile(path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import json
 
 import pandas as pd
@@ -308,3 +309,23 @@ def test_engine_sets_restrict_what_the_optimizers_see():
     assert times["all"] <= min(times["heuristics"], times["deterministic"])
     with pytest.raises(EngineError, match="engine set must be one of all, heuristics, deterministic"):
         prof.restrict("fastest")
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        ((None, "net"), "make_plan needs a Profile, got NoneType None"),
+        (("h100-alexnet-b256-tf32-nchw-powerOfTwo", "net"), "make_plan needs a Profile, got str 'h100-alexnet"),
+        (("profile", "alexnet"), "make_plan needs a Network, got str 'alexnet': engine.zoo.get_network"),
+        (("profile", "net", -1), "time_limit_s must be a positive number of seconds, got -1"),
+        (("profile", "net", float("nan")), "time_limit_s must be a positive number of seconds, got nan"),
+        (("profile", "net", True), "time_limit_s must be a positive number of seconds, got True"),
+    ],
+)
+def test_make_plan_names_a_wrong_argument_and_how_to_get_the_right_one(args, message):
+    """The public planning function is called from notebooks too: a name where an object belongs is one line."""
+    net = get_network("alexnet", 8)
+    known = {"profile": synthetic_profile("alexnet", 8), "net": net}
+    profile, network, *limit = [known.get(a, a) if isinstance(a, str) else a for a in args]
+    with pytest.raises(EngineError, match=re.escape(message)):
+        make_plan(profile, network, mode="wd", budget="64MiB", time_limit_s=limit[0] if limit else 10.0)

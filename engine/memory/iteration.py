@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..errors import EngineError
+from ..errors import BudgetError, EngineError
 from ..network import Network
 from ..precision import DEFAULT_PRECISION, check_layout, get_precision
-from ..profile import Profile
-from ..units import format_size
+from ..profile import Profile, resolve_profile
+from ..units import format_size, parse_size
 from ..zoo import get_network
 from . import policies as P
 from .reserve import check_reserve, default_reserve, planning_capacity
@@ -159,14 +159,16 @@ def plan_memory(
     variant = (precision, check_layout(layout or record.layout))
     if workspace is not None and workspace not in RULES:
         raise EngineError(f"unknown workspace rule {workspace!r}; expected one of {', '.join(RULES)}")
+    capacity = None if capacity is None else _size("capacity", capacity)  # bytes, or a size such as "12GiB"
     if capacity is not None and capacity <= 0:
         raise EngineError(f"capacity must be positive, got {capacity}")
+    if profile is not None and not isinstance(profile, Profile):
+        profile = Profile.load(resolve_profile(profile))  # a bundled profile's name or a file, as the CLI takes
     net = _resolve_network(network, batch)
     conv = get_convention(convention or info.convention)
     if optimizer_copies:
         conv = conv.with_options(optimizer_copies=optimizer_copies)
-    if framework_bytes < 0:
-        raise EngineError(f"framework_bytes must be 0 or more, got {framework_bytes}")
+    framework_bytes = _size("framework_bytes", framework_bytes)
     reserve = check_reserve(default_reserve(conv.name) if reserve is None else reserve)
     plan_rule = _plan_rule(conv_plan, plan_workspace, workspace, net)
     if plan_rule:
@@ -203,6 +205,13 @@ def plan_memory(
         result.summary["min_capacity"] = float(np.max(floor_curve.live + np.asarray(least)))
         result.summary["fits"] = bool(result.summary["peak"] <= cap)
     return _least_cap(result)
+
+
+def _size(name: str, value) -> int:
+    try:
+        return parse_size(value)
+    except BudgetError as err:
+        raise BudgetError(f"{name}: {err}") from None
 
 
 def _least_cap(result: MemoryResult) -> MemoryResult:
