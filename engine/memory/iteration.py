@@ -138,20 +138,20 @@ def plan_memory(
 ) -> MemoryResult:
     """Memory timeline of one training iteration of ``network`` under ``policy``.
 
-    ``capacity`` (bytes) bounds what the dynamic workspace rules may take, drives the LRU tensor
-    cache and vDNN_dyn, and decides ``fits``; a plan that fills it (the policy declares so, or its workspace
-    rule is dynamic) is made for (1 - ``reserve``) of it (reserve.py; default: 5 % in the ``pytorch``
-    convention, else 0). ``profile`` gives convolution times and workspaces; without one (and without
-    ``conv_plan``) no workspace is counted, the result says so (``peak_is_lower_bound``) and no time is
-    modelled. ``conv_plan``: the ``engine.plan.Plan`` applied to the model with ``apply_plan``: its kernels'
-    workspaces are counted instead (``plan_workspace`` "arena", one buffer held all iteration, or "per-call",
-    as ``apply_plan``'s ``workspace``; default as apply_plan picks), its other convolutions as stock PyTorch
-    runs them (the ``heuristic`` rule, with a profile). ``workspace`` overrides the policy's rule (in the
-    ``pytorch`` convention the default is ``heuristic``: stock PyTorch's, whatever the paper's);
-    ``convention`` its framework's tensor rules; ``framework_bytes`` what the framework itself keeps
-    allocated (PyTorch's cuBLAS and cuBLASLt workspaces: ``engine.pytorch.calibrate`` measures them; counted
-    as workspace the whole iteration); remaining keywords are policy switches. ``precision`` and ``layout``
-    (default: the precision's) pick the profile's kernels; ``itemsize`` (default: the precision's) sizes tensors.
+    ``capacity`` (bytes, or a size such as ``"12GiB"``) bounds what the dynamic workspace rules may take, drives the
+    LRU tensor cache and vDNN_dyn, and decides ``fits``; a plan that fills it (the policy declares so, or its
+    workspace rule is dynamic) is made for (1 - ``reserve``) of it (reserve.py; default: 5 % in the ``pytorch``
+    convention, else 0). ``profile`` (a Profile, or a bundled profile's name or a file) gives convolution times and
+    workspaces; without one (and without ``conv_plan``) no workspace is counted, the result says so
+    (``peak_is_lower_bound``) and no time is modelled. ``conv_plan``: the ``engine.plan.Plan`` applied to the model
+    with ``apply_plan``: its kernels' workspaces are counted instead (``plan_workspace`` "arena", one buffer held
+    all iteration, or "per-call", as ``apply_plan``'s ``workspace``; default as apply_plan picks), its other
+    convolutions as stock PyTorch runs them (the ``heuristic`` rule, with a profile). ``workspace`` overrides the
+    policy's rule (in the ``pytorch`` convention the default is ``heuristic``: stock PyTorch's, whatever the
+    paper's); ``convention`` its framework's tensor rules; ``framework_bytes`` what the framework itself keeps
+    allocated (PyTorch's cuBLAS and cuBLASLt workspaces: ``engine.pytorch.calibrate`` measures them; counted as
+    workspace the whole iteration); remaining keywords are policy switches. ``precision`` and ``layout`` (default:
+    the precision's) pick the profile's kernels; ``itemsize`` (default: the precision's) sizes tensors.
     """
     info = P.get_policy(policy)
     info.check_options(policy_options)
