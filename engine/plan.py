@@ -371,7 +371,7 @@ def _parse_plan(doc) -> Plan:
     except ValueError as err:
         _fail("policy", f"is not a batch-size policy for mini-batch {batch}: {err}")
     precision, layout = doc["precision"], doc["layout"]
-    if precision not in PRECISIONS:
+    if not isinstance(precision, str) or precision not in PRECISIONS:  # a list or object is unhashable
         _fail("precision", f"must be one of {sorted(PRECISIONS)}, got {_short(precision)}")
     if layout not in LAYOUTS:
         _fail("layout", f"must be one of {list(LAYOUTS)}, got {_short(layout)}")

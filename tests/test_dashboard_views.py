@@ -134,6 +134,20 @@ def test_memory_capacity_typed_and_dropdown_agree(dash):
     assert mem.error.visible and "no unit" in mem.error.object and dash.state.capacity == 16 * GiB
 
 
+def test_typed_sizes_clear_their_error_and_a_zero_capacity_is_refused(dash):
+    c, mem = dash.controls, dash.memory
+    c.exact.value = "lots"
+    assert c.exact_error.visible
+    c.exact.value = ""  # the text the error quoted is gone, and so is the error
+    assert not c.exact_error.visible
+    mem.exact.value = "abc"
+    assert mem.error.visible
+    mem.capacity.value = 16 * GiB  # a pick from the list clears the typed text and its error
+    assert dash.state.capacity == 16 * GiB and mem.exact.value == "" and not mem.error.visible
+    mem.exact.value = "0B"  # as the CLI's --capacity 0: refused, not silently unbounded
+    assert mem.error.visible and "positive" in mem.error.object and dash.state.capacity == 16 * GiB
+
+
 @pytest.mark.slow
 def test_mode_and_policy_widgets(dash):
     dash.controls.mode.value = "WR"

@@ -255,3 +255,13 @@ def test_plan_memory_reads_sizes_and_profiles_as_the_cli_does():
     ]:
         with pytest.raises(EngineError, match=message):
             plan_memory("alexnet", "liveness", batch=8, **kwargs)
+
+
+def test_plan_memory_of_a_model_object_says_how_to_name_it():
+    """A PyTorch user's natural ``plan_memory(model)`` got "unknown network Sequential(" and the module's repr over
+    several lines; it is one line saying how to name the model."""
+    torch = pytest.importorskip("torch")
+    for network in (torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()), 5, None):
+        with pytest.raises(EngineError, match="plan_memory needs a network name or a Network") as info:
+            plan_memory(network)
+        assert "package.module:callable" in str(info.value) and "\n" not in str(info.value)

@@ -145,6 +145,9 @@ DEFECTS = [
     ("wr", "network.name", "", "field network.name"),
     ("wr", "policy", "most", "field policy"),
     ("wr", "precision", "fp64", "field precision"),
+    ("wr", "precision", [], "field precision must be one of"),  # was a TypeError (unhashable)
+    ("wr", "precision", {}, "field precision must be one of"),
+    ("wr", "layout", [], "field layout must be one of"),
     ("wr", "layout", "CHWN", "field layout"),
     ("wr", "kernels", [], "field kernels must be a non-empty list"),
     ("wr", "kernels.1.id", "conv1:F", "field kernels[1].id"),

@@ -78,8 +78,16 @@ class StateView(pn.viewable.Viewer):
             return fn(*args)
 
     def listen(self, widget, names, fn) -> None:
-        """``fn(event)`` on a change of a widget's ``names``, under the page's lock."""
-        widget.param.watch(lambda *events: self.locked(fn, *events), names)
+        """``fn(event)`` on a change of a widget's ``names``, under the page's lock and a hold of its document:
+        served without --num-threads, Panel runs a widget's event with the document unlocked, and a refresh's raw
+        Bokeh edit (the memory plot's data on a typed capacity) then raised in Bokeh's session."""
+        widget.param.watch(lambda *events: self.locked(self._held, fn, *events), names)
+
+    def _held(self, fn, *events):
+        if self._doc is None:
+            return fn(*events)
+        with pn.io.hold(self._doc):
+            return fn(*events)
 
     def __panel__(self):
         return self.panel

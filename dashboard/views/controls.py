@@ -196,7 +196,10 @@ class Controls(StateView):
         self.state.planning.budget = int(self.steps[event.new])
 
     def _from_text(self, event) -> None:
-        if self._syncing or not event.new.strip():
+        if not event.new.strip():
+            self.exact_error.visible = False  # the text the error quoted is gone
+            return
+        if self._syncing:
             return
         try:
             budget = parse_size(event.new)

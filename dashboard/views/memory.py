@@ -72,10 +72,18 @@ class MemoryView(StateView):
             self.state.capacity = event.new
 
     def _exact(self, event) -> None:
+        """A typed capacity; an emptied box drops the error that quoted its text, and 0 is refused as the
+        CLI's --capacity 0 is ("unbounded" is a choice of the list)."""
         if not event.new.strip():
+            self.error.visible = False
             return
         try:
-            self.state.capacity = parse_size(event.new) or None
+            capacity = parse_size(event.new)
+            if not capacity:
+                raise BudgetError(
+                    f"capacity must be positive, got {event.new.strip()!r}: pick 'unbounded' for no limit"
+                )
+            self.state.capacity = capacity
         except BudgetError as err:
             self.error.param.update(object=str(err), visible=True)
             return
@@ -92,7 +100,7 @@ class MemoryView(StateView):
         typed = self.exact.value.strip()
         if typed:
             try:
-                same = (parse_size(typed) or None) == cap
+                same = parse_size(typed) == cap
             except BudgetError:
                 same = False
             if not same:

@@ -9,6 +9,7 @@ profile) runs the time model. ``MemoryResult`` holds tidy tables for the CLI, th
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,6 +115,12 @@ def _resolve_network(network: str | Network, batch: int | None) -> Network:
         if batch is not None and batch != network.batch:
             raise EngineError(f"network {network.name!r} is built for batch {network.batch}, not {batch}")
         return network
+    if not isinstance(network, (str, os.PathLike)):  # a model object's repr would fill the error over many lines
+        raise EngineError(
+            f"plan_memory needs a network name or a Network, got {type(network).__name__}: name a PyTorch model as "
+            "'package.module:callable' (a function returning it, optionally @CxHxW) or 'torchvision:NAME', "
+            "or pass engine.zoo.get_network(NAME, BATCH)"
+        )
     return get_network(network, batch)
 
 

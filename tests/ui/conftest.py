@@ -53,8 +53,8 @@ def pytest_collection_modifyitems(config, items):
 class Server(PanelServer):
     """The app as the README serves it (no websocket message limit: uploads arrive in chunks)."""
 
-    def __init__(self, profile: Path | None, log_path: Path):
-        super().__init__(profile, log_path, ["--num-threads", "2"], timeout=90)
+    def __init__(self, profile: Path | None, log_path: Path, options=("--num-threads", "2")):
+        super().__init__(profile, log_path, list(options), timeout=90)
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +76,15 @@ def server_problems(log: str) -> list[str]:
 @pytest.fixture(scope="module")
 def server(synthetic_profile_file, tmp_path_factory):
     srv = Server(synthetic_profile_file, tmp_path_factory.mktemp("ui-server") / "panel-serve.log")
+    yield srv
+    srv.stop()
+    assert not server_problems(srv.log()), srv.log()
+
+
+@pytest.fixture(scope="module")
+def plain_server(synthetic_profile_file, tmp_path_factory):
+    """Served as the README says: no --num-threads (Panel runs widget events with the document unlocked)."""
+    srv = Server(synthetic_profile_file, tmp_path_factory.mktemp("ui-plain") / "panel-serve.log", options=())
     yield srv
     srv.stop()
     assert not server_problems(srv.log()), srv.log()
@@ -149,3 +158,11 @@ def bundled_page(ui_browser, bundled_server):
     pg.problems = problems
     yield pg
     close_page(pg, problems, bundled_server)
+
+
+@pytest.fixture
+def plain_page(ui_browser, plain_server):
+    """A page on the server without --num-threads, checked like ``app_page``."""
+    pg, problems = open_page(ui_browser, plain_server)
+    yield pg
+    close_page(pg, problems, plain_server)

@@ -148,6 +148,18 @@ def test_memory_tab(app_page):
     app_page.get_by_text("Peak ").first.wait_for(timeout=20_000)
 
 
+def test_a_typed_capacity_redraws_the_memory_plot_served_without_threads(plain_page):
+    """Without --num-threads (the README's way) a typed capacity redrew the memory plot's data with the document
+    unlocked, and Bokeh raised "_pending_writes should be non-None" in the server's log."""
+    plain_page.locator(".bk-tab").filter(has_text="Memory").click()
+    plain_page.get_by_text("Peak ").first.wait_for(timeout=20_000)
+    capacity = plain_page.get_by_placeholder("e.g. 24GiB")
+    capacity.fill("1GiB")
+    capacity.press("Enter")
+    plain_page.get_by_text("typed: 1 GiB").first.wait_for(state="attached", timeout=10_000)
+    plain_page.wait_for_timeout(1000)  # the plot's redraw after the dropdown
+
+
 def test_compare_with_another_gpu(app_page):
     """The bundled H100 AlexNet profile beside its H200 one: the caption names both GPUs, no console error."""
     app_page.get_by_label("Profile").select_option("h100-alexnet-b256-tf32-nchw-powerOfTwo")
