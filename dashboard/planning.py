@@ -58,6 +58,7 @@ class PlanningState(param.Parameterized):
         self._budget_mode = self.mode  # the mode the budget value is expressed in
         self._switched: tuple | None = None  # (mode, budget, new mode, new budget) of the last mode switch
         self._analysis: Analysis | None = None
+        self._profile: str | None = None  # the chosen profile's name at the last rebase
         # set by the page (Dashboard) to send every view's update as one message, e.g. panel's io.hold
         self.hold = contextlib.nullcontext
         self._derive()
@@ -136,11 +137,10 @@ class PlanningState(param.Parameterized):
         recorded = next(
             (n.get("policy") for n in analysis.profile.networks if n.get("name") == analysis.scope.network), None
         )
-        if (
-            (old is None or old.profile is not analysis.profile)
-            and "policy" not in self._given
-            and recorded in policies
-        ):
+        # a newly chosen profile, not another engine set of the same one (a new Profile object too): a user's
+        # policy chosen before an engine-set click was reset, and with --num-threads a click's order is not kept
+        new_profile, self._profile = self._profile != self.selection.profile, self.selection.profile
+        if new_profile and "policy" not in self._given and recorded in policies:
             updates["policy"] = recorded  # what the profile was measured for, e.g. "all"
         elif self.policy not in policies:
             updates["policy"] = "powerOfTwo" if "powerOfTwo" in policies else policies[-1]

@@ -166,6 +166,19 @@ def test_engine_set_switch_recomputes_and_comes_back(tmp_path):
     assert st.current_profile is restricted  # kept: the optimizers' caches stay warm
 
 
+@pytest.mark.parametrize("first", ["policy", "engines"])
+def test_a_chosen_policy_survives_an_engine_set_switch_in_either_order(first):
+    """Served with --num-threads, two clicks may reach the state in either order: an engine-set switch used to
+    put the policy back to the profile's recorded one, so "undivided" then "heuristics" ended on powerOfTwo."""
+    st = PlannerState(profiles={"SYNTHETIC-engines": engine_set_profile()}, budget=256 * MiB)
+    clicks = {"policy": dict(policy="undivided"), "engines": dict(engines="heuristics")}
+    for name in (first, *(set(clicks) - {first})):
+        st.update(**clicks[name])
+    assert (st.policy, st.engines) == ("undivided", "heuristics") and st.result.summary["speedup"] == 1.0
+    st.update(profile="SYNTHETIC-engines")  # the same profile chosen again keeps it too
+    assert st.policy == "undivided"
+
+
 def test_a_model_the_profile_does_not_list_is_planned_where_its_kernels_were_measured():
     """ResNet-101's convolutions are ResNet-50's (more of them): the bundled ResNet-50 profile plans it; a
     model with other kernels gets the command that would profile it; a name that runs code is refused."""
