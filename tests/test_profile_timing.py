@@ -139,13 +139,19 @@ def profiler(timing):
 
 
 class Plans:
-    """A built graph's stand-in: plan i runs ``us[i][r]`` microseconds at repeat r (SYNTHETIC)."""
+    """A built graph's stand-in: plan i runs ``us[i][r]`` microseconds at repeat r (SYNTHETIC), its enqueue
+    taking ``launch_us[i]`` of host time (default: the simulator's); ``calls[i]``: the repeats it was run at."""
 
-    def __init__(self, sim: Sim, us):
-        self.sim, self.us, self.b = sim, us, 4
+    def __init__(self, sim: Sim, us, launch_us=None):
+        self.sim, self.us, self.b, self.launch_us = sim, us, 4, launch_us
+        self.calls: dict[int, list[int]] = {i: [] for i in range(len(us))}
 
     def executor(self, i, ctx):
-        return lambda ptrs, ws: self.sim.enqueue(self.us[i][ptrs["r"]], self.sim.launch_us)
+        def run(ptrs, ws):
+            self.calls[i].append(ptrs["r"])
+            self.sim.enqueue(self.us[i][ptrs["r"]], self.launch_us[i] if self.launch_us else self.sim.launch_us)
+
+        return run
 
 
 class Buffers:
@@ -154,6 +160,24 @@ class Buffers:
 
     def pointers(self, b, r):
         return {"r": r}
+
+
+def time_plans(profiler, plans: Plans, workspaces, signature="Forward/tf32/NCHW/c3h8w8/k4r3s3/p1x1/s1x1/d1x1/g1"):
+    """(built graph, rows) of ``plans`` (none from cuDNN's heuristic list) timed with 5 repeats."""
+    rows = [
+        dict(
+            signature=signature,
+            plan=f"p{i}",
+            heuristic_rank=-1,
+            workspace=ws,
+            numerical_notes="",
+            status="failed",
+            reason="",
+        )
+        for i, ws in enumerate(workspaces)
+    ]
+    built = profiler.BuiltGraph(plans, rows, list(enumerate(rows)))
+    return built, profiler.time_graph(built, Buffers(), Ctx(), repeats=5)
 
 
 def test_time_graph_repeats_only_plans_that_can_be_desirable_and_names_each_dominator(profiler):
@@ -201,20 +225,7 @@ def test_time_graph_repeats_only_plans_that_can_be_desirable_and_names_each_domi
 def test_a_plan_whose_dominator_got_slower_in_its_repeats_is_repeated_too(profiler):
     sim = Event.sim = Sim(20.0)
     us = [[10, 10, 20, 20, 20, 20, 20], [12] * 7]  # SYNTHETIC: p0's single run was lucky
-    rows = [
-        dict(
-            signature="Forward/tf32/NCHW/c3h8w8/k4r3s3/p1x1/s1x1/d1x1/g1",
-            plan=f"p{i}",
-            heuristic_rank=-1,
-            workspace=ws,
-            numerical_notes="",
-            status="failed",
-            reason="",
-        )
-        for i, ws in enumerate((0, 1 << 20))
-    ]
-    built = profiler.BuiltGraph(Plans(sim, us), rows, list(enumerate(rows)))
-    out = profiler.time_graph(built, Buffers(), Ctx(), repeats=5)
+    _, out = time_plans(profiler, Plans(sim, us), (0, 1 << 20))
     assert [(r["repeats"], r["reason"], round(r["time_ms"] * 1000, 3)) for r in out] == [(5, "", 20.0), (5, "", 12.0)]
 
 
@@ -237,22 +248,8 @@ def test_a_host_bound_region_is_timed_back_to_back_at_once_and_the_others_exactl
 
 def test_time_graph_names_host_bound_plans_and_a_faster_plan_dominates_them(profiler):
     sim = Event.sim = Sim(20.0)
-    plans = [Plans(sim, [[50.0] * 7, [30.0] * 7])]
-    plans[0].executor = lambda i, ctx: lambda ptrs, ws: sim.enqueue(plans[0].us[i][ptrs["r"]], (3000.0, 20.0)[i])
-    rows = [
-        dict(
-            signature="Forward/tf32/NCHW/c8h8w8/k8r3s3/p1x1/s1x1/d1x1/g8",
-            plan=f"p{i}",
-            heuristic_rank=-1,
-            workspace=0,
-            numerical_notes="",
-            status="failed",
-            reason="",
-        )
-        for i in range(2)
-    ]
-    built = profiler.BuiltGraph(plans[0], rows, list(enumerate(rows)))
-    out = profiler.time_graph(built, Buffers(), Ctx(), repeats=5)
+    plans = Plans(sim, [[50.0] * 7, [30.0] * 7], launch_us=(3000.0, 20.0))
+    built, out = time_plans(profiler, plans, (0, 0), "Forward/tf32/NCHW/c8h8w8/k8r3s3/p1x1/s1x1/d1x1/g8")
     assert [(r["repeats"], round(r["time_ms"], 2)) for r in out] == [(1, 3.0), (5, 0.03)]
     assert (
         out[0]["reason"]
@@ -265,26 +262,7 @@ def test_a_repeated_plan_runs_once_per_repeat_after_its_warm_up_and_its_first_ru
     """Five repeats are the first timed run and four more: the warm-up and five runs, not six (the bundled ResNet-50
     b64 profile's repeats were 9.2 of its 33 s of timed kernels). SYNTHETIC microseconds per run r."""
     sim = Event.sim = Sim(20.0)
-    runs = {0: [], 1: []}
-    us = [[99, 7, 10, 10, 10, 10, 10, 10], [99, 30, 30, 30, 30, 30, 30, 30]]
-
-    class Counting(Plans):
-        def executor(self, i, ctx):
-            return lambda ptrs, ws: (runs[i].append(ptrs["r"]), sim.enqueue(us[i][ptrs["r"]], sim.launch_us))
-
-    rows = [
-        dict(
-            signature="Forward/tf32/NCHW/c3h8w8/k4r3s3/p1x1/s1x1/d1x1/g1",
-            plan=f"p{i}",
-            heuristic_rank=-1,
-            workspace=ws,
-            numerical_notes="",
-            status="failed",
-            reason="",
-        )
-        for i, ws in enumerate((0, 1 << 20))
-    ]
-    built = profiler.BuiltGraph(Counting(sim, us), rows, list(enumerate(rows)))
-    out = profiler.time_graph(built, Buffers(), Ctx(), repeats=5)
-    assert runs == {0: [0, 1, 2, 3, 4, 5], 1: [0, 1]}  # p1: slower with more workspace, dominated at first timing
+    plans = Plans(sim, [[99, 7, 10, 10, 10, 10, 10, 10], [99, 30, 30, 30, 30, 30, 30, 30]])
+    _, out = time_plans(profiler, plans, (0, 1 << 20))
+    assert plans.calls == {0: [0, 1, 2, 3, 4, 5], 1: [0, 1]}  # p1: slower, more workspace: dominated
     assert (out[0]["repeats"], out[0]["time_min_ms"], out[0]["time_ms"]) == (5, 0.007, 0.01)

@@ -162,7 +162,7 @@ def split_line(prov: dict) -> str:
     )
     wait = f", waiting for the GPU {s['wait']:.1f} s" if s.get("wait") else ""
     bound = (s.get("host_bound") or {}).get("plans")
-    bound = f"; {bound} plans host-bound (over 1 ms of host time an execution), timed back to back" if bound else ""
+    bound = f"; {bound} plans host-bound (engine/gpu/timing.py), timed back to back" if bound else ""
     return (
         f"time split over {s['graphs']} measured graphs{where}: building {s['build']:.1f} s ({part}), timing "
         f"{s['timing']:.1f} s, bookkeeping {s['bookkeeping']:.1f} s (notes {steps.get('notes', 0):.1f}, cache "
