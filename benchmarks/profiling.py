@@ -319,13 +319,23 @@ def gil(args) -> None:
 
 
 def per_graph(cache: Path) -> list[dict]:
-    """Each graph's stored timing and time split (the done table), in the order they were stored."""
+    """Each graph's stored timing and time split (the done table), in the order they were stored, and its plans
+    (rows, timed, host-bound) from the measurements table: a run cut off at its limit still says where its time
+    went."""
     import sqlite3
 
     with sqlite3.connect(cache) as db:
         rows = db.execute("SELECT signature, micro_batch, provenance FROM done ORDER BY rowid").fetchall()
+        counts = {
+            (sig, b): (n, ok, host)
+            for sig, b, n, ok, host in db.execute(
+                "SELECT signature, micro_batch, COUNT(*), SUM(status = 'ok'), SUM(reason LIKE 'host-bound%') "
+                "FROM measurements GROUP BY signature, micro_batch"
+            )
+        }
     out = []
     for sig, b, prov in rows:
+        plans, timed, host_bound = counts.get((sig, b), (0, 0, 0))
         p = json.loads(prov)
         timing = p.get("timing", {})
         split = {k: v for k, v in timing.get("split", {}).items() if not isinstance(v, dict)}
@@ -337,6 +347,9 @@ def per_graph(cache: Path) -> list[dict]:
                 "start": timing.get("start"),
                 "seconds": timing.get("seconds"),
                 "split": split,
+                "plans": plans,
+                "timed": timed,
+                "host_bound": host_bound,
             }
         )
     return out

@@ -19,7 +19,8 @@ first call, so cases must not share a process) and appends each result to the JS
   it holds plus the layer's own new tensors plus X MiB, and lift the cap after; the algorithms chosen then stay
   for the timed steps, which run uncapped;
 - ``wr-X`` / ``wd-X``: the model with ``engine.pytorch.apply_plan`` of a WR plan at X per kernel / a WD plan
-  of X in total (engine.planner.make_plan on the bundled H100 profile), under the same pressure. A MEASURED model
+  of X in total (engine.planner.make_plan on the bundled profile of the GPU's model, else H100's), under the
+  same pressure. A MEASURED model
   (MobileNetV3-Large, EfficientNet-B0, ConvNeXt-Tiny: no bundled profile) is planned by
   ``engine.gpu.planning.profile_and_plan``, the one-line API's path (``engine.pytorch.optimize``), from the
   profiler's cache in ``--profile-cache`` (``--engines``: default ``heuristics``, cuDNN's heuristic list only,
@@ -64,7 +65,7 @@ from benchmarks.readme import README, write_block  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
 from engine.precision import PRECISIONS  # noqa: E402
 
-BUNDLED = {"alexnet": 256, "resnet50": 64, "vgg16": 64}  # planned from the bundled H100 profiles
+BUNDLED = {"alexnet": 256, "resnet50": 64, "vgg16": 64}  # planned from bundled profiles (profile_name)
 MEASURED = {"mobilenet_v3_large": 64, "efficientnet_b0": 64, "convnext_tiny": 64}  # profiled by the run (issue 23)
 MODELS = BUNDLED | MEASURED
 MEASURED_CASES = ("stock-free", "legacy-64", "wr-64-free", "wr-256-free")  # issue 23: beside stock-free and legacy
@@ -82,8 +83,14 @@ FILLER_RULE = "a planned case's arena counts inside its X; the filler goes back 
 
 
 def profile_name(net: str, batch: int, precision: str) -> str:
-    layout = PRECISIONS[precision].layout.lower()
-    return f"h100-{net}-b{batch}-{precision}-{layout}-powerOfTwo"
+    """The bundled profile measured on this GPU's model (``h200-...`` on an H200) where there is one, else H100's."""
+    import torch
+
+    from engine.profile import bundled_profiles
+
+    tail = f"{net}-b{batch}-{precision}-{PRECISIONS[precision].layout.lower()}-powerOfTwo"
+    gpu = torch.cuda.get_device_name().split()[-1].lower() if torch.cuda.is_available() else "h100"
+    return f"{gpu}-{tail}" if f"{gpu}-{tail}" in bundled_profiles() else f"h100-{tail}"
 
 
 # --- one case, in its own process ----------------------------------------------------------------
@@ -99,11 +106,16 @@ def plan_for(net: str, batch: int, precision: str, mode: str, budget: int, cache
 
     command = f"benchmarks/torch_training.py case {net} {precision} {mode}-{budget // MIB}"
     if net in BUNDLED:
-        profile = Profile.load(resolve_profile(profile_name(net, batch, precision)))
+        name = profile_name(net, batch, precision)
         plan = make_plan(
-            profile, get_network(net, batch), mode=mode, budget=budget, policy="powerOfTwo", command=command
+            Profile.load(resolve_profile(name)),
+            get_network(net, batch),
+            mode=mode,
+            budget=budget,
+            policy="powerOfTwo",
+            command=command,
         )
-        return plan, {}
+        return plan, {"profile": name}
     from engine.gpu.planning import profile_and_plan
     from engine.pytorch.loader import load_network
 
