@@ -403,16 +403,16 @@ def test_unplanned_convolutions_stay_stock_and_are_named():
     assert extra.ucudnn.unplanned == ["0"]
 
 
-@pytest.mark.parametrize("benchmark", [False, True])
-def test_layers_the_plan_does_not_speed_up_stay_stock(benchmark):
+@pytest.mark.parametrize("cudnn_benchmark", [False, True])
+def test_layers_the_plan_does_not_speed_up_stay_stock(cudnn_benchmark):
     """engine.stock: a WR plan at 256 MiB leaves to stock PyTorch the layers where it predicts less gain than its
     host cost (judged with cudnn.benchmark as set), replaces the others, and the step still equals stock's."""
     from engine.pytorch import apply_plan
     from engine.stock import stock_layers
 
-    torch.backends.cudnn.benchmark = benchmark
+    torch.backends.cudnn.benchmark = cudnn_benchmark  # not "benchmark": pytest-benchmark's fixture name
     plan = plan_for("resnet18", "tf32", budget="256MiB")
-    stays = stock_layers(plan, benchmark)
+    stays = stock_layers(plan, cudnn_benchmark)
     stock, planned = models("resnet18")
     apply_plan(planned, plan)
     applied = planned.ucudnn

@@ -51,7 +51,8 @@ def pipelined(
         WORK, SETTINGS, "SYNTHETIC", str(tmp_path / cache), workers, track, should_stop, None, measure, probe, devices
     )
     try:
-        return assemble(c, WORK, dict(prov, time_split=track.split_summary()), NET, "powerOfTwo", "tf32", "NCHW"), track
+        prov = dict(prov, time_split=track.split_summary(), graphs=track.graph_counts())
+        return assemble(c, WORK, prov, NET, "powerOfTwo", "tf32", "NCHW"), track
     finally:
         c.close()
 
@@ -171,6 +172,7 @@ def test_a_killed_run_resumes_without_measuring_again_and_its_workers_exit(tmp_p
     )
     pd.testing.assert_frame_equal(prof.table, expected_table(tmp_path))
     assert track.status()["from_cache"] == len(kept)
+    assert prof.provenance["graphs"] == {"total": 56, "from_cache": len(kept), "measured": 56 - len(kept), "failed": 0}
 
 
 def _alive(pid: int) -> bool:

@@ -406,6 +406,7 @@ def profile_network(
         prov["options"] = settings.options()
         prov["workers"] = workers
         prov["time_split"] = track.split_summary()
+        prov["graphs"] = track.graph_counts()
         return assemble(cache, work, prov, network, policy, precision, layout)
     finally:
         cache.close()

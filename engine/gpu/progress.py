@@ -213,6 +213,10 @@ class ProfileProgress:
             "elapsed_s": None if self.began is None else round(self.clock() - self.began, 1),
         }
 
+    def graph_counts(self) -> dict:
+        """A profile's ``graphs`` provenance (as engine.gpu.distributed's): what a resumed run measured."""
+        return {"total": self.total, "from_cache": self.cached, "measured": self.done - self.cached, "failed": 0}
+
     def split_summary(self) -> dict:
         """Seconds summed over this run's measured graphs: "build" (heuristic query, engine sweep, plan
         finalizing), "timing" (operand fills, timed runs), "bookkeeping" (numerical-notes labelling, cache
