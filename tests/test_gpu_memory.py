@@ -235,13 +235,24 @@ DOC_PROFILE = "h100-resnet18-b128-tf32-nchw-powerOfTwo"
 
 @pytest.fixture(scope="module")
 def doc_plans():
-    """The bundled profile and its WR plan at 64 MiB per kernel for the imported ResNet-18 b128 (made once)."""
+    """The bundled profile and its WR plan at 64 MiB per kernel for the imported ResNet-18 b128 (made once). On
+    another GPU than the bundled profile's, this GPU is profiled (cuDNN's heuristic list), as the README tells a
+    user: a plan's engine ids are not portable."""
     from engine.planner import make_plan
     from engine.profile import Profile, resolve_profile
     from engine.pytorch.loader import load_network
 
     profile = Profile.load(resolve_profile(DOC_PROFILE))
     net = load_network("torchvision:resnet18", DOC_BATCH)
+    if profile.provenance.get("gpu") != torch.cuda.get_device_name():
+        import tempfile
+
+        from engine.gpu.profiler import profile_network
+
+        with tempfile.TemporaryDirectory() as tmp:
+            profile = profile_network(
+                net, policy="powerOfTwo", precision="tf32", layout="NCHW", engines="heuristics", cache_path=f"{tmp}/c"
+            )
     return profile, make_plan(profile, net, mode="wr", budget=64 << 20, policy="powerOfTwo")
 
 
