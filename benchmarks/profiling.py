@@ -329,7 +329,7 @@ def per_graph(cache: Path) -> list[dict]:
         counts = {
             (sig, b): (n, ok, host)
             for sig, b, n, ok, host in db.execute(
-                "SELECT signature, micro_batch, COUNT(*), SUM(status = 'ok'), SUM(reason LIKE 'host-bound%') "
+                "SELECT signature, micro_batch, COUNT(*), SUM(status = 'ok'), SUM(reason LIKE '%host-bound:%') "
                 "FROM measurements GROUP BY signature, micro_batch"
             )
         }

@@ -253,7 +253,7 @@ def test_time_graph_names_host_bound_plans_and_a_faster_plan_dominates_them(prof
     assert [(r["repeats"], round(r["time_ms"], 2)) for r in out] == [(1, 3.0), (5, 0.03)]
     assert (
         out[0]["reason"]
-        == "host-bound: 3.0 ms of host time per execution, timed back to back; dominated by plan p1 at first timing"
+        == "dominated by plan p1 at first timing; host-bound: 3.0 ms of host time per execution, timed back to back"
     )
     assert built.split["host_bound"] == {"plans": 1}
 
