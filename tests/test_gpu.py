@@ -192,7 +192,8 @@ def test_plans_timed_once_are_dominated_on_the_stored_times():
     once = [r for r in ok.values() if r["repeats"] == 1]
     assert ok and all(r["repeats"] in (1, 4) for r in ok.values()) and len(once) < len(ok)
     for r in once:
-        assert r["reason"].startswith("dominated by plan ") and r["reason"].endswith(" at first timing")
+        why = r["reason"].split("; ")[0]  # a host-bound note may follow (engine.gpu.timing)
+        assert why.startswith("dominated by plan ") and why.endswith(" at first timing")
         q = ok[r["reason"].split()[3]]
         assert q["repeats"] == 4
         tq, tr = screen.timed(q, q["time_ms"], 0), screen.timed(r, r["time_ms"], 0)
