@@ -409,6 +409,34 @@ def overheads(run: Path, doc: dict) -> dict:
     }
 
 
+PROGRESS = re.compile(r"(\d+)/(\d+)\s+([\d.]+)s ETA")  # the progress line since 2026-11-26
+
+
+def progress_end(log: Path) -> str:
+    """Where a run's progress log ended: graphs stored of all, and its seconds then."""
+    found = PROGRESS.findall(log.read_text(errors="replace")) if log.exists() else []
+    return f"{found[-1][0]} of {found[-1][1]} graphs in {found[-1][2]} s" if found else "no progress line"
+
+
+def ended_early(listing: dict) -> list[str]:
+    """One line per run that ended before writing its JSON, from its committed progress logs."""
+    lines = []
+    for r in listing.get("ended_early", []):
+        run = RUNS / r["dir"]
+        spans = [PROGRESS.findall((run / f"run-{x}.log").read_text()) for x in ("A", "B")]
+        ratio = (
+            f"; the measuring alone {float(spans[0][-1][2]) / float(spans[1][-1][2]):.2f}x"
+            if all(spans) and spans[0][-1][0] == spans[0][-1][1] and spans[1][-1][0] == spans[1][-1][1]
+            else ""
+        )
+        lines.append(
+            f"- [{r['dir']}](profile-multigpu/{r['dir']}) ({r['code']}): {r['why']}. Its progress logs: A (one GPU) "
+            f"{progress_end(run / 'run-A.log')}, B (`--gpus 0,1`) {progress_end(run / 'run-B.log')}{ratio}; "
+            f"the walls were not recorded."
+        )
+    return lines
+
+
 def load_runs() -> list[tuple[dict, dict, dict]]:
     """(listing entry, the run's JSON, its overheads) per committed run, in the order they ran."""
     listing = json.loads((RUNS / "runs.json").read_text())
@@ -433,7 +461,9 @@ def split(g: dict | None) -> str:
 
 
 def render(rows) -> str:
+    """The report of the committed runs, and of those listed as ended early (from their logs)."""
     ok = lambda v: "yes" if v else "**no**"  # noqa: E731
+    early = ended_early(json.loads((RUNS / "runs.json").read_text()))
     table = [
         "| run | code | A wall | B wall | speed-up (wall) | profiling | first to last graph stored | "
         "before the first graph, A / B | B's extra per graph and GPU | of which: in the graph / between graphs | "
@@ -468,8 +498,8 @@ Written by `python benchmarks/profile_multigpu.py report` from the runs in
 [profile-multigpu/runs.json](profile-multigpu/runs.json); each run's own report, JSON and logs are in its folder.
 Every run: `{last["command"]}` on a lent host with two {p["gpu"]} (driver {p["driver"]}, cuDNN
 {p["cudnn_version"]}, frontend {p["frontend_version"]}, dask {last["versions"]["dask"]}), each run on another
-host. A is the single-GPU profiler with one GPU visible, B `--gpus 0,1` (one Dask worker per GPU), both from a
-cold cache, timed by wall clock as the user's command; target: B at least {SPEEDUP}x faster than A.
+host. A is the single-GPU profiler with one GPU visible, B `--gpus 0,1` (in these runs one Dask worker per GPU;
+since 2026-11-26 the pipeline's processes spread over the GPUs), both from a cold cache, timed by wall clock as the user's command; target: B at least {SPEEDUP}x faster than A.
 
 {chr(10).join(table)}
 
@@ -488,7 +518,7 @@ graphs;
 "prepared": the packages' bytecode compiled and the GPU libraries loaded once before A, as an installed package
 on a used host has them (the GPU host's wheels come without bytecode, so otherwise the first run to import a
 package compiles it).{starts}
-"""
+{"" if not early else chr(10) + "## Runs that ended early" + chr(10) * 2 + chr(10).join(early) + chr(10)}"""
 
 
 def readme_block(rows) -> str:
@@ -509,8 +539,24 @@ def readme_block(rows) -> str:
         f"{every(same)} measured the same plans on one and on two GPUs, and {every(resumed).lower()} resumed a "
         f"run killed half-way by measuring only the missing graphs. In the last run the two-GPU command spent {o['before_b']} s before "
         f"storing its first graph (one GPU: {o['before_a']} s) and a graph took {o['extra_ms']} ms longer on a "
-        f"Dask worker than alone ([benchmarks/reports/profile-multigpu.md](benchmarks/reports/profile-multigpu.md))."
+        f"Dask worker than alone{early_text()} ([benchmarks/reports/profile-multigpu.md]"
+        "(benchmarks/reports/profile-multigpu.md))."
     )
+
+
+def early_text() -> str:
+    """README's note on the runs that ended early: the measuring's speed-up by their progress logs."""
+    listing = json.loads((RUNS / "runs.json").read_text())
+    notes = []
+    for r in listing.get("ended_early", []):
+        ends = [PROGRESS.findall((RUNS / r["dir"] / f"run-{x}.log").read_text()) for x in ("A", "B")]
+        if all(ends):
+            notes.append(
+                f"{r['dir']} (code {r['code']}, the pipeline's processes spread over both GPUs) measured "
+                f"{float(ends[0][-1][2]) / float(ends[1][-1][2]):.2f}x faster on two by its progress logs but "
+                f"ended before writing its walls"
+            )
+    return "; " + "; ".join(notes) if notes else ""
 
 
 def write_report() -> int:

@@ -33,6 +33,7 @@ import itertools
 import json
 import os
 import statistics
+import re
 import subprocess
 import sys
 import tempfile
@@ -729,6 +730,21 @@ def load_speed_runs(listing: Path) -> list[tuple[dict, dict]]:
     return [(r, json.loads((listing.parent / r["dir"] / "speed.json").read_text())) for r in doc["runs"]]
 
 
+def cut_text(run: dict) -> str:
+    """Where a run cut at its limit stood, from its last progress line: graphs done of all, and its ETA then."""
+    last = (run.get("stderr") or [""])[-1] if run.get("returncode") == "timeout" else ""
+    m = re.search(r"(\d+)/(\d+)\s+([\d.]+)s ETA (\d+):(\d+)", last)
+    if not m:
+        return ""
+    done, total, at, eta = int(m[1]), int(m[2]), float(m[3]), 60 * int(m[4]) + int(m[5])
+    return f" (cut at {done} of {total} graphs after {at:.0f} s of profiling; its ETA then: {eta} s more)"
+
+
+def run_gpu(d: dict) -> str:
+    """The GPU a run measured on (from any of its runs' provenance)."""
+    return next((r["provenance"]["gpu"] for r in d["runs"].values() if r.get("provenance")), "?")
+
+
 def target_lines(entry: dict, last: dict, goals: dict) -> list[str]:
     """Each target against the last run, with where B's time went."""
     runs, c, out = last["runs"], last.get("compare") or {}, []
@@ -749,7 +765,8 @@ def target_lines(entry: dict, last: dict, goals: dict) -> list[str]:
         goal = goals.get("mobilenet_v3_large_s", 120.0)
         met = "met" if m.get("returncode") == 0 and m["wall_s"] <= goal else "not met"
         out.append(
-            f"- MobileNetV3-Large b128 on one GPU: {wall_text(m)} in {entry['dir']}, target {goal:g} s: **{met}**."
+            f"- MobileNetV3-Large b128 on one GPU: {wall_text(m)} in {entry['dir']}, target {goal:g} s: **{met}**"
+            f"{cut_text(m)}."
         )
     dw_run = m or runs.get("D") or {}
     dw = depthwise_graphs(dw_run)
@@ -769,6 +786,7 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
     prov = next((r["provenance"] for r in runs.values() if r.get("provenance")), {})
     v = last.get("versions", {})
     goals = last["goals"]
+    gpus = list(dict.fromkeys(run_gpu(d) for _, d in rows))
     lines = [
         "# Profiling a new model in a minute or two (issue 24)",
         "",
@@ -776,7 +794,9 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         "(each measured by `python benchmarks/profiling.py speed --out DIR` on a lent host with one GPU and "
         "compared by `speed-compare`; each run's `speed.json` holds every graph's seconds and time split).",
         "",
-        f"- GPU: {prov.get('gpu')}, driver {prov.get('driver')}, CUDA runtime {prov.get('cuda_runtime')}, cuDNN "
+        "- GPU: "
+        + "; ".join(f"{g} ({', '.join(r['dir'] for r, d in rows if run_gpu(d) == g)})" for g in gpus)
+        + f"; the last run's: driver {prov.get('driver')}, CUDA runtime {prov.get('cuda_runtime')}, cuDNN "
         f"{prov.get('cudnn_version')}, cudnn-frontend {prov.get('frontend_version')}, CuPy "
         f"{prov.get('cupy_version')}, torch {v.get('torch') or 'not installed'} (not used), dask "
         f"{v.get('dask')}, Python {prov.get('python')}; {prov.get('date')}",
@@ -795,17 +815,19 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         "spin, B / M / D |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    serial = {}
+    serials: dict[str, dict] = {}  # per GPU: the last serial run A
     for r, d in rows:
         ru = d["runs"]
         a, b, m, dd = (ru.get(k) or {} for k in ("A", "B", "M", "D"))
         if a.get("returncode") == 0:
-            serial = {"wall": a["wall_s"], "run": r["dir"]}
+            serials[run_gpu(d)] = {"wall": a["wall_s"], "run": r["dir"]}
+        serial = serials.get(run_gpu(d), {})
         a_text = f"{a['wall_s']} s" if a.get("wall_s") else (f"(run {serial['run']})" if serial else "-")
         vs = f"{serial['wall'] / b['wall_s']:.2f}x" if b.get("wall_s") and serial else "-"
         bs = b.get("time_split") or {}
         lines.append(
-            f"| {r['dir']} | {r['code']} | {a_text} | **{wall_text(b)}** | {vs} | {b.get('workers', '-')} | "
+            f"| {r['dir']} ({run_gpu(d).removeprefix('NVIDIA ')}) | {r['code']} | {a_text} | **{wall_text(b)}** | "
+            f"{vs} | {b.get('workers', '-')} | "
             f"{bs.get('timing', 0):.1f} / {bs.get('build', 0) + bs.get('bookkeeping', 0):.1f} s | "
             f"{once_text(b)} | **{wall_text(m)}** | {wall_text(dd)} | {depthwise_text(m or dd)} | "
             + " / ".join(retimed_text(x) for x in (b, m, dd))
@@ -925,11 +947,51 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def speed_readme(rows: list[tuple[dict, dict]]) -> str:
+    """README's lines: per GPU the last pipelined ResNet-50 and the serial one, then the last run's depthwise and
+    MobileNetV3-Large results, with the targets."""
+    goals, parts = rows[-1][1]["goals"], []
+    for gpu in dict.fromkeys(run_gpu(d) for _, d in rows):
+        mine = [(r, d) for r, d in rows if run_gpu(d) == gpu]
+        b = [(r, d["runs"]["B"]) for r, d in mine if (d["runs"].get("B") or {}).get("returncode") == 0]
+        a = [(r, d["runs"]["A"]) for r, d in mine if (d["runs"].get("A") or {}).get("returncode") == 0]
+        text = f"on one {gpu}: {b[-1][1]['wall_s']} s in {b[-1][0]['dir']} (code {b[-1][0]['code']})" if b else ""
+        if a:
+            text += f", {a[-1][1]['wall_s']} s graph after graph ({a[-1][0]['dir']})"
+        parts.append(text)
+    entry, last = rows[-1]
+    m, dd = last["runs"].get("M") or {}, last["runs"].get("D") or {}
+    dw_run = m or dd
+    dw = depthwise_graphs(dw_run)
+    tail = ""
+    if dw:
+        tail += (
+            f" Depthwise and grouped graphs ({'MobileNetV3-Large b128' if m else 'benchmarks/depthwise.yaml'}, "
+            f"{entry['dir']}): {median_own(dw_run, dw):.2f} s median of a graph's own building and timing "
+            f"(target {goals['depthwise_graph_median_s']:g} s)."
+        )
+    if m:
+        tail += (
+            f" MobileNetV3-Large b128 with the sweep: {wall_text(m)}{cut_text(m)} (target "
+            f"{goals.get('mobilenet_v3_large_s', 120.0):g} s)."
+        )
+    return (
+        "- Profiling speed (`python -m engine profile`, ResNet-50 b64 TF32 `powerOfTwo` with the engine sweep, cold "
+        "cache, wall clock of the command, plans built on host processes while one at a time times on the GPU, the "
+        f"default; target {goals['resnet50_one_gpu_s']:g} s): "
+        + "; ".join(parts)
+        + "."
+        + tail
+        + " ([benchmarks/reports/profiling-speed.md](benchmarks/reports/profiling-speed.md))"
+    )
+
+
 def speed_report(args) -> None:
     listing = Path(args.runs)
-    atomic_write(
-        args.output, speed_render(load_speed_runs(listing), os.path.relpath(listing, Path(args.output).parent))
-    )
+    rows = load_speed_runs(listing)
+    atomic_write(args.output, speed_render(rows, os.path.relpath(listing, Path(args.output).parent)))
+    if args.readme:
+        write_block(Path(args.readme), "profiling:speed", speed_readme(rows))
     print(f"wrote {args.output}")
 
 
@@ -960,6 +1022,7 @@ def main() -> None:
     sr = sub.add_parser("speed-report", help="profiling-speed.md from the committed JSON")
     sr.add_argument("runs", nargs="?", default=str(SPEED_RUNS), help="the listing of committed runs")
     sr.add_argument("-o", "--output", default=str(SPEED_REPORT))
+    sr.add_argument("--readme", default=str(README), help="README whose profiling:speed block to rewrite ('' for none)")
     args = ap.parse_args()
     {
         "measure": measure,

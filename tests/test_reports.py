@@ -73,6 +73,12 @@ def test_profiling_report_and_readme_block_match_the_committed_results():
     assert profiling.DEFAULT_REPORT.read_text() == profiling.render(data, "benchmarks/reports/profiling.json")
 
 
+def test_profiling_speed_report_and_readme_block_match_the_committed_runs():
+    rows = profiling.load_speed_runs(profiling.SPEED_RUNS)
+    assert read_block(README.read_text(), "profiling:speed") == profiling.speed_readme(rows)
+    assert profiling.SPEED_REPORT.read_text() == profiling.speed_render(rows, "profiling-speed/runs.json")
+
+
 def test_profile_multigpu_report_and_readme_block_match_the_committed_runs():
     rows = profile_multigpu.load_runs()
     assert read_block(README.read_text(), "profile_multigpu") == profile_multigpu.readme_block(rows)

@@ -568,31 +568,6 @@ def test_a_tuple_unpacked_in_python_is_taken_at_its_producers_end(policy):
         assert "Y:add" in runtime.schedule.held  # the re-forwarded tanh reads it: the runtime must see the add
 
 
-def test_re_forwards_of_in_place_random_layers_on_cuda_carry_a_caution_until_the_gpu_tests_pass():
-    """The fix for in-place dropouts re-forwarded (MobileNetV3/EfficientNet on the H100: gradients unlike stock's)
-    is tested on the CPU only: a CUDA step whose plan re-forwards an in-place random layer is told so; AlexNet's
-    dropouts (not in place, right on the H100), CPU models and plans re-forwarding no random layer are not flagged."""
-    import torchvision
-
-    from engine.pytorch.layermap import LayerMap
-    from engine.pytorch.memory import unverified
-
-    def case(model, shape, name, policy):
-        net = import_model(model, shape, 2, name)
-        return plan_memory(net, policy=policy, convention="pytorch").plan, LayerMap(model, net)
-
-    mobilenet = torchvision.models.mobilenet_v3_small(num_classes=10)
-    plan, layers = case(mobilenet, (3, 64, 64), "mobilenet_v3_small", "sn-recompute")
-    assert any(t.phase == "R" and plan.inventory.net.layer(t.layer).op == "dropout" for t in plan.ticks)
-    assert "not yet verified on a GPU" in unverified(plan, "cuda", layers)
-    assert unverified(plan, "cpu", layers) == ""
-    offload, layers = case(mobilenet, (3, 64, 64), "mobilenet_v3_small", "vdnn-all-p")
-    assert unverified(offload, "cuda", layers) == ""
-    alexnet, layers = case(torchvision.models.alexnet(num_classes=10), (3, 224, 224), "alexnet", "sn-recompute")
-    assert any(t.phase == "R" and alexnet.inventory.net.layer(t.layer).op == "dropout" for t in alexnet.ticks)
-    assert unverified(alexnet, "cuda", layers) == ""
-
-
 def two_form_dropout(real):
     """F.dropout whose out-of-place form draws its mask otherwise than its in-place form, as on CUDA (out of
     place one fused kernel, in place bernoulli_ then mul_). On the CPU PyTorch's two forms draw alike, so only

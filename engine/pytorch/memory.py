@@ -42,7 +42,6 @@ from ..units import format_size
 from .layermap import LayerMap
 from .memory_step import Step, unpack
 from .offload import Mover
-from .recompute import draws_random
 from .schedule import Schedule, build_schedule
 
 # workspace rules whose choices are what PyTorch runs: stock cuDNN without cudnn.benchmark, and a plan applied with
@@ -89,11 +88,6 @@ def apply_memory_policy(model: nn.Module, result, example_input: torch.Tensor | 
         )
     if schedule.ignored:
         notes.append(f"copies of {', '.join(schedule.ignored)} leave no gap before a prefetch; kept on the device")
-    device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    caution = unverified(plan, device.type, layers)
-    if caution:
-        warnings.warn(caution, stacklevel=2)
-        notes.append(caution)
     runtime = MemoryRuntime(model, result, schedule, layers, notes)
     if example_input is not None:
         try:
@@ -152,27 +146,6 @@ def executable(plan, result=None) -> list[str]:
             f"with profile= (stock cuDNN) or conv_plan= (a plan applied with apply_plan)"
         )
     return notes
-
-
-def unverified(plan, device_type: str, layers: LayerMap) -> str:
-    """A caution until the GPU tests pass again: on an H100, MobileNetV3-Large's and EfficientNet-B0's gradients
-    under re-forwards were not stock's. The cause found since (their in-place dropout re-forwarded in its
-    out-of-place form, which on CUDA draws another mask) is fixed and tested on the CPU, not yet on a GPU: a plan
-    that re-forwards a random layer writing in place (a module with ``inplace`` on, or a function, whose call is
-    seen only as it runs) is flagged."""
-    net = plan.inventory.net
-
-    def suspect(layer: str) -> bool:
-        module = layers.module_of(layer)
-        return draws_random(net.layer(layer)) and (module is None or bool(getattr(module, "inplace", False)))
-
-    if device_type != "cuda" or not any(t.phase == "R" and suspect(t.layer) for t in plan.ticks):
-        return ""
-    return (
-        "re-forwards of in-place random layers (dropout) on CUDA are not yet verified on a GPU since the fix "
-        "that keeps their mask stock PyTorch's; compare a step with stock before training "
-        "(README: what does not work yet)"
-    )
 
 
 def _check_recompute(schedule: Schedule) -> None:
