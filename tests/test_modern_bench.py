@@ -330,7 +330,7 @@ def test_a_measured_model_is_planned_through_profile_and_plan_on_the_cache(preci
     )
     assert done == {"graphs": 7, "measured": 0, "profile_s": 0.0}
     plan, done = tt.plan_for("alexnet", 256, "tf32", "wr", 64 << 20, None, "heuristics")
-    assert done == {} and plan.totals.time_ms > 0
+    assert done == {"profile": "h100-alexnet-b256-tf32-nchw-powerOfTwo"} and plan.totals.time_ms > 0  # no GPU here
 
 
 def test_the_example_switches_random_ops_off_so_its_three_models_compute_one_function(monkeypatch):

