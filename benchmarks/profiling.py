@@ -737,7 +737,7 @@ def cut_text(run: dict) -> str:
     if not m:
         return ""
     done, total, at, eta = int(m[1]), int(m[2]), float(m[3]), 60 * int(m[4]) + int(m[5])
-    return f" (cut at {done} of {total} graphs after {at:.0f} s of profiling; its ETA then: {eta} s more)"
+    return f"cut at {done} of {total} graphs after {at:.0f} s of profiling; its ETA then: {eta} s more"
 
 
 def run_gpu(d: dict) -> str:
@@ -766,7 +766,7 @@ def target_lines(entry: dict, last: dict, goals: dict) -> list[str]:
         met = "met" if m.get("returncode") == 0 and m["wall_s"] <= goal else "not met"
         out.append(
             f"- MobileNetV3-Large b128 on one GPU: {wall_text(m)} in {entry['dir']}, target {goal:g} s: **{met}**"
-            f"{cut_text(m)}."
+            + (f" ({cut_text(m)})." if cut_text(m) else ".")
         )
     dw_run = m or runs.get("D") or {}
     dw = depthwise_graphs(dw_run)
@@ -972,7 +972,7 @@ def speed_readme(rows: list[tuple[dict, dict]]) -> str:
         )
     if m:
         tail += (
-            f" MobileNetV3-Large b128 with the sweep: {wall_text(m)}{cut_text(m)} (target "
+            f" MobileNetV3-Large b128 with the sweep: {cut_text(m) or wall_text(m)} (target "
             f"{goals.get('mobilenet_v3_large_s', 120.0):g} s)."
         )
     return (
