@@ -235,8 +235,9 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
             plans[k].update(time_ms=med, time_min_ms=min(times), time_max_ms=max(times), repeats=len(times), reason="")
             seen[k] = min(seen[k], min(times))
     bound = [k for k in ok if host.get(k, 0.0) >= timing.HOST_BOUND_MS]
-    for k in bound:  # timed back to back (engine.gpu.timing): its time is the host's, and the row says so, after
-        why = f"host-bound: {host[k]:.1f} ms of host time per execution, timed back to back"  # any dominator
+    # timed back to back (engine.gpu.timing): its time is the host's, and the row says so after any dominator
+    for k in bound:
+        why = f"host-bound: {host[k]:.1f} ms of host time per execution, timed back to back"
         plans[k]["reason"] = f"{plans[k]['reason']}; {why}" if plans[k]["reason"] else why
     if bound:
         built.split["host_bound"] = {"plans": len(bound)}
