@@ -296,10 +296,15 @@ def kill_and_resume(args, tmp: Path, out: Path, env: dict, total: int) -> dict:
     }
 
 
+def gpu_model(gpu: str) -> str:
+    """The GPU's model as assets/profiles names start: "NVIDIA H100 80GB HBM3" -> "h100"."""
+    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", gpu)
+    return (m.group(1) if m else re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")).lower()
+
+
 def bundle_name(gpu: str, args) -> str:
     """assets/profiles naming: h200-resnet50-b64-tf32-nchw-powerOfTwo.profile.json.gz."""
-    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", gpu)
-    model = (m.group(1) if m else re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")).lower()
+    model = gpu_model(gpu)
     return f"{model}-{args.network}-b{args.batch}-{args.dtype}-{args.layout.lower()}-{args.policy}.profile.json.gz"
 
 
@@ -417,32 +422,37 @@ def overheads(run: Path, doc: dict) -> dict:
     }
 
 
-PROGRESS = re.compile(r"(\d+)/(\d+)\s+([\d.]+)s ETA")  # the progress line since 2026-11-26
+# the CLI's progress line since 2026-11-26: graphs stored, of all, seconds, and the ETA (m:ss, or ? before one)
+PROGRESS = re.compile(r"(\d+)/(\d+)\s+([\d.]+)s ETA (?:(\d+):(\d+)|\?)")
 
 
-def progress_end(log: Path) -> str:
-    """Where a run's progress log ended: graphs stored of all, and its seconds then."""
+def progress_end(log: Path) -> tuple[int, int, float] | None:
+    """Where a run's progress log ended: (graphs stored, of all, its seconds then), or None without one."""
     found = PROGRESS.findall(log.read_text(errors="replace")) if log.exists() else []
-    return f"{found[-1][0]} of {found[-1][1]} graphs in {found[-1][2]} s" if found else "no progress line"
+    return (int(found[-1][0]), int(found[-1][1]), float(found[-1][2])) if found else None  # the ETA unused
 
 
-def ended_early(listing: dict) -> list[str]:
-    """One line per run that ended before writing its JSON, from its committed progress logs."""
-    lines = []
-    for r in listing.get("ended_early", []):
-        run = RUNS / r["dir"]
-        spans = [PROGRESS.findall((run / f"run-{x}.log").read_text()) for x in ("A", "B")]
-        ratio = (
-            f"; the measuring alone {float(spans[0][-1][2]) / float(spans[1][-1][2]):.2f}x"
-            if all(spans) and spans[0][-1][0] == spans[0][-1][1] and spans[1][-1][0] == spans[1][-1][1]
-            else ""
-        )
-        lines.append(
-            f"- [{r['dir']}](profile-multigpu/{r['dir']}) ({r['code']}): {r['why']}. Its progress logs: A (one GPU) "
-            f"{progress_end(run / 'run-A.log')}, B (`--gpus 0,1`) {progress_end(run / 'run-B.log')}{ratio}; "
-            f"the walls were not recorded."
-        )
-    return lines
+def early_runs() -> list[tuple[dict, tuple | None, tuple | None, float | None]]:
+    """(listing entry, A's and B's progress ends, the measuring's speed-up when both finished) per run listed as
+    ended before writing its JSON, from its committed progress logs."""
+    out = []
+    for r in json.loads((RUNS / "runs.json").read_text()).get("ended_early", []):
+        a, b = (progress_end(RUNS / r["dir"] / f"run-{x}.log") for x in ("A", "B"))
+        done = a and b and a[0] == a[1] and b[0] == b[1]
+        out.append((r, a, b, a[2] / b[2] if done else None))
+    return out
+
+
+def ended_early() -> list[str]:
+    """The report's line per run that ended early."""
+    shown = lambda end: f"{end[0]} of {end[1]} graphs in {end[2]} s" if end else "no progress line"  # noqa: E731
+    return [
+        f"- [{r['dir']}](profile-multigpu/{r['dir']}) ({r['code']}): {r['why']}. Its progress logs: A (one GPU) "
+        f"{shown(a)}, B (`--gpus 0,1`) {shown(b)}"
+        + (f"; the measuring alone {speedup:.2f}x" if speedup else "")
+        + "; the walls were not recorded."
+        for r, a, b, speedup in early_runs()
+    ]
 
 
 def load_runs() -> list[tuple[dict, dict, dict]]:
@@ -471,7 +481,7 @@ def split(g: dict | None) -> str:
 def render(rows) -> str:
     """The report of the committed runs, and of those listed as ended early (from their logs)."""
     ok = lambda v: "yes" if v else "**no**"  # noqa: E731
-    early = ended_early(json.loads((RUNS / "runs.json").read_text()))
+    early = ended_early()
     table = [
         "| run | code | A wall | B wall | speed-up (wall) | profiling | first to last graph stored | "
         "before the first graph, A / B | B's extra per graph and GPU | of which: in the graph / between graphs | "
@@ -554,16 +564,12 @@ def readme_block(rows) -> str:
 
 def early_text() -> str:
     """README's note on the runs that ended early: the measuring's speed-up by their progress logs."""
-    listing = json.loads((RUNS / "runs.json").read_text())
-    notes = []
-    for r in listing.get("ended_early", []):
-        ends = [PROGRESS.findall((RUNS / r["dir"] / f"run-{x}.log").read_text()) for x in ("A", "B")]
-        if all(ends):
-            notes.append(
-                f"{r['dir']} (code {r['code']}, the pipeline's processes spread over both GPUs) measured "
-                f"{float(ends[0][-1][2]) / float(ends[1][-1][2]):.2f}x faster on two by its progress logs but "
-                f"ended before writing its walls"
-            )
+    notes = [
+        f"{r['dir']} (code {r['code']}, the pipeline's processes spread over both GPUs) measured {speedup:.2f}x "
+        f"faster on two by its progress logs but ended before writing its walls"
+        for r, _, _, speedup in early_runs()
+        if speedup
+    ]
     return "; " + "; ".join(notes) if notes else ""
 
 

@@ -33,7 +33,6 @@ import itertools
 import json
 import os
 import statistics
-import re
 import subprocess
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.profile_multigpu import PROGRESS  # noqa: E402
 from benchmarks.readme import README, write_block  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
 
@@ -733,8 +733,8 @@ def load_speed_runs(listing: Path) -> list[tuple[dict, dict]]:
 def cut_text(run: dict) -> str:
     """Where a run cut at its limit stood, from its last progress line: graphs done of all, and its ETA then."""
     last = (run.get("stderr") or [""])[-1] if run.get("returncode") == "timeout" else ""
-    m = re.search(r"(\d+)/(\d+)\s+([\d.]+)s ETA (\d+):(\d+)", last)
-    if not m:
+    m = PROGRESS.search(last)
+    if not m or m[4] is None:
         return ""
     done, total, at, eta = int(m[1]), int(m[2]), float(m[3]), 60 * int(m[4]) + int(m[5])
     return f"cut at {done} of {total} graphs after {at:.0f} s of profiling; its ETA then: {eta} s more"
@@ -764,9 +764,10 @@ def target_lines(entry: dict, last: dict, goals: dict) -> list[str]:
     if m:
         goal = goals.get("mobilenet_v3_large_s", 120.0)
         met = "met" if m.get("returncode") == 0 and m["wall_s"] <= goal else "not met"
+        cut = cut_text(m)
         out.append(
             f"- MobileNetV3-Large b128 on one GPU: {wall_text(m)} in {entry['dir']}, target {goal:g} s: **{met}**"
-            + (f" ({cut_text(m)})." if cut_text(m) else ".")
+            + (f" ({cut})." if cut else ".")
         )
     dw_run = m or runs.get("D") or {}
     dw = depthwise_graphs(dw_run)

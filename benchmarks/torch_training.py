@@ -86,10 +86,11 @@ def profile_name(net: str, batch: int, precision: str) -> str:
     """The bundled profile measured on this GPU's model (``h200-...`` on an H200) where there is one, else H100's."""
     import torch
 
+    from benchmarks.profile_multigpu import gpu_model
     from engine.profile import bundled_profiles
 
     tail = f"{net}-b{batch}-{precision}-{PRECISIONS[precision].layout.lower()}-powerOfTwo"
-    gpu = torch.cuda.get_device_name().split()[-1].lower() if torch.cuda.is_available() else "h100"
+    gpu = gpu_model(torch.cuda.get_device_name()) if torch.cuda.is_available() else "h100"
     return f"{gpu}-{tail}" if f"{gpu}-{tail}" in bundled_profiles() else f"h100-{tail}"
 
 

@@ -21,8 +21,9 @@ host. Covering it with spins cost the GPU as long again on each of up to four pa
 tests/test_profile_timing.py, timing 50 such plans (5 ms of host time each) once and then ten times took
 9.3 s with spins and 3.0 s back to back. On the H100 the depthwise graphs of
 benchmarks/reports/profiling-speed.md held the GPU 5-15 s each nearly whatever the micro-batch (one 6.7 s at
-b=1, 10.3 s at b=128), with 700 of their 2,200 plans retimed: host-bound plans would do that; whether they
-did is for the next GPU run's host times to show.
+b=1, 10.3 s at b=128), with 700 of their 2,200 plans retimed. They were host-bound: on the H200
+(2026-11-28-run5 there) 408 of the depthwise benchmark's plans were, and 2,688 of the 3,973 in the depthwise and
+grouped graphs of MobileNetV3-Large measured.
 """
 
 from __future__ import annotations
