@@ -725,9 +725,51 @@ def eta_errors(work: list, order: list, ends: list[float], sample: dict, measure
 
 
 def load_speed_runs(listing: Path) -> list[tuple[dict, dict]]:
-    """(listing entry, its speed.json) per committed run, in the order they ran."""
+    """(listing entry with its ``folder``, its speed.json) per committed run, in the order they ran."""
     doc = json.loads(listing.read_text())
-    return [(r, json.loads((listing.parent / r["dir"] / "speed.json").read_text())) for r in doc["runs"]]
+    return [
+        (dict(r, folder=listing.parent / r["dir"]), json.loads((listing.parent / r["dir"] / "speed.json").read_text()))
+        for r in doc["runs"]
+    ]
+
+
+def host_bound_lines(entry: dict, data: dict) -> list[str]:
+    """A run's host-bound plans (engine.gpu.timing): in M's depthwise and grouped graphs from its per-graph counts,
+    and in D from its profile where committed: how many cuDNN's heuristic list holds, how many are in their
+    graph's desirable set (engine.optimize.desirable, one plan per configuration)."""
+    from engine.configuration import Configuration, MicroConfig
+    from engine.optimize.desirable import desirable
+    from engine.profile import Profile
+
+    out = []
+    m = depthwise_graphs(data["runs"].get("M") or {})
+    if m and "host_bound" in m[0]:
+        timing = sum(g["split"].get("timing", 0.0) for g in data["runs"]["M"]["graphs"])
+        out.append(
+            f"- M: {len(m)} depthwise and grouped graphs measured held the GPU "
+            f"{sum(g['split'].get('timing', 0.0) for g in m):.0f} s of the run's {timing:.0f} s of timing; "
+            f"{sum(g['host_bound'] for g in m):,} of their {sum(g['plans'] for g in m):,} plans host-bound"
+        )
+    path = entry["folder"] / "D.profile.json.gz"
+    if path.exists():
+        t = Profile.load(path).table
+        ok = t[t.status == "ok"]
+        bound = ok[ok.reason.str.contains("host-bound:", regex=False)]
+        front = {
+            (sig, b, c.micro[0].plan)
+            for (sig, b), g in ok.groupby(["signature", "micro_batch"])
+            for c in desirable(
+                Configuration((MicroConfig(int(b), p, tm, int(w)),)) for p, tm, w in zip(g.plan, g.time_ms, g.workspace)
+            )
+        }
+        inside = sum(k in front for k in zip(bound.signature, bound.micro_batch, bound.plan))
+        dearest = bound.reason.str.extract(r"host-bound: ([\d.]+) ms", expand=False).astype(float).max()
+        out.append(
+            f"- D: {len(bound)} of its {len(ok):,} timed plans host-bound (the dearest {dearest:,.0f} ms of host time "
+            f"per execution), {int((bound.heuristic_rank >= 0).sum())} of them on cuDNN's heuristic list, {inside} in "
+            "their graph's desirable set"
+        )
+    return out
 
 
 def cut_text(run: dict) -> str:
@@ -895,6 +937,17 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
             "module never releases the GIL (engine/gpu/pipeline.py), so the profiler builds on processes.",
         ]
     lines += ["", "## Targets (the last run)", "", *target_lines(entry, last, goals)]
+    bound = host_bound_lines(entry, last)
+    if bound:
+        lines += [
+            "",
+            f"## Host-bound plans ({entry['dir']})",
+            "",
+            "Plans whose every execution kept the host over engine.gpu.timing's HOST_BOUND_MS enqueueing work, "
+            "each run twice (a warm-up and one timed run):",
+            "",
+            *bound,
+        ]
     lines += [
         "",
         "## ETA",
