@@ -228,10 +228,11 @@ def test_cancel_keeps_finished_graphs_and_does_not_wait_for_busy_workers(tmp_pat
 def test_worker_count_is_bounded_by_cores_and_memory():
     gib = 1 << 30
     big = dict(max_workspace=gib, operand_bytes=gib, gpu_bytes=80 * gib, host_bytes=128 * gib)
-    assert worker_count(None, cpus=16, **big) == 12  # MAX_WORKERS
-    assert worker_count(None, cpus=4, **big) == 3  # one core for the parent
-    assert worker_count(None, cpus=16, **dict(big, gpu_bytes=16 * gib)) == 4  # 12.8 GiB / 3 GiB
+    assert worker_count(None, cpus=16, **big) == 4  # MAX_WORKERS
+    assert worker_count(None, cpus=3, **big) == 2  # one core for the parent
+    assert worker_count(None, cpus=16, **dict(big, gpu_bytes=8 * gib)) == 2  # 6.4 GiB / 3 GiB
     assert worker_count(None, cpus=16, **dict(big, host_bytes=7 * gib)) == 2  # 3 GiB each
+    assert worker_count(None, cpus=16, share=2, **dict(big, host_bytes=15 * gib)) == 2  # half the host each
     assert worker_count(None, cpus=1, **big) == 1
     assert worker_count(5, cpus=1, **big) == 5
     with pytest.raises(EngineError, match="at least 1"):

@@ -23,6 +23,14 @@ time against 55-63 s of timing, so the GPU is the bottleneck: 12 processes took 
 60-68 s, with the same (signature, micro-batch, plan) rows and outcomes as the serial profiler and plan times
 within 0.5 % (median).
 
+How many: few. Each process's first graphs load cuDNN's kernels (lazily, at their first launch) while it
+holds the GPU, so every process adds its start to the GPU's serialized time. ResNet-50 b64 on one H200 of a
+32-core host (benchmarks/reports/profile-multigpu, 2026-11-28-run6): time holding the GPU 30.9 s with 4
+processes, 32.2 s with 6, 34.7 s with 12, and 38.6 s over two GPUs with 12 each; walls 35.1, 36.8 and
+41.3 s; and 3 builders still outpace one GPU (building and labelling are 38 s of host time). So MAX_WORKERS
+per GPU is 4, and measuring begins as soon as one process is ready rather than when all are (with 24
+processes that wait was 7 s).
+
 The GPU lock is an ``fcntl`` lock on a file: the kernel drops it when its holder dies, so a killed worker
 cannot leave the others waiting. Memory is bounded by the number of workers (worker_count): each holds a
 CUDA context, its operands and a workspace of at most ``max_workspace``.
@@ -46,8 +54,8 @@ from .work import Graph, Settings, cancelled, device_key, open_cache, spread_ord
 
 CONTEXT_BYTES = 1 << 30  # a CUDA context with cuDNN's kernels loaded, per worker (GPU memory)
 HOST_BYTES = 3 << 30  # a worker's resident memory: CuPy, cuDNN and its plans (host memory)
-MAX_WORKERS = 12
-START_TIMEOUT = 120  # s for a worker to import CuPy and cuDNN and report its GPU
+MAX_WORKERS = 4  # per GPU: see the module's docstring
+START_TIMEOUT = 120  # s for the first worker to import CuPy and cuDNN and report its GPU
 
 
 class GPULock:
@@ -174,26 +182,34 @@ class Pool:
             else:
                 os.environ["CUDA_VISIBLE_DEVICES"] = visible
         self.running: dict[int, int] = {}  # worker -> task number
+        self.provs: dict[int, dict] = {}  # worker -> its provenance, once it has started
 
-    def started(self) -> list[dict]:
-        """Every worker's provenance once all have started; one EngineError if one cannot profile."""
-        provs: dict[int, dict] = {}
+    def first_ready(self) -> dict:
+        """The provenance of the first worker to start (the others go on starting while it measures)."""
         deadline = time.monotonic() + START_TIMEOUT
-        while len(provs) < len(self.procs):
+        while not self.provs:
             msg = self.get(deadline - time.monotonic(), what="to start")
-            if msg[0] == "dead":
-                raise EngineError(f"a profiling worker cannot profile: {msg[2]}")
             if msg[0] == "died":
-                raise EngineError(
-                    f"a profiling worker exited (code {msg[3]}) while loading CuPy and cuDNN; profile "
-                    f"graph after graph with --build-workers 1 to see why"
-                )
-            if msg[0] == "ready":
-                provs[msg[1]] = msg[2]
-        return [provs[i] for i in sorted(provs)]
+                raise self.died(msg)
+        return next(iter(self.provs.values()))
+
+    def provenance(self) -> dict:
+        """The started workers' common provenance, with the GPUs and the graphs each measured (check_gpus)."""
+        ready = sorted(self.provs)
+        return check_gpus([self.provs[i] for i in ready], [self.gpu[i] for i in ready])
+
+    def died(self, msg: tuple) -> EngineError:
+        """The error of a "died" message: a worker that never started, or one that died measuring."""
+        if msg[1] not in self.provs:
+            return EngineError(
+                f"a profiling worker exited (code {msg[3]}) while loading CuPy and cuDNN; profile "
+                f"graph after graph with --build-workers 1 to see why"
+            )
+        return EngineError(f"a profiling worker died (exit code {msg[3]})")
 
     def get(self, timeout: float, what: str = "") -> tuple:
-        """The next message; EngineError when a worker died or none came within ``timeout`` s."""
+        """The next message; EngineError when a worker died, cannot profile, sees another kind of GPU than the
+        others, or none answered within ``timeout`` s. A worker's start is checked as it is reported."""
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -206,6 +222,11 @@ class Pool:
                 if time.monotonic() > deadline:
                     raise EngineError(f"no profiling worker answered within {timeout:.0f} s {what}".rstrip()) from None
                 continue
+            if msg[0] == "dead":
+                raise EngineError(f"a profiling worker cannot profile: {msg[2]}")
+            if msg[0] == "ready":
+                self.provs[msg[1]] = msg[2]
+                self.provenance()  # one kind of GPU, and a GPU of its own per number
             if msg[0] == "start":
                 self.running[msg[1]] = msg[2]
                 continue
@@ -251,9 +272,7 @@ def run_pipeline(
     pool = Pool(workers, measure, probe, devices)
     cache = None
     try:
-        provs = pool.started()
-        prov = dict(check_gpus(provs, pool.gpu), command=command)
-        cache = open_cache(cache_path, prov)
+        cache = open_cache(cache_path, pool.first_ready())
         options = settings.options()
         todo = [g for g in work if not cache.is_done(g.key, g.b, options)]
         notes: dict[str, dict[str, str]] = {}
@@ -266,17 +285,19 @@ def run_pipeline(
         sent: dict[int, Graph] = {}
         numbers = itertools.count()
         window = workers + 2  # a few queued, so that each carries the notes its signature has by then
+        per_gpu: dict[int, int] = {}
         while waiting or sent:
             while waiting and len(sent) < window:
                 n, g = next(numbers), waiting.pop()
                 sent[n] = g
                 pool.submit(n, g, settings, dict(notes.get(g.key, {})))
             msg = pool.get(24 * 3600.0)
+            if msg[0] == "ready":  # a worker that started while others measure
+                continue
             if msg[0] == "died":
                 g = sent.get(msg[2])
                 raise EngineError(
-                    f"a profiling worker died (exit code {msg[3]})"
-                    f"{f' measuring {g.label}' if g else ''}; every finished graph is in "
+                    f"{pool.died(msg)}{f' measuring {g.label}' if g else ''}; every finished graph is in "
                     f"{cache.path}: run the same command again to resume"
                 )
             graph = sent.pop(msg[2])
@@ -287,13 +308,12 @@ def run_pipeline(
                 )
             rows, timing = msg[3], msg[4]
             t = time.perf_counter()
-            worker = dict(provs[msg[1]], command=command, worker=f"worker{msg[1]}", timing=timing)
+            worker = dict(pool.provs[msg[1]], command=command, worker=f"worker{msg[1]}", timing=timing)
             cache.commit(graph.key, graph.b, options, rows, worker)
             learn(notes, rows)
             own = sample_seconds(timing["seconds"], timing.get("split"), shared=workers > 1)  # the ETA's sample
             gpu = pool.gpu[msg[1]]
-            if "gpus" in prov:
-                prov["gpus"][gpu]["graphs"] += 1
+            per_gpu[gpu] = per_gpu.get(gpu, 0) + 1
             track.finished(
                 graph, f"gpu{gpu}", own, timing.get("split"), commit=time.perf_counter() - t, worker=f"worker{msg[1]}"
             )
@@ -301,6 +321,9 @@ def run_pipeline(
                 status(track.status())
             if should_stop and should_stop() and (waiting or sent):
                 raise cancelled(track.done, len(work), cache)
+        prov = dict(pool.provenance(), command=command)
+        for g in prov.get("gpus", ()):
+            g["graphs"] = per_gpu.get(int(g["worker"][3:]), 0)
         pool.close()
         return prov, cache
     except BaseException:
