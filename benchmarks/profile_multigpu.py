@@ -308,48 +308,53 @@ def bundle_name(gpu: str, args) -> str:
     return f"{model}-{args.network}-b{args.batch}-{args.dtype}-{args.layout.lower()}-{args.policy}.profile.json.gz"
 
 
-def per_graph(g: dict | None) -> str:
+def per_graph(g: dict | None, dask: bool) -> str:
     """The line of a run's report on graph timing (runs before 2026-11-23-run4 stored none)."""
     if not g:
         return "- per-graph timing: not stored by this run's code"
     return (
-        f"- per graph, from the timing stored with each graph ({g['graphs']} graphs): {g['a_graph_ms']} ms in A, "
-        f"{g['b_graph_ms']} ms on a Dask worker in B (extra: mean {g['in_graph_extra_ms']} ms, median "
+        f"- per graph, from the timing stored with each graph ({g['graphs']} graphs"
+        f"{'' if dask else '; building, waiting for its GPU and timing'}): {g['a_graph_ms']} ms in A, "
+        f"{g['b_graph_ms']} ms in B (extra: mean {g['in_graph_extra_ms']} ms, median "
         f"{g['in_graph_extra_median_ms']} ms); a worker's idle time between two graphs: mean "
         f"{g['between_graphs_ms']} ms, median {g['between_graphs_median_ms']} ms"
     )
 
 
+def workers(prov: dict) -> str:
+    """How a run spread its graphs: one Dask worker per GPU (runs before 2026-11-26), else the pipeline's
+    processes (engine.gpu.pipeline), counted."""
+    return "Dask, one worker per GPU" if "scheduler" in prov else f"{prov['workers']} processes"
+
+
 def markdown(r: dict) -> str:
     p, a, b = r["provenance"], r["runs"]["A"], r["runs"]["B"]
+    dask = "scheduler" in p
     gpus = ", ".join(f"{g['worker']}: {g['gpu']} {g['gpu_uuid']} ({g['graphs']} graphs)" for g in p["gpus"])
     ok = lambda v: "yes" if v else "**NO**"  # noqa: E731
     t = r["time_agreement"]
-    return f"""# Profiling on {len(p["gpus"])} GPUs with Dask: {r["workload"]}
+    return f"""# Profiling on {len(p["gpus"])} GPUs: {r["workload"]}
 
 - GPUs: {gpus}; host {p["host"]}
 - driver {p["driver"]}, CUDA runtime {p["cuda_runtime"]}, cuDNN {p["cudnn_version"]}, frontend {p["frontend_version"]},
   CuPy {p["cupy_version"]}, Python {p["python"]}, dask {r["versions"]["dask"]}, distributed {r["versions"]["distributed"]};
   {r["date"]}
 - command: `{r["command"]}`; each run below is `python -m engine profile ...` in a subprocess on a cold SQLite
-  cache, timed by wall clock (Python start, imports and the Dask workers' start included); "profiling" is the
-  profile's own `profiling_seconds` (for B, from starting the Dask workers on). Local Dask workers: plain `distributed` Nannies, one per GPU, pinned by
-  `CUDA_VISIBLE_DEVICES` (engine/gpu/distributed.py says why not dask-cuda).
+  cache, timed by wall clock (Python start, imports and the workers' start included); "profiling" is the
+  profile's own `profiling_seconds` (from starting the workers on). {"Local Dask workers: plain `distributed` Nannies, one per GPU, pinned by `CUDA_VISIBLE_DEVICES` (engine/gpu/distributed.py says why not dask-cuda)." if dask else "The pipeline's processes (engine.gpu.pipeline), each pinned to its GPU by `CUDA_VISIBLE_DEVICES`, take graphs from one queue; on each GPU one at a time times."}
 
 | run | GPUs | wall | profiling | graphs | plan rows |
 |---|---|---|---|---|---|
-| A: single-GPU profiler (`CUDA_VISIBLE_DEVICES={a["visible"]}`) | 1 | {a["wall_s"]} s | {a["profiling_s"]} s | {a["graphs"]} | {a["plan_rows"]} |
-| B: `--gpus {r["gpus"]}` (Dask) | {len(p["gpus"])} | {b["wall_s"]} s | {b["profiling_s"]} s | {b["graphs"]} | {b["plan_rows"]} |
+| A: single-GPU profiler (`CUDA_VISIBLE_DEVICES={a["visible"]}`{"" if dask else f", {workers(r['provenance_single_gpu'])}"}) | 1 | {a["wall_s"]} s | {a["profiling_s"]} s | {a["graphs"]} | {a["plan_rows"]} |
+| B: `--gpus {r["gpus"]}` ({workers(p)}) | {len(p["gpus"])} | {b["wall_s"]} s | {b["profiling_s"]} s | {b["graphs"]} | {b["plan_rows"]} |
 
 - before A: {f"the packages' bytecode compiled and the GPU libraries loaded once ({r['prepared']['seconds']} s)" if r.get("prepared") else "nothing prepared (the first run importing a package compiled its bytecode)"}
-- B's profiling began with starting its Dask workers: joined after {p.get("worker_start_seconds", {}).get("joined", "?")} s, GPUs
-  checked after {p.get("worker_start_seconds", {}).get("checked", "?")} s
-- speed-up of B over A: **{r["speedup_wall"]}x** wall ({r["speedup_profiling"]}x profiling); target >= {SPEEDUP}x:
+{f"- B's profiling began with starting its Dask workers: joined after {p['worker_start_seconds']['joined']} s, GPUs checked after {p['worker_start_seconds']['checked']} s" + chr(10) if "worker_start_seconds" in p else ""}- speed-up of B over A: **{r["speedup_wall"]}x** wall ({r["speedup_profiling"]}x profiling); target >= {SPEEDUP}x:
   {ok(r["checks"]["speedup"])}
 - same set of measured (signature, micro-batch, plan): {ok(r["checks"]["same_plans"])} ({r["plans"]["A"]} in A,
   {r["plans"]["B"]} in B, {r["plans"]["only_A"]} only in A, {r["plans"]["only_B"]} only in B)
 - plan times, B/A over the {t["plans"]} plans both timed with repeats: median {t["median"]}, quartiles {t["q1"]} to {t["q3"]}
-{per_graph(r.get("graph_timing"))}
+{per_graph(r.get("graph_timing"), dask)}
 
 ## Kill and resume (run C, `--gpus {r["gpus"]}`, cold cache)
 
@@ -364,7 +369,7 @@ def resume_lines(r: dict, ok) -> str:
     c, a = r["kill_resume"], r["runs"]["A"]
     if "error" in c:
         return f"- run C failed: {c['error']}"
-    return f"""- killed (SIGKILL to the command's process group, Dask workers included) after {c["killed_after_s"]} s, with
+    return f"""- killed (SIGKILL to the command's process group, its workers included) after {c["killed_after_s"]} s, with
   {c["stored_at_kill"]} of {a["graphs"]} graphs stored
 - the same command again: {c["resume_wall_s"]} s wall; {c["resume_graphs"]["from_cache"]} graphs from the cache,
   {c["resume_graphs"]["measured"]} measured, {c["resume_graphs"]["failed"]} failed
@@ -393,9 +398,19 @@ def stored_times(log: Path) -> list[tuple[float, str, int, str | None]]:
 
 def overheads(run: Path, doc: dict) -> dict:
     """Where B's time beyond half of A's goes: the time before the first graph is stored (A and B), the
-    span from the first graph stored to the last, and B's extra time per graph on a GPU: the interval
-    between two graphs stored from one worker, less the same graph's interval in A (graphs whose previous
-    one on that worker is unknown are left out)."""
+    span from the first graph stored to the last, and B's extra time per graph on a GPU. With Dask (one worker
+    per GPU): the interval between two graphs stored from one worker, less the same graph's interval in A
+    (graphs whose previous one on that worker is unknown are left out). With the pipeline's processes, several
+    per GPU, whose progress lines name no process: the time a graph held its GPU in B less in A, per graph
+    (the profiles' time_split)."""
+    if "scheduler" not in doc["provenance"]:
+        spans = [progress_end(run / f"run-{x}.log")[2] for x in ("A", "B")]
+        held = [d["time_split"]["timing"] for d in (doc["provenance_single_gpu"], doc["provenance"])]
+        return spans_and_starts(doc, *spans) | {
+            "extra_ms": round(1000 * (held[1] - held[0]) / doc["graphs"], 1),
+            "extra_graphs": doc["graphs"],
+            "extra_is": "held",
+        }
     a, b = stored_times(run / "run-A.log"), stored_times(run / "run-B.log")
     in_a, prev = {}, 0.0
     for t, k, mb, _ in a:
@@ -409,7 +424,14 @@ def overheads(run: Path, doc: dict) -> dict:
         if w in last:
             extra.append(t - last[w] - in_a[k, mb])
         last[w] = t
-    span_a, span_b = a[-1][0], b[-1][0]
+    return spans_and_starts(doc, a[-1][0], b[-1][0]) | {
+        "extra_ms": round(1000 * sum(extra) / len(extra), 1),
+        "extra_graphs": len(extra),
+        "extra_is": "interval",
+    }
+
+
+def spans_and_starts(doc: dict, span_a: float, span_b: float) -> dict:
     runs = doc["runs"]
     return {
         "span_a": span_a,
@@ -417,8 +439,6 @@ def overheads(run: Path, doc: dict) -> dict:
         "before_a": round(runs["A"]["profiling_s"] - span_a, 2),
         "before_b": round(runs["B"]["profiling_s"] - span_b, 2),
         "speedup_span": round(span_a / span_b, 2),
-        "extra_ms": round(1000 * sum(extra) / len(extra), 1),
-        "extra_graphs": len(extra),
     }
 
 
@@ -483,19 +503,20 @@ def render(rows) -> str:
     ok = lambda v: "yes" if v else "**no**"  # noqa: E731
     early = ended_early()
     table = [
-        "| run | code | A wall | B wall | speed-up (wall) | profiling | first to last graph stored | "
+        "| run | code | B's workers | A wall | B wall | speed-up (wall) | profiling | first to last graph stored | "
         "before the first graph, A / B | B's extra per graph and GPU | of which: in the graph / between graphs | "
         "same plans | kill + resume | prepared |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r, d, o in rows:
         c = d["checks"]
         table.append(
             f"| [{r['dir']}](profile-multigpu/{r['dir']}/profile-multigpu.md) | {r['code']} | "
-            f"{d['runs']['A']['wall_s']} s | {d['runs']['B']['wall_s']} s | **{d['speedup_wall']}x** | "
+            f"{workers(d['provenance'])} | {d['runs']['A']['wall_s']} s | {d['runs']['B']['wall_s']} s | **{d['speedup_wall']}x** | "
             f"{d['speedup_profiling']}x | {o['speedup_span']}x ({o['span_a']} / {o['span_b']} s) | "
-            f"{o['before_a']} / {o['before_b']} s | {o['extra_ms']} ms ({o['extra_graphs']} graphs) | "
-            f"{split(d.get('graph_timing'))} | {ok(c['same_plans'])} | {ok(resume_ok(c))} | {'yes' if d.get('prepared') else 'no'} |"
+            f"{o['before_a']} / {o['before_b']} s | {o['extra_ms']} ms ({o['extra_graphs']} graphs"
+            f"{', held' if o['extra_is'] == 'held' else ''}) | "
+            f"{split(d.get('graph_timing')) if 'scheduler' in d['provenance'] else '-'} | {ok(c['same_plans'])} | {ok(resume_ok(c))} | {'yes' if d.get('prepared') else 'no'} |"
         )
     changes = "\n".join(f"- {r['dir']} ({r['code']}): {r['change']}" for r, _, _ in rows)
     last = rows[-1][1]
@@ -510,14 +531,15 @@ def render(rows) -> str:
         f"were checked at {w['checked']} s."
         for name, w in timed
     )
-    return f"""# Profiling on two GPUs with Dask: {last["workload"]}
+    return f"""# Profiling on two GPUs: {last["workload"]}
 
 Written by `python benchmarks/profile_multigpu.py report` from the runs in
 [profile-multigpu/runs.json](profile-multigpu/runs.json); each run's own report, JSON and logs are in its folder.
 Every run: `{last["command"]}` on a lent host with two {p["gpu"]} (driver {p["driver"]}, cuDNN
 {p["cudnn_version"]}, frontend {p["frontend_version"]}, dask {last["versions"]["dask"]}), each run on another
-host. A is the single-GPU profiler with one GPU visible, B `--gpus 0,1` (in these runs one Dask worker per GPU;
-since 2026-11-26 the pipeline's processes spread over the GPUs), both from a cold cache, timed by wall clock as the user's command; target: B at least {SPEEDUP}x faster than A.
+host. A is the single-GPU profiler with one GPU visible, B `--gpus 0,1` (until 2026-11-23 one Dask worker per GPU;
+since 2026-11-26 the pipeline's processes spread over the GPUs, "B's workers"), both from a cold cache, timed by
+wall clock as the user's command; target (issue 24): B at least {SPEEDUP}x faster than A.
 
 {chr(10).join(table)}
 
@@ -527,10 +549,11 @@ What changed between the runs:
 
 How to read it: "first to last graph stored" is the span of each run's progress log, so its ratio is the speed-up
 of the measuring itself; "before the first graph" is the profile's own `profiling_seconds` less that span (B:
-starting the Dask workers, checking their GPUs and the first graph; A: the first graph); "B's extra per graph"
-is how much longer a graph took on a Dask worker than the same graph in A: the interval between two graphs one
+starting the workers, checking their GPUs and the first graph; A: the same with one GPU); "B's extra per graph"
+is how much longer a graph took in B than the same graph in A: the interval between two graphs one
 worker stored, less that graph's interval in A (mean over the graphs whose predecessor on the worker is known;
-the log has 0.1 s resolution); "of which" splits it with the timing each cache stores with every graph (runs from
+the log has 0.1 s resolution), or, marked "held", for the pipeline's processes (several per GPU, unnamed in the
+log): how much longer a graph held its GPU in B than in A, from the profiles' time split; "of which" splits it with the timing each cache stores with every graph (runs from
 2026-11-23-run4 on): how much longer the profiler took on the same graph, and how long a worker waited between two
 graphs;
 "prepared": the packages' bytecode compiled and the GPU libraries loaded once before A, as an installed package
@@ -551,13 +574,15 @@ def readme_block(rows) -> str:
     resumed = sum(resume_ok(d["checks"]) for _, d, _ in rows)
     every = lambda n: "Every run" if n == len(rows) else f"{n} of {len(rows)} runs"  # noqa: E731
     return (
-        f"- Profiling on two GPUs with Dask (`python -m engine profile --gpus 0,1`), ResNet-50 b64 TF32 "
+        f"- Profiling on two GPUs (`python -m engine profile --gpus 0,1`), ResNet-50 b64 TF32 "
         f"`powerOfTwo` with the engine sweep from a cold cache, on {len(rows)} lent hosts with two {gpu}: "
         f"{walls} faster than one GPU by wall clock (target {SPEEDUP}x: {met}); the measuring alone {spans}. "
+        f"The last run took {rows[-1][1]['runs']['A']['wall_s']} s on one GPU and {rows[-1][1]['runs']['B']['wall_s']} "
+        f"s on two ({workers(rows[-1][1]['provenance'])}). "
         f"{every(same)} measured the same plans on one and on two GPUs, and {every(resumed).lower()} resumed a "
         f"run killed half-way by measuring only the missing graphs. In the last run the two-GPU command spent {o['before_b']} s before "
-        f"storing its first graph (one GPU: {o['before_a']} s) and a graph took {o['extra_ms']} ms longer on a "
-        f"Dask worker than alone{early_text()} ([benchmarks/reports/profile-multigpu.md]"
+        f"storing its first graph (one GPU: {o['before_a']} s) and a graph took {o['extra_ms']} ms longer there "
+        f"than alone{early_text()} ([benchmarks/reports/profile-multigpu.md]"
         "(benchmarks/reports/profile-multigpu.md))."
     )
 

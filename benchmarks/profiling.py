@@ -787,11 +787,12 @@ def run_gpu(d: dict) -> str:
     return next((r["provenance"]["gpu"] for r in d["runs"].values() if r.get("provenance")), "?")
 
 
-def target_lines(entry: dict, last: dict, goals: dict) -> list[str]:
-    """Each target against the last run, with where B's time went."""
-    runs, c, out = last["runs"], last.get("compare") or {}, []
-    b, m = runs.get("B") or {}, runs.get("M") or {}
+def target_lines(rows: list[tuple[dict, dict]], goals: dict) -> list[str]:
+    """Each target against the last run that measured it, with where B's time went."""
+    out = []
+    entry, b = latest(rows, "B")
     if b.get("returncode") == 0:
+        c = next(d for r, d in rows if r is entry).get("compare") or {}
         met = "met" if b["wall_s"] <= goals["resnet50_one_gpu_s"] else "not met"
         split = b.get("time_split") or {}
         kernels = f", of which its timed kernels themselves ran {c['kernel_s_b']:.1f} s" if "kernel_s_b" in c else ""
@@ -803,6 +804,7 @@ def target_lines(entry: dict, last: dict, goals: dict) -> list[str]:
             f"(plus labelling notes) is {split.get('build', 0) + split.get('bookkeeping', 0):.1f} s of host time, "
             f"spread over {b.get('workers')} processes."
         )
+    entry, m = latest(rows, "M")
     if m:
         goal = goals.get("mobilenet_v3_large_s", 120.0)
         met = "met" if m.get("returncode") == 0 and m["wall_s"] <= goal else "not met"
@@ -811,15 +813,16 @@ def target_lines(entry: dict, last: dict, goals: dict) -> list[str]:
             f"- MobileNetV3-Large b128 on one GPU: {wall_text(m)} in {entry['dir']}, target {goal:g} s: **{met}**"
             + (f" ({cut})." if cut else ".")
         )
-    dw_run = m or runs.get("D") or {}
-    dw = depthwise_graphs(dw_run)
-    if dw:
-        med = median_own(dw_run, dw)
-        met = "met" if med <= goals["depthwise_graph_median_s"] else "not met"
-        out.append(
-            f"- depthwise and grouped graphs ({'M' if m else 'D'}): median {med:.2f} s of a graph's own building "
-            f"and timing, target {goals['depthwise_graph_median_s']:g} s: **{met}**."
-        )
+    for name in ("M", "D"):
+        entry, run = latest(rows, name)
+        dw = depthwise_graphs(run)
+        if dw:
+            med = median_own(run, dw)
+            met = "met" if med <= goals["depthwise_graph_median_s"] else "not met"
+            out.append(
+                f"- depthwise and grouped graphs ({name}, {entry['dir']}): median {med:.2f} s of a graph's own "
+                f"building and timing, target {goals['depthwise_graph_median_s']:g} s: **{met}**."
+            )
     return out
 
 
@@ -936,18 +939,18 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
             f"handle each ({gl['speedup']}x; too short a sample to weigh much). The frontend's only extension "
             "module never releases the GIL (engine/gpu/pipeline.py), so the profiler builds on processes.",
         ]
-    lines += ["", "## Targets (the last run)", "", *target_lines(entry, last, goals)]
-    bound = host_bound_lines(entry, last)
-    if bound:
+    lines += ["", "## Targets (the last run of each step)", "", *target_lines(rows, goals)]
+    bound = [(r, host_bound_lines(r, d)) for r, d in rows]
+    if any(lines_ for _, lines_ in bound):
         lines += [
             "",
-            f"## Host-bound plans ({entry['dir']})",
+            "## Host-bound plans",
             "",
             "Plans whose every execution kept the host over engine.gpu.timing's HOST_BOUND_MS enqueueing work, "
-            "each run twice (a warm-up and one timed run):",
-            "",
-            *bound,
+            "each run twice (a warm-up and one timed run), per run that counted them:",
         ]
+        for r, lines_ in bound:
+            lines += ["", f"{r['dir']}:", "", *lines_] if lines_ else []
     lines += [
         "",
         "## ETA",
@@ -1001,8 +1004,13 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def latest(rows: list[tuple[dict, dict]], name: str) -> tuple[dict, dict]:
+    """(listing entry, run) of the last run that ran step ``name``, else ({}, {})."""
+    return next(((r, d["runs"][name]) for r, d in reversed(rows) if d["runs"].get(name)), ({}, {}))
+
+
 def speed_readme(rows: list[tuple[dict, dict]]) -> str:
-    """README's lines: per GPU the last pipelined ResNet-50 and the serial one, then the last run's depthwise and
+    """README's lines: per GPU the last pipelined ResNet-50 and the serial one, then the last depthwise and
     MobileNetV3-Large results, with the targets."""
     goals, parts = rows[-1][1]["goals"], []
     for gpu in dict.fromkeys(run_gpu(d) for _, d in rows):
@@ -1013,20 +1021,19 @@ def speed_readme(rows: list[tuple[dict, dict]]) -> str:
         if a:
             text += f", {a[-1][1]['wall_s']} s graph after graph ({a[-1][0]['dir']})"
         parts.append(text)
-    entry, last = rows[-1]
-    m, dd = last["runs"].get("M") or {}, last["runs"].get("D") or {}
-    dw_run = m or dd
-    dw = depthwise_graphs(dw_run)
     tail = ""
-    if dw:
-        tail += (
-            f" Depthwise and grouped graphs ({'MobileNetV3-Large b128' if m else 'benchmarks/depthwise.yaml'}, "
-            f"{entry['dir']}): {median_own(dw_run, dw):.2f} s median of a graph's own building and timing "
-            f"(target {goals['depthwise_graph_median_s']:g} s)."
-        )
+    for name, what in (("M", "MobileNetV3-Large b128"), ("D", "benchmarks/depthwise.yaml")):
+        entry, run = latest(rows, name)
+        dw = depthwise_graphs(run)
+        if dw:
+            tail += (
+                f" Depthwise and grouped graphs ({what}, {entry['dir']}): {median_own(run, dw):.2f} s median of a "
+                f"graph's own building and timing (target {goals['depthwise_graph_median_s']:g} s)."
+            )
+    entry, m = latest(rows, "M")
     if m:
         tail += (
-            f" MobileNetV3-Large b128 with the sweep: {cut_text(m) or wall_text(m)} (target "
+            f" MobileNetV3-Large b128 with the sweep ({entry['dir']}): {cut_text(m) or wall_text(m)} (target "
             f"{goals.get('mobilenet_v3_large_s', 120.0):g} s)."
         )
     return (
