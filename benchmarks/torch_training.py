@@ -626,8 +626,14 @@ def report(args) -> int:
         "- stock-X-each failed where the allocator cap left a convolution less than its own tensors: cuBLAS "
         "creating its handle (AlexNet TF32) and the casts autocast adds (fp16). Those rows are missing, not "
         "estimated.",
-        f"- WD at a total of X MiB divides X among all kernels ({kernel_counts(rows)}), so each gets a small "
-        "fraction of what WR gives it at X per kernel.",
+        *(
+            [
+                f"- WD at a total of X MiB divides X among all kernels ({kernel_counts(rows)}), so each gets a small "
+                "fraction of what WR gives it at X per kernel."
+            ]
+            if any(r["case"].startswith("wd-") for r in rows)
+            else []
+        ),
         *verify_flags(rows),
         "",
     ]
@@ -727,10 +733,11 @@ def comparisons(sub: list[dict], free: dict | None) -> list[str]:
         r = eager["step_ms"] / free["step_ms"]
         busy = (free["gpu_busy"] - eager["gpu_busy"]) * 100
         spread = max(spread_of(x) for x in (eager, free))
+        side = "" if abs(busy) <= 5 else ": planned lower" if busy > 0 else ": planned higher"
         out.append(
             f"- eager {eager['case']} step {r:.3f}x stock-free's (issue 22 target <= {EAGER_TARGET}: "
             f"{'met' if r <= EAGER_TARGET else 'NOT met'}); GPU busy {eager['gpu_busy']:.0%} vs "
-            f"{free['gpu_busy']:.0%} ({'within' if busy <= 5 else 'NOT within'} 5 points)"
+            f"{free['gpu_busy']:.0%} ({'within' if abs(busy) <= 5 else 'NOT within'} 5 points{side})"
             + (
                 f"; a 10-90 % range spans {spread:.0%} of its median, too wide to judge "
                 f"{EAGER_TARGET - 1:.0%} on this host"
@@ -738,6 +745,14 @@ def comparisons(sub: list[dict], free: dict | None) -> list[str]:
                 else ""
             )
         )
+    for r in (r for r in sub if r.get("kept_stock") and len(r["kept_stock"]) == conv_layers(r["model"])):
+        if free and r is not free:
+            out.append(
+                f"- {r['case']} left all {len(r['kept_stock'])} convolutions stock, so its step runs stock "
+                f"PyTorch's code{' (and one shape check per forward)' if r['case'].startswith('opt-') else ''}: its "
+                f"{r['step_ms'] / free['step_ms']:.3f}x of stock-free is how much this host varies between two "
+                "processes"
+            )
     planned_from = sorted({r["profile"] for r in sub if r.get("profile")})
     if planned_from:
         out.append(f"- wr cases planned from the bundled profile {', '.join(f'`{n}`' for n in planned_from)}")
@@ -906,6 +921,13 @@ def double_counted(r: dict) -> bool:
     """A convolution time from the per-op-name sum (no ``conv_profile``) longer than the whole step: impossible,
     so counted twice."""
     return "conv_profile" not in r and bool(r.get("conv_ms")) and r["conv_ms"] > r.get("step_ms", float("inf"))
+
+
+def conv_layers(net: str) -> int:
+    """Convolution layers of ``net`` (its zoo twin's), to tell a case that left every one stock."""
+    from engine.zoo import get_network
+
+    return len({k.layer for k in get_network(net, MODELS[net]).kernels()})
 
 
 def kernel_counts(rows) -> str:
