@@ -381,8 +381,8 @@ def _validate_table(frame: pd.DataFrame) -> pd.DataFrame:
             "is 'ok' but its time_ms is not a positive finite number",
         ),
         (
-            ok & ~(np.isfinite(frame.time_min_ms) & np.isfinite(frame.time_max_ms)),
-            "is 'ok' but its time_min_ms or time_max_ms is not finite",
+            ok & ~(np.isfinite(frame.time_min_ms) & np.isfinite(frame.time_max_ms) & (frame.time_min_ms > 0)),
+            "is 'ok' but its time_min_ms or time_max_ms is not a positive finite number",
         ),
         (
             ok & ~((frame.time_min_ms <= frame.time_ms) & (frame.time_ms <= frame.time_max_ms)),

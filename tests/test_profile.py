@@ -45,6 +45,8 @@ def _set(name, value, plan=TC, b=2):
         (_set("time_ms", -1.0), "is 'ok' but its time_ms is not a positive finite number"),
         (_set("micro_batch", 2.0), "column 'micro_batch' must hold integers, got 2.0"),
         (_set("time_min_ms", 99.0), "is 'ok' but its times are not time_min_ms <= time_ms <= time_max_ms"),
+        (_set("time_min_ms", 0.0), "is 'ok' but its time_min_ms or time_max_ms is not a positive finite number"),
+        (_set("time_min_ms", -1.0), "is 'ok' but its time_min_ms or time_max_ms is not a positive finite number"),
         (_set("time_ms", "fast"), "column 'time_ms' must hold numbers or null, got 'fast'"),
         (_set("reason", 5), "column 'reason' must hold strings, got 5"),
         (_set("engine_id", 4), "plan 'eng3_k2=3' has engine id 4 and knobs '{\"2\": 3}', but its name says engine 3"),
