@@ -390,11 +390,13 @@ def _unknown(name: str) -> str:
             f"generators {', '.join(GENERATORS)}, a .json/.yaml spec file, or a PyTorch model: {TORCH_SYNTAX}")
 
 
-def get_network(name: str, batch: int | None = None, **options) -> Network:
+def get_network(name: str, batch: int | None = None, *, trusted: bool = False, **options) -> Network:
     """Build a network by zoo name, generator name or spec path; ``batch`` defaults per network.
 
     ``options`` are the builder's keyword arguments (``image``, ``num_classes``, ``growth`` for
-    densenet40, ``stages`` for resnet-N); a spec file takes none.
+    densenet40, ``stages`` for resnet-N); a spec file takes none. ``trusted``: the caller's user named
+    ``name`` (a Python argument, not a name read from a file), so a ``package.module:callable`` is imported
+    (engine.pytorch.loader.trust).
     """
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise ValueError(f"mini-batch size must be a positive integer, got {batch!r}")
@@ -404,7 +406,9 @@ def get_network(name: str, batch: int | None = None, **options) -> Network:
         if options:
             raise SpecError(f"a PyTorch network takes no build options, got {', '.join(options)}; "
                             f"give the input shape in the name, e.g. {name.split('@')[0]}@3x299x299")
-        from .pytorch.loader import load_network
+        from .pytorch.loader import load_network, trust
+        if trusted:
+            trust(name)
         return load_network(name, batch or default_batch(name))
     key = str(name).lower()
     if key in NETWORKS:

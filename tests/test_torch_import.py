@@ -281,6 +281,23 @@ def test_module_callable_loader(tmp_path, monkeypatch):
             get_network(name, 2)
 
 
+def test_a_name_passed_to_plan_memory_or_max_batch_is_the_callers_and_is_imported(tmp_path, monkeypatch):
+    """The Python API's own argument is the user naming their model, as --network is: no trust() needed."""
+    from engine.memory import plan_memory
+    from engine.memory.capacity import max_batch
+
+    (tmp_path / "callernets.py").write_text(
+        "import torch.nn as nn\n\ndef build():\n    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU())\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "callernets", raising=False)
+    with pytest.raises(ModelImportError, match="names Python code to run"):  # a name from elsewhere: data
+        get_network("callernets:build@1x8x8", 2)
+    assert plan_memory("callernets:build@1x8x8", "liveness", batch=2).peak > 0
+    assert max_batch("callernets:build@1x8x8", "liveness", 1 << 30, limit=64) == 64
+
+
 def test_a_plan_naming_python_code_is_refused_without_running_it(tmp_path):
     """A plan is data: its network name must not import and call a module (here os.abort)."""
     from engine.errors import EngineError

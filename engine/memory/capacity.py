@@ -84,7 +84,12 @@ def max_batch(
     check_capacity(capacity)
     limit = min(limit, MAX_BATCH)
     return max(
-        0, _bisect(lambda b: fits(get_network(network, b), policy, capacity, profile=profile, **options), 1, limit)
+        0,
+        _bisect(
+            lambda b: fits(get_network(network, b, trusted=True), policy, capacity, profile=profile, **options),
+            1,
+            limit,
+        ),
     )
 
 
