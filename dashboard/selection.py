@@ -140,6 +140,26 @@ class SelectionState(param.Parameterized):
                 continue
         return names[0]
 
+    def profile_of(self, provenance: dict, network: str, batch: int) -> str | None:
+        """Another listed profile that is the one ``provenance`` records (a plan's record of its profile: same
+        GPU, date and command) and that measured ``network``, looking first at names that say the network and
+        batch as the bundled ones do; None when there is none (profiles that do not load are skipped)."""
+        key = tuple(provenance.get(k) for k in ("gpu", "date", "command"))
+        if None in key:
+            return None
+        hint = f"-{network}-b{batch}-".lower()
+        for name in sorted(self._profiles, key=lambda n: hint not in n.lower()):
+            if name == self.profile:
+                continue
+            try:
+                profile = self.get_profile(name)
+            except EngineError:
+                continue
+            same = tuple(profile.provenance.get(k) for k in ("gpu", "date", "command")) == key
+            if same and any(n.get("name") == network for n in profile.networks):
+                return name
+        return None
+
     def get_profile(self, name: str, engines: str = "all") -> Profile:
         """The named profile, restricted to an engine set (kept, so the caches keyed by profile stay warm)."""
         src = self._profiles[name]

@@ -139,10 +139,16 @@ class PlannerState(param.Parameterized):
 
     def apply_plan(self, plan) -> str:
         """Show a loaded plan (engine.plan.Plan): move the controls to its network, mini-batch, dtype, layout,
-        policy, mode and budget, and say how its prediction compares with this profile's. Raises EngineError
-        when the current profile cannot plan that network."""
+        policy, mode and budget, and say how its prediction compares with this profile's. When the current
+        profile has no measurements for it, switch to the listed profile the plan was made from, if any. Raises
+        EngineError when no listed profile can plan that network."""
         sel = self.selection
         scope = Scope(plan.network, int(plan.batch), plan.precision, plan.layout)
+        switched = ""
+        if sel.names and scope not in sel.scopes:
+            source = sel.profile_of(plan.provenance.get("profile", {}), plan.network, plan.batch)
+            if source is not None:  # the listed profile the plan was made from
+                sel.profile, switched = source, f"switched to profile {source}, which the plan was made from; "
         if sel.names and scope not in sel.scopes and is_torch_name(plan.network):
             sel.model = plan.network  # a model the profile does not list may still be covered by it
         if not sel.names or scope not in sel.scopes:
@@ -159,7 +165,7 @@ class PlannerState(param.Parameterized):
         sel.param.update(network=scope.network, batch=scope.batch, precision=scope.precision, layout=scope.layout)
         self.planning.set_controls(plan.policy, plan.mode.upper(), int(plan.budget))
         c = self.result.choice
-        what = (
+        what = switched + (
             f"{plan.network} b{plan.batch} {plan.precision} {plan.layout}, {plan.mode.upper()} {plan.policy}, "
             f"budget {format_size(plan.budget)}; the file predicts {plan.totals.time_ms:.3f} ms"
         )

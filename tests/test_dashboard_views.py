@@ -491,3 +491,19 @@ def test_profile_switches_keep_widgets_state_and_views_together(walk):
         assert f"{net}, B={batch[1:]}, {dtype}, {layout.upper()}" in d.pareto.plot.fig.title.text
         assert d.desirable.plot.fig.title.text.endswith(f"({policy})")
         assert f"{net} B={batch[1:]}" in d.summary.pane.object
+
+
+def test_a_plan_made_from_another_listed_profile_switches_to_it(two_gpus):
+    """A VGG-16 plan uploaded while AlexNet's profile is shown: the dashboard switches to the profile it came from."""
+    from engine.planner import make_plan
+    from engine.profile import Profile
+    from engine.zoo import get_network
+
+    state = PlannerState(profiles=two_gpus, profile="gpua-alexnet-b32")
+    dash = Dashboard(state, gpu=(False, "no GPU in tests"), runner=JobRunner())
+    vgg = Profile.load(two_gpus["gpua-vgg16-b32"])
+    plan = make_plan(vgg, get_network("vgg16", 8), mode="wr", budget="8MiB")
+    drop(dash.plan.upload, "vgg.plan.json", json.dumps(plan.to_dict()).encode())
+    assert dash.plan.alert.alert_type == "success", dash.plan.alert.object
+    assert "switched to profile gpua-vgg16-b32" in dash.plan.alert.object
+    assert (state.selection.profile, state.selection.network, state.selection.batch) == ("gpua-vgg16-b32", "vgg16", 8)
