@@ -84,7 +84,7 @@ def add_arguments(p) -> None:
         "--build-workers",
         type=int,
         help="processes building plans while one at a time times them on this GPU (default: one per CPU "
-        "core but one, at most 12, as memory allows; 1: build and time graph after graph)",
+        "core but one, at most 4, as memory allows; 1: build and time graph after graph)",
     )
     p.add_argument(
         "--scheduler",
