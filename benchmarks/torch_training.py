@@ -5,7 +5,9 @@
 
 ``measure`` runs every case in its own process (``cudnn.benchmark`` fixes an algorithm per shape at the
 first call, so cases must not share a process) and appends each result to the JSON file as it comes
-(atomically). A case is one torchvision model, mini-batch, precision and one of:
+(atomically); ``--rounds N`` runs a model's cases N times round after round (on the lent H200 hosts one
+process's step differed from the next's by up to 38 % with the same code, so a single pair cannot judge 3 %).
+A case is one torchvision model, mini-batch, precision and one of:
 
 - ``stock-free``: stock PyTorch, ``cudnn.benchmark=True``, the whole GPU free;
 - ``stock-X``: the same with only X MiB free beside the step's own memory at its peak: a filler tensor holds
@@ -51,6 +53,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -460,8 +463,7 @@ def cache_file(folder) -> str:
 
 def keep(doc: dict, res: dict) -> None:
     """Add a case's result, replacing an earlier one of the same case (a --resume retry of a failure)."""
-    key = (res["model"], res["precision"], res["case"])
-    doc["results"] = [r for r in doc["results"] if (r["model"], r["precision"], r["case"]) != key] + [res]
+    doc["results"] = [r for r in doc["results"] if case_key(r) != case_key(res)] + [res]
 
 
 def needs_filler(case: str) -> bool:
@@ -528,35 +530,45 @@ def measure(args) -> int:
             keep(doc, probe)
             save_json(out, doc)
         own = probe["device_used"] - probe["arena"] if probe and "error" not in probe else None
-        for case in cases:
-            if (net, precision, case) in done:
-                continue
-            if time.time() - t_start > args.budget_s:
-                print(f"budget of {args.budget_s} s spent: run again with --resume to go on", flush=True)
-                return 0
-            res = child(net, precision, case, args.steps, own, args)
-            print(
-                json.dumps(
-                    {
-                        k: res.get(k)
-                        for k in (
-                            "model",
-                            "precision",
-                            "case",
-                            "step_ms",
-                            "conv_ms",
-                            "gpu_busy",
-                            "peak",
-                            "arena",
-                            "error",
-                        )
-                    }
-                ),
-                flush=True,
-            )
-            keep(doc, res)
-            save_json(out, doc)
+        for rnd in range(args.rounds):  # round after round of the cases, so a slow spell of the host hits them all
+            for case in cases:
+                if rnd == 0 and (net, precision, case) in done:
+                    continue
+                if rnd > 0 and not has_result(doc, net, precision, case):
+                    continue
+                if time.time() - t_start > args.budget_s:
+                    print(f"budget of {args.budget_s} s spent: run again with --resume to go on", flush=True)
+                    return 0
+                res = child(net, precision, case, args.steps, own, args)
+                print(json.dumps({k: res.get(k) for k in SHOWN} | {"round": rnd + 1}), flush=True)
+                if rnd == 0:
+                    keep(doc, res)
+                else:
+                    add_round(doc, res)
+                save_json(out, doc)
     return 0
+
+
+SHOWN = ("model", "precision", "case", "step_ms", "conv_ms", "gpu_busy", "peak", "arena", "error")
+ROUND_KEYS = ("step_ms", "step_ms_p10", "step_ms_p90", "gpu_busy", "measured_at")
+
+
+def case_key(r: dict) -> tuple[str, str, str]:
+    return r["model"], r["precision"], r["case"]
+
+
+def has_result(doc: dict, net: str, precision: str, case: str) -> bool:
+    return any(case_key(r) == (net, precision, case) and "error" not in r for r in doc["results"])
+
+
+def add_round(doc: dict, res: dict) -> None:
+    """A later round's run of a case: its step time joins the case's ``rounds`` and the case's ``step_ms`` becomes
+    the median over the rounds (a failed round is kept with its error and left out of the median); the rest
+    (conv time, peak, ...) stays the first round's."""
+    row = next(r for r in doc["results"] if case_key(r) == case_key(res))
+    rounds = row.setdefault("rounds", [{k: row.get(k) for k in ROUND_KEYS}])
+    rounds.append({"error": res["error"]} if "error" in res else {k: res.get(k) for k in ROUND_KEYS})
+    row["step_ms"] = statistics.median(r["step_ms"] for r in rounds if "error" not in r)
 
 
 # --- report (no GPU) ------------------------------------------------------------------------------
@@ -585,6 +597,15 @@ def report(args) -> int:
         "convolution's own new tensors while cuDNN chooses its algorithms (first step), as for the isolated "
         "convolutions measured alone; wr-X: WR plan, X per kernel; wd-X: WD "
         "plan, X in total; -graph: the whole step replayed as one CUDA graph",
+        *(
+            [
+                "- rounds (`--rounds N`): a model's cases ran round after round, each in a process of its own; a step "
+                "time shown with rounds is their median, and the eager comparison judges the median of the rounds' "
+                "ratios (each round's two cases ran minutes apart at most, so a slow spell of the host hits both)"
+            ]
+            if any(len(r.get("rounds", [])) > 1 for r in rows)
+            else []
+        ),
         "",
     ]
     for key in sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (list(MODELS).index(k[0]), k[1])):
@@ -604,7 +625,7 @@ def report(args) -> int:
             vs = f"{free['conv_ms'] / r['conv_ms']:.2f}" if free and r.get("conv_ms") and not double_counted(r) else "-"
             conv = "? (counted twice)" if double_counted(r) else f"{r['conv_ms']:.2f}" if r["conv_ms"] else "- (graph)"
             lines.append(
-                f"| {r['case']} | {r['step_ms']:.2f} ({r['step_ms_p10']:.2f}-{r['step_ms_p90']:.2f}) | "
+                f"| {r['case']} | {step_text(r)} | "
                 f"{conv} | {vs} | {r['gpu_busy']:.0%} | {host_us(r)} | {format_size(r['peak'])} | "
                 f"{format_size(r['arena']) if r['arena'] else '-'} |"
             )
@@ -675,6 +696,22 @@ def host_us(r: dict) -> str:
     return f"{v:.0f}" if v else "-"
 
 
+def paired(a: dict, b: dict) -> list[float]:
+    """a's step time over b's per round, where both ran the same rounds (torch_training measure --rounds)."""
+    ra, rb = a.get("rounds", []), b.get("rounds", [])
+    if len(ra) < 2 or len(ra) != len(rb):
+        return []
+    return [x["step_ms"] / y["step_ms"] for x, y in zip(ra, rb) if "error" not in x and "error" not in y]
+
+
+def step_text(r: dict) -> str:
+    """A case's step time: the median with its 10-90 % range, or over rounds, the median and the rounds' range."""
+    ok = [x["step_ms"] for x in r.get("rounds", []) if "error" not in x]
+    if len(ok) > 1:
+        return f"{r['step_ms']:.2f} ({len(ok)} rounds: {min(ok):.2f}-{max(ok):.2f})"
+    return f"{r['step_ms']:.2f} ({r['step_ms_p10']:.2f}-{r['step_ms_p90']:.2f})"
+
+
 def spread_of(r: dict) -> float:
     """A case's 10-90 % step-time range as a share of its median."""
     return (r["step_ms_p90"] - r["step_ms_p10"]) / r["step_ms"]
@@ -730,17 +767,24 @@ def comparisons(sub: list[dict], free: dict | None) -> list[str]:
             )
     eager = get.get("wr-256-free") or get.get("wr-256")
     if eager and free:
-        r = eager["step_ms"] / free["step_ms"]
+        pairs = paired(eager, free)
+        r = statistics.median(pairs) if pairs else eager["step_ms"] / free["step_ms"]
         busy = (free["gpu_busy"] - eager["gpu_busy"]) * 100
-        spread = max(spread_of(x) for x in (eager, free))
+        spread = (max(pairs) - min(pairs)) / r if pairs else max(spread_of(x) for x in (eager, free))
         side = "" if abs(busy) <= 5 else ": planned lower" if busy > 0 else ": planned higher"
         out.append(
             f"- eager {eager['case']} step {r:.3f}x stock-free's (issue 22 target <= {EAGER_TARGET}: "
             f"{'met' if r <= EAGER_TARGET else 'NOT met'}); GPU busy {eager['gpu_busy']:.0%} vs "
             f"{free['gpu_busy']:.0%} ({'within' if abs(busy) <= 5 else 'NOT within'} 5 points{side})"
             + (
-                f"; a 10-90 % range spans {spread:.0%} of its median, too wide to judge "
-                f"{EAGER_TARGET - 1:.0%} on this host"
+                f" (the median of {len(pairs)} rounds' ratios, {min(pairs):.3f}-{max(pairs):.3f}, each round the "
+                "two cases one after the other)"
+                if pairs
+                else ""
+            )
+            + (
+                f"; {'its rounds spread' if pairs else 'a 10-90 % range spans'} {spread:.0%} of its median, too wide "
+                f"to judge {EAGER_TARGET - 1:.0%} on this host"
                 if spread > 2 * (EAGER_TARGET - 1)
                 else ""
             )
@@ -1007,6 +1051,12 @@ def main(argv=None) -> int:
     m.add_argument("--pressure", nargs="+", type=int, default=list(PRESSURE_MIB))
     m.add_argument("--cases", nargs="+", help="cases to run (default: default_cases)")
     m.add_argument("--steps", type=int, default=20)
+    m.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run each model's cases this many times, round after round; a case's step time is its rounds' median",
+    )
     m.add_argument("--resume", action="store_true", help="keep results already in the output file")
     m.add_argument(
         "--profile-cache",

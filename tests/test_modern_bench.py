@@ -223,6 +223,38 @@ def test_torch_training_profiles_a_measured_model_first_then_its_cases(tmp_path,
     assert len(calls) == 5
 
 
+def test_torch_training_rounds_run_the_cases_in_turn_and_report_the_median_of_paired_ratios(tmp_path, monkeypatch):
+    """SYNTHETIC: --rounds 3 runs stock-free and wr-256-free one after the other three times; each case's step
+    time is its rounds' median, and the eager line judges the median of the per-round ratios."""
+    calls, steps = [], iter([20.0, 20.2, 30.0, 30.9, 21.0, 21.0])  # round 2: a slow spell hits both cases
+
+    def fake_child(net, precision, case_, steps_, own, args=None, timeout=300):
+        calls.append(case_)
+        ms = next(steps)
+        return {
+            "model": net,
+            "precision": precision,
+            "case": case_,
+            "measured_at": "2000-01-01T00:00:00Z",
+            **dict(step_ms=ms, step_ms_p10=ms, step_ms_p90=ms, conv_ms=4.0, gpu_busy=0.5, peak=GiB, arena=0),
+        }
+
+    monkeypatch.setattr(tt, "child", fake_child)
+    monkeypatch.setattr(tt, "provenance", lambda c: {"gpu": "SYNTHETIC", "date": "2000-01-01", "command": c})
+    out = tmp_path / "SYNTHETIC-rounds.json"
+    argv = ["measure", "-o", str(out), "--configs", "resnet50:fp16", "--cases", "stock-free", "wr-256-free"]
+    assert tt.main([*argv, "--rounds", "3"]) == 0
+    assert calls == ["stock-free", "wr-256-free"] * 3
+    rows = {r["case"]: r for r in json.loads(out.read_text())["results"]}
+    assert [x["step_ms"] for x in rows["wr-256-free"]["rounds"]] == [20.2, 30.9, 21.0]
+    assert rows["stock-free"]["step_ms"] == 21.0 and rows["wr-256-free"]["step_ms"] == 21.0
+    assert tt.paired(rows["wr-256-free"], rows["stock-free"]) == pytest.approx([1.01, 1.03, 1.0])
+    line = next(x for x in tt.comparisons(list(rows.values()), rows["stock-free"]) if x.startswith("- eager"))
+    assert "step 1.010x stock-free's" in line and "median of 3 rounds' ratios, 1.000-1.030" in line
+    assert "too wide" not in line  # the slow round moved both cases: paired, it spreads 3 %
+    assert tt.step_text(rows["stock-free"]) == "21.00 (3 rounds: 20.00-30.00)"
+
+
 def test_torch_training_reports_a_measured_model_beside_the_others(tmp_path, monkeypatch):
     """SYNTHETIC results: the modern rows get their table, the profile line and the legacy-64 comparison with
     the eager plan; the README block has their row."""
