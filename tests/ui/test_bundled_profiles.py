@@ -186,3 +186,24 @@ def test_controls_tabs_and_compare_on_a_measured_profile(bundled_page):
     compare.select_option(label="(none)")
     wait_text(page, lambda: page.get_by_text("Sum over ").first.inner_text(), r"^(?!.*H200)")
     assert not page.problems, page.problems
+
+
+def test_a_plan_from_another_bundled_profile_switches_the_page_to_it(bundled_page, tmp_path):
+    """A new user's likely upload: a plan made from the H200 fp16 ResNet-50 profile while the default profile is
+    shown. The page switches to the profile the plan came from and shows the plan's controls."""
+    from engine.planner import make_plan
+    from engine.profile import Profile, resolve_profile
+    from engine.zoo import get_network
+
+    name = "h200-resnet50-b64-fp16-nhwc-powerOfTwo"
+    plan = make_plan(
+        Profile.load(resolve_profile(name)), get_network("resnet50", 64), mode="wr", budget="64MiB", precision="fp16"
+    )
+    path = tmp_path / "resnet50-fp16.plan.json"
+    plan.save(path)
+    wait_for_profile(bundled_page, DEFAULT)
+    bundled_page.locator("input[type=file]").set_input_files(str(path))
+    bundled_page.get_by_text(f"switched to profile {name}").wait_for(timeout=60_000)
+    wait_for_profile(bundled_page, name)
+    assert bundled_page.get_by_label("Profile").input_value() == name
+    assert not bundled_page.problems, bundled_page.problems
