@@ -91,6 +91,15 @@ def test_workers_measure_each_graph_once_one_at_a_time_on_the_gpu_and_merge_in_t
     assert all(p["timing"]["split"]["timing"] == 0.005 and p["timing"]["seconds"] >= 0.025 for p in per_graph)
 
 
+def test_measuring_begins_as_soon_as_one_worker_is_ready(tmp_path):
+    """Workers start slowly (CUDA and cuDNN load): the first one ready measures while the others still start."""
+    prof, _ = pipelined(tmp_path, workers=3, probe=partial(fake.staggered_probe, str(tmp_path)))
+    last_ready = max(float(p.read_text()) for p in tmp_path.glob("ready-*"))
+    held = sorted(t0 for *_, t0, _, _ in fake.log_lines(tmp_path / "log.jsonl"))
+    assert len(list(tmp_path.glob("ready-*"))) == 3 and held[0] < last_ready - 1.0
+    pd.testing.assert_frame_equal(prof.table, expected_table(tmp_path))
+
+
 def test_notes_labelled_once_go_with_later_graphs_of_the_signature(tmp_path):
     pipelined(tmp_path, workers=2)
     given = {(k, b): n for _, k, b, _, _, n in fake.log_lines(tmp_path / "log.jsonl")}

@@ -95,6 +95,18 @@ def pipeline_measure(
     }
 
 
+def staggered_probe(folder: str) -> dict:
+    """probe() at once for the first worker to start, 2 s later for the others (a slow CUDA start); each
+    worker's ready time is written to ``folder``/ready-PID."""
+    try:
+        os.close(os.open(os.path.join(folder, "first"), os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        time.sleep(2.0)
+    with open(os.path.join(folder, f"ready-{os.getpid()}"), "w") as f:
+        f.write(repr(time.time()))
+    return probe()
+
+
 def failing_probe() -> dict:
     raise RuntimeError("SYNTHETIC: no GPU here")
 
