@@ -790,9 +790,9 @@ def run_gpu(d: dict) -> str:
 def target_lines(rows: list[tuple[dict, dict]], goals: dict) -> list[str]:
     """Each target against the last run that measured it, with where B's time went."""
     out = []
-    entry, b = latest(rows, "B")
+    entry, doc, b = latest(rows, "B")
     if b.get("returncode") == 0:
-        c = next(d for r, d in rows if r is entry).get("compare") or {}
+        c = doc.get("compare") or {}
         met = "met" if b["wall_s"] <= goals["resnet50_one_gpu_s"] else "not met"
         split = b.get("time_split") or {}
         kernels = f", of which its timed kernels themselves ran {c['kernel_s_b']:.1f} s" if "kernel_s_b" in c else ""
@@ -804,7 +804,7 @@ def target_lines(rows: list[tuple[dict, dict]], goals: dict) -> list[str]:
             f"(plus labelling notes) is {split.get('build', 0) + split.get('bookkeeping', 0):.1f} s of host time, "
             f"spread over {b.get('workers')} processes."
         )
-    entry, m = latest(rows, "M")
+    entry, _, m = latest(rows, "M")
     if m:
         goal = goals.get("mobilenet_v3_large_s", 120.0)
         met = "met" if m.get("returncode") == 0 and m["wall_s"] <= goal else "not met"
@@ -813,16 +813,12 @@ def target_lines(rows: list[tuple[dict, dict]], goals: dict) -> list[str]:
             f"- MobileNetV3-Large b128 on one GPU: {wall_text(m)} in {entry['dir']}, target {goal:g} s: **{met}**"
             + (f" ({cut})." if cut else ".")
         )
-    for name in ("M", "D"):
-        entry, run = latest(rows, name)
-        dw = depthwise_graphs(run)
-        if dw:
-            med = median_own(run, dw)
-            met = "met" if med <= goals["depthwise_graph_median_s"] else "not met"
-            out.append(
-                f"- depthwise and grouped graphs ({name}, {entry['dir']}): median {med:.2f} s of a graph's own "
-                f"building and timing, target {goals['depthwise_graph_median_s']:g} s: **{met}**."
-            )
+    for name, entry, med in depthwise_medians(rows):
+        met = "met" if med <= goals["depthwise_graph_median_s"] else "not met"
+        out.append(
+            f"- depthwise and grouped graphs ({name}, {entry['dir']}): median {med:.2f} s of a graph's own "
+            f"building and timing, target {goals['depthwise_graph_median_s']:g} s: **{met}**."
+        )
     return out
 
 
@@ -1004,9 +1000,20 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def latest(rows: list[tuple[dict, dict]], name: str) -> tuple[dict, dict]:
-    """(listing entry, run) of the last run that ran step ``name``, else ({}, {})."""
-    return next(((r, d["runs"][name]) for r, d in reversed(rows) if d["runs"].get(name)), ({}, {}))
+def latest(rows: list[tuple[dict, dict]], name: str) -> tuple[dict, dict, dict]:
+    """(listing entry, its speed.json, step ``name``'s run) of the last run that ran that step, else ({}, {}, {})."""
+    return next(((r, d, d["runs"][name]) for r, d in reversed(rows) if d["runs"].get(name)), ({}, {}, {}))
+
+
+def depthwise_medians(rows: list[tuple[dict, dict]]) -> list[tuple[str, dict, float]]:
+    """(step, listing entry, median own seconds of its depthwise and grouped graphs) for the last M and D."""
+    out = []
+    for name in ("M", "D"):
+        entry, _, run = latest(rows, name)
+        dw = depthwise_graphs(run)
+        if dw:
+            out.append((name, entry, median_own(run, dw)))
+    return out
 
 
 def speed_readme(rows: list[tuple[dict, dict]]) -> str:
@@ -1022,15 +1029,13 @@ def speed_readme(rows: list[tuple[dict, dict]]) -> str:
             text += f", {a[-1][1]['wall_s']} s graph after graph ({a[-1][0]['dir']})"
         parts.append(text)
     tail = ""
-    for name, what in (("M", "MobileNetV3-Large b128"), ("D", "benchmarks/depthwise.yaml")):
-        entry, run = latest(rows, name)
-        dw = depthwise_graphs(run)
-        if dw:
-            tail += (
-                f" Depthwise and grouped graphs ({what}, {entry['dir']}): {median_own(run, dw):.2f} s median of a "
-                f"graph's own building and timing (target {goals['depthwise_graph_median_s']:g} s)."
-            )
-    entry, m = latest(rows, "M")
+    what = {"M": "MobileNetV3-Large b128", "D": "benchmarks/depthwise.yaml"}
+    for name, entry, med in depthwise_medians(rows):
+        tail += (
+            f" Depthwise and grouped graphs ({what[name]}, {entry['dir']}): {med:.2f} s median of a graph's own "
+            f"building and timing (target {goals['depthwise_graph_median_s']:g} s)."
+        )
+    entry, _, m = latest(rows, "M")
     if m:
         tail += (
             f" MobileNetV3-Large b128 with the sweep ({entry['dir']}): {cut_text(m) or wall_text(m)} (target "

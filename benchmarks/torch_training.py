@@ -51,6 +51,7 @@ busy, the peak allocation and the workspace arena (planned; stock PyTorch's work
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -789,8 +790,8 @@ def comparisons(sub: list[dict], free: dict | None) -> list[str]:
                 else ""
             )
         )
-    for r in (r for r in sub if r.get("kept_stock") and len(r["kept_stock"]) == conv_layers(r["model"])):
-        if free and r is not free:
+    for r in (r for r in sub if free and r is not free and r.get("kept_stock")):
+        if len(r["kept_stock"]) == conv_layers(r["model"]):
             out.append(
                 f"- {r['case']} left all {len(r['kept_stock'])} convolutions stock, so its step runs stock "
                 f"PyTorch's code{' (and one shape check per forward)' if r['case'].startswith('opt-') else ''}: its "
@@ -967,19 +968,24 @@ def double_counted(r: dict) -> bool:
     return "conv_profile" not in r and bool(r.get("conv_ms")) and r["conv_ms"] > r.get("step_ms", float("inf"))
 
 
-def conv_layers(net: str) -> int:
-    """Convolution layers of ``net`` (its zoo twin's), to tell a case that left every one stock."""
+@functools.lru_cache(maxsize=None)
+def twin(net: str):
+    """The Network of a model's training step: the zoo twin of a BUNDLED model, the torchvision model itself
+    (imported) for a MEASURED one (the zoo has no twin of those)."""
     from engine.zoo import get_network
 
-    return len({k.layer for k in get_network(net, MODELS[net]).kernels()})
+    return get_network(net if net in BUNDLED else f"torchvision:{net}", MODELS[net])
+
+
+def conv_layers(net: str) -> int:
+    """Convolution layers of ``net``, to tell a case that left every one stock."""
+    return len({k.layer for k in twin(net).kernels()})
 
 
 def kernel_counts(rows) -> str:
     """Convolution kernels per model with a WD case (a BUNDLED one), from the zoo twin of its torchvision model."""
-    from engine.zoo import get_network
-
     return ", ".join(
-        f"{len(get_network(net, MODELS[net]).kernels())} for {net}"
+        f"{len(twin(net).kernels())} for {net}"
         for net in sorted({r["model"] for r in rows if r["case"].startswith("wd-")}, key=list(MODELS).index)
     )
 

@@ -144,7 +144,8 @@ class SelectionState(param.Parameterized):
         """Another listed profile that is the one ``provenance`` records (a plan's record of its profile: same
         GPU, date and command) and that measured ``network``, looking first at names that say the network and
         batch as the bundled ones do; None when there is none (profiles that do not load are skipped)."""
-        key = tuple(provenance.get(k) for k in ("gpu", "date", "command"))
+        ident = lambda prov: tuple(prov.get(k) for k in ("gpu", "date", "command"))  # noqa: E731
+        key = ident(provenance)
         if None in key:
             return None
         hint = f"-{network}-b{batch}-".lower()
@@ -155,8 +156,7 @@ class SelectionState(param.Parameterized):
                 profile = self.get_profile(name)
             except EngineError:
                 continue
-            same = tuple(profile.provenance.get(k) for k in ("gpu", "date", "command")) == key
-            if same and any(n.get("name") == network for n in profile.networks):
+            if ident(profile.provenance) == key and any(n.get("name") == network for n in profile.networks):
                 return name
         return None
 

@@ -149,8 +149,8 @@ class PlannerState(param.Parameterized):
             source = sel.profile_of(plan.provenance.get("profile", {}), plan.network, plan.batch)
             if source is not None:  # the listed profile the plan was made from
                 sel.profile, switched = source, f"switched to profile {source}, which the plan was made from; "
-        if sel.names and scope not in sel.scopes and is_torch_name(plan.network):
-            sel.model = plan.network  # a model the profile does not list may still be covered by it
+            if scope not in sel.scopes and is_torch_name(plan.network):
+                sel.model = plan.network  # a model the profile does not list may still be covered by it
         if not sel.names or scope not in sel.scopes:
             raise EngineError(
                 f"profile {sel.profile!r} has no measurements for {plan.network} at mini-batch "

@@ -193,10 +193,10 @@ class Pool:
                 raise self.died(msg)
         return next(iter(self.provs.values()))
 
-    def provenance(self) -> dict:
-        """The started workers' common provenance, with the GPUs and the graphs each measured (check_gpus)."""
+    def provenance(self, graphs: dict[int, int] | None = None) -> dict:
+        """The started workers' common provenance, with the GPUs and ``graphs`` measured on each (check_gpus)."""
         ready = sorted(self.provs)
-        return check_gpus([self.provs[i] for i in ready], [self.gpu[i] for i in ready])
+        return check_gpus([self.provs[i] for i in ready], [self.gpu[i] for i in ready], graphs)
 
     def died(self, msg: tuple) -> EngineError:
         """The error of a "died" message: a worker that never started, or one that died measuring."""
@@ -321,9 +321,7 @@ def run_pipeline(
                 status(track.status())
             if should_stop and should_stop() and (waiting or sent):
                 raise cancelled(track.done, len(work), cache)
-        prov = dict(pool.provenance(), command=command)
-        for g in prov.get("gpus", ()):
-            g["graphs"] = per_gpu.get(int(g["worker"][3:]), 0)
+        prov = dict(pool.provenance(per_gpu), command=command)
         pool.close()
         return prov, cache
     except BaseException:
@@ -333,9 +331,9 @@ def run_pipeline(
         raise
 
 
-def check_gpus(provs: list[dict], gpu: list[int]) -> dict:
+def check_gpus(provs: list[dict], gpu: list[int], graphs: dict[int, int] | None = None) -> dict:
     """The workers' common provenance (``gpu``: each worker's GPU index): one GPU model, driver and cuDNN,
-    and with several GPUs, a GPU of its own per index (``gpus`` lists them with the graphs each measured)."""
+    and with several GPUs, a GPU of its own per index (``gpus`` lists them with ``graphs``: measured per index)."""
     keys = {device_key(p) for p in provs}
     if len(keys) > 1:
         raise EngineError(
@@ -349,7 +347,13 @@ def check_gpus(provs: list[dict], gpu: list[int]) -> dict:
     if len(set(uuids)) < len(uuids):
         raise EngineError(f"the GPUs given share a GPU ({', '.join(uuids)}): give each number its own GPU")
     gpus = [
-        dict(worker=f"gpu{g}", gpu=p["gpu"], gpu_uuid=p.get("gpu_uuid", ""), host=p.get("host", ""), graphs=0)
+        dict(
+            worker=f"gpu{g}",
+            gpu=p["gpu"],
+            gpu_uuid=p.get("gpu_uuid", ""),
+            host=p.get("host", ""),
+            graphs=(graphs or {}).get(g, 0),
+        )
         for g, p in sorted(first.items())
     ]
     return dict(provs[0], gpus=gpus, gpu_uuid=",".join(uuids))
