@@ -317,6 +317,12 @@ def common_plan(plans, sig, sizes, cap: int = 64 << 20) -> str:
     raise RuntimeError(f"no heuristic plan of {sig.key} at b={small} builds at every size {sorted(sizes)}")
 
 
+def rel(path: str) -> str:
+    """``path`` as from the repository root where it lies below it (the report's header names its inputs)."""
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else path
+
+
 def slope(xs, ys) -> float:
     mx, my = statistics.mean(xs), statistics.mean(ys)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
@@ -550,7 +556,8 @@ def report(args) -> None:
     lines = [
         "# Host cost of the planned PyTorch convolution",
         "",
-        "<!-- generated: python benchmarks/op_host_cost.py report; do not edit -->",
+        f"<!-- generated: python benchmarks/op_host_cost.py report {rel(args.input)}"
+        f"{' --earlier ' + ' '.join(map(rel, args.earlier)) if args.earlier else ''}; do not edit -->",
         "",
         f"{prov['gpu']}, driver {prov.get('driver', '?')}, cuDNN {prov['cudnn_version']}, "
         f"cudnn-frontend {prov.get('frontend_version', '?')}, PyTorch {data['torch']}, {prov['date']}. "
