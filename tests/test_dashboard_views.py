@@ -377,6 +377,26 @@ def test_upload_arrives_in_chunks_and_is_bounded(dash, monkeypatch):
     assert not up._file_buffer and not up.value
 
 
+def test_chunks_handled_at_once_and_out_of_order_join_in_order(dash):
+    """Served with --num-threads, Panel handles each chunk's event on a pool thread: they may arrive reversed and
+    at once, and the file must still be the one sent (FileDropper's own buffer raised KeyError in CI)."""
+    import random
+    import threading
+
+    up = dash.plan.upload
+    text = dash.state.plan_json().encode()
+    events = []
+    drop(SimpleNamespace(chunk_size=1000, _process_event=events.append), "shuffled.plan.json", text)
+    random.Random(0).shuffle(events)
+    threads = [threading.Thread(target=up._process_event, args=(e,)) for e in events]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert dash.plan.alert.alert_type == "success" and "Loaded shuffled.plan.json" in dash.plan.alert.object
+    assert up.file == ("shuffled.plan.json", text) and not up._uploads
+
+
 @pytest.mark.slow
 def test_export_is_disabled_without_a_plan():
     d = Dashboard(PlannerState(profiles={}), gpu=(False, "none"), runner=JobRunner())

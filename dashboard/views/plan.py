@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import panel as pn
@@ -36,7 +38,11 @@ class PlanDropper(pn.widgets.FileDropper):
     takes files past Tornado's 20 MB message limit (one ``FileInput`` message that size drops the session).
     Bounded on the server as well as in the browser: a file past ``MAX_FILE_BYTES`` (what the engine reads)
     is dropped chunk by chunk as it arrives, whatever the client claims. A completed file is handed over once
-    as ``file`` = (name, bytes), or (name, None) when it was too large, and not kept in ``value``."""
+    as ``file`` = (name, bytes), or (name, None) when it was too large, and not kept in ``value``.
+
+    Chunks are kept by their number and joined in order once all have come, under a lock: served with
+    --num-threads, Panel handles each chunk's event on a pool thread, so they may run at once and out of order
+    (FileDropper's own buffer then raised KeyError, or would have joined them in arrival order)."""
 
     file = param.Parameter(default=None, doc="(name, bytes or None) of the last upload; set on every upload")
     _rename = {**pn.widgets.FileDropper._rename, "file": None}  # server-side only, no Bokeh property
@@ -45,30 +51,39 @@ class PlanDropper(pn.widgets.FileDropper):
         params.setdefault("chunk_size", CHUNK_BYTES)
         params.setdefault("max_file_size", f"{MAX_FILE_BYTES // MiB}MB")  # the browser refuses it up front
         super().__init__(multiple=False, previews=[], **params)
-        self._received: dict[str, int] = {}  # name -> bytes so far, while its chunks arrive
+        self._uploads: dict[str, Upload] = {}  # name -> its chunks so far
+        self._lock = threading.Lock()
 
     def _process_event(self, event) -> None:  # Panel's FileDropper hook (private in Panel 1.9)
         data = event.data
         if event.event_name != "upload_event":
             super()._process_event(event)  # the browser removed a file: nothing to do here
             return
-        name = data["name"]
-        if data["chunk"] == 1:
-            self._received[name] = 0
-        elif name not in self._received:
-            return  # refused earlier: the rest of its chunks are dropped
-        self._received[name] += len(data["data"] or b"")
-        if self._received[name] > MAX_FILE_BYTES:
-            del self._received[name]
-            self._file_buffer.pop(name, None)
-            self.param.update(file=(name, None))
-            return
-        super()._process_event(event)
-        if data["chunk"] == data["total_chunks"]:
-            del self._received[name]
-            content = self.value.pop(name, b"")
-            self.mime_type.pop(name, None)
-            self.param.update(file=(name, content.encode() if isinstance(content, str) else bytes(content)))
+        name, part, handed = data["name"], data["data"] or b"", None
+        with self._lock:
+            up = self._uploads.setdefault(name, Upload())
+            up.seen += 1
+            if not up.refused:
+                up.chunks[data["chunk"]] = chunk = part.encode() if isinstance(part, str) else bytes(part)
+                up.size += len(chunk)
+                if up.size > MAX_FILE_BYTES:  # told at once; its other chunks are counted, not kept
+                    up.refused, up.chunks, handed = True, {}, (name, None)
+            if up.seen == data["total_chunks"]:
+                del self._uploads[name]
+                if not up.refused:
+                    handed = (name, b"".join(up.chunks[i] for i in sorted(up.chunks)))
+        if handed is not None:
+            self.param.update(file=handed)
+
+
+@dataclass
+class Upload:
+    """One file's chunks while they arrive (PlanDropper)."""
+
+    chunks: dict[int, bytes] = field(default_factory=dict)
+    size: int = 0
+    seen: int = 0
+    refused: bool = False
 
 
 class PlanView(StateView):
