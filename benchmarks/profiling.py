@@ -269,7 +269,13 @@ MOBILENET = [
     "powerOfTwo",
 ]
 SPEED_GOALS = {"resnet50_one_gpu_s": 45.0, "depthwise_graph_median_s": 1.5, "mobilenet_v3_large_s": 120.0}
-SPEED_NETS = {"B": (RESNET, []), "M": (MOBILENET, []), "D": (DEPTHWISE, []), "A": (RESNET, ["--build-workers", "1"])}
+SPEED_NETS = {
+    "B": (RESNET, []),
+    "M": (MOBILENET, []),
+    "H": (MOBILENET, ["--engines", "heuristics"]),  # M as a user who asks for less: cuDNN's heuristic list only
+    "D": (DEPTHWISE, []),
+    "A": (RESNET, ["--build-workers", "1"]),
+}
 SPEED_RUNS = ROOT / "benchmarks" / "reports" / "profiling-speed" / "runs.json"
 SPEED_REPORT = ROOT / "benchmarks" / "reports" / "profiling-speed.md"
 BUDGETS_MIB = (8, 64, 256)
@@ -328,15 +334,17 @@ def per_graph(cache: Path) -> list[dict]:
     with sqlite3.connect(cache) as db:
         rows = db.execute("SELECT signature, micro_batch, provenance FROM done ORDER BY rowid").fetchall()
         counts = {
-            (sig, b): (n, ok, host)
-            for sig, b, n, ok, host in db.execute(
-                "SELECT signature, micro_batch, COUNT(*), SUM(status = 'ok'), SUM(reason LIKE '%host-bound:%') "
-                "FROM measurements GROUP BY signature, micro_batch"
+            (sig, b): (n, ok, host, once, runs)
+            for sig, b, n, ok, host, once, runs in db.execute(
+                "SELECT signature, micro_batch, COUNT(*), SUM(status = 'ok'), SUM(reason LIKE '%host-bound:%'), "
+                "SUM(CASE WHEN status = 'ok' THEN time_min_ms ELSE 0 END), "
+                "SUM(CASE WHEN status = 'ok' THEN time_ms * (CASE WHEN repeats > 1 THEN repeats + 1 ELSE 2 END) "
+                "ELSE 0 END) FROM measurements GROUP BY signature, micro_batch"
             )
         }
     out = []
     for sig, b, prov in rows:
-        plans, timed, host_bound = counts.get((sig, b), (0, 0, 0))
+        plans, timed, host_bound, once_ms, runs_ms = counts.get((sig, b), (0, 0, 0, 0.0, 0.0))
         p = json.loads(prov)
         timing = p.get("timing", {})
         split = {k: v for k, v in timing.get("split", {}).items() if not isinstance(v, dict)}
@@ -351,6 +359,11 @@ def per_graph(cache: Path) -> list[dict]:
                 "plans": plans,
                 "timed": timed,
                 "host_bound": host_bound,
+                # GPU seconds of its timed plans: one run each (the least any profiler that runs every plan
+                # once must spend), and what ran (a warm-up and a single run per plan, and the repeats)
+                "single_runs_s": round((once_ms or 0.0) / 1000, 4),
+                "kernel_s": round((runs_ms or 0.0) / 1000, 4),
+                "first_runs": timing.get("split", {}).get("first_runs", {}),
             }
         )
     return out
@@ -428,7 +441,7 @@ def speed(args) -> None:
         "runs": {},
     }
     t0 = time.perf_counter()
-    data["prepared"] = prepare(dict(os.environ), torch="M" in steps)
+    data["prepared"] = prepare(dict(os.environ), torch="M" in steps or "H" in steps)
     if "gil" in steps:
         g = subprocess.run(
             [sys.executable, str(Path(__file__)), "gil"], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -438,6 +451,8 @@ def speed(args) -> None:
     print("gil", data.get("gil"), file=sys.stderr, flush=True)
     data["versions"] = versions()
     with tempfile.TemporaryDirectory() as tmp:
+        tmp = out / "caches" if args.keep_caches else Path(tmp)  # kept: a run cut at its limit can be resumed
+        tmp.mkdir(exist_ok=True)
         for name in [s for s in steps if s in SPEED_NETS]:
             net, extra = SPEED_NETS[name]
             left = args.budget - (time.perf_counter() - t0) if args.budget else args.timeout
@@ -447,7 +462,7 @@ def speed(args) -> None:
                     "skipped": "no time left in --budget",
                 }
                 continue
-            data["runs"][name] = speed_run(name, net, extra, out, Path(tmp), min(args.timeout, left))
+            data["runs"][name] = speed_run(name, net, extra, out, tmp, min(args.timeout, left))
             write_json(data, out / "speed.json")
             r = data["runs"][name]
             print(name, r.get("wall_s"), r.get("returncode"), r.get("time_split"), file=sys.stderr, flush=True)
@@ -493,10 +508,10 @@ def kernel_seconds(profile) -> float:
     return round(float((ok.time_ms * runs).sum()) / 1000, 2)
 
 
-def compare_profiles(a, b) -> dict:
-    """Profile ``a`` against ``b`` of the same network: the same (signature, micro-batch, plan) rows and outcome,
-    the plan times' ratio, and make_plan's choices at 8, 64 and 256 MiB, WR and WD, each plan also timed with
-    the other profile's measurements of its choices."""
+def compare_profiles(a, b, network: tuple[str, int] = ("resnet50", 64)) -> dict:
+    """Profile ``a`` against ``b`` of the same ``network`` (name, mini-batch): the same (signature, micro-batch,
+    plan) rows and outcome, the plan times' ratio, and make_plan's choices at 8, 64 and 256 MiB, WR and WD, each
+    plan also timed with the other profile's measurements of its choices."""
     from benchmarks.profile_multigpu import time_agreement
     from engine.planner import make_plan
     from engine.zoo import get_network
@@ -515,7 +530,7 @@ def compare_profiles(a, b) -> dict:
     status = [
         set(zip(p.table.signature, p.table.micro_batch.astype(int), p.table.plan, p.table.status)) for p in (a, b)
     ]
-    net = get_network("resnet50", 64)
+    net = get_network(*network)
     plans = []
     for mode in ("wr", "wd"):
         for mib in BUDGETS_MIB:
@@ -552,22 +567,27 @@ def compare_profiles(a, b) -> dict:
 
 def speed_compare(args) -> None:
     """This run's B against the serial A (of this run, or of ``--serial``'s), and against an earlier run's B
-    (``--noise``: two pipelined runs, so the differences of two measurements alone)."""
+    (``--noise``: two pipelined runs, so the differences of two measurements alone); with ``--coverage``, its
+    MobileNetV3-Large sweep M against the same model's heuristic list H (what asking for less costs the plans)."""
     from engine.profile import Profile
 
     folder = Path(args.dir)
     data = json.loads((folder / "speed.json").read_text())
-    b = Profile.load(folder / "B.profile.json.gz")
-    serial = Path(args.serial or args.dir)
-    serial = serial if serial.is_file() else serial / "A.profile.json.gz"
-    data["compare"] = dict(compare_profiles(Profile.load(serial), b), serial_from=args.serial_name or "this run")
-    if args.noise:
-        data["noise"] = dict(
-            compare_profiles(Profile.load(Path(args.noise) / "B.profile.json.gz"), b),
-            other_from=args.noise_name or args.noise,
-        )
+    if (folder / "B.profile.json.gz").exists():
+        b = Profile.load(folder / "B.profile.json.gz")
+        serial = Path(args.serial or args.dir)
+        serial = serial if serial.is_file() else serial / "A.profile.json.gz"
+        data["compare"] = dict(compare_profiles(Profile.load(serial), b), serial_from=args.serial_name or "this run")
+        if args.noise:
+            data["noise"] = dict(
+                compare_profiles(Profile.load(Path(args.noise) / "B.profile.json.gz"), b),
+                other_from=args.noise_name or args.noise,
+            )
+    if args.coverage:
+        m, h = (Profile.load(folder / f"{n}.profile.json.gz") for n in ("M", "H"))
+        data["coverage"] = compare_profiles(m, h, (MOBILENET[1], int(MOBILENET[3])))
     write_json(data, folder / "speed.json")
-    print(json.dumps({k: v for k, v in data.items() if k in ("compare", "noise")}, indent=1))
+    print(json.dumps({k: v for k, v in data.items() if k in ("compare", "noise", "coverage")}, indent=1))
 
 
 def depthwise_graphs(run: dict) -> list[dict]:
@@ -666,7 +686,7 @@ def eta_replay(name: str, run: dict) -> dict:
 
     if name == "D":
         work = graphs(get_network(str(ROOT / DEPTHWISE[1]), 128), [128, 16, 1], "tf32", "NCHW")
-    elif name == "M":
+    elif name in ("M", "H"):
         work = graphs(get_network(MOBILENET[1], 128), "powerOfTwo", "tf32", "NCHW")
     else:
         work = graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")
@@ -1077,7 +1097,8 @@ def main() -> None:
     sp.add_argument("--code", default="?", help="the commit whose engine runs")
     sp.add_argument("--timeout", type=float, default=200.0, help="seconds per run")
     sp.add_argument("--budget", type=float, help="seconds for the whole command: a run gets at most what is left")
-    sp.add_argument("--runs", default="gil,B,M,D,A", help="which steps, in order, of gil, B, M, D and A")
+    sp.add_argument("--keep-caches", action="store_true", help="keep each run's SQLite cache in DIR/caches")
+    sp.add_argument("--runs", default="gil,B,M,D,A", help="which steps, in order, of gil, B, M, H, D and A")
     sub.add_parser("gil", help="plan building on one thread and on four (GPU host)")
     sc = sub.add_parser("speed-compare", help="A against B, from the folder speed wrote")
     sc.add_argument("dir")
@@ -1085,6 +1106,7 @@ def main() -> None:
     sc.add_argument("--serial-name", help="that run's name in the report")
     sc.add_argument("--noise", help="the folder of an earlier run whose pipelined B to compare with this B")
     sc.add_argument("--noise-name", help="that run's name in the report")
+    sc.add_argument("--coverage", action="store_true", help="also M (the sweep) against H (the heuristic list)")
     sr = sub.add_parser("speed-report", help="profiling-speed.md from the committed JSON")
     sr.add_argument("runs", nargs="?", default=str(SPEED_RUNS), help="the listing of committed runs")
     sr.add_argument("-o", "--output", default=str(SPEED_REPORT))

@@ -106,6 +106,27 @@ def test_profile_multigpu_splits_the_extra_per_graph_from_each_graph_s_stored_ti
     assert profile_multigpu.split(t) == "10.0 / 2.0 ms" and profile_multigpu.split({}) == "not stored"
 
 
+def test_speed_per_graph_sums_the_gpu_seconds_of_its_timed_plans(tmp_path):
+    """SYNTHETIC rows: one graph, a plan repeated 5 times (median 2 ms, fastest 1.5 ms), one timed once (10 ms),
+    one failed. One run each is 11.5 ms; what ran is a warm-up and the runs: 2 x 6 + 10 x 2 = 32 ms."""
+    from engine.gpu.cache import ProfileCache
+    from engine.profile import COLUMNS
+
+    def row(plan, status, t, low, repeats):
+        r = {c: (0 if kind is int else 0.0 if kind is float else "") for c, kind in COLUMNS.items()}
+        r.update(signature="sig", micro_batch=4, plan=plan, status=status, time_ms=t, time_min_ms=low, repeats=repeats)
+        return r
+
+    rows = [row("a", "ok", 2.0, 1.5, 5), row("b", "ok", 10.0, 10.0, 1), row("c", "failed", 0.0, 0.0, 0)]
+    first = {"plans": 2, "warm-up over 5 % slower": 1, "warm-up over 5 % faster": 0}
+    cache = ProfileCache(tmp_path / "c.sqlite", "SYNTHETIC-GPU|-|-|-")
+    cache.commit("sig", 4, {}, rows, {"timing": {"start": 1e9, "seconds": 0.5, "split": {"first_runs": first}}})
+    cache.close()
+    (g,) = profiling.per_graph(tmp_path / "c.sqlite")
+    assert (g["plans"], g["timed"], g["single_runs_s"], g["kernel_s"]) == (3, 2, 0.0115, 0.032)
+    assert g["first_runs"] == first and "first_runs" not in g["split"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(reproduction.BLOCKS))
 def test_reproduction_tables_match_what_the_engine_computes(name):
