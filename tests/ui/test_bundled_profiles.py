@@ -37,6 +37,7 @@ PATH = [
     "h100-resnet50-b32-tf32-nchw-powerOfTwo",
     "h200-resnet50-b64-tf32-nchw-powerOfTwo",
     "h200-vgg16-b64-tf32-nchw-powerOfTwo",
+    "h200-vgg16-b64-fp16-nhwc-powerOfTwo",
     "h100-resnet50-b64-fp16-nhwc-powerOfTwo",
 ]
 WALK = PATH + PATH[-2::-1] + [DEFAULT]  # there and back: every step of the path in both directions
