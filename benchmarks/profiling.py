@@ -496,9 +496,15 @@ def plan_choices(plan) -> list[tuple[str, tuple[tuple[int, str], ...]]]:
     return [(k.id, tuple((m.batch, m.plan) for m in k.micro)) for k in plan.kernels]
 
 
-def timed_on(plan, times: dict) -> float:
-    """A plan's predicted time with another profile's measurements of the same plans (its choices, their times)."""
-    return sum(times[(k.signature, m.batch, m.plan)] for k in plan.kernels for m in k.micro)
+def timed_on(plan, times: dict) -> float | None:
+    """A plan's predicted time with another profile's measurements of the same plans (its choices, their times);
+    None if the other profile lacks one of them (a sweep's plan against a profile of the heuristic list only)."""
+    keys = [(k.signature, m.batch, m.plan) for k in plan.kernels for m in k.micro]
+    return sum(times[key] for key in keys) if all(key in times for key in keys) else None
+
+
+def _ms(t: float | None) -> float | None:
+    return None if t is None else round(t, 3)
 
 
 def kernel_seconds(profile) -> float:
@@ -545,8 +551,8 @@ def compare_profiles(a, b, network: tuple[str, int] = ("resnet50", 64)) -> dict:
                     "same": ca == cb,
                     "time_ms_a": round(pa.totals.time_ms, 3),
                     "time_ms_b": round(pb.totals.time_ms, 3),
-                    "b_plan_on_a_ms": round(timed_on(pb, times[0]), 3),
-                    "a_plan_on_b_ms": round(timed_on(pa, times[1]), 3),
+                    "b_plan_on_a_ms": _ms(timed_on(pb, times[0])),
+                    "a_plan_on_b_ms": _ms(timed_on(pa, times[1])),
                     "differ": [x[0] for x, y in zip(ca, cb) if x != y][:12],
                 }
             )

@@ -431,3 +431,24 @@ def test_outputs_to_devices(synthetic_profile_path, tmp_path):
     proc = engine("memory", "--network", "alexnet", "--batch", "32", "--json", "/dev/fd/1")
     assert proc.returncode == 0 and json.loads(proc.stdout)["network"] == "alexnet" and "wrote" in proc.stderr
     assert Path(null).is_char_device() and Path(full).is_char_device()
+
+
+def test_a_long_engine_sweep_names_the_faster_heuristic_list_once(capsys):
+    """The profile command's status callback: silent before a tenth of the graphs, for an ETA under
+    LONG_SWEEP_S and for --engines heuristics; one line otherwise, and only once."""
+    from engine.commands.progress import LONG_SWEEP_S, sweep_hint
+
+    assert sweep_hint("heuristics") is None
+    hint = sweep_hint("sweep")
+    long = LONG_SWEEP_S + 240
+    for status in (
+        {"done": 9, "total": 100, "eta_s": long},  # before a tenth: the ETA is not settled
+        {"done": 10, "total": 100, "eta_s": LONG_SWEEP_S},
+        {"done": 10, "total": 100, "eta_s": None},
+    ):
+        hint(status)
+    assert capsys.readouterr().err == ""
+    hint({"done": 10, "total": 100, "eta_s": long})
+    hint({"done": 11, "total": 100, "eta_s": long})
+    err = capsys.readouterr().err
+    assert err.count("note: the engine sweep needs about 9 min more") == 1 and "--engines heuristics" in err

@@ -13,7 +13,7 @@ from ..gpu import ENGINES, KNOB_SAMPLES
 from ..precision import DEFAULT_PRECISION, LAYOUTS, PRECISIONS
 from ..units import format_size, parse_size
 from .network_args import add_input_argument
-from .progress import progress_bar
+from .progress import progress_bar, sweep_hint
 
 
 def add_profiling_arguments(p) -> None:
@@ -120,6 +120,7 @@ def run(args) -> int:
         knob_samples=args.knob_samples,
         command=command,
         progress=progress_bar,
+        status=sweep_hint(args.engines),
         **extra,
     )
     out = args.output or f"{net.name}-b{net.batch}-{args.precision}-{layout.lower()}-{args.policy}.profile.json.gz"
