@@ -830,14 +830,31 @@ def target_lines(rows: list[tuple[dict, dict]], goals: dict) -> list[str]:
             f"(plus labelling notes) is {split.get('build', 0) + split.get('bookkeeping', 0):.1f} s of host time, "
             f"spread over {b.get('workers')} processes."
         )
-    entry, _, m = latest(rows, "M")
+    entry, doc, m = latest(rows, "M")
     if m:
         goal = goals.get("mobilenet_v3_large_s", 120.0)
         met = "met" if m.get("returncode") == 0 and m["wall_s"] <= goal else "not met"
         cut = cut_text(m)
+        floor = floor_text(doc)
         out.append(
             f"- MobileNetV3-Large b128 on one GPU: {wall_text(m)} in {entry['dir']}, target {goal:g} s: **{met}**"
-            + (f" ({cut})." if cut else ".")
+            + (f" ({cut})" if cut else "")
+            + (f"; {floor}, more than the target alone" if floor else "")
+            + "."
+        )
+    entry, doc, h = latest(rows, "H")
+    if h:
+        goal = goals.get("mobilenet_v3_large_s", 120.0)
+        met = "met" if h.get("returncode") == 0 and h["wall_s"] <= goal else "not met"
+        costs = [p["b_plan_on_a_ms"] / p["time_ms_a"] - 1 for p in doc.get("coverage", {}).get("plans", [])]
+        worse = (
+            f"; its plans cost at most {100 * max(costs):.1f} % more than the sweep's on the sweep's times"
+            if costs
+            else ""
+        )
+        out.append(
+            f"- MobileNetV3-Large b128 with `--engines heuristics` (the user asks for less): {wall_text(h)} in "
+            f"{entry['dir']}, target {goal:g} s: **{met}**{worse}."
         )
     for name, entry, med in depthwise_medians(rows):
         met = "met" if med <= goals["depthwise_graph_median_s"] else "not met"
@@ -846,6 +863,44 @@ def target_lines(rows: list[tuple[dict, dict]], goals: dict) -> list[str]:
             f"building and timing, target {goals['depthwise_graph_median_s']:g} s: **{met}**."
         )
     return out
+
+
+def floor_text(d: dict) -> str:
+    """The GPU seconds every plan of a whole MobileNetV3-Large sweep takes run once (M resumed to its end)."""
+    f = d.get("M_resumed")
+    if not f:
+        return ""
+    return (
+        f"its {f['graphs']:,} graphs' plans run once each take {f['single_runs_s']:.0f} s of GPU time (what ran: a "
+        f"warm-up, a timed run and the repeats, {f['kernel_s']:.0f} s)"
+    )
+
+
+def coverage_lines(d: dict) -> list[str]:
+    """M (the engine sweep) against H (cuDNN's heuristic list), make_plan on each, H's plan timed on M's times."""
+    c, m, h = d["coverage"], d["runs"]["M"], d["runs"]["H"]
+    lines = [
+        f"- M, the sweep, was cut at {m['wall_s']} s ({len(m.get('graphs', []))} of {d['M_resumed']['graphs']:,} "
+        f"graphs; {cut_text(m) or 'no progress line'}); {d['M_resumed']['about']}.",
+        f"- The floor of an exact sweep: {floor_text(d)}. No profiler that runs every plan at least once can "
+        f"finish this sweep in {d['goals'].get('mobilenet_v3_large_s', 120):g} s on this GPU; {c['only_a']:,} of "
+        f"its {c['rows_a']:,} rows are engine configurations outside cuDNN's heuristic list.",
+        f"- H, the same command with `--engines heuristics` (on the host's other GPU, at the same time as M): "
+        f"{wall_text(h)}, {c['rows_b']:,} rows; the plans both timed with repeats differ by a median ratio of "
+        f"{c['time_ratio_b_over_a']['median']} (H / M, quartiles {c['time_ratio_b_over_a']['q1']} to "
+        f"{c['time_ratio_b_over_a']['q3']}).",
+        "",
+        "| make_plan | budget | kernels with the same choice | M's plan (ms, on M's times) | H's plan on M's times "
+        "(ms) | H's plan costs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in c["plans"]:
+        lines.append(
+            f"| {p['mode'].upper()} | {p['budget_mib']} MiB | {p['same_kernels']} of {p['kernels']} | "
+            f"{p['time_ms_a']} | {p['b_plan_on_a_ms']} | {100 * (p['b_plan_on_a_ms'] / p['time_ms_a'] - 1):.2f} % "
+            "more |"
+        )
+    return lines
 
 
 def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
@@ -880,8 +935,8 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         "| run | code | A: ResNet-50 serial | B: ResNet-50 pipelined | B against A | processes | B's GPU time "
         "(timing) / host time (building, bookkeeping) | B's plans timed once / timed | M: MobileNetV3-Large | "
         "D: depthwise run | depthwise graph, median own s (of M, else D) | timings repeated behind a longer "
-        "spin, B / M / D |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "spin, B / M / D | H: MobileNetV3-Large, heuristic list only |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     serials: dict[str, dict] = {}  # per GPU: the last serial run A
     for r, d in rows:
@@ -893,13 +948,14 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         a_text = f"{a['wall_s']} s" if a.get("wall_s") else (f"(run {serial['run']})" if serial else "-")
         vs = f"{serial['wall'] / b['wall_s']:.2f}x" if b.get("wall_s") and serial else "-"
         bs = b.get("time_split") or {}
+        b_split = f"{bs['timing']:.1f} / {bs['build'] + bs['bookkeeping']:.1f} s" if bs else "-"
         lines.append(
             f"| {r['dir']} ({run_gpu(d).removeprefix('NVIDIA ')}) | {r['code']} | {a_text} | **{wall_text(b)}** | "
             f"{vs} | {b.get('workers', '-')} | "
-            f"{bs.get('timing', 0):.1f} / {bs.get('build', 0) + bs.get('bookkeeping', 0):.1f} s | "
+            f"{b_split} | "
             f"{once_text(b)} | **{wall_text(m)}** | {wall_text(dd)} | {depthwise_text(m or dd)} | "
             + " / ".join(retimed_text(x) for x in (b, m, dd))
-            + " |"
+            + f" | {wall_text(ru.get('H') or {})} |"
         )
     lines += [
         "",
@@ -920,7 +976,7 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         "",
     ]
     for r, d in rows:
-        for name in ("A", "B", "M", "D"):
+        for name in ("A", "B", "M", "H", "D"):
             x = d["runs"].get(name)
             if x and x.get("time_split"):
                 lines.append(f"- {r['dir']} {name}: {split_text(x['time_split'])}")
@@ -961,6 +1017,10 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
             f"handle each ({gl['speedup']}x; too short a sample to weigh much). The frontend's only extension "
             "module never releases the GIL (engine/gpu/pipeline.py), so the profiler builds on processes.",
         ]
+    for r, d in rows:
+        if d.get("coverage"):
+            lines += ["", f"## MobileNetV3-Large: the sweep's floor and the heuristic list ({r['dir']})", ""]
+            lines += coverage_lines(d)
     lines += ["", "## Targets (the last run of each step)", "", *target_lines(rows, goals)]
     bound = [(r, host_bound_lines(r, d)) for r, d in rows]
     if any(lines_ for _, lines_ in bound):
@@ -991,7 +1051,7 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for r, d in rows:
-        for name in ("A", "B", "M", "D"):
+        for name in ("A", "B", "M", "H", "D"):
             x = d["runs"].get(name)
             if x and x.get("graphs"):
                 e = eta_replay(name, x)
@@ -1061,11 +1121,20 @@ def speed_readme(rows: list[tuple[dict, dict]]) -> str:
             f" Depthwise and grouped graphs ({what[name]}, {entry['dir']}): {med:.2f} s median of a graph's own "
             f"building and timing (target {goals['depthwise_graph_median_s']:g} s)."
         )
-    entry, _, m = latest(rows, "M")
+    entry, doc, m = latest(rows, "M")
     if m:
+        floor = floor_text(doc)
         tail += (
             f" MobileNetV3-Large b128 with the sweep ({entry['dir']}): {cut_text(m) or wall_text(m)} (target "
-            f"{goals.get('mobilenet_v3_large_s', 120.0):g} s)."
+            f"{goals.get('mobilenet_v3_large_s', 120.0):g} s)"
+            + (f"; {floor}, more than the target alone." if floor else ".")
+        )
+    entry, doc, h = latest(rows, "H")
+    if h.get("returncode") == 0 and doc.get("coverage"):
+        worst = max(p["b_plan_on_a_ms"] / p["time_ms_a"] - 1 for p in doc["coverage"]["plans"])
+        tail += (
+            f" With `--engines heuristics` ({entry['dir']}): {h['wall_s']} s, its WR and WD plans at 8, 64 and "
+            f"256 MiB at most {100 * worst:.1f} % slower than the sweep's on the sweep's own times."
         )
     return (
         "- Profiling speed (`python -m engine profile`, ResNet-50 b64 TF32 `powerOfTwo` with the engine sweep, cold "
