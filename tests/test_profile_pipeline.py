@@ -383,8 +383,15 @@ def test_fit_admits_a_penalized_column_only_when_it_pays_its_price():
 SPEED = Path(__file__).resolve().parent.parent / "benchmarks" / "reports" / "profiling-speed"
 ETA_MISSES = {  # committed runs the ETA does not yet meet, and why (strict: a fix must remove the entry)
     ("2026-11-28-run5", "B"): "H200: the first tenth held the GPU 1.8x longer per graph than the rest and the fit "
-    "with its start term swings 8-76 % over graphs 20-48; 21.6 % off at graph 49"
+    "with its start term swings 8-76 % over graphs 20-48; 21.6 % off at graph 49",
+    **{
+        (run, "H"): "MobileNetV3-Large, heuristic list: each process's first ~25 graphs held the GPU about 1.4x "
+        "longer than its later ones, a start slower to fade than WARM_GRAPHS (2) and that FLOPs and bytes do not "
+        "explain; 33 % off (a pace of 6 graphs leaves it 33 % off and puts ResNet-50 runs 32-37 % off)"
+        for run in ("2026-11-28-run7", "2026-11-28-run8")
+    },
 }
+NETS = {"resnet50": (("resnet50", 64), 476), "mobilenet_v3_large": (("torchvision:mobilenet_v3_large", 128), 1048)}
 MEASURED = [
     pytest.param(
         run["dir"],
@@ -395,7 +402,7 @@ MEASURED = [
     )
     for run in json.loads((SPEED / "runs.json").read_text())["runs"]
     for name, r in json.loads((SPEED / run["dir"] / "speed.json").read_text())["runs"].items()
-    if "resnet50" in r["command"] and len(r.get("graphs", [])) == 476
+    if any(net in r["command"] and len(r.get("graphs", [])) == n for net, (_, n) in NETS.items())
 ]
 
 
@@ -420,12 +427,13 @@ def replay_worst(work: list, measured: list[dict], workers: int, order: list) ->
 
 @pytest.mark.parametrize("run,name", MEASURED)
 def test_eta_on_measured_graphs_in_spread_order_is_within_15_percent_after_a_tenth(run, name):
-    """Real per-graph seconds of the committed H100 ResNet-50 runs (benchmarks/reports/profiling-speed), replayed
-    in the order the pipeline now measures (work.spread_order). 2026-11-26-run4 measured in that order: its
-    first tenth held the GPU 1.7x longer per graph than the rest (each process's start), which put the ETA
-    of a model without the start 49 % off."""
+    """Real per-graph seconds of the committed runs that measured a whole network (benchmarks/reports/profiling-speed:
+    ResNet-50 b64, MobileNetV3-Large b128), replayed in the order the pipeline now measures (work.spread_order).
+    2026-11-26-run4 measured in that order: its first tenth held the GPU 1.7x longer per graph than the rest (each
+    process's start), which put the ETA of a model without the start 49 % off."""
     r = json.loads((SPEED / run / "speed.json").read_text())["runs"][name]
-    work = graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")
+    net = next(spec for key, (spec, _) in NETS.items() if key in r["command"])
+    work = graphs(get_network(*net), "powerOfTwo", "tf32", "NCHW")
     assert replay_worst(work, r["graphs"], r["workers"], spread_order(work)) <= 0.15
 
 
