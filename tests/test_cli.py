@@ -434,9 +434,9 @@ def test_outputs_to_devices(synthetic_profile_path, tmp_path):
 
 
 def test_a_long_engine_sweep_names_the_faster_heuristic_list_once(capsys):
-    """The profile command's status callback: silent before a tenth of the graphs, for an ETA under
-    LONG_SWEEP_S and for --engines heuristics; one line otherwise, and only once."""
-    from engine.commands.progress import LONG_SWEEP_S, sweep_hint
+    """The status callback of profile, torch-plan and optimize(progress=True): silent before a tenth of the
+    graphs, for an ETA under LONG_SWEEP_S and for --engines heuristics; one line otherwise, and only once."""
+    from engine.gpu.progress import LONG_SWEEP_S, sweep_hint
 
     assert sweep_hint("heuristics") is None
     hint = sweep_hint("sweep")
@@ -452,3 +452,7 @@ def test_a_long_engine_sweep_names_the_faster_heuristic_list_once(capsys):
     hint({"done": 11, "total": 100, "eta_s": long})
     err = capsys.readouterr().err
     assert err.count("note: the engine sweep needs about 9 min more") == 1 and "--engines heuristics" in err
+    said = []
+    api = sweep_hint("sweep", said.append, option='engines="heuristics"')
+    api({"done": 50, "total": 100, "eta_s": long})
+    assert len(said) == 1 and 'engines="heuristics" times' in said[0] and capsys.readouterr().err == ""

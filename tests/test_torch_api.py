@@ -388,7 +388,9 @@ class FakeGPU:
         self.switches = 0
         self.fail_below = fail_below
 
-    def profile_and_plan(self, net, *, mode, budget, policy, precision, layout, progress, **_):
+    def profile_and_plan(self, net, *, mode, budget, policy, precision, layout, progress, status=None, **_):
+        if status:  # a long engine sweep's ETA, a tenth of the way in
+            status({"done": 10, "total": 100, "eta_s": 900.0})
         if self.fail_below and net.batch < self.fail_below:
             raise EngineError(f"SYNTHETIC: no plan at b{net.batch}")
         profile, plan = synthetic_plan(net, precision, layout, budget, mode, policy)
@@ -426,6 +428,16 @@ def fake(monkeypatch):
 
 def batch(n, hw=32):
     return torch.randn(n, 3, hw, hw)
+
+
+def test_a_printed_optimize_names_the_heuristic_list_when_its_sweep_will_be_long(fake, capsys):
+    for engines, progress, said in (("sweep", True, 1), ("heuristics", True, 0), ("sweep", False, 0)):
+        model = user_model()
+        api.optimize(model, budget="8MiB", engines=engines, progress=progress)
+        model(batch(2))
+        err = capsys.readouterr().err
+        assert err.count("note: the engine sweep needs about 15 min more") == said, (engines, progress, err)
+        assert ('engines="heuristics" times cuDNN' in err) == bool(said)
 
 
 def test_nothing_is_planned_until_the_first_forward_then_once_per_shape(fake):

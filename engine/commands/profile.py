@@ -13,7 +13,7 @@ from ..gpu import ENGINES, KNOB_SAMPLES
 from ..precision import DEFAULT_PRECISION, LAYOUTS, PRECISIONS
 from ..units import format_size, parse_size
 from .network_args import add_input_argument
-from .progress import progress_bar, sweep_hint
+from .progress import progress_bar
 
 
 def add_profiling_arguments(p) -> None:
@@ -95,6 +95,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from ..gpu.distributed import choose_profiler
+    from ..gpu.progress import sweep_hint
     from ..zoo import get_network
 
     profile_network = choose_profiler(args.gpus, args.scheduler)

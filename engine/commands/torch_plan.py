@@ -67,6 +67,7 @@ def run(args) -> int:
     if not ok:
         raise GPUUnavailableError(f"cannot profile: {why}")
     from ..gpu.planning import profile_and_plan
+    from ..gpu.progress import sweep_hint
 
     command = "python -m engine " + shlex.join(sys.argv[1:])
     done = profile_and_plan(
@@ -82,6 +83,7 @@ def run(args) -> int:
         gpus=args.gpus,
         command=command,
         progress=progress_bar,
+        status=sweep_hint(args.engines),
     )
     if args.profile_output:
         print(f"wrote {done.profile.save(args.profile_output)}")

@@ -74,9 +74,11 @@ def profile_and_plan(
     gpus: str | None = None,
     command: str = "",
     progress: Callable[[int, int, str], None] | None = None,
+    status: Callable[[dict], None] | None = None,
 ) -> Planned:
     """Profile ``net``'s missing graphs on this host's GPU(s) into ``cache``, then plan with ``make_plan``
-    (``mode`` wr or wd at ``budget``, or free). ``progress(done, total, message)`` sees every graph."""
+    (``mode`` wr or wd at ``budget``, or free). ``progress(done, total, message)`` sees every graph, ``status``
+    the profiler's ProfileProgress.status() after each."""
     from .distributed import choose_profiler
 
     cap = parse_size(max_workspace)
@@ -105,6 +107,7 @@ def profile_and_plan(
         engines=engines,
         command=command,
         progress=report,
+        status=status,
     )
     seconds = time.perf_counter() - t0
     limit = free_memory() if mode == "free" else parse_size(budget)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -256,3 +257,37 @@ def gpus_text(per_gpu: dict[str, int]) -> str:
     if len(per_gpu) < 2:
         return ""
     return ", ".join(f"{k} {v}" for k, v in sorted(per_gpu.items())) + " "
+
+
+LONG_SWEEP_S = 300.0  # an engine sweep whose ETA is longer gets one line about --engines heuristics
+
+
+def sweep_hint(
+    engines: str, say: Callable[[str], None] | None = None, option: str = "--engines heuristics"
+) -> Callable[[dict], None] | None:
+    """A status callback (ProfileProgress.status) that says once (``say``, else on stderr), when an engine
+    sweep's ETA after a tenth of its graphs is over LONG_SWEEP_S, that ``option`` (cuDNN's heuristic list only)
+    is much faster. An exact sweep has a floor, every plan run at least once: MobileNetV3-Large b128 on an H200
+    is 295 s of plan runs alone, its heuristic list profiled in 74 s with plans within 2 % of the sweep's
+    (benchmarks/reports/profiling-speed.md)."""
+    if engines != "sweep":
+        return None
+    said = []
+
+    def hint(status: dict) -> None:
+        eta, done, total = status.get("eta_s"), status.get("done", 0), status.get("total", 0)
+        if said or eta is None or eta <= LONG_SWEEP_S or done < max(1, total // 10):
+            return
+        said.append(True)
+        (say or _stderr)(
+            f"note: the engine sweep needs about {eta / 60:.0f} min more (it times every engine configuration "
+            f"cuDNN offers); {option} times cuDNN's heuristic list only, several times faster, and the "
+            "plans may be a little slower. What is measured so far stays in the cache."
+        )
+
+    return hint
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(f"\n{line}\n")  # below the progress bar redrawn in place
+    sys.stderr.flush()

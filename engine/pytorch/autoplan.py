@@ -212,7 +212,12 @@ class AutoPlan:
         )
         t0 = time.perf_counter()
         done = _profile_and_plan(
-            net, precision=precision, layout=layout, progress=self._progress(name), **self.settings
+            net,
+            precision=precision,
+            layout=layout,
+            progress=self._progress(name),
+            status=self._status(name),
+            **self.settings,
         )
         applied = _apply(self.model, done.plan, chw, self.workspace, self.keep_stock)
         self.history.append(
@@ -247,6 +252,17 @@ class AutoPlan:
                 self.stock.pop(next(iter(self.stock)))
             shape = key[0] if isinstance(key[0], tuple) else "this input"
             warnings.warn(f"optimize: {shape} runs stock PyTorch convolutions: {why}", stacklevel=3)
+
+    def _status(self, name: str):
+        """With the printed progress (progress=True), one line when an engine sweep will take long."""
+        if self.progress is not True:
+            return None
+        from ..gpu.progress import sweep_hint
+
+        def say(line: str) -> None:
+            print(f"optimize {name}: {line}", file=sys.stderr, flush=True)
+
+        return sweep_hint(self.settings["engines"], say, option='engines="heuristics"')
 
     def _progress(self, name: str):
         if callable(self.progress):
