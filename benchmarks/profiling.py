@@ -643,6 +643,24 @@ def split_text(s: dict | None) -> str:
         f"plans {st.get('build', 0):.1f}); timing {s['timing']:.1f} s; bookkeeping {s['bookkeeping']:.1f} s "
         f"(notes {st.get('notes', 0):.1f}, cache {st.get('commit', 0):.1f}); waiting for the GPU {s['wait']:.1f} s"
         + (f"; {s['host_bound']['plans']} plans host-bound, timed back to back" if s.get("host_bound") else "")
+        + first_runs_text(s.get("first_runs") or {})
+    )
+
+
+def first_runs_text(f: dict) -> str:
+    """How each plan's warm-up compared with its single timed run (engine.gpu.profiler.time_graph's counts)."""
+    if not f.get("plans"):
+        return ""
+    slow = next((k.removesuffix("plans") for k in f if k.endswith(": plans")), None)  # "over 10 ms: "
+    long = (
+        f" (of the {f[slow + 'plans']:,} plans {slow.removesuffix(': ')} a run: "
+        f"{f[slow + 'warm-up over 5 % slower']:,} slower, {f[slow + 'warm-up over 5 % faster']:,} faster)"
+        if slow
+        else ""
+    )
+    return (
+        f"; warm-ups over 5 % slower than the plan's timed run: {f['warm-up over 5 % slower']:,} of "
+        f"{f['plans']:,}, over 5 % faster: {f['warm-up over 5 % faster']:,}{long}"
     )
 
 

@@ -219,7 +219,23 @@ def test_time_graph_repeats_only_plans_that_can_be_desirable_and_names_each_domi
         "p5": (1, "dominated by plan p3 at first timing", 80.0),
         "p6": (1, "dominated by plan p0 at first timing", 70.0),
     }
-    assert built.split["first_runs"] == {"plans": 7, "warm-up over 5 % slower": 4, "warm-up over 5 % faster": 0}
+    long = {"over 10 ms: plans": 0, "over 10 ms: warm-up over 5 % slower": 0, "over 10 ms: warm-up over 5 % faster": 0}
+    assert built.split["first_runs"] == {"plans": 7, "warm-up over 5 % slower": 4, "warm-up over 5 % faster": 0, **long}
+
+
+def test_time_graph_counts_the_warm_ups_of_slow_plans_apart(profiler):
+    """SYNTHETIC: run 0 is the warm-up, run 1 the single run; plans of 10 ms or more a run are counted apart."""
+    sim = Event.sim = Sim(20.0)
+    us = [[12_000, 10_000], [9_000, 10_000], [10_100, 10_000], [9_000, 9_990], [20, 10], [30] * 2]
+    built, _ = time_plans(profiler, Plans(sim, [u + u[1:] * 4 for u in us]), [0, 0, 0, 0, 1 << 20, 1 << 21])
+    assert built.split["first_runs"] == {
+        "plans": 6,
+        "warm-up over 5 % slower": 2,
+        "warm-up over 5 % faster": 2,  # the fourth runs 9.99 ms: faster, but not slow enough to count apart
+        "over 10 ms: plans": 3,
+        "over 10 ms: warm-up over 5 % slower": 1,
+        "over 10 ms: warm-up over 5 % faster": 1,
+    }
 
 
 def test_a_plan_whose_dominator_got_slower_in_its_repeats_is_repeated_too(profiler):
