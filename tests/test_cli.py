@@ -445,6 +445,7 @@ def test_a_long_engine_sweep_names_the_faster_heuristic_list_once(capsys):
         {"done": 9, "total": 100, "eta_s": long},  # before a tenth: the ETA is not settled
         {"done": 10, "total": 100, "eta_s": LONG_SWEEP_S},
         {"done": 10, "total": 100, "eta_s": None},
+        {"done": 58, "total": 100, "from_cache": 55, "eta_s": long},  # 3 of the 45 left: not a tenth yet
     ):
         hint(status)
     assert capsys.readouterr().err == ""

@@ -266,17 +266,18 @@ def sweep_hint(
     engines: str, say: Callable[[str], None] | None = None, option: str = "--engines heuristics"
 ) -> Callable[[dict], None] | None:
     """A status callback (ProfileProgress.status) that says once (``say``, else on stderr), when an engine
-    sweep's ETA after a tenth of its graphs is over LONG_SWEEP_S, that ``option`` (cuDNN's heuristic list only)
-    is much faster. An exact sweep has a floor, every plan run at least once: MobileNetV3-Large b128 on an H200
-    is 295 s of plan runs alone, its heuristic list profiled in 74 s with plans within 2 % of the sweep's
-    (benchmarks/reports/profiling-speed.md)."""
+    sweep's ETA after a tenth of the graphs it measures (those not in the cache) is over LONG_SWEEP_S, that
+    ``option`` (cuDNN's heuristic list only) is much faster. An exact sweep has a floor, every plan run at least
+    once: MobileNetV3-Large b128 on an H200 is 295 s of plan runs alone, its heuristic list profiled in 74 s
+    with plans within 2 % of the sweep's (benchmarks/reports/profiling-speed.md)."""
     if engines != "sweep":
         return None
     said = []
 
     def hint(status: dict) -> None:
-        eta, done, total = status.get("eta_s"), status.get("done", 0), status.get("total", 0)
-        if said or eta is None or eta <= LONG_SWEEP_S or done < max(1, total // 10):
+        eta, cached = status.get("eta_s"), status.get("from_cache", 0)
+        measured, todo = status.get("done", 0) - cached, status.get("total", 0) - cached
+        if said or eta is None or eta <= LONG_SWEEP_S or measured < max(1, todo // 10):
             return
         said.append(True)
         (say or _stderr)(
