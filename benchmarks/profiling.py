@@ -954,9 +954,14 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         "loaded once: A `python -m engine profile " + " ".join(RESNET) + " --build-workers 1` (graph after "
         "graph), B the same without `--build-workers` (processes sharing the GPU), D `python -m engine profile "
         + " ".join(DEPTHWISE)
-        + "` (depthwise and grouped convolutions, processes sharing the GPU)",
+        + "` (depthwise and grouped convolutions, processes sharing the GPU), M `python -m engine profile "
+        + " ".join(MOBILENET)
+        + "` (the engine sweep of a depthwise-heavy torchvision model) and H the same with `"
+        + " ".join(SPEED_NETS["H"][1])
+        + "` (cuDNN's heuristic list only: the user asks for less)",
         f"- targets: ResNet-50 on one GPU <= {goals['resnet50_one_gpu_s']:g} s; depthwise and grouped graphs <= "
-        f"{goals['depthwise_graph_median_s']:g} s each (median)",
+        f"{goals['depthwise_graph_median_s']:g} s each (median); MobileNetV3-Large b128 on one GPU <= "
+        f"{goals.get('mobilenet_v3_large_s', 120.0):g} s",
         "",
         "| run | code | A: ResNet-50 serial | B: ResNet-50 pipelined | B against A | processes | B's GPU time "
         "(timing) / host time (building, bookkeeping) | B's plans timed once / timed | M: MobileNetV3-Large | "
