@@ -24,7 +24,8 @@ def add_profiling_arguments(p) -> None:
         default=ENGINES[0],
         choices=ENGINES,
         help="sweep (default): cuDNN's heuristic list plus every other engine configuration it offers; "
-        "heuristics: only heuristics A and FALLBACK",
+        "heuristics: only cuDNN's heuristic list (heuristics A and FALLBACK), several times faster to profile, "
+        "its plans possibly a little slower (benchmarks/reports/profiling-speed.md)",
     )
     p.add_argument(
         "--max-workspace",
