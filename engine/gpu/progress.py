@@ -1,8 +1,10 @@
 """Live progress of a profile: graphs done per GPU and the time left, for the CLI and the dashboard.
 
-The ETA fits each measured graph's seconds as ``a[kind] + c * GFLOP + d * GB + w * warm(k)`` (non-negative
-least squares: a graph's fixed work is about constant per direction; its GPU work grows with its FLOPs where
-the kernels are compute-bound and with its operand bytes where they are memory-bound, as depthwise ones are)
+The ETA fits each measured graph's seconds as ``a[kind] + c * GFLOP + d * GB + e * grouped + w * warm(k)``
+(non-negative least squares: a graph's fixed work is about constant per direction; its GPU work grows with its
+FLOPs where the kernels are compute-bound and with its operand bytes where they are memory-bound, as depthwise
+ones are; a grouped graph adds its host-bound plans, whose time is the host's: without ``e`` the ETA replayed on
+MobileNetV3-Large's heuristic list was 33 % off after a tenth of the graphs, with it 10-13 %)
 and scales the wall time spent measuring so far by the fitted work left over the fitted work done, so it holds
 however many processes measure at once. ``warm(k) = exp(-k / WARM_GRAPHS)`` is the start: a process's k-th
 graph. On the H100 runs of benchmarks/reports/profiling-speed.md each profiling process's first graphs held the
@@ -46,12 +48,15 @@ class Sample:
 
 
 def features(graph: Graph) -> tuple[float, ...]:
-    """One intercept per direction, then GFLOP and GB of operands of the graph's micro-batch."""
+    """One intercept per direction, then GFLOP and GB of operands of the graph's micro-batch, then whether it is
+    grouped (depthwise included): such a graph's cost is mostly host-bound plans, about constant per graph
+    whatever its FLOPs (engine/gpu/timing.py)."""
     s = graph.sig.with_batch(graph.b)
     return (
         *(float(graph.sig.kind is k) for k in KINDS),
         s.flops / 1e9,
         (s.x_elems + s.y_elems + s.w_elems) * s.itemsize / 1e9,
+        float(graph.sig.groups > 1),
     )
 
 
