@@ -585,25 +585,33 @@ def test_progress_is_passed_through(fake):
 # --- the shared profile-and-plan path, with a fake profiler ---------------------------------------------
 
 
-def test_profile_and_plan_counts_what_it_measures_and_estimates_the_rest(monkeypatch):
+def test_profile_and_plan_counts_what_it_measures_and_passes_the_profilers_progress_on(monkeypatch):
+    """The profiler's own messages (engine.gpu.progress, led by its ETA) reach the caller as they are: a wrapper
+    that matched them against bare graph labels counted nothing measured with the real profiler."""
     from engine.gpu import distributed, planning
+    from engine.gpu.progress import ProfileProgress
+    from engine.gpu.work import graphs
 
     net = import_model(user_model(), SHAPE, 4, "user")
-    labels = [f"g{i}" for i in range(4)]
-    monkeypatch.setattr(planning, "missing", lambda net, **k: (4, {"g1", "g2", "g3"}))
+    work = graphs(net, "powerOfTwo", "tf32", "NCHW")
+    monkeypatch.setattr(planning, "missing", lambda net, **k: (len(work), {g.label for g in work[1:]}))
+    now = [0.0]
 
     def profile_network(net, *, progress, policy, precision, layout, **_):
-        for i, label in enumerate(labels):
-            progress(i + 1, len(labels), label)
+        track = ProfileProgress(work, progress, clock=lambda: now[0])  # as the real profilers report
+        track.from_cache(work[:1])
+        for g in work[1:]:
+            now[0] += 1.0
+            track.finished(g, "gpu0", 1.0)
         return synthetic_plan(net, precision, layout, policy=policy)[0]
 
     monkeypatch.setattr(distributed, "choose_profiler", lambda gpus, scheduler: profile_network)
     seen = []
     done = planning.profile_and_plan(net, mode="wr", budget="8MiB", progress=lambda *a: seen.append(a))
-    assert (done.graphs, done.measured, done.budget) == (4, 3, 8 * 2**20) and done.plan.mode == "wr"
-    assert seen[0] == (1, 4, "g0: 0 of 3 measured")
-    assert seen[1][2].startswith("g1: 1 of 3 measured, about ") and seen[1][2].endswith(" s left")
-    assert seen[-1] == (4, 4, "g3: 3 of 3 measured")
+    assert (done.graphs, done.measured, done.budget) == (len(work), len(work) - 1, 8 * 2**20)
+    assert seen[0] == (1, len(work), "ETA ? | 1 graphs from the cache")
+    assert [m.split(" | ")[1] for _, _, m in seen[1:]] == [g.label for g in work[1:]]  # each graph measured
+    assert all(m.startswith("ETA ") for _, _, m in seen) and seen[-1][:2] == (len(work), len(work))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is present")

@@ -3,8 +3,8 @@
 The one path shared by ``python -m engine torch-plan`` and ``engine.pytorch.optimize``: the same cache
 (a graph measured once, by either, is read back by both), the same profiler choice (one GPU, or Dask
 over several), the same planning function. ``mode="free"`` is WR with the per-kernel limit set to the
-device memory free when planning. Progress reports which graphs are measured and, once one has been,
-how long the rest should take. CuPy and the frontend load only when the GPU is asked (``missing``,
+device memory free when planning. Progress is the profiler's own (engine.gpu.progress): the graphs read from
+the cache, then each graph measured, led by the ETA. CuPy and the frontend load only when the GPU is asked (``missing``,
 the profiler), so the planning logic is tested on a CPU host with a fake profiler.
 """
 
@@ -86,17 +86,7 @@ def profile_and_plan(
         net, policy=policy, precision=precision, layout=layout, cache=cache, max_workspace=cap, engines=engines
     )
     profile_network = choose_profiler(gpus, None)
-    t0, measured = time.perf_counter(), [0]
-
-    def report(done: int, n: int, label: str) -> None:
-        if label in todo:
-            measured[0] += 1
-        if progress:
-            left = len(todo) - measured[0]
-            spent = time.perf_counter() - t0
-            eta = f", about {spent / measured[0] * left:.0f} s left" if measured[0] and left else ""
-            progress(done, n, f"{label}: {measured[0]} of {len(todo)} measured{eta}")
-
+    t0 = time.perf_counter()
     profile = profile_network(
         net,
         policy=policy,
@@ -106,7 +96,7 @@ def profile_and_plan(
         max_workspace=cap,
         engines=engines,
         command=command,
-        progress=report,
+        progress=progress,  # its messages lead with the profiler's ETA and name each graph measured
         status=status,
     )
     seconds = time.perf_counter() - t0
