@@ -894,11 +894,16 @@ def floor_text(d: dict) -> str:
     )
 
 
+def extra_percent(p: dict) -> float:
+    """How much more profile b's plan costs than a's, both timed on a's measurements (a compare_profiles row)."""
+    return 100 * (p["b_plan_on_a_ms"] / p["time_ms_a"] - 1)
+
+
 def coverage_cost(rows: list[tuple[dict, dict]]) -> tuple[str, float] | None:
     """(run, percent): the last run comparing H's plans with M's, and the most H's plans cost on M's times."""
     for entry, d in reversed(rows):
         if d.get("coverage"):
-            return entry["dir"], 100 * max(p["b_plan_on_a_ms"] / p["time_ms_a"] - 1 for p in d["coverage"]["plans"])
+            return entry["dir"], max(extra_percent(p) for p in d["coverage"]["plans"])
     return None
 
 
@@ -923,8 +928,7 @@ def coverage_lines(d: dict) -> list[str]:
     for p in c["plans"]:
         lines.append(
             f"| {p['mode'].upper()} | {p['budget_mib']} MiB | {p['same_kernels']} of {p['kernels']} | "
-            f"{p['time_ms_a']} | {p['b_plan_on_a_ms']} | {100 * (p['b_plan_on_a_ms'] / p['time_ms_a'] - 1):.2f} % "
-            "more |"
+            f"{p['time_ms_a']} | {p['b_plan_on_a_ms']} | {extra_percent(p):.2f} % more |"
         )
     return lines
 

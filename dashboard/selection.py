@@ -144,7 +144,10 @@ class SelectionState(param.Parameterized):
         """Another listed profile that is the one ``provenance`` records (a plan's record of its profile: same
         GPU, date and command) and that measured ``network``, looking first at names that say the network and
         batch as the bundled ones do; None when there is none (profiles that do not load are skipped)."""
-        ident = lambda prov: tuple(prov.get(k) for k in ("gpu", "date", "command"))  # noqa: E731
+
+        def ident(prov: dict) -> tuple:
+            return tuple(prov.get(k) for k in ("gpu", "date", "command"))
+
         key = ident(provenance)
         if None in key:
             return None

@@ -3,9 +3,9 @@
 The one path shared by ``python -m engine torch-plan`` and ``engine.pytorch.optimize``: the same cache
 (a graph measured once, by either, is read back by both), the same profiler choice (one GPU, or Dask
 over several), the same planning function. ``mode="free"`` is WR with the per-kernel limit set to the
-device memory free when planning. Progress is the profiler's own (engine.gpu.progress): the graphs read from
-the cache, then each graph measured, led by the ETA. CuPy and the frontend load only when the GPU is asked (``missing``,
-the profiler), so the planning logic is tested on a CPU host with a fake profiler.
+device memory free when planning. Progress is the profiler's own (engine.gpu.progress): the graphs read
+from the cache, then each graph measured, led by the ETA. CuPy and the frontend load only when the GPU is
+asked (``missing``, the profiler), so the planning logic is tested on a CPU host with a fake profiler.
 """
 
 from __future__ import annotations

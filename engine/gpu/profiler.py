@@ -179,9 +179,10 @@ def build_graph(
 
 
 LONG_RUN_MS = 10.0  # a plan this slow a run has its warm-up counted apart too (split["first_runs"])
+LONG = f"over {LONG_RUN_MS:g} ms: "  # the prefix of those counts
 FIRST_RUNS = [
     f"{prefix}{what}"
-    for prefix in ("", f"over {LONG_RUN_MS:g} ms: ")
+    for prefix in ("", LONG)
     for what in ("plans", "warm-up over 5 % slower", "warm-up over 5 % faster")
 ]
 
@@ -219,7 +220,7 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
         seen[k] = min(times)
         # whether the warm-up could be left out: how far the first run is from the second, for every plan and
         # for the slow ones, whose warm-up is most of a depthwise graph's time (benchmarks/reports/profiling-speed)
-        for prefix in ("", f"over {LONG_RUN_MS:g} ms: ")[: 1 + (times[1] >= LONG_RUN_MS)]:
+        for prefix in ("", LONG) if times[1] >= LONG_RUN_MS else ("",):
             warm[f"{prefix}plans"] += 1
             warm[f"{prefix}warm-up over 5 % slower"] += times[0] > 1.05 * times[1]
             warm[f"{prefix}warm-up over 5 % faster"] += times[0] < times[1] / 1.05
