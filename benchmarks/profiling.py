@@ -428,6 +428,42 @@ def speed_run(name: str, net: list[str], extra: list[str], out: Path, tmp: Path,
     return run
 
 
+def speed_floor(args) -> None:
+    """``M_resumed`` in DIR's speed.json: what every plan of a whole sweep costs, from the cache of a run cut at its
+    limit and resumed to its end (``python -m engine profile ... --cache`` it again): per graph the GPU seconds of
+    one run of each plan and of what ran (per_graph), summed, for the grouped graphs, and for the plans of cuDNN's
+    FFT engines (numerical note FFT), the slowest of which bound a depthwise sweep."""
+    import sqlite3
+
+    folder = Path(args.dir)
+    data = json.loads((folder / "speed.json").read_text())
+    graphs = per_graph(Path(args.cache))
+    grouped = [g for g in graphs if not g["signature"].endswith("/g1")]
+    with sqlite3.connect(args.cache) as db:
+        fft = [t for (t,) in db.execute(FFT_RUNS)]
+    slow = [t for t in fft if t > 100.0]
+    data["M_resumed"] = {
+        "about": args.about,
+        "wall_s": args.wall,
+        "graphs": len(graphs),
+        "single_runs_s": round(sum(g["single_runs_s"] for g in graphs), 1),
+        "kernel_s": round(sum(g["kernel_s"] for g in graphs), 1),
+        "timing_s": round(sum(g["split"].get("timing", 0.0) for g in graphs), 1),
+        "grouped_single_runs_s": round(sum(g["single_runs_s"] for g in grouped), 1),
+        "grouped_graph_single_runs_median_s": round(statistics.median(g["single_runs_s"] for g in grouped), 3),
+        "grouped_graph_kernel_median_s": round(statistics.median(g["kernel_s"] for g in grouped), 3),
+        "fft_single_runs_s": round(sum(fft) / 1000, 1),
+        "fft_plans_over_100ms": len(slow),
+        "fft_over_100ms_median_ms": round(statistics.median(slow), 1) if slow else None,
+        "fft_max_ms": round(max(fft), 1) if fft else None,
+    }
+    write_json(data, folder / "speed.json")
+    print(json.dumps(data["M_resumed"], indent=1))
+
+
+FFT_RUNS = "SELECT time_min_ms FROM measurements WHERE status = 'ok' AND numerical_notes LIKE '%FFT%'"
+
+
 def speed(args) -> None:
     from benchmarks.profile_multigpu import prepare
 
@@ -894,6 +930,17 @@ def floor_text(d: dict) -> str:
     )
 
 
+def floor_split_text(f: dict) -> str:
+    """Where that floor lies: the grouped graphs and the plans of cuDNN's FFT engines (speed-floor)."""
+    return (
+        f"grouped and depthwise graphs {f['grouped_single_runs_s']:.0f} s of it (a median graph "
+        f"{f['grouped_graph_single_runs_median_s']:.2f} s, {f['grouped_graph_kernel_median_s']:.2f} s with each "
+        f"plan's warm-up and repeats), plans of cuDNN's FFT engines {f['fft_single_runs_s']:.0f} s "
+        f"({f['fft_plans_over_100ms']} of them over 0.1 s a run, median {f['fft_over_100ms_median_ms'] / 1000:.2f} "
+        f"s, up to {f['fft_max_ms'] / 1000:.1f} s)"
+    )
+
+
 def extra_percent(p: dict) -> float:
     """How much more profile b's plan costs than a's, both timed on a's measurements (a compare_profiles row)."""
     return 100 * (p["b_plan_on_a_ms"] / p["time_ms_a"] - 1)
@@ -913,7 +960,8 @@ def coverage_lines(d: dict) -> list[str]:
     lines = [
         f"- M, the sweep, was cut at {m['wall_s']} s ({len(m.get('graphs', []))} of {d['M_resumed']['graphs']:,} "
         f"graphs; {cut_text(m) or 'no progress line'}); {d['M_resumed']['about']}.",
-        f"- The floor of an exact sweep: {floor_text(d)}. No profiler that runs every plan at least once can "
+        f"- The floor of an exact sweep: {floor_text(d)}; {floor_split_text(d['M_resumed'])} "
+        f"(`profiling.py speed-floor`). No profiler that runs every plan at least once can "
         f"finish this sweep in {d['goals'].get('mobilenet_v3_large_s', 120):g} s on this GPU; {c['only_a']:,} of "
         f"its {c['rows_a']:,} rows are engine configurations outside cuDNN's heuristic list.",
         f"- H, the same command with `--engines heuristics` (on the host's other GPU, at the same time as M): "
@@ -1219,6 +1267,11 @@ def main() -> None:
     sc.add_argument("--noise", help="the folder of an earlier run whose pipelined B to compare with this B")
     sc.add_argument("--noise-name", help="that run's name in the report")
     sc.add_argument("--coverage", action="store_true", help="also M (the sweep) against H (the heuristic list)")
+    sf = sub.add_parser("speed-floor", help="a whole sweep's single-run floor, from a resumed run's cache")
+    sf.add_argument("dir", help="the run's folder (its speed.json gets M_resumed)")
+    sf.add_argument("cache", help="the run's SQLite cache, resumed to the end")
+    sf.add_argument("--about", required=True, help="where the cache came from and how it was resumed")
+    sf.add_argument("--wall", type=float, help="seconds the resuming command took")
     sr = sub.add_parser("speed-report", help="profiling-speed.md from the committed JSON")
     sr.add_argument("runs", nargs="?", default=str(SPEED_RUNS), help="the listing of committed runs")
     sr.add_argument("-o", "--output", default=str(SPEED_REPORT))
@@ -1230,6 +1283,7 @@ def main() -> None:
         "speed": speed,
         "gil": gil,
         "speed-compare": speed_compare,
+        "speed-floor": speed_floor,
         "speed-report": speed_report,
     }[args.cmd](args)
 

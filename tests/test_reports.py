@@ -127,6 +127,34 @@ def test_speed_per_graph_sums_the_gpu_seconds_of_its_timed_plans(tmp_path):
     assert g["first_runs"] == first and "first_runs" not in g["split"]
 
 
+def test_speed_floor_sums_one_run_of_every_plan_and_splits_out_grouped_graphs_and_fft_engines(tmp_path):
+    """SYNTHETIC cache: a dense graph (a 2 ms plan run 5 times), a depthwise one (an FFT plan of 300 ms, one of
+    60 ms and a 1 ms one repeated); speed-floor writes what one run of each plan costs, and where."""
+    from engine.gpu.cache import ProfileCache
+    from engine.profile import COLUMNS
+
+    def row(sig, plan, t, repeats, notes=""):
+        r = {c: (0 if kind is int else 0.0 if kind is float else "") for c, kind in COLUMNS.items()}
+        r.update(signature=sig, micro_batch=4, plan=plan, status="ok", time_ms=t, time_min_ms=t, repeats=repeats)
+        return dict(r, numerical_notes=notes)
+
+    dense, dw = "Forward/tf32/NCHW/x/g1", "Forward/tf32/NCHW/x/g16"
+    cache = ProfileCache(tmp_path / "c.sqlite", "SYNTHETIC-GPU|-|-|-")
+    cache.commit(dense, 4, {}, [row(dense, "a", 2.0, 5)], {"timing": {"start": 1e9, "seconds": 0.1}})
+    rows = [row(dw, "f", 300.0, 1, "FFT"), row(dw, "g", 60.0, 1, "FFT"), row(dw, "h", 1.0, 5)]
+    cache.commit(dw, 4, {}, rows, {"timing": {"start": 1e9, "seconds": 0.9}})
+    cache.close()
+    (tmp_path / "speed.json").write_text(json.dumps({"runs": {}}))
+    argv = ["profiling.py", "speed-floor", str(tmp_path), str(tmp_path / "c.sqlite"), "--about", "SYNTHETIC"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "argv", argv)
+        profiling.main()
+    f = json.loads((tmp_path / "speed.json").read_text())["M_resumed"]
+    assert (f["graphs"], f["single_runs_s"], f["grouped_single_runs_s"], f["fft_single_runs_s"]) == (2, 0.4, 0.4, 0.4)
+    assert (f["fft_plans_over_100ms"], f["fft_over_100ms_median_ms"], f["fft_max_ms"]) == (1, 300.0, 300.0)
+    assert f["kernel_s"] == 0.7 and f["grouped_graph_kernel_median_s"] == 0.726  # 2 x 300 + 2 x 60 + 6 x 1 ms
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(reproduction.BLOCKS))
 def test_reproduction_tables_match_what_the_engine_computes(name):
