@@ -338,7 +338,8 @@ def per_graph(cache: Path) -> list[dict]:
             for sig, b, n, ok, host, once, runs in db.execute(
                 "SELECT signature, micro_batch, COUNT(*), SUM(status = 'ok'), SUM(reason LIKE '%host-bound:%'), "
                 "SUM(CASE WHEN status = 'ok' THEN time_min_ms ELSE 0 END), "
-                "SUM(CASE WHEN status = 'ok' THEN time_ms * (CASE WHEN repeats > 1 THEN repeats + 1 ELSE 2 END) "
+                "SUM(CASE WHEN status = 'ok' THEN time_ms * (CASE WHEN repeats > 1 THEN repeats + 1 "
+                "WHEN reason LIKE '%at its warm-up%' THEN 1 ELSE 2 END) "
                 "ELSE 0 END) FROM measurements GROUP BY signature, micro_batch"
             )
         }
@@ -684,19 +685,23 @@ def split_text(s: dict | None) -> str:
 
 
 def first_runs_text(f: dict) -> str:
-    """How each plan's warm-up compared with its single timed run (engine.gpu.profiler.time_graph's counts)."""
+    """How each plan's warm-up compared with its timed run, and the slow plans left at their warm-up
+    (engine.gpu.profiler.time_graph's counts; the 1.5x count and the plans left since 2026-11-28's 4th session)."""
     if not f.get("plans"):
         return ""
     slow = next((k.removesuffix("plans") for k in f if k.endswith(": plans")), None)  # "over 10 ms: "
-    long = (
-        f" (of the {f[slow + 'plans']:,} plans {slow.removesuffix(': ')} a run: "
-        f"{f[slow + 'warm-up over 5 % slower']:,} slower, {f[slow + 'warm-up over 5 % faster']:,} faster)"
-        if slow
-        else ""
-    )
-    return (
-        f"; warm-ups over 5 % slower than the plan's timed run: {f['warm-up over 5 % slower']:,} of "
-        f"{f['plans']:,}, over 5 % faster: {f['warm-up over 5 % faster']:,}{long}"
+
+    def counts(prefix: str) -> str:
+        far = f.get(f"{prefix}warm-up over 1.5x slower")
+        return (
+            f"{f[prefix + 'warm-up over 5 % slower']:,} over 5 % slower, {f[prefix + 'warm-up over 5 % faster']:,} "
+            f"over 5 % faster" + ("" if far is None else f", {far:,} over 1.5x slower")
+        )
+
+    long = f" (of the {f[slow + 'plans']:,} plans {slow.removesuffix(': ')} a run: {counts(slow)})" if slow else ""
+    left = f.get(f"{slow}left at the warm-up") if slow else None
+    return f"; warm-ups against the plan's timed run, of {f['plans']:,} plans: {counts('')}{long}" + (
+        "" if left is None else f"; {left:,} slow plans left at their warm-up"
     )
 
 

@@ -219,8 +219,15 @@ def test_time_graph_repeats_only_plans_that_can_be_desirable_and_names_each_domi
         "p5": (1, "dominated by plan p3 at first timing", 80.0),
         "p6": (1, "dominated by plan p0 at first timing", 70.0),
     }
-    long = {"over 10 ms: plans": 0, "over 10 ms: warm-up over 5 % slower": 0, "over 10 ms: warm-up over 5 % faster": 0}
-    assert built.split["first_runs"] == {"plans": 7, "warm-up over 5 % slower": 4, "warm-up over 5 % faster": 0, **long}
+    assert built.split["first_runs"] == {
+        "plans": 7,
+        "warm-up over 5 % slower": 4,
+        "warm-up over 5 % faster": 0,
+        "warm-up over 1.5x slower": 0,
+        **{f"over 10 ms: {k}": 0 for k in ("plans", "warm-up over 5 % slower", "warm-up over 5 % faster")},
+        "over 10 ms: warm-up over 1.5x slower": 0,
+        "over 10 ms: left at the warm-up": 0,
+    }
 
 
 def test_time_graph_counts_the_warm_ups_of_slow_plans_apart(profiler):
@@ -232,10 +239,48 @@ def test_time_graph_counts_the_warm_ups_of_slow_plans_apart(profiler):
         "plans": 6,
         "warm-up over 5 % slower": 2,
         "warm-up over 5 % faster": 2,  # the fourth runs 9.99 ms: faster, but not slow enough to count apart
+        "warm-up over 1.5x slower": 1,  # the fifth, 20 us against 10
         "over 10 ms: plans": 3,
         "over 10 ms: warm-up over 5 % slower": 1,
         "over 10 ms: warm-up over 5 % faster": 1,
+        "over 10 ms: warm-up over 1.5x slower": 0,
+        "over 10 ms: left at the warm-up": 0,  # none is twice as slow as another at no more workspace
     }
+
+
+def test_a_slow_plan_far_behind_one_that_stands_for_it_is_left_at_its_warm_up(profiler):
+    """SYNTHETIC microseconds per run (r = 0 the warm-up, 1 the timed run, 2.. repeats): a plan is left at its
+    warm-up only when that took 10 ms or more and over twice the warm-up of a plan with no more workspace."""
+    sim = Event.sim = Sim(20.0)
+    us = [
+        [1_200, 1_000, 1_000, 1_000, 1_000, 1_000],  # p0: a small workspace
+        [30_000] * 6,  # 25x p0's warm-up, at more workspace: left
+        [9_000, 3_000, 3_000, 3_000, 3_000, 3_000],  # far behind p0, but its warm-up is under 10 ms: timed again
+        [2_300, 2_000, 2_000, 2_000, 2_000, 2_000],  # under 10 ms: timed again
+        [20_000, 500, 500, 500, 500, 500],  # no plan needs less workspace: timed again, and the fastest
+        [12_000] * 6,  # over 10 ms and over twice p0's warm-up: left
+    ]
+    plans = Plans(sim, us)
+    built, out = time_plans(profiler, plans, [1 << 10, 1 << 20, 1 << 20, 1 << 20, 0, 1 << 21])
+    got = {r["plan"]: (r["repeats"], r["reason"], round(r["time_ms"] * 1000)) for r in out}
+    assert got["p1"] == (1, "dominated by plan p0 at its warm-up, over 2x slower: not run again", 30_000)
+    assert got["p5"] == (1, "dominated by plan p0 at its warm-up, over 2x slower: not run again", 12_000)
+    assert plans.calls[1] == plans.calls[5] == [0]  # their warm-ups alone ran
+    assert plans.calls[2][:2] == plans.calls[3][:2] == plans.calls[4][:2] == [0, 1]
+    assert got["p2"] == (1, "dominated by plan p4 at first timing", 3_000)
+    assert got["p4"] == (5, "", 500)
+    assert built.split["first_runs"]["over 10 ms: left at the warm-up"] == sum(
+        r["reason"].endswith("not run again") for r in out
+    )
+
+
+def test_a_plan_left_at_its_warm_up_whose_dominator_got_slower_is_repeated_behind_that_warm_up(profiler):
+    sim = Event.sim = Sim(20.0)
+    us = [[1_000, 1_000, *[30_000] * 4], [12_000, 12_000, *[11_000] * 4]]  # SYNTHETIC: p0's first runs were lucky
+    plans = Plans(sim, us)
+    _, out = time_plans(profiler, plans, (0, 1 << 20))
+    assert plans.calls[1] == [0, 2, 3, 4, 5]  # never the timed run r = 1: its repeats follow its warm-up
+    assert [(r["repeats"], r["reason"], round(r["time_ms"] * 1000)) for r in out] == [(5, "", 30_000), (4, "", 11_000)]
 
 
 def test_a_plan_whose_dominator_got_slower_in_its_repeats_is_repeated_too(profiler):

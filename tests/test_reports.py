@@ -108,7 +108,8 @@ def test_profile_multigpu_splits_the_extra_per_graph_from_each_graph_s_stored_ti
 
 def test_speed_per_graph_sums_the_gpu_seconds_of_its_timed_plans(tmp_path):
     """SYNTHETIC rows: one graph, a plan repeated 5 times (median 2 ms, fastest 1.5 ms), one timed once (10 ms),
-    one failed. One run each is 11.5 ms; what ran is a warm-up and the runs: 2 x 6 + 10 x 2 = 32 ms."""
+    one left at its warm-up (40 ms), one failed. One run each is 51.5 ms; what ran is a warm-up and the runs:
+    2 x 6 + 10 x 2 + 40 = 72 ms."""
     from engine.gpu.cache import ProfileCache
     from engine.profile import COLUMNS
 
@@ -118,12 +119,13 @@ def test_speed_per_graph_sums_the_gpu_seconds_of_its_timed_plans(tmp_path):
         return r
 
     rows = [row("a", "ok", 2.0, 1.5, 5), row("b", "ok", 10.0, 10.0, 1), row("c", "failed", 0.0, 0.0, 0)]
+    rows.append(row("d", "ok", 40.0, 40.0, 1) | {"reason": "dominated by plan a at its warm-up, over 2x slower: ..."})
     first = {"plans": 2, "warm-up over 5 % slower": 1, "warm-up over 5 % faster": 0}
     cache = ProfileCache(tmp_path / "c.sqlite", "SYNTHETIC-GPU|-|-|-")
     cache.commit("sig", 4, {}, rows, {"timing": {"start": 1e9, "seconds": 0.5, "split": {"first_runs": first}}})
     cache.close()
     (g,) = profiling.per_graph(tmp_path / "c.sqlite")
-    assert (g["plans"], g["timed"], g["single_runs_s"], g["kernel_s"]) == (3, 2, 0.0115, 0.032)
+    assert (g["plans"], g["timed"], g["single_runs_s"], g["kernel_s"]) == (4, 3, 0.0515, 0.072)
     assert g["first_runs"] == first and "first_runs" not in g["split"]
 
 

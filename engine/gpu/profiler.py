@@ -6,17 +6,18 @@ heuristic plan list (A then FALLBACK) and, with ``engines="sweep"``, every other
 configuration cuDNN offers (graphs.sweep), build each plan, record its identity, workspace and
 behaviour notes, and time it with CUDA events (engine.gpu.timing). Failures are recorded with
 their reason and profiling goes on. Plans above ``max_workspace`` are recorded as skipped with
-their workspace. Every plan is timed once behind a warm-up; only those that can still be in a desirable set
-(engine.gpu.screen: no plan needing no more workspace was more than 10 % faster) are timed ``repeats``
-times, and the others keep their single run with the plan that dominates it as their reason, so the
-profile has every row it had and make_plan's choices are the same within the timing noise.
+their workspace. Every plan is timed once behind a warm-up (a slow plan whose warm-up was over twice that of
+one needing no more workspace keeps its warm-up instead: engine.gpu.screen.left_at_warm_up); only those that
+can still be in a desirable set (engine.gpu.screen: no plan needing no more workspace was more than 10 %
+faster) are timed ``repeats`` times, and the others keep their single run with the plan that dominates it as
+their reason, so the profile has every row it had and make_plan's choices are the same within the timing noise.
 Micro-batches are read from rotating offsets of a buffer holding twice the mini-batch, so a repeat does
 not find its input hot in L2.
 Swept plans are stored with ``heuristic_rank`` -1: a framework would never pick them.
 
 A graph is built on the host first (build_graph: heuristics, sweep, notes, every plan finalized; no GPU
-work), then timed (time_graph: a pass of single runs, then the repeats, each pass one queue on the GPU with
-one synchronization), so that processes sharing one GPU (engine.gpu.pipeline, the default) build while
+work), then timed (time_graph: a pass of warm-ups, a pass of single runs, then the repeats, each pass one queue on
+the GPU with one synchronization), so that processes sharing one GPU (engine.gpu.pipeline, the default) build while
 one of them times. Each graph's seconds per step (GraphMeasurer.split) are stored with it in the cache, and
 the profile's ``time_split`` sums them.
 """
@@ -178,23 +179,25 @@ def build_graph(
     return BuiltGraph(cg, rows, todo, split)
 
 
-LONG_RUN_MS = 10.0  # a plan this slow a run has its warm-up counted apart too (split["first_runs"])
-LONG = f"over {LONG_RUN_MS:g} ms: "  # the prefix of those counts
+LONG = f"over {screen.SLOW_MS:g} ms: "  # the prefix of the counts of slow plans' warm-ups
 FIRST_RUNS = [
-    f"{prefix}{what}"
-    for prefix in ("", LONG)
-    for what in ("plans", "warm-up over 5 % slower", "warm-up over 5 % faster")
+    *(
+        f"{prefix}{what}"
+        for prefix in ("", LONG)
+        for what in ("plans", "warm-up over 5 % slower", "warm-up over 5 % faster", "warm-up over 1.5x slower")
+    ),
+    f"{LONG}left at the warm-up",
 ]
 
 
 def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> list[dict]:
-    """Time the built plans on the GPU; returns every row of the graph. Every plan is timed once behind a
-    warm-up (timing.time_pass: one queue, one synchronization), then those that can still be in a desirable
-    set (screen.dominators) ``repeats - 1`` times more, the first timed run counting as one of ``repeats``
-    (it ran right behind the plan's own warm-up, as each repeat runs behind the one before; on the bundled
-    ResNet-50 b64 profile the repeats were 9.2 of its 33 s of timed kernels); a plan whose dominator's
-    repeats made it slower is repeated in a further pass, so each plan left with one run is dominated on the
-    times stored."""
+    """Time the built plans on the GPU; returns every row of the graph. Every plan runs once as its warm-up
+    (timing.time_pass: one queue, one synchronization); a slow plan far behind one that stands for it is left
+    at that run (screen.left_at_warm_up), the others run once more, timed; then those that can still be in a
+    desirable set (screen.dominators) ``repeats - 1`` times more, the timed run counting as one of ``repeats``
+    (on the bundled ResNet-50 b64 profile the repeats were 9.2 of its 33 s of timed kernels); a plan whose
+    dominator's repeats made it slower is repeated in a further pass, so each plan left with one run is
+    dominated on the times stored."""
     t = time.perf_counter()
     b = built.cg.b
     plans, regions = [], []
@@ -209,40 +212,73 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
         plans.append(row)
         regions.append(lambda r, run=run, ws_ptr=ws_ptr: run(bufs.pointers(b, r), ws_ptr))
     host: dict[int, float] = {}
-    first = timing.time_pass(ctx, regions, runs=2, timed_from=1, host_ms=host)
+    warm_up = timing.time_pass(ctx, regions, runs=1, host_ms=host)
+    ran = [k for k, w in enumerate(warm_up) if not isinstance(w, str)]
+    for k, w in enumerate(warm_up):
+        if isinstance(w, str):
+            plans[k]["reason"] = w
+    ranked = [(plans[k]["heuristic_rank"], plans[k]["workspace"]) for k in ran]
+    keep = {ran[j] for j in screen.framework_choices(ranked)}
+    view = [screen.timed(plans[k], warm_up[k][0], warm_up[k][0]) for k in ran]
+    left = {
+        ran[j]: view[q].name
+        for j, q in enumerate(screen.left_at_warm_up(view, {j for j, k in enumerate(ran) if k in keep}))
+        if q is not None
+    }
+    timed: dict[int, list[float] | str] = {k: warm_up[k] for k in left}
+    # the others once more; a host-bound one twice, back to back (its time is the host's: engine.gpu.timing)
+    for runs, again in (
+        (1, [k for k in ran if k not in left and host[k] < timing.HOST_BOUND_MS]),
+        (2, [k for k in ran if k not in left and host[k] >= timing.HOST_BOUND_MS]),
+    ):
+        second: dict[int, float] = {}
+        out = timing.time_pass(
+            ctx, [lambda r, k=k: regions[k](r + 1) for k in again], runs=runs, timed_from=runs - 1, host_ms=second
+        )
+        for j, k in enumerate(again):
+            timed[k] = out[j] if isinstance(out[j], str) else out[j][-1:]
+            host[k] = min(host[k], second.get(j, host[k]))
     ok, seen, warm = [], {}, dict.fromkeys(FIRST_RUNS, 0)
-    for k, (row, times) in enumerate(zip(plans, first)):
-        if isinstance(times, str):
-            row["reason"] = times
+    for k in ran:
+        if isinstance(timed[k], str):
+            plans[k]["reason"] = timed[k]
             continue
-        row.update(status="ok", time_ms=times[1], time_min_ms=times[1], time_max_ms=times[1], repeats=1)
+        first, t1 = warm_up[k][0], timed[k][0]
+        plans[k].update(status="ok", time_ms=t1, time_min_ms=t1, time_max_ms=t1, repeats=1)
         ok.append(k)
-        seen[k] = min(times)
-        # whether the warm-up could be left out: how far the first run is from the second, for every plan and
-        # for the slow ones, whose warm-up is most of a depthwise graph's time (benchmarks/reports/profiling-speed)
-        for prefix in ("", LONG) if times[1] >= LONG_RUN_MS else ("",):
+        seen[k] = min(first, t1)
+        if k in left:
+            plans[k]["reason"] = (
+                f"dominated by plan {left[k]} at its warm-up, over {1 + screen.WARM_UP_MARGIN:g}x slower: not run again"
+            )
+            warm[f"{LONG}left at the warm-up"] += 1
+            continue
+        # whether a warm-up stands for the timed run: counted for every plan, and for the slow ones apart
+        # (their warm-ups are what screen.left_at_warm_up keeps; benchmarks/reports/profiling-speed)
+        for prefix in ("", LONG) if t1 >= screen.SLOW_MS else ("",):
             warm[f"{prefix}plans"] += 1
-            warm[f"{prefix}warm-up over 5 % slower"] += times[0] > 1.05 * times[1]
-            warm[f"{prefix}warm-up over 5 % faster"] += times[0] < times[1] / 1.05
+            warm[f"{prefix}warm-up over 5 % slower"] += first > 1.05 * t1
+            warm[f"{prefix}warm-up over 5 % faster"] += first < t1 / 1.05
+            warm[f"{prefix}warm-up over 1.5x slower"] += first > 1.5 * t1
     built.split["first_runs"] = warm
-    keep = {ok[j] for j in screen.framework_choices([(plans[k]["heuristic_rank"], plans[k]["workspace"]) for k in ok])}
     repeated: set[int] = set()
     while repeats > 1:
         view = [screen.timed(plans[k], plans[k]["time_ms"], seen[k]) for k in ok]
         dom = screen.dominators(view, {j for j, k in enumerate(ok) if k in keep})
         need = [k for j, k in enumerate(ok) if dom[j] is None and k not in repeated]
         for j, k in enumerate(ok):
-            if dom[j] is not None and k not in repeated:
+            if dom[j] is not None and k not in repeated and k not in left:
                 plans[k]["reason"] = f"dominated by plan {view[dom[j]].name} at first timing"
         if not need:
             break
-        again = [lambda r, k=k: regions[k](r + 2) for k in need]
-        for k, more in zip(need, timing.time_pass(ctx, again, runs=repeats - 1)):
+        more_runs = [lambda r, k=k: regions[k](r + 2) for k in need]
+        for k, more in zip(need, timing.time_pass(ctx, more_runs, runs=repeats - 1)):
             repeated.add(k)
             if isinstance(more, str):  # ran once, failed now: its single run stands, with the reason
                 plans[k]["reason"] = more
                 continue
-            times = [first[k][1], *more]  # the first timed run, behind its warm-up as these are, is one of them
+            # the timed run, behind its warm-up as these are, is one of them; a plan left at its warm-up has none
+            times = list(more) if k in left else [timed[k][0], *more]
             med = runtime.median(times)
             plans[k].update(time_ms=med, time_min_ms=min(times), time_max_ms=max(times), repeats=len(times), reason="")
             seen[k] = min(seen[k], min(times))
