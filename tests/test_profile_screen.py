@@ -5,7 +5,16 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.gpu.screen import MARGIN, Timed, dominators, framework_choices, timed
+from engine.gpu.screen import (
+    MARGIN,
+    SLOW_MS,
+    WARM_UP_MARGIN,
+    Timed,
+    dominators,
+    framework_choices,
+    left_at_warm_up,
+    timed,
+)
 
 
 def can_stand_for(q: Timed, p: Timed) -> bool:
@@ -67,6 +76,51 @@ def test_no_plan_timed_once_is_in_a_desirable_set_whatever_its_runs_within_the_n
                 )
                 if front:
                     assert dom[i] is None, (i, heuristic, deterministic)
+
+
+warm_up = st.builds(
+    lambda t, ws, h, d, u: (t, t, ws, h, d, u),
+    st.sampled_from([0.5, 4.0, 9.9, 10.0, 12.0, 25.0, 300.0]),  # ms: around SLOW_MS and twice it
+    st.sampled_from([0, 0, 1 << 10, 1 << 20]),
+    st.booleans(),
+    st.booleans(),
+    st.booleans() | st.just(True),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(warm_up, min_size=1, max_size=10), st.sets(st.integers(0, 9), max_size=2))
+def test_a_slow_plan_is_left_at_its_warm_up_exactly_when_one_that_stands_for_it_was_over_twice_as_fast(specs, keep):
+    plans = make(specs)
+    left = left_at_warm_up(plans, keep)
+    for i, p in enumerate(plans):
+        beaten = [
+            j for j, q in enumerate(plans) if j != i and can_stand_for(q, p) and (1 + WARM_UP_MARGIN) * q.time < p.low
+        ]
+        assert (left[i] is not None) == (bool(beaten) and i not in keep and p.low >= SLOW_MS)
+        if left[i] is not None:
+            assert left[i] in beaten and left[left[i]] is None  # the plan it names is itself timed again
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(warm_up, min_size=1, max_size=10), st.data())
+def test_no_plan_left_at_its_warm_up_is_on_a_front_if_warm_ups_over_10_ms_run_under_1_9x_their_time(specs, data):
+    """The rule's claim (engine.gpu.screen): true times with each warm-up at most 1.9x its plan's time (a slow
+    plan; any factor for a faster one) and at most 5 % faster than it: every plan on the (workspace, time) front of every engine set is timed
+    again."""
+    plans = make(specs)
+    left = left_at_warm_up(plans)
+    true = [p.low / data.draw(st.floats(1 / 1.05, 1.9 if p.low >= SLOW_MS else 100.0)) for p in plans]
+    for heuristic in (False, True):
+        for deterministic in (False, True):
+            in_set = [
+                i
+                for i, p in enumerate(plans)
+                if p.usable and (p.heuristic or not heuristic) and (p.deterministic or not deterministic)
+            ]
+            for i in in_set:
+                if not any(plans[j].workspace <= plans[i].workspace and true[j] < true[i] for j in in_set if j != i):
+                    assert left[i] is None, (i, heuristic, deterministic)
 
 
 def test_the_framework_choice_at_every_limit_is_repeated():
