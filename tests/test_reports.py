@@ -282,3 +282,36 @@ def test_torch_training_summary_names_the_one_line_api_when_measured():
     assert 'optimize(model, mode="free")' in torch_training.reading(rows)
     assert "resnet50 tf32 1.020x stock's step" in torch_training.reading(rows)
     assert "one-line" not in torch_training.reading(rows[:1])
+
+
+def test_warm_up_check_judges_each_left_plan_on_the_earlier_runs_times(tmp_path):
+    """SYNTHETIC caches: a depthwise graph whose 40 ms plan the later run left at its warm-up (42 ms), naming a
+    1 ms plan; the earlier run timed both (38 ms, 1 ms); a dense graph only the earlier run stored."""
+    from benchmarks import warm_up_check
+    from engine.gpu.cache import ProfileCache
+    from engine.profile import COLUMNS
+
+    sig = "Forward/tf32/NCHW/c8h8w8/k8r3s3/p1x1/s1x1/d1x1/g8"
+
+    def row(s, plan, t, repeats, reason=""):
+        r = {c: (0 if kind is int else 0.0 if kind is float else "") for c, kind in COLUMNS.items()}
+        r.update(signature=s, micro_batch=4, plan=plan, status="ok", time_ms=t, repeats=repeats, reason=reason)
+        return r
+
+    def cache(name, graphs):
+        c = ProfileCache(tmp_path / name, "SYNTHETIC-GPU|-|-|-")
+        for s, rows, seconds in graphs:
+            c.commit(s, 4, {}, rows, {"timing": {"seconds": seconds, "split": {"wait": 0.1}}})
+        c.close()
+        return tmp_path / name
+
+    before = cache("b.sqlite", [(sig, [row(sig, "f", 1.0, 5), row(sig, "s", 38.0, 1, "dominated by plan f")], 0.5)])
+    before = cache("b.sqlite", [("Forward/dense/g1", [row("Forward/dense/g1", "f", 1.0, 5)], 0.2)])
+    left = "dominated by plan f at its warm-up, over 2x slower: not run again"
+    after = cache("a.sqlite", [(sig, [row(sig, "f", 1.0, 5), row(sig, "s", 42.0, 1, left)], 0.3)])
+    d = warm_up_check.measure(before, after)
+    assert (d["graphs"], d["left"], d["judged"], d["exact"]) == (1, 1, 1, 1)
+    assert d["warm_up_over_before"]["max"] == 42.0 / 38.0 and d["before_over_named"]["min"] == 38.0
+    assert d["before"]["grouped"] == {"graphs": 1, "gpu_s": 0.082, "own_median_s": 0.4}  # 1 x 6 + 38 x 2 ms
+    assert d["after"]["grouped"] == {"graphs": 1, "gpu_s": 0.048, "own_median_s": 0.2}  # 1 x 6 + 42 x 1 ms
+    assert "**1**" in warm_up_check.report(dict(about="SYNTHETIC", **d))
