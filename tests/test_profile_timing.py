@@ -274,6 +274,15 @@ def test_a_slow_plan_far_behind_one_that_stands_for_it_is_left_at_its_warm_up(pr
     )
 
 
+def test_a_warm_up_the_gpu_spent_waiting_for_the_host_leaves_no_plan(profiler):
+    """SYNTHETIC: p1's kernel runs 8 us but enqueueing it keeps the host 15 ms (a first launch loading its kernels
+    takes that long): its warm-up reads 15 ms on the GPU, over 10 ms and 15x p0's, yet its kernel took 8 us."""
+    sim = Event.sim = Sim(20.0)
+    plans = Plans(sim, [[1_000] * 6, [8] * 6], launch_us=(20.0, 15_000.0))
+    _, out = time_plans(profiler, plans, (0, 1 << 20))
+    assert plans.calls[1][:2] == [0, 1] and "at its warm-up" not in out[1]["reason"]
+
+
 def test_a_plan_left_at_its_warm_up_whose_dominator_got_slower_is_repeated_behind_that_warm_up(profiler):
     sim = Event.sim = Sim(20.0)
     us = [[1_000, 1_000, *[30_000] * 4], [12_000, 12_000, *[11_000] * 4]]  # SYNTHETIC: p0's first runs were lucky

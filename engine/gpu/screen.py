@@ -23,14 +23,16 @@ leaves 4,898 of 30,255 timed plans to repeat (16,539 with the 10x/1.25x rules it
 exact: they skipped slow plans on the small-workspace end of the front).
 
 A slow plan is left at its warm-up (``left_at_warm_up``): every plan's warm-up runs first, in a pass of its
-own, and a plan whose warm-up took ``SLOW_MS`` or more and was more than ``1 + WARM_UP_MARGIN`` times the
+own, and a plan whose warm-up kernels took ``SLOW_MS`` or more and over ``1 + WARM_UP_MARGIN`` times the
 warm-up of a plan that stands for it (as above) is not run again. On an engine sweep of depthwise graphs these
 are mostly FFT plans, a few hundred times slower than the best and half a second a run each: their second run
-was most of a depthwise graph's time (benchmarks/reports/profiling-speed.md). The rule is exact unless a
-warm-up of 10 ms or more runs over 1.9x its plan's timed run (a warm-up's extra is a fixed cost: loading the
-plan's kernels, a few milliseconds at most), or the standing plan's warm-up ran over 5 % faster than its
-timed runs; the profiler counts both cases where it sees them (profiler.FIRST_RUNS), and the speed report
-shows those counts.
+was most of a depthwise graph's time (benchmarks/reports/profiling-speed.md). "Its kernels took" is the
+warm-up's GPU time less the host's time enqueueing it (``low``): a plan's first launch loads its kernels on the
+host (CUDA's lazy loading), the GPU waiting for it, and a 0.007 ms plan's warm-up took 14 ms that way, so its
+warm-up alone would have left it behind a slower plan. The rule is then exact unless a warm-up's kernels run
+over 1.9x its plan's timed run, or the standing plan's warm-up ran over 5 % faster than its timed runs; the
+profiler counts such warm-ups where it sees them (profiler.FIRST_RUNS), and benchmarks/warm_up_check.py judges
+every plan left on a run that timed them all.
 
 Pure functions, no CuPy: tested against brute force on the CPU.
 """
@@ -117,7 +119,7 @@ def framework_choices(ranked: list[tuple[int, int]]) -> set[int]:
 
 
 def left_at_warm_up(plans: list[Timed], keep: set[int] = frozenset()) -> list[int | None]:
-    """For each plan timed by its warm-up alone (``time`` = ``low`` = that run), the plan that dominates it by
-    more than WARM_UP_MARGIN if it took SLOW_MS or more (it is not run again), else None."""
+    """For each plan timed by its warm-up alone (``time`` that run, ``low`` the least its kernels took), the plan
+    that dominates it by more than WARM_UP_MARGIN if ``low`` is SLOW_MS or more (it is not run again), else None."""
     dom = dominators(plans, keep, WARM_UP_MARGIN)
     return [q if q is not None and p.low >= SLOW_MS else None for p, q in zip(plans, dom)]
