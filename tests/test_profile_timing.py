@@ -121,6 +121,19 @@ def test_one_synchronization_and_few_spins_per_pass_when_the_gpu_is_the_bottlene
     assert idle < 50  # us: the GPU waited for the host only before the first spin
 
 
+def test_without_a_spin_a_host_bound_region_is_timed_as_one_call_and_a_fast_one_again_behind_a_spin(timing):
+    sim = Event.sim = Sim(20.0)
+    cost = [3000.0, 20.0]  # SYNTHETIC host microseconds per enqueue: region 0 is host-bound, region 1 is not
+
+    def region(k):
+        return lambda r: sim.enqueue(5.0, cost[k])
+
+    ctx = Ctx()
+    out = timing.time_pass(ctx, [region(0), region(1)], runs=1, spin=False)
+    assert out[0][0] == pytest.approx(3.005, rel=1e-3) and out[1][0] == pytest.approx(0.005)
+    assert ctx.retimed == 1  # region 1, whose GPU time the host's enqueue had been part of
+
+
 def test_a_failing_region_is_reported_and_the_others_are_timed(timing):
     sim = Event.sim = Sim(5.0)
     rs = regions(sim, [10.0, 10.0, 10.0])
@@ -320,7 +333,9 @@ def test_time_graph_names_host_bound_plans_and_a_faster_plan_dominates_them(prof
     sim = Event.sim = Sim(20.0)
     plans = Plans(sim, [[50.0] * 7, [30.0] * 7], launch_us=(3000.0, 20.0))
     built, out = time_plans(profiler, plans, (0, 0), "Forward/tf32/NCHW/c8h8w8/k8r3s3/p1x1/s1x1/d1x1/g8")
-    assert [(r["repeats"], round(r["time_ms"], 2)) for r in out] == [(1, 3.0), (5, 0.03)]
+    # p0 timed with the GPU idle ahead of it: its 3 ms enqueue and its kernel's 0.05 ms, as one call costs
+    assert [(r["repeats"], round(r["time_ms"], 2)) for r in out] == [(1, 3.05), (5, 0.03)]
+    assert plans.calls[0] == [0, 1]  # its warm-up and one timed run: no spin-covered retries
     assert (
         out[0]["reason"]
         == "dominated by plan p1 at first timing; host-bound: 3.0 ms of host time per execution, timed back to back"

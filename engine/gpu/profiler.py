@@ -6,11 +6,12 @@ heuristic plan list (A then FALLBACK) and, with ``engines="sweep"``, every other
 configuration cuDNN offers (graphs.sweep), build each plan, record its identity, workspace and
 behaviour notes, and time it with CUDA events (engine.gpu.timing). Failures are recorded with
 their reason and profiling goes on. Plans above ``max_workspace`` are recorded as skipped with
-their workspace. Every plan is timed once behind a warm-up (a slow plan whose warm-up was over twice that of
-one needing no more workspace keeps its warm-up instead: engine.gpu.screen.left_at_warm_up); only those that
-can still be in a desirable set (engine.gpu.screen: no plan needing no more workspace was more than 10 %
-faster) are timed ``repeats`` times, and the others keep their single run with the plan that dominates it as
-their reason, so the profile has every row it had and make_plan's choices are the same within the timing noise.
+their workspace. Every plan is timed once behind a warm-up (a slow plan whose warm-up's kernels took over twice
+the warm-up of one needing no more workspace keeps its warm-up instead: engine.gpu.screen.left_at_warm_up); only
+those that can still be in a desirable set (engine.gpu.screen: no plan needing no more workspace was more than
+10 % faster) are timed ``repeats`` times, and the others keep their single run with the plan that dominates it
+as their reason, so the profile has every row it had and make_plan's choices are the same within the timing
+noise.
 Micro-batches are read from rotating offsets of a buffer holding twice the mini-batch, so a repeat does
 not find its input hot in L2.
 Swept plans are stored with ``heuristic_rank`` -1: a framework would never pick them.
@@ -228,17 +229,13 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
         if q is not None
     }
     timed: dict[int, list[float] | str] = {k: warm_up[k] for k in left}
-    # the others once more; a host-bound one twice, back to back (its time is the host's: engine.gpu.timing)
-    for runs, again in (
-        (1, [k for k in ran if k not in left and host[k] < timing.HOST_BOUND_MS]),
-        (2, [k for k in ran if k not in left and host[k] >= timing.HOST_BOUND_MS]),
-    ):
+    # the others once more; host-bound ones with no spin ahead, so each is timed as it runs back to back
+    for spin in (True, False):
+        again = [k for k in ran if k not in left and (host[k] < timing.HOST_BOUND_MS) == spin]
         second: dict[int, float] = {}
-        out = timing.time_pass(
-            ctx, [lambda r, k=k: regions[k](r + 1) for k in again], runs=runs, timed_from=runs - 1, host_ms=second
-        )
-        for j, k in enumerate(again):
-            timed[k] = out[j] if isinstance(out[j], str) else out[j][-1:]
+        runs = [lambda r, k=k: regions[k](r + 1) for k in again]
+        for j, (k, got) in enumerate(zip(again, timing.time_pass(ctx, runs, runs=1, host_ms=second, spin=spin))):
+            timed[k] = got
             host[k] = min(host[k], second.get(j, host[k]))
     ok, seen, warm = [], {}, dict.fromkeys(FIRST_RUNS, 0)
     for k in ran:

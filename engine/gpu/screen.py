@@ -24,15 +24,15 @@ exact: they skipped slow plans on the small-workspace end of the front).
 
 A slow plan is left at its warm-up (``left_at_warm_up``): every plan's warm-up runs first, in a pass of its
 own, and a plan whose warm-up kernels took ``SLOW_MS`` or more and over ``1 + WARM_UP_MARGIN`` times the
-warm-up of a plan that stands for it (as above) is not run again. On an engine sweep of depthwise graphs these
-are mostly FFT plans, a few hundred times slower than the best and half a second a run each: their second run
-was most of a depthwise graph's time (benchmarks/reports/profiling-speed.md). "Its kernels took" is the
-warm-up's GPU time less the host's time enqueueing it (``low``): a plan's first launch loads its kernels on the
-host (CUDA's lazy loading), the GPU waiting for it, and a 0.007 ms plan's warm-up took 14 ms that way, so its
-warm-up alone would have left it behind a slower plan. The rule is then exact unless a warm-up's kernels run
-over 1.9x its plan's timed run, or the standing plan's warm-up ran over 5 % faster than its timed runs; the
-profiler counts such warm-ups where it sees them (profiler.FIRST_RUNS), and benchmarks/warm_up_check.py judges
-every plan left on a run that timed them all.
+warm-up of a plan that stands for it (as above) is not run again. "Its kernels took" is the warm-up's GPU time
+less the host's time enqueueing it (``low``), the most the GPU can have waited for the host: a plan's first
+launch loads its kernels on the host (CUDA's lazy loading), and on the H200 a 0.007 ms plan's warm-up read 14 ms
+that way (benchmarks/reports/profiling-speed/2026-11-28-run9/warm-up-check.md), so its warm-up alone would have
+left it behind a slower plan. So a host-bound plan (one that enqueues its own work for as long as it runs, as
+most of a depthwise graph's slow plans do) is never left: its warm-up bounds nothing. The rule is exact unless
+a warm-up's kernels run over 1.9x its plan's timed run, or the standing plan's warm-up ran over 5 % faster than
+its timed runs; the profiler counts such warm-ups where it sees them (profiler.FIRST_RUNS), and
+benchmarks/warm_up_check.py judges every plan left against a run that timed them all.
 
 Pure functions, no CuPy: tested against brute force on the CPU.
 """

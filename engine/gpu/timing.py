@@ -42,12 +42,19 @@ clock = time.perf_counter  # the host clock (a simulated one in tests)
 
 
 def time_pass(
-    ctx, regions: list[Callable[[int], None]], runs: int, timed_from: int = 0, host_ms: dict[int, float] | None = None
+    ctx,
+    regions: list[Callable[[int], None]],
+    runs: int,
+    timed_from: int = 0,
+    host_ms: dict[int, float] | None = None,
+    spin: bool = True,
 ) -> list[list[float] | str]:
     """Per region, the GPU milliseconds of its ``runs`` runs ``region(r)`` (r = 0 .. runs-1), or the error it
     raised as text. Runs before ``timed_from`` are warm-ups: their times are returned but the GPU may have
     waited for the host in them. ``host_ms`` receives each region's host milliseconds per run (the least of
-    its last pass's runs)."""
+    its last pass's runs). ``spin=False``: no spin in the first pass, for regions known to be host-bound, so that
+    the GPU waits on the host from each one's start and a single run is measured as it runs back to back (a
+    region that proves not host-bound is timed again behind a spin)."""
     out: list[list[float] | str | None] = [None] * len(regions)
     todo = list(range(len(regions)))
     cycles = runtime.SPIN_BASE + runtime.SPIN_PER_CALL * runs * AHEAD
@@ -56,7 +63,7 @@ def time_pass(
         ends: list = []  # an event after each spin and region queued in this pass
         retry = []
         for k in todo:
-            if not ends or ends[-min(THIN, len(ends))].done:
+            if spin and (not ends or ends[-min(THIN, len(ends))].done):
                 runtime.block_stream(ctx, cycles)
                 ends.append(cp.cuda.Event())
                 ends[-1].record(ctx.stream)
@@ -85,5 +92,5 @@ def time_pass(
         for k, evs in events.items():
             out[k] = [cp.cuda.get_elapsed_time(evs[r], evs[r + 1]) for r in range(runs)]
         ctx.retimed += len(retry)
-        todo, cycles = retry, cycles * 4
+        todo, cycles, spin = retry, cycles * 4, True
     return out
