@@ -1200,7 +1200,9 @@ def speed_readme(rows: list[tuple[dict, dict]]) -> str:
         mine = [(r, d) for r, d in rows if run_gpu(d) == gpu]
         b = [(r, d["runs"]["B"]) for r, d in mine if (d["runs"].get("B") or {}).get("returncode") == 0]
         a = [(r, d["runs"]["A"]) for r, d in mine if (d["runs"].get("A") or {}).get("returncode") == 0]
-        text = f"on one {gpu}: {b[-1][1]['wall_s']} s in {b[-1][0]['dir']} (code {b[-1][0]['code']})" if b else ""
+        if not b:  # a GPU whose runs had no ResNet-50 (M or H alone)
+            continue
+        text = f"on one {gpu}: {b[-1][1]['wall_s']} s in {b[-1][0]['dir']} (code {b[-1][0]['code']})"
         if a:
             text += f", {a[-1][1]['wall_s']} s graph after graph ({a[-1][0]['dir']})"
         parts.append(text)

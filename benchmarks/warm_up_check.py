@@ -1,7 +1,7 @@
 """Is leaving a slow plan at its warm-up exact? Two runs of one model compared graph by graph.
 
     python benchmarks/warm_up_check.py measure BEFORE.sqlite AFTER.sqlite --out DIR --about TEXT   # anywhere
-    python benchmarks/warm_up_check.py report DIR/warm-up-check.json                             # anywhere
+    python benchmarks/warm_up_check.py report                                                   # anywhere
 
 BEFORE is a profile cache written by a profiler that times every plan behind its warm-up; AFTER one written by
 the profiler with engine.gpu.screen.left_at_warm_up, on the same GPU, the same model and options (a run cut off
@@ -12,7 +12,7 @@ no more workspace), and the ratio of AFTER's warm-up to BEFORE's timed run says 
 the plan's time (the rule assumes under 1.9x). It also sums the GPU milliseconds each run spent on the common
 graphs' plans (per plan: its runs times its time) and each graph's own seconds (building and timing, not waiting
 for the GPU), for the depthwise and grouped graphs apart. The JSON keeps every left plan's numbers;
-``report`` writes DIR/warm-up-check.md from it.
+``report`` writes benchmarks/reports/warm-up-check.md from the committed checks (CHECKS), one section each.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ sys.path.insert(0, str(ROOT))
 from engine.fileio import atomic_write  # noqa: E402
 
 LEFT = "at its warm-up"  # engine.gpu.profiler.time_graph's reason for a plan left at its warm-up
+CHECKS = ROOT / "benchmarks" / "reports" / "warm-up-check"  # one folder per check: warm-up-check.json, the script
+REPORT = ROOT / "benchmarks" / "reports" / "warm-up-check.md"
 
 
 def load(cache: Path) -> tuple[dict, dict]:
@@ -108,15 +110,14 @@ def measure(before: Path, after: Path) -> dict:
     )
 
 
-def report(data: dict) -> str:
-    b, a = data["before"], data["after"]
+def section(name: str, data: dict) -> list[str]:
+    b = data["before"]
     lines = [
-        "# Leaving slow plans at their warm-up: one model profiled before and after",
-        "",
-        "<!-- generated: python benchmarks/warm_up_check.py report; do not edit -->",
+        f"## {name}",
         "",
         data["about"],
         "",
+        *([f"What ran: {data['change']}", ""] if data.get("change") else []),
         f"- graphs both runs stored: {data['graphs']} ({b['grouped']['graphs']} depthwise or grouped)",
         f"- plans the later run left at their warm-up: {data['left']:,}; with both plans timed in the earlier run: "
         f"{data['judged']:,}, of which slower than the plan they name on the earlier run's times (the rule exact): "
@@ -130,7 +131,9 @@ def report(data: dict) -> str:
             f"- a left plan's warm-up over its timed run in the earlier run: {r['min']:.3f}x to {r['max']:.3f}x "
             f"(median {r['median']:.3f}x; the rule assumes under 1.9x)",
         ]
-    lines += [
+    a = data["after"]
+    return [
+        *lines,
         "",
         "| graphs | GPU s of plan runs, before | after | own s per graph (median), before | after |",
         "|---|---|---|---|---|",
@@ -140,10 +143,23 @@ def report(data: dict) -> str:
             for k, name in (("all", "all"), ("grouped", "depthwise and grouped"))
         ),
         "",
-        "GPU s: per timed plan, its runs (warm-up, timed run, repeats; a left plan its warm-up alone) times its "
-        "stored time. Own s: a graph's building and timing, without waiting for the GPU.",
     ]
-    return "\n".join(lines) + "\n"
+
+
+def report(checks: list[tuple[str, dict]]) -> str:
+    head = [
+        "# Leaving slow plans at their warm-up: one model profiled before and after",
+        "",
+        "<!-- generated: python benchmarks/warm_up_check.py report; do not edit -->",
+        "",
+        "Method: benchmarks/warm_up_check.py's docstring; the rule: engine.gpu.screen.left_at_warm_up. GPU s: per "
+        "timed plan, its runs (warm-up, timed run, repeats; a left plan its warm-up alone) times its stored time, "
+        "over the graphs both runs stored. Own s: a graph's building and timing, without waiting for the GPU. Each "
+        "check's JSON (every left plan's numbers) and the script that ran it are in its folder of "
+        "[warm-up-check/](warm-up-check/).",
+        "",
+    ]
+    return "\n".join(head + [ln for name, data in checks for ln in section(name, data)])
 
 
 def main() -> None:
@@ -154,18 +170,18 @@ def main() -> None:
     m.add_argument("after")
     m.add_argument("--out", required=True)
     m.add_argument("--about", required=True, help="GPU, versions, code of each run, the command")
-    r = sub.add_parser("report")
-    r.add_argument("json")
+    sub.add_parser("report")
     args = ap.parse_args()
     if args.cmd == "measure":
         data = dict(about=args.about, **measure(Path(args.before), Path(args.after)))
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         atomic_write(out / "warm-up-check.json", json.dumps(data, indent=1))
-        atomic_write(out / "warm-up-check.md", report(data))
+        atomic_write(out / "warm-up-check.md", report([(out.name, data)]))
     else:
-        path = Path(args.json)
-        atomic_write(path.with_suffix(".md"), report(json.loads(path.read_text())))
+        checks = [(d.name, json.loads((d / "warm-up-check.json").read_text())) for d in sorted(CHECKS.iterdir())]
+        atomic_write(REPORT, report(checks))
+        print(f"wrote {REPORT}")
 
 
 if __name__ == "__main__":

@@ -314,4 +314,4 @@ def test_warm_up_check_judges_each_left_plan_on_the_earlier_runs_times(tmp_path)
     assert d["warm_up_over_before"]["max"] == 42.0 / 38.0 and d["before_over_named"]["min"] == 38.0
     assert d["before"]["grouped"] == {"graphs": 1, "gpu_s": 0.082, "own_median_s": 0.4}  # 1 x 6 + 38 x 2 ms
     assert d["after"]["grouped"] == {"graphs": 1, "gpu_s": 0.048, "own_median_s": 0.2}  # 1 x 6 + 42 x 1 ms
-    assert "**1**" in warm_up_check.report(dict(about="SYNTHETIC", **d))
+    assert "**1**" in warm_up_check.report([("SYNTHETIC", dict(about="SYNTHETIC", **d))])
