@@ -387,7 +387,10 @@ def test_fit_admits_a_penalized_column_only_when_it_pays_its_price():
 SPEED = Path(__file__).resolve().parent.parent / "benchmarks" / "reports" / "profiling-speed"
 ETA_MISSES = {  # committed runs the ETA does not yet meet, and why (strict: a fix must remove the entry)
     ("2026-11-28-run5", "B"): "H200: the first tenth held the GPU 1.8x longer per graph than the rest and the fit "
-    "with its start term swings 8-76 % over graphs 20-48; 21.6 % off at graph 49"
+    "with its start term swings 8-76 % over graphs 20-48; 21.6 % off at graph 49",
+    ("2026-11-28-run9", "B"): "H200: graph 61 in spread order, BackwardFilter 3x3 64->64 at 56x56 b=64, held the GPU "
+    "0.47 s (7x the median); the fit's FLOP and byte terms jump on it and the ETA is 15-20 % long over graphs 61-74, "
+    "then under 15 %",
 }
 NETS = {"resnet50": (("resnet50", 64), 476), "mobilenet_v3_large": (("torchvision:mobilenet_v3_large", 128), 1048)}
 MEASURED = [
