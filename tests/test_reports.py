@@ -315,3 +315,31 @@ def test_warm_up_check_judges_each_left_plan_on_the_earlier_runs_times(tmp_path)
     assert d["before"]["grouped"] == {"graphs": 1, "gpu_s": 0.082, "own_median_s": 0.4}  # 1 x 6 + 38 x 2 ms
     assert d["after"]["grouped"] == {"graphs": 1, "gpu_s": 0.048, "own_median_s": 0.2}  # 1 x 6 + 42 x 1 ms
     assert "**1**" in warm_up_check.report([("SYNTHETIC", dict(about="SYNTHETIC", **d))])
+
+
+def test_profile_prints_where_the_time_went_and_the_plans_left_at_their_warm_up():
+    """SYNTHETIC provenance: the split line `python -m engine profile` prints at the end (issue 24, step 1)."""
+    from engine.commands.profile import split_line
+
+    prov = {
+        "profiling_seconds": 12.5,
+        "workers": 4,
+        "time_split": {
+            "graphs": 3,
+            "build": 4.0,
+            "timing": 6.0,
+            "bookkeeping": 1.0,
+            "wait": 2.0,
+            "steps": {"heuristics": 1.0, "sweep": 2.5, "build": 0.5, "notes": 0.8, "commit": 0.2},
+            "host_bound": {"plans": 7},
+            "first_runs": {"plans": 40, "over 10 ms: left at the warm-up": 5},
+        },
+    }
+    line = split_line(prov)
+    assert line.startswith("time split over 3 measured graphs on 4 processes sharing the GPU: building 4.0 s")
+    assert line.endswith(
+        "; 7 plans host-bound (engine/gpu/timing.py), timed back to back; 5 slow plans left at "
+        "their warm-up (engine/gpu/screen.py)"
+    )
+    del prov["time_split"]["first_runs"]
+    assert "warm-up" not in split_line(prov)

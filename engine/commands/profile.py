@@ -166,6 +166,8 @@ def split_line(prov: dict) -> str:
     wait = f", waiting for the GPU {s['wait']:.1f} s" if s.get("wait") else ""
     bound = (s.get("host_bound") or {}).get("plans")
     bound = f"; {bound} plans host-bound (engine/gpu/timing.py), timed back to back" if bound else ""
+    left = sum(n for k, n in (s.get("first_runs") or {}).items() if k.endswith("left at the warm-up"))
+    bound += f"; {left} slow plans left at their warm-up (engine/gpu/screen.py)" if left else ""
     return (
         f"time split over {s['graphs']} measured graphs{where}: building {s['build']:.1f} s ({part}), timing "
         f"{s['timing']:.1f} s, bookkeeping {s['bookkeeping']:.1f} s (notes {steps.get('notes', 0):.1f}, cache "
