@@ -38,6 +38,25 @@ plan = st.builds(
 )
 
 
+def on_a_front(plans: list[Timed], true: list[float]) -> set[int]:
+    """Brute force: the plans on the (workspace, true time) front of some engine set (all, heuristic only,
+    deterministic only, both) they are in."""
+    out = set()
+    for heuristic in (False, True):
+        for deterministic in (False, True):
+            in_set = [
+                i
+                for i, p in enumerate(plans)
+                if p.usable and (p.heuristic or not heuristic) and (p.deterministic or not deterministic)
+            ]
+            out |= {
+                i
+                for i in in_set
+                if not any(plans[j].workspace <= plans[i].workspace and true[j] < true[i] for j in in_set if j != i)
+            }
+    return out
+
+
 def make(specs) -> list[Timed]:
     return [Timed(f"p{i}", t, low, ws, h, d, u) for i, (t, low, ws, h, d, u) in enumerate(specs)]
 
@@ -63,19 +82,7 @@ def test_no_plan_timed_once_is_in_a_desirable_set_whatever_its_runs_within_the_n
     dom = dominators(plans)
     d = MARGIN / (2 + MARGIN) * 0.999
     true = [(p.low if dom[i] is not None else p.time) * data.draw(st.floats(1 - d, 1 + d)) for i, p in enumerate(plans)]
-    for heuristic in (False, True):
-        for deterministic in (False, True):
-            in_set = [
-                i
-                for i, p in enumerate(plans)
-                if p.usable and (p.heuristic or not heuristic) and (p.deterministic or not deterministic)
-            ]
-            for i in in_set:
-                front = not any(
-                    plans[j].workspace <= plans[i].workspace and true[j] < true[i] for j in in_set if j != i
-                )
-                if front:
-                    assert dom[i] is None, (i, heuristic, deterministic)
+    assert not any(dom[i] is not None for i in on_a_front(plans, true))
 
 
 warm_up = st.builds(
@@ -114,16 +121,7 @@ def test_no_plan_left_at_its_warm_up_is_on_a_front_if_warm_ups_over_10_ms_run_un
     for p in plans:
         ratio = [1 / 1.05, 1.0, 1.899] if p.low >= SLOW_MS else [1 / 1.05, 1.0, 100.0]  # warm-up / true time
         true.append(p.low / data.draw(st.sampled_from(ratio) | st.floats(ratio[0], ratio[-1])))
-    for heuristic in (False, True):
-        for deterministic in (False, True):
-            in_set = [
-                i
-                for i, p in enumerate(plans)
-                if p.usable and (p.heuristic or not heuristic) and (p.deterministic or not deterministic)
-            ]
-            for i in in_set:
-                if not any(plans[j].workspace <= plans[i].workspace and true[j] < true[i] for j in in_set if j != i):
-                    assert left[i] is None, (i, heuristic, deterministic)
+    assert not any(left[i] is not None for i in on_a_front(plans, true))
 
 
 def test_the_framework_choice_at_every_limit_is_repeated():
