@@ -343,3 +343,21 @@ def test_profile_prints_where_the_time_went_and_the_plans_left_at_their_warm_up(
     )
     del prov["time_split"]["first_runs"]
     assert "warm-up" not in split_line(prov)
+
+
+def test_kernel_seconds_counts_what_ran_as_per_graph_does():
+    """SYNTHETIC profile rows: repeated 5 times (2 ms: its warm-up and 5 runs), timed once (10 ms: a warm-up and a
+    run), left at its warm-up (40 ms: that alone): 12 + 20 + 40 = 72 ms, as in the per-graph test above."""
+    import types
+
+    import pandas as pd
+
+    table = pd.DataFrame(
+        dict(
+            status=["ok", "ok", "ok", "failed"],
+            time_ms=[2.0, 10.0, 40.0, 0.0],
+            repeats=[5, 1, 1, 0],
+            reason=["", "dominated by plan a at first timing", "dominated by plan a at its warm-up, ...", "x"],
+        )
+    )
+    assert profiling.kernel_seconds(types.SimpleNamespace(table=table)) == 0.07  # 72 ms, rounded to 10 ms
