@@ -221,7 +221,7 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
     ranked = [(plans[k]["heuristic_rank"], plans[k]["workspace"]) for k in ran]
     keep = {ran[j] for j in screen.framework_choices(ranked)}
     # the least a warm-up's kernels took: its time less the host's enqueueing it, which the GPU may have waited
-    # for (a plan's first launch loads its kernels on the host, up to 43 ms seen: benchmarks/reports/profiling-speed)
+    # for (a plan's first launch loads its kernels on the host, up to 43 ms seen: benchmarks/reports/warm-up-check.md)
     view = [screen.timed(plans[k], warm_up[k][0], max(warm_up[k][0] - host[k], 0.0)) for k in ran]
     left = {
         ran[j]: view[q].name
@@ -253,7 +253,7 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
             warm[f"{LONG}left at the warm-up"] += 1
             continue
         # whether a warm-up stands for the timed run: counted for every plan, and for the slow ones apart
-        # (their warm-ups are what screen.left_at_warm_up keeps; benchmarks/reports/profiling-speed)
+        # (their warm-ups are what screen.left_at_warm_up keeps; benchmarks/reports/warm-up-check.md)
         for prefix in ("", LONG) if t1 >= screen.SLOW_MS else ("",):
             warm[f"{prefix}plans"] += 1
             warm[f"{prefix}warm-up over 5 % slower"] += first > 1.05 * t1

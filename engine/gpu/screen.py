@@ -27,7 +27,7 @@ own, and a plan whose warm-up kernels took ``SLOW_MS`` or more and over ``1 + WA
 warm-up of a plan that stands for it (as above) is not run again. "Its kernels took" is the warm-up's GPU time
 less the host's time enqueueing it (``low``), the most the GPU can have waited for the host: a plan's first
 launch loads its kernels on the host (CUDA's lazy loading), and on the H200 a 0.007 ms plan's warm-up read 14 ms
-that way (benchmarks/reports/profiling-speed/2026-11-28-run9/warm-up-check.md), so its warm-up alone would have
+that way (benchmarks/reports/warm-up-check.md, check 1), so its warm-up alone would have
 left it behind a slower plan. So a host-bound plan (one that enqueues its own work for as long as it runs, as
 most of a depthwise graph's slow plans do) is never left: its warm-up bounds nothing. The rule is exact unless
 a warm-up's kernels run over 1.9x its plan's timed run, or the standing plan's warm-up ran over 5 % faster than
@@ -47,7 +47,7 @@ from ..precision import PRECISIONS
 
 MARGIN = 0.10
 WARM_UP_MARGIN = 1.0  # a slow plan's warm-up over twice another's: it is not run again
-SLOW_MS = 10.0  # the warm-ups this rule applies to: long enough that their fixed extra is small
+SLOW_MS = 10.0  # ms: the least warm-up kernels this rule applies to, where a second run costs most
 
 
 @dataclass(frozen=True)
