@@ -1,10 +1,11 @@
 """Live progress of a profile: graphs done per GPU and the time left, for the CLI and the dashboard.
 
 The ETA fits each measured graph's seconds as ``a[kind] + c * GFLOP + d * GB + e * grouped + w * warm(k)``
-(non-negative least squares: a graph's fixed work is about constant per direction; its GPU work grows with its
-FLOPs where the kernels are compute-bound and with its operand bytes where they are memory-bound, as depthwise
-ones are; a grouped graph adds its host-bound plans, whose time is the host's: without ``e`` the ETA replayed on
-MobileNetV3-Large's heuristic list was 33 % off after a tenth of the graphs, with it 10-13 %)
+(non-negative least squares, weighted so that one dear graph does not swing it: weighted(); a graph's fixed
+work is about constant per direction; its GPU work grows with its FLOPs where the kernels are compute-bound and
+with its operand bytes where they are memory-bound, as depthwise ones are; a grouped graph adds its host-bound
+plans, whose time is the host's: without ``e`` the ETA replayed on MobileNetV3-Large's heuristic list was 33 %
+off after a tenth of the graphs, with it 10-13 %)
 and scales the wall time spent measuring so far by the fitted work left over the fitted work done, so it holds
 however many processes measure at once. ``warm(k) = exp(-k / WARM_GRAPHS)`` is the start: a process's k-th
 graph. On the H100 runs of benchmarks/reports/profiling-speed.md each profiling process's first graphs held the
@@ -39,6 +40,9 @@ from .work import Graph
 
 KINDS = tuple(KernelKind)
 WARM_GRAPHS = 2.0  # a process's start decays by e each two graphs (0.09, 0.05, 0.04, 0.01, 0.01 s on the H100)
+# chosen on the committed runs replayed in spread order (tests/test_profile_pipeline.py): 0 (plain least squares)
+# left two ResNet-50 runs over 15 % after a tenth, 0.5 two, 1.0 two, 0.75 one (2026-11-28-run5's B, 17 %)
+NOISE_POWER = 0.75
 
 
 @dataclass
@@ -107,6 +111,16 @@ def fit(samples: list[Sample], penalized: tuple[int, ...] = ()) -> np.ndarray:
                 best, coef = score, np.zeros(x.shape[1])
                 coef[list(cols)] = c
     return coef
+
+
+def weighted(samples: list[Sample]) -> list[Sample]:
+    """The samples scaled for weighted least squares, a graph's variance taken to grow as its seconds to the
+    power NOISE_POWER (floored at the median): a graph several times the median (ResNet-50's BackwardFilter at
+    56x56 and b=64, 0.47 s against 0.065 s) otherwise swung the FLOP and byte terms, and the ETA with them, 15-20 %
+    over the next dozen graphs (2026-11-28-run9's B, replayed)."""
+    y = np.array([s.seconds for s in samples])
+    w = np.maximum(y, float(np.median(y)) or 1e-9) ** (-NOISE_POWER / 2)
+    return [Sample(tuple(np.array(s.features) * wi), s.seconds * wi) for s, wi in zip(samples, w)]
 
 
 class ProfileProgress:
@@ -205,7 +219,10 @@ class ProfileProgress:
         """The fit on the samples so far (kept until the next sample): per-direction intercepts, per GFLOP,
         per GB, and the start (0 unless the samples show one)."""
         if self._fitted is None or self._fitted[0] != len(self.samples):
-            self._fitted = (len(self.samples), fit(self.samples, penalized=(len(self.samples[0].features) - 1,)))
+            self._fitted = (
+                len(self.samples),
+                fit(weighted(self.samples), penalized=(len(self.samples[0].features) - 1,)),
+            )
         return self._fitted[1]
 
     def status(self) -> dict:
