@@ -325,6 +325,20 @@ def gil(args) -> None:
     )
 
 
+LEFT = "at its warm-up"  # engine.gpu.profiler.time_graph's reason for a plan left at its warm-up
+
+
+def plan_runs(repeats: int, reason: str) -> int:
+    """GPU runs of one timed plan: its warm-up and its timed runs (the first counts as one of its repeats since
+    2026-11-28-run5), or its warm-up alone."""
+    return repeats + 1 if repeats > 1 else 1 if LEFT in reason else 2
+
+
+def grouped(signature: str) -> bool:
+    """A depthwise or grouped graph's signature (a group count above 1)."""
+    return not signature.endswith("/g1")
+
+
 def per_graph(cache: Path) -> list[dict]:
     """Each graph's stored timing and time split (the done table), in the order they were stored, and its plans
     (rows, timed, host-bound) from the measurements table: a run cut off at its limit still says where its time
@@ -332,15 +346,15 @@ def per_graph(cache: Path) -> list[dict]:
     import sqlite3
 
     with sqlite3.connect(cache) as db:
+        db.create_function("plan_runs", 2, plan_runs, deterministic=True)
         rows = db.execute("SELECT signature, micro_batch, provenance FROM done ORDER BY rowid").fetchall()
         counts = {
             (sig, b): (n, ok, host, once, runs)
             for sig, b, n, ok, host, once, runs in db.execute(
                 "SELECT signature, micro_batch, COUNT(*), SUM(status = 'ok'), SUM(reason LIKE '%host-bound:%'), "
                 "SUM(CASE WHEN status = 'ok' THEN time_min_ms ELSE 0 END), "
-                "SUM(CASE WHEN status = 'ok' THEN time_ms * (CASE WHEN repeats > 1 THEN repeats + 1 "
-                "WHEN reason LIKE '%at its warm-up%' THEN 1 ELSE 2 END) "
-                "ELSE 0 END) FROM measurements GROUP BY signature, micro_batch"
+                "SUM(CASE WHEN status = 'ok' THEN time_ms * plan_runs(repeats, reason) ELSE 0 END) "
+                "FROM measurements GROUP BY signature, micro_batch"
             )
         }
     out = []
@@ -439,7 +453,7 @@ def speed_floor(args) -> None:
     folder = Path(args.dir)
     data = json.loads((folder / "speed.json").read_text())
     graphs = per_graph(Path(args.cache))
-    grouped = [g for g in graphs if not g["signature"].endswith("/g1")]
+    groups = [g for g in graphs if grouped(g["signature"])]
     with sqlite3.connect(args.cache) as db:
         fft = [t for (t,) in db.execute(FFT_RUNS)]
     slow = [t for t in fft if t > 100.0]
@@ -450,9 +464,9 @@ def speed_floor(args) -> None:
         "single_runs_s": round(sum(g["single_runs_s"] for g in graphs), 1),
         "kernel_s": round(sum(g["kernel_s"] for g in graphs), 1),
         "timing_s": round(sum(g["split"].get("timing", 0.0) for g in graphs), 1),
-        "grouped_single_runs_s": round(sum(g["single_runs_s"] for g in grouped), 1),
-        "grouped_graph_single_runs_median_s": round(statistics.median(g["single_runs_s"] for g in grouped), 3),
-        "grouped_graph_kernel_median_s": round(statistics.median(g["kernel_s"] for g in grouped), 3),
+        "grouped_single_runs_s": round(sum(g["single_runs_s"] for g in groups), 1),
+        "grouped_graph_single_runs_median_s": round(statistics.median(g["single_runs_s"] for g in groups), 3),
+        "grouped_graph_kernel_median_s": round(statistics.median(g["kernel_s"] for g in groups), 3),
         "fft_single_runs_s": round(sum(fft) / 1000, 1),
         "fft_plans_over_100ms": len(slow),
         "fft_over_100ms_median_ms": round(statistics.median(slow), 1) if slow else None,
@@ -545,11 +559,9 @@ def _ms(t: float | None) -> float | None:
 
 
 def kernel_seconds(profile) -> float:
-    """GPU seconds of the timed kernels themselves: per timed plan its warm-up and its timed runs (its first
-    counts as one of its repeats since 2026-11-28-run5; a slow plan left at its warm-up ran that alone), as
-    per_graph counts them."""
+    """GPU seconds of the timed kernels themselves: per timed plan its time times its runs (plan_runs)."""
     ok = profile.table[profile.table.status == "ok"]
-    runs = (ok.repeats + 1).where(ok.repeats > 1, 2).where(~ok.reason.str.contains("at its warm-up"), 1)
+    runs = [plan_runs(n, why) for n, why in zip(ok.repeats, ok.reason)]
     return round(float((ok.time_ms * runs).sum()) / 1000, 2)
 
 
@@ -637,7 +649,7 @@ def speed_compare(args) -> None:
 
 def depthwise_graphs(run: dict) -> list[dict]:
     """The depthwise and grouped graphs of a run (signature ending in a group count above 1)."""
-    return [g for g in run.get("graphs", []) if not g["signature"].endswith("/g1")]
+    return [g for g in run.get("graphs", []) if grouped(g["signature"])]
 
 
 def own_seconds(g: dict) -> float:

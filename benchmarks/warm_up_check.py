@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.profiling import LEFT, grouped, own_seconds, plan_runs  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
 
-LEFT = "at its warm-up"  # engine.gpu.profiler.time_graph's reason for a plan left at its warm-up
 CHECKS = ROOT / "benchmarks" / "reports" / "warm-up-check"  # one folder per check: warm-up-check.json, the script
 REPORT = ROOT / "benchmarks" / "reports" / "warm-up-check.md"
 
@@ -49,17 +49,8 @@ def load(cache: Path) -> tuple[dict, dict]:
     return rows, timing
 
 
-def runs(r: dict) -> int:
-    """GPU runs of one timed plan: its warm-up and its timed runs, or its warm-up alone."""
-    return 1 if LEFT in r["reason"] else (r["repeats"] + 1 if r["repeats"] > 1 else 2)
-
-
 def gpu_ms(graph: dict) -> float:
-    return sum(r["t"] * runs(r) for r in graph.values() if r["status"] == "ok")
-
-
-def own_s(timing: dict) -> float:
-    return timing.get("seconds", 0.0) - timing.get("split", {}).get("wait", 0.0)
+    return sum(r["t"] * plan_runs(r["repeats"], r["reason"]) for r in graph.values() if r["status"] == "ok")
 
 
 def measure(before: Path, after: Path) -> dict:
@@ -87,10 +78,10 @@ def measure(before: Path, after: Path) -> dict:
     judged = [e for e in left if e["before_ms"] is not None and e["before_named_ms"] is not None]
     ratios = sorted(e["warm_up_ms"] / e["before_ms"] for e in judged)
     margins = sorted(e["before_ms"] / e["before_named_ms"] for e in judged)
-    grouped = [k for k in common if not k[0].endswith("/g1")]
+    groups = [k for k in common if grouped(k[0])]
 
     def side(rows, timing, keys):
-        own = [own_s(timing[k]) for k in keys]
+        own = [own_seconds(timing[k]) for k in keys]
         return dict(
             graphs=len(keys),
             gpu_s=round(sum(gpu_ms(rows[k]) for k in keys) / 1000, 3),
@@ -104,8 +95,8 @@ def measure(before: Path, after: Path) -> dict:
         exact=sum(m > 1.0 for m in margins),
         before_over_named=dict(min=margins[0], median=statistics.median(margins)) if margins else None,
         warm_up_over_before=dict(min=ratios[0], median=statistics.median(ratios), max=ratios[-1]) if ratios else None,
-        before=dict(all=side(rb, tb, common), grouped=side(rb, tb, grouped)),
-        after=dict(all=side(ra, ta, common), grouped=side(ra, ta, grouped)),
+        before=dict(all=side(rb, tb, common), grouped=side(rb, tb, groups)),
+        after=dict(all=side(ra, ta, common), grouped=side(ra, ta, groups)),
         plans=left,
     )
 

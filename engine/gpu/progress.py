@@ -1,7 +1,7 @@
 """Live progress of a profile: graphs done per GPU and the time left, for the CLI and the dashboard.
 
 The ETA fits each measured graph's seconds as ``a[kind] + c * GFLOP + d * GB + e * grouped + w * warm(k)``
-(non-negative least squares, weighted so that one dear graph does not swing it: weighted(); a graph's fixed
+(non-negative least squares, weighted so that one dear graph does not swing it: noise_weights(); a graph's fixed
 work is about constant per direction; its GPU work grows with its FLOPs where the kernels are compute-bound and
 with its operand bytes where they are memory-bound, as depthwise ones are; a grouped graph adds its host-bound
 plans, whose time is the host's: without ``e`` the ETA replayed on MobileNetV3-Large's heuristic list was 33 %
@@ -84,13 +84,17 @@ def sample_seconds(seconds: float, split: dict | None, shared: bool) -> float:
     return seconds - split.get("wait", 0.0)
 
 
-def fit(samples: list[Sample], penalized: tuple[int, ...] = ()) -> np.ndarray:
+def fit(samples: list[Sample], penalized: tuple[int, ...] = (), weights: np.ndarray | None = None) -> np.ndarray:
     """Non-negative least-squares coefficients of seconds on features: the best of the least-squares fits on
     every subset of the features whose coefficients are all >= 0 (exact for this handful of features). A
     column in ``penalized`` must earn its place: a subset using it scores ``n ln(RSS/n) + ln n`` against the
-    subsets without it (the Bayesian information criterion's price of a coefficient)."""
+    subsets without it (the Bayesian information criterion's price of a coefficient). ``weights``: each sample's
+    weight in the squared residuals (noise_weights)."""
     x = np.array([sm.features for sm in samples], dtype=float)
     y = np.array([sm.seconds for sm in samples], dtype=float)
+    if weights is not None:
+        root = np.sqrt(weights)
+        x, y = x * root[:, None], y * root
     n = len(y)
     gram, xy = x.T @ x, x.T @ y  # each subset's normal equations: a few features, many samples
     best, coef = float("inf"), np.zeros(x.shape[1])
@@ -113,14 +117,13 @@ def fit(samples: list[Sample], penalized: tuple[int, ...] = ()) -> np.ndarray:
     return coef
 
 
-def weighted(samples: list[Sample]) -> list[Sample]:
-    """The samples scaled for weighted least squares, a graph's variance taken to grow as its seconds to the
-    power NOISE_POWER (floored at the median): a graph several times the median (ResNet-50's BackwardFilter at
-    56x56 and b=64, 0.47 s against 0.065 s) otherwise swung the FLOP and byte terms, and the ETA with them, 15-20 %
-    over the next dozen graphs (2026-11-28-run9's B, replayed)."""
+def noise_weights(samples: list[Sample]) -> np.ndarray:
+    """Weights for the fit, a graph's variance taken to grow as its seconds to the power NOISE_POWER (floored at
+    the median): a graph several times the median (ResNet-50's BackwardFilter at 56x56 and b=64, 0.47 s against
+    0.065 s) otherwise swung the FLOP and byte terms, and the ETA with them, 15-20 % over the next dozen graphs
+    (2026-11-28-run9's B, replayed)."""
     y = np.array([s.seconds for s in samples])
-    w = np.maximum(y, float(np.median(y)) or 1e-9) ** (-NOISE_POWER / 2)
-    return [Sample(tuple(np.array(s.features) * wi), s.seconds * wi) for s, wi in zip(samples, w)]
+    return np.maximum(y, float(np.median(y)) or 1e-9) ** -NOISE_POWER
 
 
 class ProfileProgress:
@@ -219,10 +222,8 @@ class ProfileProgress:
         """The fit on the samples so far (kept until the next sample): per-direction intercepts, per GFLOP,
         per GB, and the start (0 unless the samples show one)."""
         if self._fitted is None or self._fitted[0] != len(self.samples):
-            self._fitted = (
-                len(self.samples),
-                fit(weighted(self.samples), penalized=(len(self.samples[0].features) - 1,)),
-            )
+            start = (len(self.samples[0].features) - 1,)
+            self._fitted = (len(self.samples), fit(self.samples, start, noise_weights(self.samples)))
         return self._fitted[1]
 
     def status(self) -> dict:
