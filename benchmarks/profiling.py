@@ -404,12 +404,16 @@ def speed_run(name: str, net: list[str], extra: list[str], out: Path, tmp: Path,
         code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as err:
         code, stdout, stderr = "timeout", (err.stdout or b"").decode(), (err.stderr or b"").decode()
+    wall = round(time.perf_counter() - t0, 2)
+    lines = [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip()]
+    # every progress line (done/total, elapsed, ETA), to check the live ETA against when the run ended
+    (out / f"{name}.stderr.txt.gz").write_bytes(gzip.compress("\n".join(lines).encode(), mtime=0))
     run = {
         "command": "python -m engine profile " + " ".join([*net, *extra]),
-        "wall_s": round(time.perf_counter() - t0, 2),
+        "wall_s": wall,
         "returncode": code,
         "stdout": stdout.strip()[-1500:],
-        "stderr": [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip()][-3:],
+        "stderr": lines[-3:],
     }
     if (tmp / f"{name}.sqlite").exists():
         run["graphs"] = per_graph(tmp / f"{name}.sqlite")

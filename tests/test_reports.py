@@ -4,6 +4,7 @@ The generated README blocks and reports must equal what their scripts make from 
 files, and figures quoted by hand must equal their report's, so neither can drift from the data.
 """
 
+import gzip
 import json
 import re
 import sys
@@ -127,6 +128,15 @@ def test_speed_per_graph_sums_the_gpu_seconds_of_its_timed_plans(tmp_path):
     (g,) = profiling.per_graph(tmp_path / "c.sqlite")
     assert (g["plans"], g["timed"], g["single_runs_s"], g["kernel_s"]) == (4, 3, 0.0515, 0.072)
     assert g["first_runs"] == first and "first_runs" not in g["split"]
+
+
+def test_speed_run_keeps_every_line_the_profile_wrote_on_stderr(tmp_path):
+    """A run's whole stderr (its progress lines: the live ETA to check afterwards) is kept beside its profile;
+    an unknown network fails at once on any host (on a CPU host for want of a GPU), with its one line."""
+    run = profiling.speed_run("X", ["--network", "no_such_network"], [], tmp_path, tmp_path, timeout=120)
+    kept = gzip.decompress((tmp_path / "X.stderr.txt.gz").read_bytes()).decode().splitlines()
+    assert run["returncode"] not in (0, "timeout") and kept and kept[-len(run["stderr"]) :] == run["stderr"]
+    assert kept[-1].startswith("error: ")
 
 
 def test_speed_floor_sums_one_run_of_every_plan_and_splits_out_grouped_graphs_and_fft_engines(tmp_path):
