@@ -582,9 +582,27 @@ def readme_block(rows) -> str:
         f"{every(same)} measured the same plans on one and on two GPUs, and {every(resumed).lower()} resumed a "
         f"run killed half-way by measuring only the missing graphs. In the last run the two-GPU command spent {o['before_b']} s before "
         f"storing its first graph (one GPU: {o['before_a']} s) and a graph took {o['extra_ms']} ms longer there "
-        f"than alone{early_text()} ([benchmarks/reports/profile-multigpu.md]"
+        f"than alone; with B's time outside its measuring as it was, measuring exactly twice as fast as one GPU "
+        f"would have made it {ideal_speedup(rows[-1][1], o):.2f}x faster by wall clock, and {SPEEDUP}x needs, even "
+        f"then, a command's time outside its measuring under {fixed_for(SPEEDUP, o['span_a']):.1f} s on one GPU and "
+        f"on two (it was {rows[-1][1]['runs']['A']['wall_s'] - o['span_a']:.1f} s on one)"
+        f"{early_text()} ([benchmarks/reports/profile-multigpu.md]"
         "(benchmarks/reports/profile-multigpu.md))."
     )
+
+
+def ideal_speedup(doc: dict, o: dict) -> float:
+    """A's wall over B's had B measured (its first to last graph stored) in exactly half of A's span, the rest of
+    B's wall (Python, the workers' start, the first graph, writing the profile) unchanged: what two GPUs could
+    give at best while a command's fixed cost stays what it is."""
+    a, b = doc["runs"]["A"]["wall_s"], doc["runs"]["B"]["wall_s"]
+    return a / (b - o["span_b"] + o["span_a"] / 2)
+
+
+def fixed_for(speedup: float, span_a: float) -> float:
+    """The fixed seconds F (the same on one GPU and two) under which measuring twice as fast gives ``speedup``:
+    (F + span_a) / (F + span_a / 2) = speedup."""
+    return span_a * (1 - speedup / 2) / (speedup - 1)
 
 
 def early_text() -> str:

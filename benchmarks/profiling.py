@@ -430,21 +430,25 @@ def speed_run(name: str, net: list[str], extra: list[str], out: Path, tmp: Path,
             dominated=sum(1 for r in ok if r[col["reason"]].startswith("dominated by plan")),
             workers=p.get("workers"),
             time_split=p.get("time_split"),
-            provenance={
-                k: p.get(k)
-                for k in (
-                    "gpu",
-                    "driver",
-                    "cuda_runtime",
-                    "cudnn_version",
-                    "frontend_version",
-                    "cupy_version",
-                    "python",
-                    "date",
-                )
-            },
+            provenance=provenance_of(p),
         )
     return run
+
+
+PROVENANCE = ("gpu", "driver", "cuda_runtime", "cudnn_version", "frontend_version", "cupy_version", "python", "date")
+
+
+def provenance_of(p: dict) -> dict:
+    """What a speed report names of a profile's provenance."""
+    return {k: p.get(k) for k in PROVENANCE}
+
+
+def run_provenance(d: dict) -> dict:
+    """A speed.json's provenance: any of its runs' profiles, else the profile of its cut run resumed to its end."""
+    return next(
+        (r["provenance"] for r in d["runs"].values() if r.get("provenance")),
+        (d.get("M_resumed") or {}).get("provenance") or {},
+    )
 
 
 def speed_floor(args) -> None:
@@ -457,20 +461,26 @@ def speed_floor(args) -> None:
     folder = Path(args.dir)
     data = json.loads((folder / "speed.json").read_text())
     graphs = per_graph(Path(args.cache))
-    groups = [g for g in graphs if grouped(g["signature"])]
+    groups = [g for g in graphs if grouped(g["signature"])]  # the whole sweep's: cut run and resumed run
     with sqlite3.connect(args.cache) as db:
         fft = [t for (t,) in db.execute(FFT_RUNS)]
     slow = [t for t in fft if t > 100.0]
     data["M_resumed"] = {
         "about": args.about,
+        "provenance": provenance_of(json.loads(gzip.decompress(Path(args.profile).read_bytes()))["provenance"])
+        if args.profile
+        else {},
         "wall_s": args.wall,
         "graphs": len(graphs),
+        "grouped_graphs": len(groups),
         "single_runs_s": round(sum(g["single_runs_s"] for g in graphs), 1),
         "kernel_s": round(sum(g["kernel_s"] for g in graphs), 1),
         "timing_s": round(sum(g["split"].get("timing", 0.0) for g in graphs), 1),
         "grouped_single_runs_s": round(sum(g["single_runs_s"] for g in groups), 1),
         "grouped_graph_single_runs_median_s": round(statistics.median(g["single_runs_s"] for g in groups), 3),
         "grouped_graph_kernel_median_s": round(statistics.median(g["kernel_s"] for g in groups), 3),
+        "grouped_graph_own_median_s": round(statistics.median(own_seconds(g) for g in groups), 3),
+        "grouped_graph_own_max_s": round(max(own_seconds(g) for g in groups), 2),
         "fft_single_runs_s": round(sum(fft) / 1000, 1),
         "fft_plans_over_100ms": len(slow),
         "fft_over_100ms_median_ms": round(statistics.median(slow), 1) if slow else None,
@@ -789,6 +799,36 @@ def eta_replay(name: str, run: dict) -> dict:
     }
 
 
+def live_eta(folder: Path, name: str, run: dict) -> dict | None:
+    """The ETA as the command printed it (step ``name``'s kept progress lines, since 2026-11-28-run11): the
+    predicted finish (elapsed + ETA) against the real one, as a share of the measuring time, at the first line
+    after a tenth of the graphs and the worst from there. A run cut at its limit and resumed to its end
+    (``NAME-resume.stderr.txt.gz``) finished, nearly, when its cut plus the resumed command's measuring did."""
+
+    def lines(path: Path) -> list[tuple[int, int, float, float | None]]:
+        text = gzip.decompress(path.read_bytes()).decode(errors="replace") if path.is_file() else ""
+        return [
+            (int(d), int(t), float(at), 60 * int(m) + int(s) if m else None)
+            for d, t, at, m, s in PROGRESS.findall(text)
+        ]
+
+    seen = lines(folder / f"{name}.stderr.txt.gz")
+    if not seen:
+        return None
+    end = seen[-1][2]
+    if run.get("returncode") != 0:
+        rest = lines(folder / f"{name}-resume.stderr.txt.gz")
+        if not rest or rest[-1][0] != rest[-1][1]:
+            return None
+        end += rest[-1][2]
+    after = [(d, at, eta) for d, total, at, eta in seen if d >= total / 10 and eta is not None]
+    if not after or end <= 0:
+        return None
+    errors = [abs(at + eta - end) / end for _, at, eta in after]
+    d, at, eta = after[0]
+    return dict(graphs=seen[0][1], done=d, at_s=at, eta_s=eta, end_s=round(end, 1), error=errors[0], worst=max(errors))
+
+
 def start_text(rows: list[tuple[dict, dict]]) -> str:
     """How much more the first tenth of the last pipelined ResNet-50 run's graphs held the GPU than the rest."""
     from engine.gpu.progress import sample_seconds
@@ -887,7 +927,7 @@ def cut_text(run: dict) -> str:
 
 def run_gpu(d: dict) -> str:
     """The GPU a run measured on (from any of its runs' provenance)."""
-    return next((r["provenance"]["gpu"] for r in d["runs"].values() if r.get("provenance")), "?")
+    return run_provenance(d).get("gpu") or "?"
 
 
 def target_lines(rows: list[tuple[dict, dict]], goals: dict) -> list[str]:
@@ -911,12 +951,12 @@ def target_lines(rows: list[tuple[dict, dict]], goals: dict) -> list[str]:
     if m:
         goal = goals.get("mobilenet_v3_large_s", 120.0)
         met = "met" if m.get("returncode") == 0 and m["wall_s"] <= goal else "not met"
-        cut = cut_text(m)
+        cut = "; ".join(t for t in (cut_text(m), resumed_text(m, doc.get("M_resumed"))) if t)
         floor = floor_text(doc)
         out.append(
             f"- MobileNetV3-Large b128 on one GPU: {wall_text(m)} in {entry['dir']}, target {goal:g} s: **{met}**"
             + (f" ({cut})" if cut else "")
-            + (f"; {floor}, more than the target alone" if floor else "")
+            + (f"; {floor}, more than the target alone; {floor_split_text(doc['M_resumed'])}" if floor else "")
             + "."
         )
     entry, _, h = latest(rows, "H")
@@ -933,11 +973,11 @@ def target_lines(rows: list[tuple[dict, dict]], goals: dict) -> list[str]:
             f"- MobileNetV3-Large b128 with `--engines heuristics` (the user asks for less): {wall_text(h)} in "
             f"{entry['dir']}, target {goal:g} s: **{met}**{worse}."
         )
-    for name, entry, med in depthwise_medians(rows):
+    for name, entry, med, which in depthwise_medians(rows):
         met = "met" if med <= goals["depthwise_graph_median_s"] else "not met"
         out.append(
-            f"- depthwise and grouped graphs ({name}, {entry['dir']}): median {med:.2f} s of a graph's own "
-            f"building and timing, target {goals['depthwise_graph_median_s']:g} s: **{met}**."
+            f"- depthwise and grouped graphs ({name}, {entry['dir']}, {which} graphs): median {med:.2f} s of a "
+            f"graph's own building and timing, target {goals['depthwise_graph_median_s']:g} s: **{met}**."
         )
     return out
 
@@ -1006,8 +1046,7 @@ def coverage_lines(d: dict) -> list[str]:
 
 def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
     entry, last = rows[-1]
-    runs = last["runs"]
-    prov = next((r["provenance"] for r in runs.values() if r.get("provenance")), {})
+    prov = run_provenance(last)
     v = last.get("versions", {})
     goals = last["goals"]
     gpus = list(dict.fromkeys(run_gpu(d) for _, d in rows))
@@ -1169,6 +1208,21 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
                     + " | ".join(f"{100 * v['worst']:.0f} / {100 * v['median']:.0f} %" for v in cells)
                     + " |"
                 )
+    live = [
+        (r, name, e, d["runs"][name].get("returncode") != 0)
+        for r, d in rows
+        for name in d["runs"]
+        if (e := live_eta(r["folder"], name, d["runs"][name]))
+    ]
+    if live:
+        lines += ["", "As the command printed it (every progress line kept since 2026-11-28-run11):", ""]
+        lines += [
+            f"- {r['dir']} {name}: at graph {e['done']} of {e['graphs']} ({e['at_s']:.1f} s) the ETA said "
+            f"{e['eta_s']} s more, a finish at {e['at_s'] + e['eta_s']:.0f} s against the real {e['end_s']:g} s"
+            + (" (its cut plus the resumed command's measuring)" if cut else "")
+            + f": {100 * e['error']:.1f} % off; the worst from there {100 * e['worst']:.1f} %."
+            for r, name, e, cut in live
+        ]
     lines += [
         "",
         "## Not measured",
@@ -1180,11 +1234,12 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
     ]
     if not any(d["runs"].get("M") for _, d in rows):
         lines.append("- MobileNetV3-Large: not run; D stands for its depthwise and grouped kernels.")
-    skips = (runs.get("B", {}).get("time_split") or {}).get("sweep_skips") or {}
+    b_entry, _, b = latest(rows, "B")
+    skips = (b.get("time_split") or {}).get("sweep_skips") or {}
     if skips:
         lines += [
             "",
-            f"## What the engine sweep did not time ({entry['dir']}, B)",
+            f"## What the engine sweep did not time ({b_entry['dir']}, B)",
             "",
             "Every engine configuration the sweep tried that did not become a plan, by reason; plans the "
             "profile records as skipped (above the workspace cap, filtered by a note) are rows of the profile:",
@@ -1199,15 +1254,29 @@ def latest(rows: list[tuple[dict, dict]], name: str) -> tuple[dict, dict, dict]:
     return next(((r, d, d["runs"][name]) for r, d in reversed(rows) if d["runs"].get(name)), ({}, {}, {}))
 
 
-def depthwise_medians(rows: list[tuple[dict, dict]]) -> list[tuple[str, dict, float]]:
-    """(step, listing entry, median own seconds of its depthwise and grouped graphs) for the last M and D."""
+def depthwise_medians(rows: list[tuple[dict, dict]]) -> list[tuple[str, dict, float, str]]:
+    """(step, listing entry, median own seconds of its depthwise and grouped graphs, which graphs) for the last
+    M and D; for an M cut at its limit and resumed to its end (speed-floor), over the whole sweep."""
     out = []
     for name in ("M", "D"):
-        entry, _, run = latest(rows, name)
+        entry, doc, run = latest(rows, name)
+        f = doc.get("M_resumed") or {} if name == "M" else {}
         dw = depthwise_graphs(run)
-        if dw:
-            out.append((name, entry, median_own(run, dw)))
+        if "grouped_graph_own_median_s" in f:
+            out.append((name, entry, f["grouped_graph_own_median_s"], f"the whole sweep's {f['grouped_graphs']}"))
+        elif dw:
+            out.append((name, entry, median_own(run, dw), f"{len(dw)}"))
     return out
+
+
+def resumed_text(run: dict, f: dict | None) -> str:
+    """A run cut at its limit and resumed to its end: the two commands' wall clocks summed."""
+    if not f or run.get("returncode") != "timeout" or "grouped_graph_own_median_s" not in f or not f.get("wall_s"):
+        return ""
+    return (
+        f"resumed to its end in {f['wall_s']:g} s more: the whole sweep {run['wall_s'] + f['wall_s']:.0f} s over "
+        "the two commands"
+    )
 
 
 def speed_readme(rows: list[tuple[dict, dict]]) -> str:
@@ -1226,17 +1295,18 @@ def speed_readme(rows: list[tuple[dict, dict]]) -> str:
         parts.append(text)
     tail = ""
     what = {"M": "MobileNetV3-Large b128", "D": "benchmarks/depthwise.yaml"}
-    for name, entry, med in depthwise_medians(rows):
+    for name, entry, med, which in depthwise_medians(rows):
         tail += (
-            f" Depthwise and grouped graphs ({what[name]}, {entry['dir']}): {med:.2f} s median of a graph's own "
-            f"building and timing (target {goals['depthwise_graph_median_s']:g} s)."
+            f" Depthwise and grouped graphs ({what[name]}, {entry['dir']}, {which} graphs): {med:.2f} s median of a "
+            f"graph's own building and timing (target {goals['depthwise_graph_median_s']:g} s)."
         )
     entry, doc, m = latest(rows, "M")
     if m:
-        floor = floor_text(doc)
+        floor, resumed = floor_text(doc), resumed_text(m, doc.get("M_resumed"))
         tail += (
-            f" MobileNetV3-Large b128 with the sweep ({entry['dir']}): {cut_text(m) or wall_text(m)} (target "
-            f"{goals.get('mobilenet_v3_large_s', 120.0):g} s)"
+            f" MobileNetV3-Large b128 with the sweep ({entry['dir']}): {cut_text(m) or wall_text(m)}"
+            + (f"; {resumed}" if resumed else "")
+            + f" (target {goals.get('mobilenet_v3_large_s', 120.0):g} s)"
             + (f"; {floor}, more than the target alone." if floor else ".")
         )
     entry, _, h = latest(rows, "H")
@@ -1297,6 +1367,7 @@ def main() -> None:
     sf.add_argument("cache", help="the run's SQLite cache, resumed to the end")
     sf.add_argument("--about", required=True, help="where the cache came from and how it was resumed")
     sf.add_argument("--wall", type=float, help="seconds the resuming command took")
+    sf.add_argument("--profile", help="the profile the resuming command wrote (for the GPU and versions)")
     sr = sub.add_parser("speed-report", help="profiling-speed.md from the committed JSON")
     sr.add_argument("runs", nargs="?", default=str(SPEED_RUNS), help="the listing of committed runs")
     sr.add_argument("-o", "--output", default=str(SPEED_REPORT))

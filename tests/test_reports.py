@@ -139,6 +139,36 @@ def test_speed_run_keeps_every_line_the_profile_wrote_on_stderr(tmp_path):
     assert kept[-1].startswith("error: ")
 
 
+def test_live_eta_reads_the_printed_progress_lines_and_adds_a_resumed_run(tmp_path):
+    """SYNTHETIC progress lines of 100 graphs: at graph 10 (20 s) the ETA says 3:00, a finish at 200 s. A whole
+    run ending at 160 s is 25 % off; cut at 150 s and resumed for 10 s more it is 25 % off too, from the line
+    after a tenth; with the resumed command's log missing, or unfinished, there is no finish to compare."""
+
+    def log(name, lines):
+        text = "\n".join(f"[###...] {d}/100  {at}s ETA {eta} | x" for d, at, eta in lines)
+        (tmp_path / name).write_bytes(gzip.compress(text.encode()))
+
+    log("B.stderr.txt.gz", [(5, 10.0, "?"), (10, 20.0, "3:00"), (50, 80.0, "1:00"), (100, 160.0, "0:00")])
+    e = profiling.live_eta(tmp_path, "B", {"returncode": 0})
+    assert (e["done"], e["at_s"], e["eta_s"], e["end_s"]) == (10, 20.0, 180, 160.0)
+    assert e["error"] == 0.25 and e["worst"] == 0.25  # 80 + 60 = 140 against 160 is 12.5 %
+    log("M.stderr.txt.gz", [(10, 20.0, "3:00"), (90, 150.0, "0:15")])
+    assert profiling.live_eta(tmp_path, "M", {"returncode": "timeout"}) is None
+    log("M-resume.stderr.txt.gz", [(95, 5.0, "0:05"), (99, 9.0, "0:01")])
+    assert profiling.live_eta(tmp_path, "M", {"returncode": "timeout"}) is None  # the resumed run did not finish
+    log("M-resume.stderr.txt.gz", [(95, 5.0, "0:05"), (100, 10.0, "0:00")])
+    e = profiling.live_eta(tmp_path, "M", {"returncode": "timeout"})
+    assert e["end_s"] == 160.0 and e["error"] == 0.25 and round(e["worst"], 4) == 0.25
+
+
+def test_two_gpus_at_best_halve_the_measuring_and_keep_the_rest_of_the_wall():
+    """SYNTHETIC walls: A 40 s measuring for 30 s, B 25 s measuring for 16 s; B measuring in 15 s at best is a
+    24 s wall, 40 / 24 = 1.67x."""
+    doc = {"runs": {"A": {"wall_s": 40.0}, "B": {"wall_s": 25.0}}}
+    assert round(profile_multigpu.ideal_speedup(doc, {"span_a": 30.0, "span_b": 16.0}), 3) == 1.667
+    assert profile_multigpu.fixed_for(1.5, 30.0) == 15.0  # (15 + 30) / (15 + 15) = 1.5
+
+
 def test_speed_floor_sums_one_run_of_every_plan_and_splits_out_grouped_graphs_and_fft_engines(tmp_path):
     """SYNTHETIC cache: a dense graph (a 2 ms plan run 5 times), a depthwise one (an FFT plan of 300 ms, one of
     60 ms and a 1 ms one repeated); speed-floor writes what one run of each plan costs, and where."""
