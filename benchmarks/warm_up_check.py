@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.profiling import LEFT, grouped, own_seconds, plan_runs  # noqa: E402
+from benchmarks.profiling_speed import LEFT, grouped, own_seconds, plan_runs  # noqa: E402
 from engine.fileio import atomic_write  # noqa: E402
 
 CHECKS = ROOT / "benchmarks" / "reports" / "warm-up-check"  # one folder per check: warm-up-check.json, the script

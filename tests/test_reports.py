@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import memory_training_report, optimizer, profiling, reproduction, side_by_side  # noqa: E402
+from benchmarks import profiling_speed, profiling_speed_report  # noqa: E402
 from benchmarks import profile_multigpu, stock_layers, torch_training  # noqa: E402
 from benchmarks.readme import README, markers, read_block, write_block  # noqa: E402
 from engine.units import MiB  # noqa: E402
@@ -75,9 +76,10 @@ def test_profiling_report_and_readme_block_match_the_committed_results():
 
 
 def test_profiling_speed_report_and_readme_block_match_the_committed_runs():
-    rows = profiling.load_speed_runs(profiling.SPEED_RUNS)
-    assert read_block(README.read_text(), "profiling:speed") == profiling.speed_readme(rows)
-    assert profiling.SPEED_REPORT.read_text() == profiling.speed_render(rows, "profiling-speed/runs.json")
+    rep = profiling_speed_report
+    rows = rep.load_speed_runs(rep.SPEED_RUNS)
+    assert read_block(README.read_text(), "profiling_speed_report") == rep.speed_readme(rows)
+    assert rep.SPEED_REPORT.read_text() == rep.speed_render(rows, "profiling-speed/runs.json")
 
 
 def test_profile_multigpu_report_and_readme_block_match_the_committed_runs():
@@ -125,7 +127,7 @@ def test_speed_per_graph_sums_the_gpu_seconds_of_its_timed_plans(tmp_path):
     cache = ProfileCache(tmp_path / "c.sqlite", "SYNTHETIC-GPU|-|-|-")
     cache.commit("sig", 4, {}, rows, {"timing": {"start": 1e9, "seconds": 0.5, "split": {"first_runs": first}}})
     cache.close()
-    (g,) = profiling.per_graph(tmp_path / "c.sqlite")
+    (g,) = profiling_speed.per_graph(tmp_path / "c.sqlite")
     assert (g["plans"], g["timed"], g["single_runs_s"], g["kernel_s"]) == (4, 3, 0.0515, 0.072)
     assert g["first_runs"] == first and "first_runs" not in g["split"]
 
@@ -133,7 +135,7 @@ def test_speed_per_graph_sums_the_gpu_seconds_of_its_timed_plans(tmp_path):
 def test_speed_run_keeps_every_line_the_profile_wrote_on_stderr(tmp_path):
     """A run's whole stderr (its progress lines: the live ETA to check afterwards) is kept beside its profile;
     an unknown network fails at once on any host (on a CPU host for want of a GPU), with its one line."""
-    run = profiling.speed_run("X", ["--network", "no_such_network"], [], tmp_path, tmp_path, timeout=120)
+    run = profiling_speed.speed_run("X", ["--network", "no_such_network"], [], tmp_path, tmp_path, timeout=120)
     kept = gzip.decompress((tmp_path / "X.stderr.txt.gz").read_bytes()).decode().splitlines()
     assert run["returncode"] not in (0, "timeout") and kept and kept[-len(run["stderr"]) :] == run["stderr"]
     assert kept[-1].startswith("error: ")
@@ -149,15 +151,16 @@ def test_live_eta_reads_the_printed_progress_lines_and_adds_a_resumed_run(tmp_pa
         (tmp_path / name).write_bytes(gzip.compress(text.encode()))
 
     log("B.stderr.txt.gz", [(5, 10.0, "?"), (10, 20.0, "3:00"), (50, 80.0, "1:00"), (100, 160.0, "0:00")])
-    e = profiling.live_eta(tmp_path, "B", {"returncode": 0})
+    e = profiling_speed_report.live_eta(tmp_path, "B", {"returncode": 0})
     assert (e["done"], e["at_s"], e["eta_s"], e["end_s"]) == (10, 20.0, 180, 160.0)
     assert e["error"] == 0.25 and e["worst"] == 0.25  # 80 + 60 = 140 against 160 is 12.5 %
     log("M.stderr.txt.gz", [(10, 20.0, "3:00"), (90, 150.0, "0:15")])
-    assert profiling.live_eta(tmp_path, "M", {"returncode": "timeout"}) is None
+    assert profiling_speed_report.live_eta(tmp_path, "M", {"returncode": "timeout"}) is None
     log("M-resume.stderr.txt.gz", [(95, 5.0, "0:05"), (99, 9.0, "0:01")])
-    assert profiling.live_eta(tmp_path, "M", {"returncode": "timeout"}) is None  # the resumed run did not finish
+    # the resumed run did not finish
+    assert profiling_speed_report.live_eta(tmp_path, "M", {"returncode": "timeout"}) is None
     log("M-resume.stderr.txt.gz", [(95, 5.0, "0:05"), (100, 10.0, "0:00")])
-    e = profiling.live_eta(tmp_path, "M", {"returncode": "timeout"})
+    e = profiling_speed_report.live_eta(tmp_path, "M", {"returncode": "timeout"})
     assert e["end_s"] == 160.0 and e["error"] == 0.25 and round(e["worst"], 4) == 0.25
 
 
@@ -187,10 +190,10 @@ def test_speed_floor_sums_one_run_of_every_plan_and_splits_out_grouped_graphs_an
     cache.commit(dw, 4, {}, rows, {"timing": {"start": 1e9, "seconds": 0.9}})
     cache.close()
     (tmp_path / "speed.json").write_text(json.dumps({"runs": {}}))
-    argv = ["profiling.py", "speed-floor", str(tmp_path), str(tmp_path / "c.sqlite"), "--about", "SYNTHETIC"]
+    argv = ["profiling_speed.py", "floor", str(tmp_path), str(tmp_path / "c.sqlite"), "--about", "SYNTHETIC"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sys, "argv", argv)
-        profiling.main()
+        profiling_speed.main()
     f = json.loads((tmp_path / "speed.json").read_text())["M_resumed"]
     assert (f["graphs"], f["single_runs_s"], f["grouped_single_runs_s"], f["fft_single_runs_s"]) == (2, 0.4, 0.4, 0.4)
     assert (f["fft_plans_over_100ms"], f["fft_over_100ms_median_ms"], f["fft_max_ms"]) == (1, 300.0, 300.0)
@@ -400,4 +403,4 @@ def test_kernel_seconds_counts_what_ran_as_per_graph_does():
             reason=["", "dominated by plan a at first timing", "dominated by plan a at its warm-up, ...", "x"],
         )
     )
-    assert profiling.kernel_seconds(types.SimpleNamespace(table=table)) == 0.07  # 72 ms, rounded to 10 ms
+    assert profiling_speed.kernel_seconds(types.SimpleNamespace(table=table)) == 0.07  # 72 ms, rounded to 10 ms

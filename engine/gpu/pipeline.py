@@ -15,7 +15,7 @@ even import ``PyEval_SaveThread``, which ``nb::gil_scoped_release`` and ``Py_BEG
 ``build_operation_graph``, ``create_execution_plans``, ``create_execution_plan`` and
 ``build_plan_at_index`` all run with the GIL held and threads would build one plan at a time whatever
 their handles (so whether the backend is safe per handle on several threads never comes into play).
-benchmarks/profiling.py's ``gil`` step built the sweep of 8 ResNet-50 graphs (444 plans) on 4 threads with a
+benchmarks/profiling_speed.py's ``gil`` step built the sweep of 8 ResNet-50 graphs (444 plans) on 4 threads with a
 handle each 1.2x faster than on one (0.25 against 0.30 s on the H100: little, and too short to weigh much).
 
 On ResNet-50 b64 (benchmarks/reports/profiling-speed.md) building is 24 s and labelling notes 12 s of host
