@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import save_json  # noqa: E402
+from engine.fileio import atomic_write  # noqa: E402
 
 
 def command(network: str, batch: int, policy: str) -> list[str]:
@@ -184,7 +185,7 @@ def speed_run(name: str, net: list[str], extra: list[str], out: Path, tmp: Path,
     wall = round(time.perf_counter() - t0, 2)
     lines = [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip()]
     # every progress line (done/total, elapsed, ETA), to check the live ETA against when the run ended
-    (out / f"{name}.stderr.txt.gz").write_bytes(gzip.compress("\n".join(lines).encode(), mtime=0))
+    atomic_write(out / f"{name}.stderr.txt.gz", "\n".join(lines), gzip_suffix=True)
     run = {
         "command": "python -m engine profile " + " ".join([*net, *extra]),
         "wall_s": wall,
