@@ -196,7 +196,7 @@ def speed_run(name: str, net: list[str], extra: list[str], out: Path, tmp: Path,
     if (tmp / f"{name}.sqlite").exists():
         run["graphs"] = per_graph(tmp / f"{name}.sqlite")
     if code == 0:
-        doc = json.loads(gzip.decompress(prof.read_bytes()))
+        doc = profile_doc(prof)
         p = doc["provenance"]
         col = {c: i for i, c in enumerate(doc["columns"])}
         ok = [r for r in doc["rows"] if r[col["status"]] == "ok"]
@@ -211,6 +211,11 @@ def speed_run(name: str, net: list[str], extra: list[str], out: Path, tmp: Path,
             provenance=provenance_of(p),
         )
     return run
+
+
+def profile_doc(path: Path) -> dict:
+    """A written profile's JSON, read as it is (engine.profile.Profile would build its table too)."""
+    return json.loads(gzip.decompress(path.read_bytes()))
 
 
 PROVENANCE = ("gpu", "driver", "cuda_runtime", "cudnn_version", "frontend_version", "cupy_version", "python", "date")
@@ -237,9 +242,7 @@ def speed_floor(args) -> None:
     slow = [t for t in fft if t > 100.0]
     data["M_resumed"] = {
         "about": args.about,
-        "provenance": provenance_of(json.loads(gzip.decompress(Path(args.profile).read_bytes()))["provenance"])
-        if args.profile
-        else {},
+        "provenance": provenance_of(profile_doc(Path(args.profile))["provenance"]) if args.profile else {},
         "wall_s": args.wall,
         "graphs": len(graphs),
         "grouped_graphs": len(groups),

@@ -190,7 +190,16 @@ def live_eta(folder: Path, name: str, run: dict) -> dict | None:
         return None
     errors = [abs(at + eta - end) / end for _, at, eta in after]
     d, at, eta = after[0]
-    return dict(graphs=seen[0][1], done=d, at_s=at, eta_s=eta, end_s=round(end, 1), error=errors[0], worst=max(errors))
+    return dict(
+        graphs=seen[0][1],
+        done=d,
+        at_s=at,
+        eta_s=eta,
+        end_s=round(end, 1),
+        resumed=run.get("returncode") != 0,
+        error=errors[0],
+        worst=max(errors),
+    )
 
 
 def start_text(rows: list[tuple[dict, dict]]) -> str:
@@ -584,20 +593,15 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
             + " | ".join(f"{100 * v['worst']:.0f} / {100 * v['median']:.0f} %" for v in cells)
             + " |"
         )
-    live = [
-        (r, name, e, d["runs"][name].get("returncode") != 0)
-        for r, d in rows
-        for name in d["runs"]
-        if (e := live_eta(r["folder"], name, d["runs"][name]))
-    ]
+    live = [(r, name, e) for r, name, x in each_run(rows, "command") if (e := live_eta(r["folder"], name, x))]
     if live:
         lines += ["", "As the command printed it (every progress line kept since 2026-11-28-run11):", ""]
         lines += [
             f"- {r['dir']} {name}: at graph {e['done']} of {e['graphs']} ({e['at_s']:.1f} s) the ETA said "
             f"{e['eta_s']} s more, a finish at {e['at_s'] + e['eta_s']:.0f} s against the real {e['end_s']:g} s"
-            + (" (its cut plus the resumed command's measuring)" if cut else "")
+            + (" (its cut plus the resumed command's measuring)" if e["resumed"] else "")
             + f": {100 * e['error']:.1f} % off; the worst from there {100 * e['worst']:.1f} %."
-            for r, name, e, cut in live
+            for r, name, e in live
         ]
     lines += [
         "",
@@ -636,7 +640,7 @@ def depthwise_medians(rows: list[tuple[dict, dict]]) -> list[tuple[str, dict, fl
     out = []
     for name in ("M", "D"):
         entry, doc, run = latest(rows, name)
-        f = doc.get("M_resumed") or {} if name == "M" else {}
+        f = (doc.get("M_resumed") or {}) if name == "M" else {}
         dw = depthwise_graphs(run)
         if "grouped_graph_own_median_s" in f:
             out.append((name, entry, f["grouped_graph_own_median_s"], f"the whole sweep's {f['grouped_graphs']}"))
@@ -647,7 +651,7 @@ def depthwise_medians(rows: list[tuple[dict, dict]]) -> list[tuple[str, dict, fl
 
 def resumed_text(run: dict, f: dict | None) -> str:
     """A run cut at its limit and resumed to its end: the two commands' wall clocks summed."""
-    if not f or run.get("returncode") != "timeout" or "grouped_graph_own_median_s" not in f or not f.get("wall_s"):
+    if not f or run.get("returncode") != "timeout" or not f.get("wall_s"):
         return ""
     return (
         f"resumed to its end in {f['wall_s']:g} s more: the whole sweep {run['wall_s'] + f['wall_s']:.0f} s over "

@@ -61,13 +61,19 @@ def make(specs) -> list[Timed]:
     return [Timed(f"p{i}", t, low, ws, h, d, u) for i, (t, low, ws, h, d, u) in enumerate(specs)]
 
 
+def beaten_by(plans: list[Timed], i: int, margin: float) -> list[int]:
+    """Brute force: every plan that can stand for plan i and ran more than ``margin`` faster than i's least."""
+    p = plans[i]
+    return [j for j, q in enumerate(plans) if j != i and can_stand_for(q, p) and (1 + margin) * q.time < p.low]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(plan, min_size=1, max_size=12), st.sets(st.integers(0, 11), max_size=3))
 def test_a_plan_is_timed_once_exactly_when_a_plan_that_stands_for_it_was_beyond_the_margin_faster(specs, keep):
     plans = make(specs)
     dom = dominators(plans, keep)
-    for i, p in enumerate(plans):
-        beaten = [j for j, q in enumerate(plans) if j != i and can_stand_for(q, p) and (1 + MARGIN) * q.time < p.low]
+    for i in range(len(plans)):
+        beaten = beaten_by(plans, i, MARGIN)
         assert (dom[i] is not None) == (bool(beaten) and i not in keep)
         if dom[i] is not None:
             assert dom[i] in beaten and dom[dom[i]] is None  # a dominator is itself timed with repeats
@@ -101,9 +107,7 @@ def test_a_slow_plan_is_left_at_its_warm_up_exactly_when_one_that_stands_for_it_
     plans = make(specs)
     left = left_at_warm_up(plans, keep)
     for i, p in enumerate(plans):
-        beaten = [
-            j for j, q in enumerate(plans) if j != i and can_stand_for(q, p) and (1 + WARM_UP_MARGIN) * q.time < p.low
-        ]
+        beaten = beaten_by(plans, i, WARM_UP_MARGIN)
         assert (left[i] is not None) == (bool(beaten) and i not in keep and p.low >= SLOW_MS)
         if left[i] is not None:
             assert left[i] in beaten and left[left[i]] is None  # the plan it names is itself timed again

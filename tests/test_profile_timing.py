@@ -100,7 +100,7 @@ def test_every_time_is_the_kernel_alone_whether_the_host_is_faster_or_slower_tha
     sim = Event.sim = Sim(launch_us)
     kernels = [5.0, 40.0, 3.0, 1000.0, 8.0, 2.0, 60.0] * 6  # SYNTHETIC microseconds
     ctx = Ctx()
-    out = timing.time_pass(ctx, regions(sim, kernels), runs=2, timed_from=1)
+    out = timing.time_pass(ctx, regions(sim, kernels), runs=2)
     assert [t[1] for t in out] == pytest.approx([k / 1000 for k in kernels])
     out = timing.time_pass(ctx, regions(sim, kernels), runs=4)
     assert [t for ts in out for t in ts] == pytest.approx([k / 1000 for k in kernels for _ in range(4)])
@@ -115,7 +115,7 @@ def test_one_synchronization_and_few_spins_per_pass_when_the_gpu_is_the_bottlene
     ctx = Ctx()
     real = ctx.spin
     ctx.spin = lambda *a, **kw: (spins.append(a[2][0]), real(*a, **kw))
-    timing.time_pass(ctx, regions(sim, kernels), runs=2, timed_from=1)
+    timing.time_pass(ctx, regions(sim, kernels), runs=2)
     assert len(spins) == 1 and ctx.retimed == 0
     idle = sum(b - a for a, b in sim.waited)
     assert idle < 50  # us: the GPU waited for the host only before the first spin
@@ -323,7 +323,7 @@ def test_a_host_bound_region_is_timed_back_to_back_at_once_and_the_others_exactl
         return lambda r: sim.enqueue(kernels[k], cost.get(k, [20.0, 20.0])[r])
 
     ctx, host = Ctx(), {}
-    out = timing.time_pass(ctx, [region(k) for k in range(len(kernels))], runs=2, timed_from=1, host_ms=host)
+    out = timing.time_pass(ctx, [region(k) for k in range(len(kernels))], runs=2, host_ms=host)
     assert out[0][1] == pytest.approx(5.0, rel=0.01)  # ms: the GPU waited on the host between the launches
     assert [out[k][1] for k in (1, 2, 3, 4)] == pytest.approx([k / 1000 for k in kernels[1:]])  # GPU time alone
     assert host[0] == pytest.approx(5.0, rel=0.01) and host[3] < timing.HOST_BOUND_MS  # the least run of its pass

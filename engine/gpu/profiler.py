@@ -214,10 +214,12 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
         regions.append(lambda r, run=run, ws_ptr=ws_ptr: run(bufs.pointers(b, r), ws_ptr))
     host: dict[int, float] = {}
     warm_up = timing.time_pass(ctx, regions, runs=1, host_ms=host)
-    ran = [k for k, w in enumerate(warm_up) if not isinstance(w, str)]
+    ran = []
     for k, w in enumerate(warm_up):
         if isinstance(w, str):
             plans[k]["reason"] = w
+        else:
+            ran.append(k)
     ranked = [(plans[k]["heuristic_rank"], plans[k]["workspace"]) for k in ran]
     keep = {ran[j] for j in screen.framework_choices(ranked)}
     # the least a warm-up's kernels took: its time less the host's enqueueing it, which the GPU may have waited
@@ -233,8 +235,8 @@ def time_graph(built: BuiltGraph, bufs: KernelBuffers, ctx, *, repeats: int) -> 
     for spin in (True, False):
         again = [k for k in ran if k not in left and (host[k] < timing.HOST_BOUND_MS) == spin]
         second: dict[int, float] = {}
-        runs = [lambda r, k=k: regions[k](r + 1) for k in again]
-        for j, (k, got) in enumerate(zip(again, timing.time_pass(ctx, runs, runs=1, host_ms=second, spin=spin))):
+        once = [lambda r, k=k: regions[k](r + 1) for k in again]
+        for j, (k, got) in enumerate(zip(again, timing.time_pass(ctx, once, runs=1, host_ms=second, spin=spin))):
             timed[k] = got
             host[k] = min(host[k], second.get(j, host[k]))
     ok, seen, warm = [], {}, dict.fromkeys(FIRST_RUNS, 0)

@@ -42,16 +42,10 @@ clock = time.perf_counter  # the host clock (a simulated one in tests)
 
 
 def time_pass(
-    ctx,
-    regions: list[Callable[[int], None]],
-    runs: int,
-    timed_from: int = 0,
-    host_ms: dict[int, float] | None = None,
-    spin: bool = True,
+    ctx, regions: list[Callable[[int], None]], runs: int, host_ms: dict[int, float] | None = None, spin: bool = True
 ) -> list[list[float] | str]:
     """Per region, the GPU milliseconds of its ``runs`` runs ``region(r)`` (r = 0 .. runs-1), or the error it
-    raised as text. Runs before ``timed_from`` are warm-ups: their times are returned but the GPU may have
-    waited for the host in them. ``host_ms`` receives each region's host milliseconds per run (the least of
+    raised as text. ``host_ms`` receives each region's host milliseconds per run (the least of
     its last pass's runs). ``spin=False``: no spin in the first pass, for regions known to be host-bound, so that
     the GPU waits on the host from each one's start and a single run is measured as it runs back to back (a
     region that proves not host-bound is timed again behind a spin)."""
@@ -84,7 +78,7 @@ def time_pass(
             if host_ms is not None:
                 host_ms[k] = host
             ends.append(evs[-1])
-            if evs[timed_from].done and cycles < runtime.SPIN_MAX and host < HOST_BOUND_MS:
+            if evs[0].done and cycles < runtime.SPIN_MAX and host < HOST_BOUND_MS:
                 retry.append(k)  # the GPU reached the region before the host had queued it all
             else:
                 events[k] = evs
