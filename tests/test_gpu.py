@@ -24,7 +24,8 @@ if ok:
     from engine.gpu import runtime
     from engine.gpu.executor import KernelExecutor, KernelRun
     from engine.gpu.graphs import ExecutionPlans, label_graph, make_graph, sweep
-    from engine.gpu.profiler import KernelBuffers, profile_graph, profile_network
+    from engine.gpu.cache import RTC_NOT_PROFILED
+    from engine.gpu.profiler import KernelBuffers, build_graph, profile_graph, profile_network
     from engine.gpu.verify import verify_kernel
 from engine.errors import EngineError
 from engine.kernels import KINDS, KernelKind, KernelSignature
@@ -242,6 +243,27 @@ def test_wd_arena_segments_never_overlap_and_the_plan_verifies():
     assert all(
         k["workspace"] <= next(p["workspace"] for p in d["kernels"] if p["id"] == k["id"]) for k in report["kernels"]
     )
+
+
+def test_cudnns_first_plan_is_timed_even_when_runtime_compiled():
+    """Without --include-rtc, cuDNN's first heuristic plan (what stock PyTorch runs) is still built, labelled and
+    timed where it is runtime-compiled, as it is for fp16 NHWC depthwise convolutions (EfficientNet-B0's
+    features.2.0.block.1.0); every other runtime-compiled plan is left unbuilt, with its reason."""
+    ctx = runtime.context()
+    s = KernelSignature(
+        KernelKind.FORWARD, 16, 96, 112, 112, 96, 3, 3, 1, 1, 2, 2, groups=96, precision="fp16", layout="NHWC"
+    )
+    built = build_graph(s, 16, ctx, max_workspace=1 << 30, include_rtc=False)
+    if "RUNTIME_COMPILATION" not in built.cg.behavior_notes(0):
+        pytest.skip(f"cuDNN {runtime.provenance('')['cudnn_version']} ranks no runtime-compiled plan first here")
+    first = built.rows[0]
+    assert first["heuristic_rank"] == 0 and "RUNTIME_COMPILATION" in first["behavior_notes"]
+    assert first["status"] != "skipped" and 0 in built.cg.built
+    left = [r for r in built.rows[1:] if r["reason"] == RTC_NOT_PROFILED]
+    rtc = [i for i in range(1, built.cg.heuristic) if "RUNTIME_COMPILATION" in built.cg.behavior_notes(i)]
+    assert len(left) == len(rtc) and not set(rtc) & set(built.cg.built)
+    rows = profile_graph(s, 16, KernelBuffers(s, 16), ctx, max_workspace=1 << 30, repeats=2, include_rtc=False)
+    assert rows[0]["plan"] == first["plan"] and rows[0]["status"] == "ok" and rows[0]["time_ms"] > 0
 
 
 def test_numerical_notes_are_labelled():

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from engine.errors import EngineError
-from engine.gpu.cache import ProfileCache
+from engine.gpu.cache import RTC_NOT_PROFILED, ProfileCache
 from engine.kernels import KernelKind, KernelSignature
 from engine.testing.synthetic import synthetic_rows
 
@@ -30,6 +30,26 @@ def test_resume_and_one_row_set_per_graph(tmp_path):
     reopened = ProfileCache(tmp_path / "c.sqlite", "SYNTHETIC-GPU")
     assert reopened.is_done(SIG.key, 4, swept) and not reopened.is_done(SIG.key, 4, swept | {"repeats": 3})
     assert not ProfileCache(tmp_path / "c.sqlite", "OTHER-GPU").is_done(SIG.key, 4, swept)
+
+
+def test_a_graph_cached_without_cudnns_first_plan_is_measured_again(tmp_path):
+    """A graph cached when cuDNN's first heuristic plan, a runtime-compiled one, was left out (what stock PyTorch
+    runs) is not done without --include-rtc, so it is measured again; a first plan that was timed, or one left
+    out under another rank, keeps it done; with --include-rtc it never had one left out."""
+    cache = ProfileCache(tmp_path / "c.sqlite", "SYNTHETIC-GPU")
+    plain, rtc = {"include_rtc": False}, {"include_rtc": True}
+    first, *rest = sorted(synthetic_rows(SIG, [4]), key=lambda r: r["heuristic_rank"])
+    assert first["heuristic_rank"] == 0
+    left = {**first, "status": "skipped", "reason": RTC_NOT_PROFILED, "time_ms": float("nan")}
+    cache.commit(SIG.key, 4, plain, [left, *rest], {})
+    assert not cache.is_done(SIG.key, 4, plain)
+    cache.commit(SIG.key, 4, rtc, [left, *rest], {})
+    assert cache.is_done(SIG.key, 4, rtc)
+    cache.commit(SIG.key, 4, plain, [first, *rest], {})
+    assert cache.is_done(SIG.key, 4, plain)
+    later = {**rest[0], "status": "skipped", "reason": RTC_NOT_PROFILED}
+    cache.commit(SIG.key, 4, plain, [first, later, *rest[1:]], {})
+    assert cache.is_done(SIG.key, 4, plain)
 
 
 def test_unusable_caches_are_one_line_engine_errors(tmp_path):

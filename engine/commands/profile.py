@@ -78,7 +78,8 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--include-rtc",
         action="store_true",
-        help="also time runtime-compiled engines (each costs ~1 s of NVRTC per graph)",
+        help="time every runtime-compiled engine (each costs ~1 s of NVRTC per graph; without it only where one "
+        "is cuDNN's first heuristic plan, the one stock PyTorch runs)",
     )
     p.add_argument("-o", "--output", help="profile file to write (.profile.json.gz)")
     p.add_argument(

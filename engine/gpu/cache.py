@@ -19,6 +19,7 @@ from ..profile import COLUMNS
 
 SCHEMA_VERSION = 1
 _COLS = list(COLUMNS)
+RTC_NOT_PROFILED = "runtime-compiled engine, not profiled (--include-rtc profiles it)"
 
 
 class ProfileCache:
@@ -71,13 +72,25 @@ class ProfileCache:
             )
 
     def is_done(self, key: str, b: int, options: dict) -> bool:
+        """Measured under ``options``, and, without every runtime-compiled engine, with cuDNN's first heuristic
+        plan timed even where it is one (engine.gpu.profiler.build_graph): a graph cached before that rule
+        left it out, and with it what stock PyTorch runs, so it is measured again."""
         with self._lock:
-            return (
+            done = (
                 self.db.execute(
                     "SELECT 1 FROM done WHERE device=? AND signature=? AND micro_batch=? AND options=?",
                     (self.device_key, key, b, _opts(options)),
                 ).fetchone()
                 is not None
+            )
+            return done and (
+                options.get("include_rtc")
+                or self.db.execute(
+                    "SELECT 1 FROM measurements WHERE device=? AND signature=? AND micro_batch=? "
+                    "AND heuristic_rank=0 AND reason=?",
+                    (self.device_key, key, b, RTC_NOT_PROFILED),
+                ).fetchone()
+                is None
             )
 
     def commit(self, key: str, b: int, options: dict, rows: list[dict], provenance: dict) -> None:

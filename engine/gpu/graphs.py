@@ -287,10 +287,10 @@ def sweep(cg: ConvGraph, knob_samples: int, include_rtc: bool = False, skips: di
     Every engine that supports the graph is tried with its default knobs and with up to
     ``knob_samples`` random settings of the knobs the frontend can set (seeded by signature and b, so
     a resumed profile draws the same ones). Settings cuDNN refuses are not plans and are skipped; note
-    filters set on the graph (strict fp32, runtime compilation) apply to appended configurations too.
-    A runtime-compiled configuration is dropped before it is built when its behaviour notes say so
-    (without ``include_rtc`` it would be dropped after building anyway: the skip is exact). ``skips``
-    counts, by reason, the configurations that did not become plans.
+    filters set on the graph (strict fp32) apply to appended configurations too. Without ``include_rtc`` a
+    runtime-compiled configuration is dropped before it is built, by its behaviour notes (known before
+    building: the frontend's own behaviour-note filter reads the same ones), or after, should a build show
+    one. ``skips`` counts, by reason, the configurations that did not become plans.
     """
     g = cg.graph
     known = set(cg.names)
@@ -357,7 +357,7 @@ def label_graph(sig: KernelSignature, b: int, ctx, names: list[str], *, probe: b
     """Notes of the named plans of (sig, b), by the capped probe or by building each plan (numerical_notes)."""
     notes: dict[str, list[str]] = {n: [] for n in names}
     for note in NUMERICAL_NOTES:
-        cg = make_graph(sig, b, ctx, include_rtc=False, select_note=note)
+        cg = make_graph(sig, b, ctx, select_note=note)  # runtime-compiled: cuDNN's first plan may be one
         if probe:
             cg.graph.deselect_workspace_greater_than(PROBE_CAP)
         for name in names:

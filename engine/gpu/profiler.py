@@ -38,6 +38,7 @@ from ..network import Network
 from ..precision import PRECISIONS
 from ..profile import Profile
 from . import KNOB_SAMPLES, runtime, screen, timing
+from .cache import RTC_NOT_PROFILED
 from .graphs import ALIGN, ConvGraph, make_graph, numerical_notes, parse_plan_name, per_sample_bytes, sweep
 from .progress import ProfileProgress
 from .work import Graph, Settings, assemble, graphs, cancelled, measure_settings, open_cache, timed_measure
@@ -124,9 +125,15 @@ def build_graph(
     sig: KernelSignature, b: int, ctx, *, max_workspace: int, include_rtc: bool, knob_samples: int | None = None
 ) -> BuiltGraph:
     """Host side of a graph: the heuristic list, the engine sweep with ``knob_samples`` knob settings per
-    engine unless that is None, every plan built, its workspace and notes. Nothing runs on the GPU."""
+    engine unless that is None, every plan built, its workspace and notes. Nothing runs on the GPU.
+
+    Without ``include_rtc``, runtime-compiled engines are left unbuilt (each costs 0.6-1.1 s of NVRTC), except
+    cuDNN's first heuristic plan: it is what stock PyTorch runs (``cudnn.benchmark`` off), so without it no plan
+    can be compared with stock (engine.stock) nor choose it. For fp16 NHWC depthwise convolutions it is nearly
+    always one: on EfficientNet-B0 b64 on an H200, 349 of its 1,687 fp16 graphs, and a WR plan at 256 MiB that
+    could not choose it made the eager step 1.41x stock's (benchmarks/reports/torch_training-h200.md)."""
     split, t = {}, time.perf_counter()
-    cg = make_graph(sig, b, ctx, include_rtc=include_rtc)
+    cg = make_graph(sig, b, ctx)
     indices = list(range(cg.heuristic))
     split["heuristics"], t = _lap(t)
     if knob_samples is not None:
@@ -134,7 +141,11 @@ def build_graph(
         indices += sweep(cg, knob_samples, include_rtc, skips)
         split["sweep_skips"] = skips
     split["sweep"], t = _lap(t)
-    notes = label_notes(sig, b, ctx, [cg.names[i] for i in indices])
+
+    def left_out(i: int) -> bool:  # a runtime-compiled plan not to build (its notes known before building)
+        return not include_rtc and i != 0 and "RUNTIME_COMPILATION" in cg.behavior_notes(i)
+
+    notes = label_notes(sig, b, ctx, [cg.names[i] for i in indices if not left_out(i)])
     split["notes"], t = _lap(t)
     rows, todo = [], []
     for i in indices:
@@ -154,21 +165,20 @@ def build_graph(
             repeats=0,
             status="failed",
             reason="",
-            numerical_notes=notes[name],
+            numerical_notes=notes.get(name, ""),
             behavior_notes="",
         )
         rows.append(row)
+        if left_out(i):
+            row["status"], row["reason"] = "skipped", RTC_NOT_PROFILED
+            row["behavior_notes"] = "|".join(cg.behavior_notes(i))
+            continue
         try:
             ws = cg.build(i)
         except Exception as err:
             row["reason"] = f"build: {type(err).__name__}: {str(err).strip()[:300]}"
             if "excluded" in str(err) or "Deselecting" in str(err):
-                row["status"] = "skipped"
-                row["reason"] = (
-                    "runtime-compiled engine, not profiled (--include-rtc profiles it)"
-                    if "RUNTIME_COMPILATION" in row["behavior_notes"] or not include_rtc
-                    else "excluded by a numerical-note filter"
-                )
+                row["status"], row["reason"] = "skipped", "excluded by a numerical-note filter"
             continue
         row["workspace"] = ws
         row["behavior_notes"] = "|".join(cg.behavior_notes(i))
@@ -418,8 +428,9 @@ def profile_network(
     run in the workers; the CPU tests pass fakes. ``status`` is called with ProfileProgress.status() after
     every graph (per-GPU counts and the ETA), ``progress`` as before with the ETA in its message.
 
-    Runtime-compiled engines are left out by default (``include_rtc``): each costs 0.6-1.1 s of NVRTC
-    per graph (measured on the H100), which would dominate profiling time. ``engines`` is "sweep"
+    Runtime-compiled engines are left out by default (``include_rtc``), but for cuDNN's first heuristic plan
+    (build_graph): each costs 0.6-1.1 s of NVRTC per graph (measured on the H100), which would dominate
+    profiling time. ``engines`` is "sweep"
     (the heuristic list plus every other engine configuration, see graphs.sweep) or "heuristics".
     The provenance's ``time_split`` sums the graphs' seconds per step (ProfileProgress.split_summary).
     """
