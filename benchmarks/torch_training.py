@@ -632,7 +632,7 @@ def report(args) -> int:
             )
         lines.append("")
         lines += comparisons(sub, free) + [""]
-    lines += [
+    lines += superseded_lines(doc) + [
         "## Reading it",
         "",
         "- stock-X (X MiB free at the step's peak) barely slows stock PyTorch: PyTorch sizes cuDNN workspace from "
@@ -671,6 +671,28 @@ def report(args) -> int:
 TARGETS = {"alexnet": 3.0, "vgg16": 3.0, "resnet50": 1.8}  # issue 12: planned vs stock at 64 MiB free
 LEGACY_TARGETS = {"alexnet": 3.5, "vgg16": 4.0, "resnet50": 3.0}  # issue 22: wr-64 vs legacy-64 convolutions
 EAGER_TARGET = 1.03  # issue 22: an eager planned step (wr-256) at most this times stock-free's
+
+
+def superseded_lines(doc: dict) -> list[str]:
+    """Results a later run replaced after a fix (``superseded`` in the JSON, each with ``why``): what the fix
+    changed, measured the same way."""
+    sup = doc.get("superseded", [])
+    if not sup:
+        return []
+    out = [
+        "## Superseded results",
+        "",
+        "Replaced by the rows above after a fix, kept for what it changed (the same cases, an earlier call).",
+        "",
+        "| model | case | measured at | step ms | conv ms | GPU busy | why replaced |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in sup:
+        out.append(
+            f"| {r['model']} b{MODELS[r['model']]} {r['precision']} | {r['case']} | {r['measured_at']} | "
+            f"{r['step_ms']:.2f} | {r['conv_ms']:.2f} | {r['gpu_busy']:.0%} | {r['why']} |"
+        )
+    return out + [""]
 
 
 def profile_lines(doc: dict) -> list[str]:

@@ -129,9 +129,10 @@ def build_graph(
 
     Without ``include_rtc``, runtime-compiled engines are left unbuilt (each costs 0.6-1.1 s of NVRTC), except
     cuDNN's first heuristic plan: it is what stock PyTorch runs (``cudnn.benchmark`` off), so without it no plan
-    can be compared with stock (engine.stock) nor choose it. For fp16 NHWC depthwise convolutions it is nearly
-    always one: on EfficientNet-B0 b64 on an H200, 349 of its 1,687 fp16 graphs, and a WR plan at 256 MiB that
-    could not choose it made the eager step 1.41x stock's (benchmarks/reports/torch_training-h200.md)."""
+    can be compared with stock (engine.stock) nor choose it. For fp16 NHWC depthwise convolutions it is often one:
+    on an H200, in 195 of EfficientNet-B0 b64's 959 graphs and 154 of MobileNetV3-Large's 917; with it their WR
+    plans at 64 MiB predict 37 and 43 % less convolution time, and without it EfficientNet-B0's WR plan at 256 MiB
+    ran its convolutions 1.46x slower than stock PyTorch's (benchmarks/reports/torch_training-h200.md)."""
     split, t = {}, time.perf_counter()
     cg = make_graph(sig, b, ctx)
     indices = list(range(cg.heuristic))
