@@ -28,7 +28,7 @@ from .optimize.front import NetworkFront, network_front
 from .optimize.wd import wd
 from .plan import ALIGNMENT, MODES, Plan, PlanKernel, PlanMicro, PlanTotals, align
 from .policies import batch_sizes, policy_name
-from .profile import Profile
+from .profile import RTC_NOT_PROFILED, Profile
 from .stock import stock_estimate
 from .units import format_size, parse_size
 
@@ -128,6 +128,14 @@ def _which(n: int, total: int, ids: list[str] | None = None) -> str:
     return ", ".join(ids) if ids else f"{n} of {total} kernels"
 
 
+def _stock_choice_untimed(profile, keys: list[str]) -> set[str]:
+    """Those of ``keys`` where the profile left cuDNN's first heuristic plan unbuilt as runtime-compiled (a profile
+    made before engine.gpu.profiler.build_graph timed it)."""
+    t = profile.table
+    left = t[(t.heuristic_rank == 0) & (t.reason == RTC_NOT_PROFILED)]
+    return set(left.signature) & set(keys)
+
+
 def _kernel_limits(limits, sets, budget: int, mode: str, network: Network) -> list[int]:
     """Each kernel's WR limit: ``limits[kernel id]`` where given, else ``budget``."""
     if not limits:
@@ -210,6 +218,14 @@ def make_plan(
         notes.append(
             f"policy {pname} offers {len(sizes)} micro-batch sizes but the profile measured as few as "
             f"{min(measured)} of them ({_which(short, len(sets))}); the optimizer used the measured ones"
+        )
+    untimed = _stock_choice_untimed(profile, [k.signature.key for k, _ in sets])
+    if untimed:
+        ids = [k.id for k, _ in sets if k.signature.key in untimed]
+        notes.append(
+            f"cuDNN's first plan, the one stock PyTorch runs, is runtime-compiled and was not profiled for "
+            f"{_which(len(ids), len(sets), ids)}: the plan could not choose it and may be slower than stock PyTorch "
+            "there; profile again (the profiler now times it, and its cache measures those graphs again)"
         )
     missing = [k.id for (k, _), u in zip(sets, und_sets) if u is None]
     if missing:

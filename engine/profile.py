@@ -57,6 +57,8 @@ COLUMNS = {
     "behavior_notes": str,  # "|"-joined behaviour notes, e.g. RUNTIME_COMPILATION
 }
 STATUSES = ("ok", "failed", "skipped")
+# the reason of a runtime-compiled plan the profiler left unbuilt (engine.gpu.profiler.build_graph)
+RTC_NOT_PROFILED = "runtime-compiled engine, not profiled (--include-rtc profiles it)"
 ENGINE_SETS = ("all", "heuristics", "deterministic")  # Profile.restrict
 MAX_PIECES = 16  # micro-batches of the largest measured size a mini-batch may need (planning cost grows with B)
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "profiles"

@@ -24,11 +24,11 @@ if ok:
     from engine.gpu import runtime
     from engine.gpu.executor import KernelExecutor, KernelRun
     from engine.gpu.graphs import ExecutionPlans, label_graph, make_graph, sweep
-    from engine.gpu.cache import RTC_NOT_PROFILED
     from engine.gpu.profiler import KernelBuffers, build_graph, profile_graph, profile_network
     from engine.gpu.verify import verify_kernel
 from engine.errors import EngineError
 from engine.kernels import KINDS, KernelKind, KernelSignature
+from engine.profile import RTC_NOT_PROFILED
 from engine.testing.networks import tiny_network
 
 

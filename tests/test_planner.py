@@ -17,7 +17,7 @@ from engine.kernel_sets import kernel_sets, network_variant
 from engine.planner import arena_layout, make_plan
 from engine.summary import plan_summary
 from engine.policies import batch_sizes
-from engine.profile import Profile
+from engine.profile import RTC_NOT_PROFILED, Profile
 from engine.units import MiB
 from engine.zoo import get_network
 from engine.testing.reference import partitions
@@ -185,6 +185,23 @@ def test_unmeasured_undivided_size_is_noted(alexnet_profile):
     assert any("no measurement at micro-batch 384 (all 14 kernels)" in n for n in plan.notes)
     assert any("offers 10 micro-batch sizes but the profile measured as few as 9" in n for n in plan.notes)
     assert all(sum(m.batch for m in k.micro) == 384 for k in plan.kernels)
+
+
+def test_a_profile_without_cudnns_first_plan_says_the_plan_may_be_slower_than_stock(alexnet_profile):
+    """SYNTHETIC: where a profile left cuDNN's first heuristic plan (what stock PyTorch runs) unbuilt as
+    runtime-compiled, the plan cannot choose it, and its notes say which kernels and what to do."""
+    net = get_network("alexnet", 256)
+    assert not any("runtime-compiled" in n for n in make_plan(alexnet_profile, net, mode="wr", budget="64MiB").notes)
+    t = alexnet_profile.table.copy()
+    key = kernel_sets(alexnet_profile, net, "powerOfTwo", "tf32", "NCHW")[2][0].signature.key
+    first = (t.signature == key) & (t.heuristic_rank == 0)
+    t.loc[first, ["status", "reason", "time_ms"]] = ["skipped", RTC_NOT_PROFILED, float("nan")]
+    plan = make_plan(Profile(t, alexnet_profile.provenance, alexnet_profile.networks), net, mode="wr", budget="64MiB")
+    ids = [k.id for k in plan.kernels if k.signature == key]
+    note = next(n for n in plan.notes if "runtime-compiled" in n)
+    assert ids and all(i in note for i in ids) and "profile again" in note
+    skipped = set(t[first].plan)
+    assert not any(m.plan in skipped for k in plan.kernels if k.signature == key for m in k.micro)
 
 
 def test_malformed_knobs_in_profile():

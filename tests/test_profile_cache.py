@@ -7,8 +7,9 @@ import sqlite3
 import pytest
 
 from engine.errors import EngineError
-from engine.gpu.cache import RTC_NOT_PROFILED, ProfileCache
+from engine.gpu.cache import ProfileCache
 from engine.kernels import KernelKind, KernelSignature
+from engine.profile import RTC_NOT_PROFILED
 from engine.testing.synthetic import synthetic_rows
 
 SIG = KernelSignature(KernelKind.FORWARD, 8, 3, 8, 8, 4, 3, 3, 1, 1)

@@ -15,11 +15,10 @@ from pathlib import Path
 
 from ..errors import EngineError
 from ..fileio import short
-from ..profile import COLUMNS
+from ..profile import COLUMNS, RTC_NOT_PROFILED
 
 SCHEMA_VERSION = 1
 _COLS = list(COLUMNS)
-RTC_NOT_PROFILED = "runtime-compiled engine, not profiled (--include-rtc profiles it)"
 
 
 class ProfileCache:

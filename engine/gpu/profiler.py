@@ -36,9 +36,8 @@ import cupy as cp
 from ..kernels import KernelSignature
 from ..network import Network
 from ..precision import PRECISIONS
-from ..profile import Profile
+from ..profile import RTC_NOT_PROFILED, Profile
 from . import KNOB_SAMPLES, runtime, screen, timing
-from .cache import RTC_NOT_PROFILED
 from .graphs import ALIGN, ConvGraph, make_graph, numerical_notes, parse_plan_name, per_sample_bytes, sweep
 from .progress import ProfileProgress
 from .work import Graph, Settings, assemble, graphs, cancelled, measure_settings, open_cache, timed_measure
