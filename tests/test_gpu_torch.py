@@ -430,34 +430,71 @@ def test_layers_the_plan_does_not_speed_up_stay_stock(cudnn_benchmark):
     compare(stock, planned, TOL["tf32"])
 
 
-def _one_layer(precision: str, layout: str, sizes=(128, 64, 8), per_call=False):
-    """One planned layer (200 = 128 + 64 + 8, each piece cuDNN's first heuristic plan that builds) registered
-    with the ops directly, without a model: (handle, dtype, memory format, stride/padding/dilation/groups, the
-    workspace arena, which must outlive the handle)."""
+GEOMETRY = (32, 14, 14, 64, 3, 3, 1, 1, 2, 2, 1)  # c, h, w, k, r, s, padding, stride, groups
+
+
+def _one_layer(precision: str, layout: str, sizes=(128, 64, 8), per_call=False, geometry=GEOMETRY, first=False):
+    """One planned layer (200 = 128 + 64 + 8, each piece cuDNN's first heuristic plan that builds; ``first``: its
+    first heuristic plan, whatever it is) registered with the ops directly, without a model: (handle, dtype, memory
+    format, stride/padding/dilation/groups, the workspace arena, which must outlive the handle, and how many
+    pieces run a runtime-compiled plan)."""
     from engine.gpu.graphs import ExecutionPlans
     from engine.gpu.pieces import Pieces
     from engine.kernels import KernelKind, KernelSignature
     from engine.pytorch import conv as ops
 
+    c, h, w, k, r, s, ph, pw, sh, sw, groups = geometry
     ctx = ops.TorchContext.get(0)
     plans = ExecutionPlans(ctx)
-    built = []
+    built, rtc, cap = [], 0, (256 if first else 64) << 20
     for kind in (KernelKind.FORWARD, KernelKind.BACKWARD_DATA, KernelKind.BACKWARD_FILTER):
-        sig = KernelSignature(kind, sum(sizes), 32, 14, 14, 64, 3, 3, 1, 1, 2, 2, precision=precision, layout=layout)
+        sig = KernelSignature(
+            kind, sum(sizes), c, h, w, k, r, s, ph, pw, sh, sw, groups=groups, precision=precision, layout=layout
+        )
         micro = []
         for b in sizes:
             cg = plans.graph(sig.with_batch(b), b)
-            for i, name in enumerate(cg.names):
+            for i, name in enumerate(cg.names[:1] if first else cg.names):
                 try:
-                    if cg.build(i) <= 64 << 20:
+                    if cg.build(i) <= cap:
                         micro.append((b, name))
+                        rtc += "RUNTIME_COMPILATION" in cg.behavior_notes(i)
                         break
                 except Exception:
                     continue
         built.append(Pieces(f"t:{kind.short}", sig, micro, plans))
-    arena = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
-    L = ops.PlannedLayer("t", *built, None if per_call else arena.data_ptr(), ctx, (2, 2), (1, 1), (1, 1), 1)
-    return ops.register(L), ops.TORCH_DTYPE[precision], ops.MEMORY_FORMAT[layout], ((2, 2), (1, 1), (1, 1), 1), arena
+    arena = torch.empty(cap, dtype=torch.uint8, device="cuda")
+    args = ((sh, sw), (ph, pw), (1, 1), groups)
+    L = ops.PlannedLayer("t", *built, None if per_call else arena.data_ptr(), ctx, *args)
+    return ops.register(L), ops.TORCH_DTYPE[precision], ops.MEMORY_FORMAT[layout], args, arena, rtc
+
+
+def test_runtime_compiled_first_plans_equal_float64_in_the_op_path():
+    """cuDNN's first heuristic plan for EfficientNet-B0's fp16 NHWC depthwise convolution features.2.0.block.1.0
+    is runtime-compiled (the profiler times it since 5799ddf, so plans may choose it): 64 + 8 pieces of the first
+    plans of its three kernels equal a float64 reference, op by op and through ``planned_conv``."""
+    from engine.pytorch import conv as ops
+
+    F = torch.nn.functional
+    geometry = (96, 112, 112, 96, 3, 3, 1, 1, 2, 2, 96)
+    handle, dtype, fmt, args, _arena, rtc = _one_layer("fp16", "NHWC", (64, 8), geometry=geometry, first=True)
+    if not rtc:
+        pytest.skip("cuDNN ranks no runtime-compiled plan first for this convolution here")
+    tol = TOL["fp16"]
+    torch.manual_seed(0)
+    x = torch.randn(72, 96, 112, 112, device="cuda", dtype=dtype).to(memory_format=fmt)
+    w = (torch.randn(96, 1, 3, 3, device="cuda", dtype=dtype) / 3).to(memory_format=fmt)
+    gy = torch.randn(72, 96, 56, 56, device="cuda", dtype=dtype).to(memory_format=fmt)
+    x64, w64, gy64 = x.double(), w.double(), gy.double()
+    y_ref = F.conv2d(x64, w64, None, *args)
+    dx_ref = torch.nn.grad.conv2d_input(x.shape, w64, gy64, *args)
+    dw_ref = torch.nn.grad.conv2d_weight(x64, w.shape, gy64, *args)
+    assert rel(ops.conv_forward(x, w, None, handle), y_ref) <= tol
+    assert rel(ops.conv_backward_data(gy, w, handle), dx_ref) <= tol
+    assert rel(ops.conv_backward_filter(x, gy, w, handle), dw_ref) <= tol
+    xg, wg = (t.detach().clone().requires_grad_() for t in (x, w))
+    ops.planned_conv(xg, wg, None, handle).backward(gy)
+    assert rel(xg.grad, dx_ref) <= tol and rel(wg.grad, dw_ref) <= tol
 
 
 @pytest.mark.parametrize(
@@ -470,7 +507,7 @@ def test_op_path_uneven_pieces_equal_float64_with_accumulation_compile_and_cuda_
     from engine.pytorch import conv as ops
 
     F = torch.nn.functional
-    handle, dtype, fmt, args, _arena = _one_layer(precision, layout, per_call=per_call)
+    handle, dtype, fmt, args, _arena, _ = _one_layer(precision, layout, per_call=per_call)
     tol = TOL[precision]
     torch.manual_seed(0)
     x = torch.randn(200, 32, 14, 14, device="cuda", dtype=dtype).to(memory_format=fmt)
