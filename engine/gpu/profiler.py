@@ -143,7 +143,8 @@ def build_graph(
     split["sweep"], t = _lap(t)
 
     def left_out(i: int) -> bool:  # a runtime-compiled plan not to build (its notes known before building)
-        return not include_rtc and i != 0 and "RUNTIME_COMPILATION" in cg.behavior_notes(i)
+        first = i == 0 < cg.heuristic  # cuDNN's first heuristic plan (swept plans come after the list)
+        return not include_rtc and not first and "RUNTIME_COMPILATION" in cg.behavior_notes(i)
 
     notes = label_notes(sig, b, ctx, [cg.names[i] for i in indices if not left_out(i)])
     split["notes"], t = _lap(t)
