@@ -130,7 +130,8 @@ def _which(n: int, total: int, ids: list[str] | None = None) -> str:
 
 def _stock_choice_untimed(profile, keys: list[str]) -> set[str]:
     """Those of ``keys`` where the profile left cuDNN's first heuristic plan unbuilt as runtime-compiled (a profile
-    made before engine.gpu.profiler.build_graph timed it)."""
+    made before engine.gpu.profiler.build_graph timed it; those profiles also gave that reason to plans a
+    precision's note filter excluded, hence the note's wording)."""
     t = profile.table
     left = t[(t.heuristic_rank == 0) & (t.reason == RTC_NOT_PROFILED)]
     return set(left.signature) & set(keys)
@@ -223,9 +224,9 @@ def make_plan(
     if untimed:
         ids = [k.id for k, _ in sets if k.signature.key in untimed]
         notes.append(
-            f"cuDNN's first plan, the one stock PyTorch runs, is runtime-compiled and was not profiled for "
-            f"{_which(len(ids), len(sets), ids)}: the plan could not choose it and may be slower than stock PyTorch "
-            "there; profile again (the profiler now times it, and its cache measures those graphs again)"
+            f"cuDNN's first plan, the one stock PyTorch runs, was not profiled for {_which(len(ids), len(sets), ids)} "
+            "(the profile calls it runtime-compiled): the plan could not choose it and may be slower than stock "
+            "PyTorch there; profile again (the profiler now times it, and its cache measures those graphs again)"
         )
     missing = [k.id for (k, _), u in zip(sets, und_sets) if u is None]
     if missing:

@@ -73,7 +73,8 @@ class ProfileCache:
     def is_done(self, key: str, b: int, options: dict) -> bool:
         """Measured under ``options``, and, without every runtime-compiled engine, with cuDNN's first heuristic
         plan timed even where it is one (engine.gpu.profiler.build_graph): a graph cached before that rule
-        left it out, and with it what stock PyTorch runs, so it is measured again."""
+        left it out, and with it what stock PyTorch runs, so it is measured again (once: caches of then also gave
+        that reason to a first plan a precision's note filter excluded, which a new measurement labels right)."""
         with self._lock:
             done = (
                 self.db.execute(
