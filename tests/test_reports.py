@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import memory_training_report, optimizer, profiling, reproduction, side_by_side  # noqa: E402
 from benchmarks import profiling_speed, profiling_speed_report  # noqa: E402
-from benchmarks import profile_multigpu, stock_layers, torch_training  # noqa: E402
+from benchmarks import first_plan_cost, profile_multigpu, stock_layers, torch_training  # noqa: E402
 from benchmarks.readme import README, markers, read_block, write_block  # noqa: E402
 from engine.units import MiB  # noqa: E402
 
@@ -404,3 +404,55 @@ def test_kernel_seconds_counts_what_ran_as_per_graph_does():
         )
     )
     assert profiling_speed.kernel_seconds(types.SimpleNamespace(table=table)) == 0.07  # 72 ms, rounded to 10 ms
+
+
+def test_first_plan_cost_report_matches_its_json_and_the_readme(tmp_path):
+    """The report regenerates from the committed JSON, and the README quotes its build and timing totals."""
+    import argparse
+
+    committed = REPORTS / "first-plan-cost.md"
+    copy = tmp_path / "first-plan-cost.json"
+    copy.write_bytes((REPORTS / "first-plan-cost.json").read_bytes())
+    first_plan_cost.report(argparse.Namespace(results=str(copy)))
+    made = copy.with_suffix(".md").read_text().replace(str(copy), "benchmarks/reports/first-plan-cost.json")
+    assert made == committed.read_text()
+    gs = json.loads(copy.read_text())["graphs"]
+    more = {k: sum(g["new"][k] - g["old"][k] for g in gs) for k in ("build", "timing")}
+    timing = [sum(g[w]["timing"] for g in gs) for w in ("new", "old")]
+    text = " ".join(README.read_text().split())
+    assert f"over the {len(gs)} fp16 graphs" in text
+    assert f"building took {more['build']:.0f} s more host time ({more['build'] / len(gs):.2f} s a graph" in text
+    assert f"timing {more['timing']:.0f} s more GPU time ({timing[0]:.0f} against {timing[1]:.0f} s)" in text
+
+
+def test_first_plan_cost_extracts_the_graphs_measured_again_with_the_first_plan(tmp_path):
+    """SYNTHETIC caches: a graph whose rank-0 row the old cache left out and the new one timed is kept, with both
+    caches' stored seconds; a graph left out in both, or in neither, is not."""
+    import argparse
+
+    from engine.gpu.cache import ProfileCache
+    from engine.kernels import KernelKind, KernelSignature
+    from engine.profile import RTC_NOT_PROFILED
+    from engine.testing.synthetic import synthetic_rows
+
+    sig = KernelSignature(KernelKind.FORWARD, 8, 16, 8, 8, 16, 3, 3, 1, 1, groups=16)
+    first, *rest = sorted(synthetic_rows(sig, [4]), key=lambda r: r["heuristic_rank"])
+    left = {**first, "status": "skipped", "reason": RTC_NOT_PROFILED}
+    caches = {}
+    for name, rows_at in (
+        ("old", {4: [left, *rest], 2: [first, *rest], 1: [left, *rest]}),
+        ("new", {4: [first, *rest], 2: [first, *rest], 1: [left, *rest]}),
+    ):
+        cache = ProfileCache(tmp_path / f"{name}.sqlite", "SYNTHETIC-GPU")
+        for b, rows in rows_at.items():
+            split = {"build": 0.1 if name == "old" else 0.4, "timing": 1.0 + b}
+            cache.commit(sig.key, b, {}, [dict(r, micro_batch=b) for r in rows], {"timing": {"split": split}})
+        cache.close()
+        caches[name] = str(tmp_path / f"{name}.sqlite")
+    out = tmp_path / "cost.json"
+    first_plan_cost.extract(
+        argparse.Namespace(old=caches["old"], new=caches["new"], output=str(out), source="SYNTHETIC")
+    )
+    gs = json.loads(out.read_text())["graphs"]
+    assert [(g["signature"], g["micro_batch"]) for g in gs] == [(sig.key, 4)]
+    assert gs[0]["old"]["build"] == 0.1 and gs[0]["new"]["build"] == 0.4 and gs[0]["new"]["timing"] == 5.0
