@@ -50,7 +50,7 @@ def left_out(path: str) -> set[tuple[str, int]]:
 
 def extract(args) -> None:
     old, new = stored(args.old), stored(args.new)
-    keys = sorted(k for k in left_out(args.old) if k in new and k not in left_out(args.new))
+    keys = sorted((left_out(args.old) - left_out(args.new)) & new.keys())
     graphs = [
         {
             "signature": s,

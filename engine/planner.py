@@ -28,7 +28,7 @@ from .optimize.front import NetworkFront, network_front
 from .optimize.wd import wd
 from .plan import ALIGNMENT, MODES, Plan, PlanKernel, PlanMicro, PlanTotals, align
 from .policies import batch_sizes, policy_name
-from .profile import RTC_NOT_PROFILED, Profile
+from .profile import Profile
 from .stock import stock_estimate
 from .units import format_size, parse_size
 
@@ -128,15 +128,6 @@ def _which(n: int, total: int, ids: list[str] | None = None) -> str:
     return ", ".join(ids) if ids else f"{n} of {total} kernels"
 
 
-def _stock_choice_untimed(profile, keys: list[str]) -> set[str]:
-    """Those of ``keys`` where the profile left cuDNN's first heuristic plan unbuilt as runtime-compiled (a profile
-    made before engine.gpu.profiler.build_graph timed it; those profiles also gave that reason to plans a
-    precision's note filter excluded, hence the note's wording)."""
-    t = profile.table
-    left = t[(t.heuristic_rank == 0) & (t.reason == RTC_NOT_PROFILED)]
-    return set(left.signature) & set(keys)
-
-
 def _kernel_limits(limits, sets, budget: int, mode: str, network: Network) -> list[int]:
     """Each kernel's WR limit: ``limits[kernel id]`` where given, else ``budget``."""
     if not limits:
@@ -220,9 +211,8 @@ def make_plan(
             f"policy {pname} offers {len(sizes)} micro-batch sizes but the profile measured as few as "
             f"{min(measured)} of them ({_which(short, len(sets))}); the optimizer used the measured ones"
         )
-    untimed = _stock_choice_untimed(profile, [k.signature.key for k, _ in sets])
-    if untimed:
-        ids = [k.id for k, _ in sets if k.signature.key in untimed]
+    ids = [k.id for k, _ in sets if k.signature.key in profile.first_plan_left_out]
+    if ids:
         notes.append(
             f"cuDNN's first plan, the one stock PyTorch runs, was not profiled for {_which(len(ids), len(sets), ids)} "
             "(the profile calls it runtime-compiled): the plan could not choose it and may be slower than stock "

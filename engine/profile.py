@@ -18,6 +18,7 @@ storage time: budgets are applied at query time (mu-cuDNN filtered by its limit 
 from __future__ import annotations
 
 import json
+import functools
 import math
 import os
 from collections.abc import Iterable
@@ -80,6 +81,15 @@ class Profile:
         ok = ok.iloc[np.lexsort((ok.time_ms.to_numpy(), pd.factorize(ok.signature)[0]))]
         self._ok, self._rows = ok[["micro_batch", "plan", "time_ms", "workspace"]], ok.groupby("signature").indices
         self._cands: dict[str, dict[int, list[MicroConfig]]] = {}
+
+    @functools.cached_property
+    def first_plan_left_out(self) -> frozenset[str]:
+        """Signatures where the profile left cuDNN's first heuristic plan (what stock PyTorch runs) unbuilt as
+        runtime-compiled: a profile made before engine.gpu.profiler.build_graph timed it. Those profiles also gave
+        that reason to first plans a precision's note filter excluded. Computed once: make_plan asks on every
+        dashboard slider move."""
+        t = self.table
+        return frozenset(t.signature[(t.heuristic_rank == 0) & (t.reason == RTC_NOT_PROFILED)])
 
     # --- construction and I/O -------------------------------------------------------------
     @classmethod

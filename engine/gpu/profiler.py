@@ -141,12 +141,10 @@ def build_graph(
         indices += sweep(cg, knob_samples, include_rtc, skips)
         split["sweep_skips"] = skips
     split["sweep"], t = _lap(t)
-
-    def left_out(i: int) -> bool:  # a runtime-compiled plan not to build (its notes known before building)
-        first = i == 0 < cg.heuristic  # cuDNN's first heuristic plan (swept plans come after the list)
-        return not include_rtc and not first and "RUNTIME_COMPILATION" in cg.behavior_notes(i)
-
-    notes = label_notes(sig, b, ctx, [cg.names[i] for i in indices if not left_out(i)])
+    # runtime-compiled plans not to build (their notes are known before building), but cuDNN's first heuristic
+    # plan (swept plans come after the list)
+    left = set() if include_rtc else {i for i in indices if i > 0 and "RUNTIME_COMPILATION" in cg.behavior_notes(i)}
+    notes = label_notes(sig, b, ctx, [cg.names[i] for i in indices if i not in left])
     split["notes"], t = _lap(t)
     rows, todo = [], []
     for i in indices:
@@ -170,7 +168,7 @@ def build_graph(
             behavior_notes="",
         )
         rows.append(row)
-        if left_out(i):
+        if i in left:
             row["status"], row["reason"] = "skipped", RTC_NOT_PROFILED
             row["behavior_notes"] = "|".join(cg.behavior_notes(i))
             continue
