@@ -456,3 +456,50 @@ def test_first_plan_cost_extracts_the_graphs_measured_again_with_the_first_plan(
     gs = json.loads(out.read_text())["graphs"]
     assert [(g["signature"], g["micro_batch"]) for g in gs] == [(sig.key, 4)]
     assert gs[0]["old"]["build"] == 0.1 and gs[0]["new"]["build"] == 0.4 and gs[0]["new"]["timing"] == 5.0
+
+
+def test_readme_quotes_the_modern_cnns_fp16_steps_and_the_superseded_plan_from_their_json():
+    """The README's sentence on EfficientNet-B0 and MobileNetV3-Large in fp16 (before and after cuDNN's first plan
+    was profiled) quotes torch_training-h200.json: the superseded and current cases, the rounds and the profiles."""
+    import statistics
+
+    doc = json.loads((REPORTS / "torch_training-h200.json").read_text())
+
+    def case(model, precision, name, rows):
+        return next(r for r in rows if (r["model"], r["precision"], r["case"]) == (model, precision, name))
+
+    old = {c: case("efficientnet_b0", "fp16", c, doc["superseded"]) for c in ("stock-free", "wr-256-free")}
+    new = {c: case("efficientnet_b0", "fp16", c, doc["results"]) for c in ("stock-free", "wr-256-free")}
+    ratios = torch_training.paired(new["wr-256-free"], new["stock-free"])
+    tf32 = {c: case("efficientnet_b0", "tf32", c, doc["results"]) for c in ("stock-free", "wr-256-free")}
+    busy = [
+        x["gpu_busy"]
+        for m in ("efficientnet_b0", "mobilenet_v3_large")
+        for r in doc["results"]
+        if (r["model"], r["precision"]) == (m, "fp16")
+        for x in r.get("rounds", [r])
+        if "gpu_busy" in x
+    ]
+
+    def drop(model):
+        first, last = (
+            r["predicted_conv_ms"] for r in (doc["profiles"][f"{model}:fp16"][0], doc["profiles"][f"{model}:fp16"][-1])
+        )
+        return f"{100 * (1 - last / first):.0f} %"
+
+    text = " ".join(README.read_text().split())
+    assert f"(GPU {100 * min(busy):.0f}-{100 * max(busy):.0f} % busy;" in text
+    assert f"{statistics.median(ratios):.3f}x stock's step" in text
+    assert f"ratios spread {min(ratios):.2f}-{max(ratios):.2f}x" in text
+    assert f"on TF32 {tf32['wr-256-free']['step_ms'] / tf32['stock-free']['step_ms']:.3f}x" in text
+    assert (
+        f"ran its convolutions in {old['wr-256-free']['conv_ms']:.2f} ms against stock's "
+        f"{old['stock-free']['conv_ms']:.2f} "
+        f"(a {old['wr-256-free']['step_ms'] / old['stock-free']['step_ms']:.2f}x slower step, "
+        f"{old['wr-256-free']['step_ms']:.2f} against {old['stock-free']['step_ms']:.2f} ms)"
+    ) in text
+    assert f"in {new['wr-256-free']['conv_ms']:.2f} ms against {new['stock-free']['conv_ms']:.2f}" in text
+    assert (
+        f"predict {drop('efficientnet_b0')} less convolution time (MobileNetV3-Large {drop('mobilenet_v3_large')})"
+        in text
+    )
