@@ -253,6 +253,16 @@ def test_torch_training_rounds_run_the_cases_in_turn_and_report_the_median_of_pa
     assert "step 1.010x stock-free's" in line and "median of 3 rounds' ratios, 1.000-1.030" in line
     assert "too wide" not in line and "target <= 1.03: met" in line  # the slow round moved both: paired, 3 %
     assert tt.step_text(rows["stock-free"]) == "21.00 (3 rounds: 20.00-30.00)"
+    assert tt.applied_lines(list(rows.values())) == []  # no case recorded apply_plan's time
+    once = {"case": "wr-256-free", "apply_s": 2.345}  # a case run in one round
+    assert tt.applied_lines([rows["stock-free"], once]) == [
+        "- apply_plan (every piece's plan built, runtime compiles included): wr-256-free 2.3 s"
+    ]
+    for x, took in zip(rows["wr-256-free"]["rounds"], (None, 3.0, 2.0)):  # the first round ran before it was kept
+        x["apply_s"] = took
+    assert tt.applied_lines([rows["wr-256-free"]]) == [
+        "- apply_plan (every piece's plan built, runtime compiles included): wr-256-free 2.5 s (2 runs: 2.0-3.0)"
+    ]
     rows["wr-256-free"]["rounds"][1]["step_ms"] = 24.0  # a round faster than stock's: ratios 0.80-1.01
     line = next(x for x in tt.comparisons(list(rows.values()), rows["stock-free"]) if x.startswith("- eager"))
     assert "target <= 1.03: not judged" in line and "too wide to judge 3% on this host" in line
