@@ -305,6 +305,9 @@ def test_torch_training_reports_a_measured_model_beside_the_others(tmp_path, mon
     readme.write_text("\n".join(markers("torch_training")) + "\n")
     monkeypatch.setattr(tt, "README", readme)
     assert tt.main(["report", str(results), "-o", str(tmp_path / "r.md")]) == 0
+    assert read_block(readme.read_text(), "torch_training") == ""  # another run's results leave the README alone
+    monkeypatch.setattr(tt, "README_RESULTS", results.resolve())  # the README's own results rewrite its block
+    assert tt.main(["report", str(results), "-o", str(tmp_path / "r.md")]) == 0
     text = (tmp_path / "r.md").read_text()
     assert "## convnext_tiny b64 tf32 NCHW" in text
     assert "- wr-64-free vs legacy-64 (PyTorch's own workspace cap at X MiB): convolutions 2.00x faster" in text

@@ -489,9 +489,28 @@ def test_readme_quotes_the_modern_cnns_fp16_steps_and_the_superseded_plan_from_t
 
     text = " ".join(README.read_text().split())
     assert f"(GPU {100 * min(busy):.0f}-{100 * max(busy):.0f} % busy;" in text
-    assert f"{statistics.median(ratios):.3f}x stock's step" in text
+    assert f"{statistics.median(ratios):.3f}x stock's step, the median of {len(ratios)} rounds" in text
     assert f"ratios spread {min(ratios):.2f}-{max(ratios):.2f}x" in text
-    assert f"on TF32 {tf32['wr-256-free']['step_ms'] / tf32['stock-free']['step_ms']:.3f}x" in text
+    mob = torch_training.paired(
+        *(case("mobilenet_v3_large", "fp16", c, doc["results"]) for c in ("wr-256-free", "stock-free"))
+    )
+    assert f"MobileNetV3-Large's {statistics.median(mob):.3f}x with {min(mob):.2f}-{max(mob):.2f}x" in text
+    assert f"on TF32 EfficientNet-B0 {tf32['wr-256-free']['step_ms'] / tf32['stock-free']['step_ms']:.3f}x" in text
+    mob = torch_training.paired(
+        *(case("mobilenet_v3_large", "tf32", c, doc["results"]) for c in ("wr-256-free", "stock-free"))
+    )
+    assert (
+        f"MobileNetV3-Large {statistics.median(mob):.3f}x in {len(mob)} rounds, {min(mob):.2f}-{max(mob):.2f}x)" in text
+    )
+    took = {
+        (m, p): sorted(x["apply_s"] for x in case(m, p, "wr-256-free", doc["results"])["rounds"] if x.get("apply_s"))
+        for m, p in (("efficientnet_b0", "fp16"), ("mobilenet_v3_large", "fp16"), ("mobilenet_v3_large", "tf32"))
+    }
+    assert (
+        f"took {took['efficientnet_b0', 'fp16'][0]:.1f} s for EfficientNet-B0's fp16 WR plan at 256 MiB and "
+        f"{took['mobilenet_v3_large', 'fp16'][0]:.1f} s for MobileNetV3-Large's (TF32: "
+        f"{took['mobilenet_v3_large', 'tf32'][0]:.1f}-{took['mobilenet_v3_large', 'tf32'][-1]:.1f} s;"
+    ) in text
     assert (
         f"ran its convolutions in {old['wr-256-free']['conv_ms']:.2f} ms against stock's "
         f"{old['stock-free']['conv_ms']:.2f} "
