@@ -497,6 +497,62 @@ def test_runtime_compiled_first_plans_equal_float64_in_the_op_path():
     assert rel(xg.grad, dx_ref) <= tol and rel(wg.grad, dw_ref) <= tol
 
 
+def _runtime_compiled(plan) -> list[str]:
+    """The plan's kernels with a piece whose cuDNN plan is runtime-compiled (its behaviour notes, rebuilt here)."""
+    from engine.gpu.graphs import ExecutionPlans
+    from engine.kernels import KernelSignature
+    from engine.pytorch import conv as ops
+
+    plans = ExecutionPlans(ops.TorchContext.get(0))
+    out = []
+    for k in plan.kernels:
+        for m in k.micro:
+            cg = plans.graph(KernelSignature.from_key(k.signature, m.batch), m.batch)
+            if "RUNTIME_COMPILATION" in cg.behavior_notes(cg.index_of(m.plan)):
+                out.append(k.id)
+                break
+    return out
+
+
+def test_a_user_depthwise_model_with_runtime_compiled_plans_trains_like_stock_in_fp16(tmp_path):
+    """A model of the user's own (not in the zoo; EfficientNet-B0's fp16 NHWC depthwise geometry, where cuDNN's
+    first heuristic plans are runtime-compiled) through the one-line API under autocast: outputs and every
+    gradient within fp16's tolerance of stock PyTorch's, with at least one runtime-compiled plan in what ran."""
+    from engine.pytorch import optimize
+
+    nn = torch.nn
+
+    def block(c_in, c_out, k, s, groups=1):
+        return [nn.Conv2d(c_in, c_out, k, s, k // 2, groups=groups, bias=False), nn.BatchNorm2d(c_out), nn.SiLU()]
+
+    torch.manual_seed(0)
+    stock = nn.Sequential(
+        *block(3, 96, 3, 1),
+        *block(96, 96, 3, 2, groups=96),
+        *block(96, 64, 1, 1),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
+    )
+    stock = stock.cuda().to(memory_format=torch.channels_last)
+    planned = copy.deepcopy(stock)
+    auto = optimize(
+        planned, "256MiB", engines="heuristics", cache=str(tmp_path / "c.sqlite"), progress=False, keep_stock=False
+    )
+    x = torch.randn(BATCH, 3, 112, 112, device="cuda").to(memory_format=torch.channels_last)
+    t = torch.randint(0, 10, (BATCH,), device="cuda")
+    ys, _ = step(stock, x, t, autocast=True)
+    yp, _ = step(planned, x, t, autocast=True)
+    applied = auto.plans[auto.current]
+    assert len(applied.planned) == 3 and not applied.fallbacks, applied.summary()
+    assert rel(yp, ys) <= TOL["fp16"]
+    compare(stock, planned, TOL["fp16"])
+    rtc = _runtime_compiled(applied.plan)
+    if not rtc:
+        pytest.skip("the WR plan at 256 MiB chose no runtime-compiled plan here (equal to stock all the same)")
+    print("runtime-compiled kernels in the plan:", rtc)
+
+
 @pytest.mark.parametrize(
     "precision,layout,per_call", [("tf32", "NCHW", False), ("fp16", "NHWC", False), ("fp16", "NHWC", True)]
 )
