@@ -293,6 +293,30 @@ def test_extra_convolutions_stay_stock_and_shared_ones_are_refused(user):
         checks.match_plan(user[1], checks.conv_calls(shared, torch.zeros(1, *SHAPE)))
 
 
+def test_the_forwards_that_record_shapes_leave_cudnn_autotuning_off_and_restore_it(monkeypatch):
+    """apply_plan's check forward and import_model's traced forwards only record shapes: with cudnn.benchmark on
+    (as training scripts set it) cuDNN would first time its algorithms on each new shape (EfficientNet-B0: 10 s
+    of apply_plan's 13 s on the H200); the user's setting is back afterwards, also after an error."""
+    from engine.pytorch.importer import import_model
+
+    seen, conv2d = [], torch.nn.functional.conv2d
+
+    def spy(*args, **kwargs):  # what each convolution the forwards run sees
+        seen.append(torch.backends.cudnn.benchmark)
+        return conv2d(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "conv2d", spy)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3))
+    checks.conv_calls(model, torch.zeros(1, 3, 8, 8))
+    assert seen == [False, False]
+    import_model(model, (3, 8, 8), 4, "spy")
+    assert len(seen) > 2 and not any(seen) and torch.backends.cudnn.benchmark is True
+    with pytest.raises(EngineError):
+        checks.conv_calls(model, torch.zeros(1, 5, 8, 8))
+    assert torch.backends.cudnn.benchmark is True
+
+
 def test_a_model_that_cannot_run_the_input_shape_says_to_pass_one(user):
     with pytest.raises(EngineError) as err:
         checks.conv_calls(user[0], torch.zeros(1, 5, 32, 32))

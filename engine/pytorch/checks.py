@@ -21,6 +21,7 @@ from ..errors import EngineError, PlanFormatError
 from ..fileio import load_json_file, short
 from ..kernels import KernelKind, KernelSignature
 from ..plan import Plan
+from .trace import no_autotune
 
 WORKSPACE = ("arena", "per-call")
 
@@ -132,7 +133,7 @@ def conv_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.Co
     was_training = model.training
     try:
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), no_autotune():
             model(example)
     except Exception as err:  # noqa: BLE001 - the user's model on our example input: say which input
         raise EngineError(
