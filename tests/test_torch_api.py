@@ -297,21 +297,38 @@ def test_the_forwards_that_record_shapes_leave_cudnn_autotuning_off_and_restore_
     """apply_plan's check forward and import_model's traced forwards only record shapes: with cudnn.benchmark on
     (as training scripts set it) cuDNN would first time its algorithms on each new shape (EfficientNet-B0: 10 s
     of apply_plan's 13 s on the H200); the user's setting is back afterwards, also after an error."""
+    from torch._subclasses.fake_tensor import is_fake
+
     from engine.pytorch.importer import import_model
 
     seen, conv2d = [], torch.nn.functional.conv2d
 
-    def spy(*args, **kwargs):  # what each convolution the forwards run sees
-        seen.append(torch.backends.cudnn.benchmark)
-        return conv2d(*args, **kwargs)
+    def spy(*args, **kwargs):  # each convolution the forwards run: autotuned? on fake tensors (no kernel)?
+        out = conv2d(*args, **kwargs)
+        seen.append((torch.backends.cudnn.benchmark, is_fake(out)))
+        return out
 
     monkeypatch.setattr(torch.nn.functional, "conv2d", spy)
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3))
-    checks.conv_calls(model, torch.zeros(1, 3, 8, 8))
-    assert seen == [False, False]
+    calls = checks.conv_calls(model, torch.zeros(1, 3, 8, 8))
+    assert [(n, chw) for n, _, chw in calls] == [("0", (3, 8, 8)), ("2", (4, 6, 6))]
+    assert seen == [(True, True)] * 2  # apply_plan's check runs no convolution: fake tensors, shapes only
+
+    class Branchy(nn.Module):  # a data-dependent branch fake tensors cannot follow: a real forward, untuned
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(3, 4, 3), nn.Conv2d(3, 4, 1)
+
+        def forward(self, x):
+            return self.a(x) if x.sum() >= 0 else self.b(x)
+
+    seen.clear()
+    calls = checks.conv_calls(Branchy(), torch.zeros(1, 3, 8, 8))
+    assert [(n, chw) for n, _, chw in calls] == [("a", (3, 8, 8))] and seen == [(False, False)]
+    seen.clear()
     import_model(model, (3, 8, 8), 4, "spy")
-    assert len(seen) > 2 and not any(seen) and torch.backends.cudnn.benchmark is True
+    assert seen and all(s == (False, False) for s in seen) and torch.backends.cudnn.benchmark is True
     with pytest.raises(EngineError):
         checks.conv_calls(model, torch.zeros(1, 5, 8, 8))
     assert torch.backends.cudnn.benchmark is True
