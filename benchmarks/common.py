@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import os
 import subprocess
 import sys
 import time
@@ -23,7 +24,11 @@ from engine.fileio import atomic_write  # noqa: E402
 
 
 def git_commit() -> str:
-    """This checkout's commit (``git describe --always --dirty``), "unknown" outside git."""
+    """The commit that runs: ``COMMIT`` where the caller sets it (the GPU call scripts do: a device's copy of the
+    tree can carry an older ``.git``), else this checkout's (``git describe --always --dirty``), "unknown"
+    outside git."""
+    if os.environ.get("COMMIT", "").strip():
+        return os.environ["COMMIT"].strip()[:40]
     try:
         out = subprocess.run(
             ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=ROOT, timeout=20

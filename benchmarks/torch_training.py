@@ -635,7 +635,7 @@ def report(args) -> int:
                 f"{format_size(r['arena']) if r['arena'] else '-'} |"
             )
         lines.append("")
-        lines += applied_lines(sub) + comparisons(sub, free) + [""]
+        lines += applied_lines(sub, doc.get("runs")) + comparisons(sub, free) + [""]
     lines += superseded_lines(doc) + [
         "## Reading it",
         "",
@@ -679,17 +679,24 @@ LEGACY_TARGETS = {"alexnet": 3.5, "vgg16": 4.0, "resnet50": 3.0}  # issue 22: wr
 EAGER_TARGET = 1.03  # issue 22: an eager planned step (wr-256) at most this times stock-free's
 
 
-def applied_lines(sub: list[dict]) -> list[str]:
+def applied_lines(sub: list[dict], runs: list[dict] | None = None) -> list[str]:
     """How long ``apply_plan`` took in each planned case that recorded it: it builds every piece's cuDNN plan,
-    runtime-compiled engines compiled again (NVRTC), once per process before the first step."""
+    runtime-compiled engines compiled again (NVRTC), once per process before the first step. Each round's time
+    with the commit of the run that measured it (the latest run started before it), as code changes it."""
+    starts = sorted((r["date"], r.get("commit", "?")) for r in runs or [] if r.get("date"))
+
+    def commit(at) -> str:
+        before = [c for d, c in starts if at and d <= at]
+        return f" at {before[-1]}" if before else ""
+
     took = []
     for r in sub:
-        runs = [x["apply_s"] for x in r.get("rounds", [r]) if x.get("apply_s") is not None]
-        if runs:  # in the order measured: a later round may run later code
+        runs_ = [x for x in r.get("rounds", [r]) if x.get("apply_s") is not None]
+        if runs_:
             took.append(
-                f"{r['case']} {', '.join(f'{t:.1f}' for t in runs)} s" + (" (its rounds in order)" * (len(runs) > 1))
+                f"{r['case']} " + ", ".join(f"{x['apply_s']:.1f} s{commit(x.get('measured_at'))}" for x in runs_)
             )
-    return [f"- apply_plan (every piece's plan built, runtime compiles included): {', '.join(took)}"] if took else []
+    return [f"- apply_plan (every piece's plan built, runtime compiles included): {'; '.join(took)}"] if took else []
 
 
 def superseded_lines(doc: dict) -> list[str]:

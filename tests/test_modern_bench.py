@@ -261,8 +261,16 @@ def test_torch_training_rounds_run_the_cases_in_turn_and_report_the_median_of_pa
     for x, took in zip(rows["wr-256-free"]["rounds"], (None, 3.0, 2.0)):  # the first round ran before it was kept
         x["apply_s"] = took
     assert tt.applied_lines([rows["wr-256-free"]]) == [
-        "- apply_plan (every piece's plan built, runtime compiles included): wr-256-free 3.0, 2.0 s "
-        "(its rounds in order)"
+        "- apply_plan (every piece's plan built, runtime compiles included): wr-256-free 3.0 s, 2.0 s"
+    ]
+    runs = [
+        {"date": "2000-01-01T00:00:00Z", "commit": "abc1234"},
+        {"date": "2000-01-02T00:00:00Z", "commit": "def5678"},
+    ]
+    rows["wr-256-free"]["rounds"][2]["measured_at"] = "2000-01-02T00:01:00Z"  # measured by the second run
+    assert tt.applied_lines([rows["wr-256-free"]], runs) == [
+        "- apply_plan (every piece's plan built, runtime compiles included): wr-256-free 3.0 s at abc1234, "
+        "2.0 s at def5678"
     ]
     rows["wr-256-free"]["rounds"][1]["step_ms"] = 24.0  # a round faster than stock's: ratios 0.80-1.01
     line = next(x for x in tt.comparisons(list(rows.values()), rows["stock-free"]) if x.startswith("- eager"))

@@ -502,15 +502,13 @@ def test_readme_quotes_the_modern_cnns_fp16_steps_and_the_superseded_plan_from_t
     assert (
         f"MobileNetV3-Large {statistics.median(mob):.3f}x in {len(mob)} rounds, {min(mob):.2f}-{max(mob):.2f}x)" in text
     )
-    took = {
-        (m, p): [x["apply_s"] for x in case(m, p, "wr-256-free", doc["results"])["rounds"] if x.get("apply_s")]
-        for m, p in (("efficientnet_b0", "fp16"), ("mobilenet_v3_large", "fp16"), ("mobilenet_v3_large", "tf32"))
-    }
+    took = [x for x in case("efficientnet_b0", "fp16", "wr-256-free", doc["results"])["rounds"] if x.get("apply_s")]
+    commits = [torch_training.applied_lines([{"case": "c", "rounds": [x]}], doc["runs"])[0] for x in took]
+    assert [c.rsplit(" at ", 1)[1] for c in commits] == ["4246d89", "cb4cacb"]
     assert (
-        f"took {took['efficientnet_b0', 'fp16'][0]:.1f} s for EfficientNet-B0's fp16 WR plan at 256 MiB and "
-        f"{took['mobilenet_v3_large', 'fp16'][0]:.1f} s for MobileNetV3-Large's (TF32: "
-        f"{took['mobilenet_v3_large', 'tf32'][0]:.1f}-{took['mobilenet_v3_large', 'tf32'][-1]:.1f} s;"
-    ) in text
+        f"fp16 WR plan at 256 MiB took {took[0]['apply_s']:.1f} s at 4246d89 and {took[-1]['apply_s']:.1f} s at cb4cacb"
+        in text
+    )
     assert (
         f"ran its convolutions in {old['wr-256-free']['conv_ms']:.2f} ms against stock's "
         f"{old['stock-free']['conv_ms']:.2f} "
@@ -522,3 +520,37 @@ def test_readme_quotes_the_modern_cnns_fp16_steps_and_the_superseded_plan_from_t
         f"predict {drop('efficientnet_b0')} less convolution time (MobileNetV3-Large {drop('mobilenet_v3_large')})"
         in text
     )
+
+
+def test_a_runs_commit_is_the_one_its_call_script_names(monkeypatch):
+    """The GPU call scripts export COMMIT: the device's copy of the tree carried an older .git, so runs of
+    4246d89 and cb4cacb were recorded as 3ac8bfd-dirty."""
+    from benchmarks import common
+
+    monkeypatch.setenv("COMMIT", " cb4cacbd\n")
+    assert common.git_commit() == "cb4cacbd"
+    monkeypatch.delenv("COMMIT")
+    assert common.git_commit() not in ("", "cb4cacbd")
+
+
+def test_the_apply_profile_table_quotes_its_logs():
+    """apply-profile.md's rows: each number is the cProfile line of its call's log (first and second apply_plan,
+    the shape-check forward, cuDNN's plan builds, the ops' registration)."""
+    folder = REPORTS / "torch_training-h200"
+    text = (folder / "apply-profile.md").read_text()
+    rows = [r.split(" | ") for r in text.splitlines() if r.startswith("| 2") or r.startswith("| 3")]
+    assert len(rows) == 5
+    for row in rows:
+        call, model = row[0].strip("| ").rstrip("ab"), row[2]
+        log = (folder / f"call{call}-applyprof-{model}.log").read_text()
+        first, second = re.findall(r"apply_plan round \d \(same process\): ([\d.]+) s", log)
+        assert (row[3], row[7].strip(" |")) == (first, second)
+        part = log.split("apply_plan round 2")[0]
+
+        def cum(fn):  # ncalls tottime percall cumtime percall where
+            line = next((x for x in part.splitlines() if x.endswith(fn)), None)
+            return line.split()[3] if line else None
+
+        forward = cum("(conv_calls)")
+        assert row[4] == forward if forward else row[4].startswith("below")
+        assert (row[5], row[6]) == (cum("(_build_plan_at)"), cum("library.py:1080(register)"))
