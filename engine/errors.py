@@ -30,6 +30,10 @@ class PlanFormatError(EngineError, ValueError):
     pass
 
 
+class PolicyError(EngineError, ValueError):
+    """An unknown batch-size policy, a bad micro-batch size list, or a mini-batch size out of range."""
+
+
 class SpecError(EngineError, ValueError):
     """A user network spec (JSON/YAML) is malformed."""
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .errors import PolicyError
+
 POLICIES = ("undivided", "powerOfTwo", "all")
 MAX_BATCH = 1 << 20  # mini-batch sizes beyond this are a mistake, and would make ``all`` list a million sizes
 
@@ -25,17 +27,12 @@ def batch_sizes(policy: str | Sequence[int], batch: int) -> list[int]:
             return list(range(1, batch + 1))
         if "," in policy or policy.strip().isdigit():
             return batch_sizes(parse_size_list(policy), batch)
-        raise ValueError(
+        raise PolicyError(
             f"unknown batch-size policy {policy!r}; expected one of {', '.join(POLICIES)} "
             f"or a comma-separated list of sizes"
         )
-    sizes = set()
-    for s in policy:
-        if not isinstance(s, int) or s < 1:
-            raise ValueError(f"micro-batch sizes must be positive integers, got {s!r}")
-        if s <= batch:
-            sizes.add(s)
-    return sorted(sizes | {batch})
+    _check_kind(policy)
+    return sorted({s for s in policy if s <= batch} | {batch})
 
 
 def offers(policy: str, batch: int, size: int) -> bool:
@@ -50,17 +47,30 @@ def offers(policy: str, batch: int, size: int) -> bool:
 
 def _check_batch(batch: int) -> None:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"mini-batch size must be >= 1, got {batch!r}")
+        raise PolicyError(f"mini-batch size must be >= 1, got {batch!r}")
     if batch > MAX_BATCH:
-        raise ValueError(f"mini-batch size {batch} is above {MAX_BATCH}, the largest this engine plans")
+        raise PolicyError(f"mini-batch size {batch} is above {MAX_BATCH}, the largest this engine plans")
 
 
 def parse_size_list(text: str) -> list[int]:
     try:
         return [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
-        raise ValueError(f"invalid micro-batch size list {text!r}; expected e.g. 1,2,4,8,256") from None
+        raise PolicyError(f"invalid micro-batch size list {text!r}; expected e.g. 1,2,4,8,256") from None
+
+
+def _check_kind(policy) -> None:
+    """A policy name, or a list of positive integer sizes (checked here, before anything sorts them)."""
+    if not isinstance(policy, str | Sequence):
+        raise PolicyError(
+            f"a batch-size policy is one of {', '.join(POLICIES)} or a list of sizes, got {type(policy).__name__}"
+        )
+    if not isinstance(policy, str):
+        for s in policy:
+            if isinstance(s, bool) or not isinstance(s, int) or s < 1:
+                raise PolicyError(f"micro-batch sizes must be positive integers, got {s!r}")
 
 
 def policy_name(policy: str | Sequence[int]) -> str:
+    _check_kind(policy)
     return policy if isinstance(policy, str) else ",".join(str(s) for s in sorted(policy))

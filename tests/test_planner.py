@@ -346,3 +346,12 @@ def test_make_plan_names_a_wrong_argument_and_how_to_get_the_right_one(args, mes
     profile, network, *limit = [known.get(a, a) if isinstance(a, str) else a for a in args]
     with pytest.raises(EngineError, match=re.escape(message)):
         make_plan(profile, network, mode="wd", budget="64MiB", time_limit_s=limit[0] if limit else 10.0)
+
+
+@pytest.mark.parametrize("policy", ["bogus", "4,x", [0, 4], [True, 4], ["a", 4], 123, None, 2.5])
+def test_a_bad_policy_is_one_engine_error_naming_it(alexnet_profile, policy):
+    """make_plan's ``policy`` is checked like its other arguments: one EngineError (still a ValueError) naming
+    what is wrong, not a TypeError from deep inside (SYNTHETIC profile)."""
+    with pytest.raises(EngineError, match="policy|micro-batch size") as err:
+        make_plan(alexnet_profile, get_network("alexnet", 256), mode="wr", budget="64MiB", policy=policy)
+    assert isinstance(err.value, ValueError) and "\n" not in str(err.value)
