@@ -334,6 +334,42 @@ def test_the_forwards_that_record_shapes_leave_cudnn_autotuning_off_and_restore_
     assert torch.backends.cudnn.benchmark is True
 
 
+class _Caching(nn.Module):
+    """A model that keeps tensors of its forward: an attribute, a buffer registered there, a list it appends to."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.history = nn.Conv2d(3, 4, 3), []
+
+    def forward(self, x):
+        y = self.conv(x)
+        self.last = y.mean()
+        self.register_buffer("seen", y.amax())
+        self.history.append(y.sum())
+        return y
+
+
+@pytest.mark.parametrize("make", [_Caching, lambda: nn.Sequential(nn.LazyConv2d(4, 3), nn.Conv2d(4, 4, 3))])
+def test_the_check_forward_leaves_no_fake_tensor_in_a_model_that_keeps_one(make):
+    """A forward that keeps a tensor on a module, or a lazy module materialising its weights, would keep fake
+    tensors from apply_plan's check: the model is put back as it was and the check runs for real; the model then
+    trains as before (CPU)."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    model = make()
+    hooks_before = [dict(m._forward_pre_hooks) for m in model.modules()]
+    calls = checks.conv_calls(model, torch.zeros(1, 3, 8, 8))
+    tensors = [*model.parameters(), *model.buffers(), *(v for m in model.modules() for v in vars(m).values())]
+    assert not any(isinstance(t, torch.Tensor) and is_fake(t) for t in tensors)
+    assert not any(is_fake(t) for t in getattr(model, "history", []))
+    assert all(type(m).__name__ != "LazyConv2d" for m in model.modules())  # materialised by the real forward
+    assert [chw for _, _, chw in calls][-1] == ((3, 8, 8) if isinstance(model, _Caching) else (4, 6, 6))
+    if isinstance(model, _Caching):  # the check's hooks are gone from the very dicts they were put in
+        assert [dict(m._forward_pre_hooks) for m in model.modules()] == hooks_before
+    model(torch.randn(2, 3, 8, 8)).sum().backward()
+    assert all(p.grad is not None and not is_fake(p.grad) for p in model.parameters())
+
+
 def test_a_model_that_cannot_run_the_input_shape_says_to_pass_one(user):
     with pytest.raises(EngineError) as err:
         checks.conv_calls(user[0], torch.zeros(1, 5, 32, 32))

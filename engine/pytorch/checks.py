@@ -12,11 +12,13 @@ signatures (Forward, BackwardData, BackwardFilter).
 
 from __future__ import annotations
 
+import copy
 import os
 
 import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.nn.modules.lazy import LazyModuleMixin
+from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
 
 from ..errors import EngineError, PlanFormatError
 from ..fileio import load_json_file, short
@@ -135,11 +137,7 @@ def conv_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.Co
     try:
         model.eval()
         with torch.no_grad():
-            try:  # shapes only: fake tensors run no kernel (a real forward built a cuDNN plan per shape, 4 s for
-                # EfficientNet-B0 on the H200, for batch-1 shapes no training step runs)
-                with FakeTensorMode(allow_non_fake_inputs=True):
-                    model(example)
-            except Exception:  # noqa: BLE001 - a forward fake tensors cannot follow (data-dependent): run it
+            if not _on_fake_tensors(model, example):
                 calls.clear()
                 with no_autotune():
                     model(example)
@@ -154,6 +152,46 @@ def conv_calls(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.Co
         for h in hooks:
             h.remove()
     return calls
+
+
+def _on_fake_tensors(model: nn.Module, example: torch.Tensor) -> bool:
+    """One forward on fake tensors: shapes only, no kernel runs (a real forward built a cuDNN plan per batch-1
+    shape no training step runs, 4 s for EfficientNet-B0 on the H200). False, with every module's attributes,
+    parameters, buffers, submodules and hooks as they were, where fake tensors cannot follow the forward
+    (data-dependent Python, unmaterialised lazy modules) or it kept one (a tensor cached on a module): the
+    caller runs it for real."""
+    if any(isinstance(m, LazyModuleMixin) and m.has_uninitialized_params() for m in model.modules()):
+        return False  # materialising changes the parameter objects themselves: only a real forward may
+    state = []
+    for m in model.modules():
+        attrs = dict(vars(m))  # the same objects, among them the dicts of parameters, buffers, submodules, hooks
+        state.append((m, type(m), attrs, {k: copy.copy(v) for k, v in attrs.items() if isinstance(v, dict | list)}))
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            model(example)
+        if not any(_holds_fake(m) for m, *_ in state):
+            return True
+    except Exception:  # noqa: BLE001 - the real forward says what is wrong, if anything is
+        pass
+    for m, cls, attrs, contents in state:
+        m.__class__ = cls  # a lazy module turns into its materialised class
+        vars(m).clear()
+        vars(m).update(attrs)
+        for k, v in contents.items():  # refilled in place: hook handles hold these very dicts
+            if isinstance(v, dict):
+                attrs[k].clear()
+                attrs[k].update(v)
+            else:
+                attrs[k][:] = v
+    return False
+
+
+def _holds_fake(m: nn.Module) -> bool:
+    """A fake tensor among the module's attributes, or in a dict or list one of them is (parameters, buffers)."""
+    values = list(vars(m).values())
+    for v in list(values):
+        values += v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+    return any(isinstance(v, torch.Tensor) and is_fake(v) for v in values)
 
 
 def signature(mod: nn.Conv2d, chw, kind: KernelKind, batch: int, precision: str, layout: str) -> KernelSignature | None:
