@@ -554,3 +554,28 @@ def test_the_apply_profile_table_quotes_its_logs():
         forward = cum("(conv_calls)")
         assert row[4] == forward if forward else row[4].startswith("below")
         assert (row[5], row[6]) == (cum("(_build_plan_at)"), cum("library.py:1080(register)"))
+
+
+def test_the_readme_quotes_the_apply_profile_before_and_after():
+    """The README's apply_plan sentence: the first apply_plan and its shape-check forward before the fix, and the
+    first apply_plan on fake tensors, its cuDNN builds and its op registration, from the cProfile logs."""
+    folder = REPORTS / "torch_training-h200"
+
+    def numbers(call):
+        log = (folder / f"call{call}-applyprof-efficientnet_b0.log").read_text().split("apply_plan round 2")[0]
+        first = float(re.search(r"apply_plan round 1 \(same process\): ([\d.]+) s", log).group(1))
+
+        def cum(fn):
+            line = next((x for x in log.splitlines() if x.endswith(fn)), None)
+            return float(line.split()[3]) if line else None
+
+        return first, cum("(conv_calls)"), cum("(_build_plan_at)"), cum("library.py:1080(register)")
+
+    text = " ".join(README.read_text().split())
+    first, forward, _, _ = numbers(28)
+    assert f"of {first:.1f} s in a profiled run, {forward:.1f} s were its shape-check forward" in text
+    first, forward, build, register = numbers(30)
+    assert forward is None  # not among the 30 largest entries
+    assert (
+        f"runs on fake tensors: {first:.1f} s, of which {build:.1f} s build 15 cuDNN plans and {register:.1f} s" in text
+    )

@@ -199,7 +199,7 @@ def _construct(err: BaseException) -> str:
 def no_autotune():
     """cuDNN's heuristics, not its autotuning, for a forward that only records shapes: with ``cudnn.benchmark``
     on, every new convolution shape is first timed over cuDNN's algorithms, for shapes no training step runs
-    (EfficientNet-B0: 10.3 s of apply_plan's 13.3 s on the H200)."""
+    (EfficientNet-B0: 10.4 s of apply_plan's 13.2 s on the H200)."""
     old = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = False
     try:
