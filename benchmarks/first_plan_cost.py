@@ -27,25 +27,25 @@ from engine.profile import RTC_NOT_PROFILED  # noqa: E402
 STEPS = ("build", "timing", "buffers", "heuristics", "notes")
 
 
-def stored(path: str) -> dict[tuple[str, int], dict]:
-    """{(signature, micro-batch): the timing stored with the graph} of a profile cache."""
+def _query(path: str, sql: str, *args) -> list[tuple]:
+    """Rows of a read-only query on a profile cache."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        return {
-            (s, b): json.loads(p)["timing"]
-            for s, b, p in db.execute("SELECT signature, micro_batch, provenance FROM done")
-        }
+        return db.execute(sql, args).fetchall()
     finally:
         db.close()
+
+
+def stored(path: str) -> dict[tuple[str, int], dict]:
+    """{(signature, micro-batch): the timing stored with the graph} of a profile cache."""
+    rows = _query(path, "SELECT signature, micro_batch, provenance FROM done")
+    return {(s, b): json.loads(p)["timing"] for s, b, p in rows}
 
 
 def left_out(path: str) -> set[tuple[str, int]]:
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        q = "SELECT signature, micro_batch FROM measurements WHERE heuristic_rank=0 AND reason=?"
-        return set(db.execute(q, (RTC_NOT_PROFILED,)).fetchall())
-    finally:
-        db.close()
+    """The graphs whose first heuristic plan the cache left out as runtime-compiled."""
+    q = "SELECT signature, micro_batch FROM measurements WHERE heuristic_rank=0 AND reason=?"
+    return set(_query(path, q, RTC_NOT_PROFILED))
 
 
 def extract(args) -> None:

@@ -691,10 +691,10 @@ def applied_lines(sub: list[dict], runs: list[dict] | None = None) -> list[str]:
 
     took = []
     for r in sub:
-        runs_ = [x for x in r.get("rounds", [r]) if x.get("apply_s") is not None]
-        if runs_:
+        timed = [x for x in r.get("rounds", [r]) if x.get("apply_s") is not None]
+        if timed:
             took.append(
-                f"{r['case']} " + ", ".join(f"{x['apply_s']:.1f} s{commit(x.get('measured_at'))}" for x in runs_)
+                f"{r['case']} " + ", ".join(f"{x['apply_s']:.1f} s{commit(x.get('measured_at'))}" for x in timed)
             )
     return [f"- apply_plan (every piece's plan built, runtime compiles included): {'; '.join(took)}"] if took else []
 

@@ -165,7 +165,7 @@ def _on_fake_tensors(model: nn.Module, example: torch.Tensor) -> bool:
     state = []
     for m in model.modules():
         attrs = dict(vars(m))  # the same objects, among them the dicts of parameters, buffers, submodules, hooks
-        state.append((m, type(m), attrs, {k: copy.copy(v) for k, v in attrs.items() if isinstance(v, dict | list)}))
+        state.append((m, attrs, {k: copy.copy(v) for k, v in attrs.items() if isinstance(v, dict | list)}))
     try:
         with FakeTensorMode(allow_non_fake_inputs=True):
             model(example)
@@ -173,8 +173,7 @@ def _on_fake_tensors(model: nn.Module, example: torch.Tensor) -> bool:
             return True
     except Exception:  # noqa: BLE001 - the real forward says what is wrong, if anything is
         pass
-    for m, cls, attrs, contents in state:
-        m.__class__ = cls  # a lazy module turns into its materialised class
+    for m, attrs, contents in state:
         vars(m).clear()
         vars(m).update(attrs)
         for k, v in contents.items():  # refilled in place: hook handles hold these very dicts
