@@ -579,3 +579,11 @@ def test_the_readme_quotes_the_apply_profile_before_and_after():
     assert (
         f"runs on fake tensors: {first:.1f} s, of which {build:.1f} s build 15 cuDNN plans and {register:.1f} s" in text
     )
+
+
+def test_the_apply_profile_table_is_what_its_script_makes_from_the_logs():
+    from benchmarks import apply_profile
+
+    text = apply_profile.REPORT.read_text()
+    assert read_block(text, "apply_profile") == apply_profile.table()
+    assert len(apply_profile.rows()) == 5
