@@ -7,11 +7,13 @@ for on the server and in the browser).
 
 from __future__ import annotations
 
+import threading
+
 import panel as pn
 import param
 
 from .state import PlannerState
-from .views.base import session_doc
+from .views.base import page_hold, session_doc
 from .views.controls import Controls
 from .views.desirable import DesirableView
 from .views.gpu import GPUView
@@ -39,7 +41,8 @@ class Dashboard(pn.viewable.Viewer):
         s = self.state
         doc = session_doc()
         if doc is not None:  # one websocket message per change instead of one per model (panel-patterns §3)
-            s.planning.hold = lambda: pn.io.hold(doc)
+            thread = threading.get_ident()
+            s.planning.hold = lambda: page_hold(doc, thread)
         self.controls = Controls(state=s)
         self.gpu = GPUView(state=s, gpu=gpu, runner=runner)
         self.summary = SummaryView(state=s)
@@ -62,7 +65,11 @@ class Dashboard(pn.viewable.Viewer):
             sizing_mode="stretch_width",
         )
         views = (self.workspace, self.timeline, self.plan, self.memory)
-        self.tabs.param.watch(lambda e: [v.locked(v.set_shown, i == e.new) for i, v in enumerate(views)], "active")
+        for i, v in enumerate(views):
+            v.tab_open = lambda i=i: self.tabs.active == i
+        self.tabs.param.watch(
+            lambda e: [v.tab_opened() if i == e.new else v.tab_closed() for i, v in enumerate(views)], "active"
+        )
         self.main = pn.Column(
             self.summary,
             pn.Row(self.pareto, self.desirable, sizing_mode="stretch_width"),

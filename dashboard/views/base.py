@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
+from collections.abc import Callable
 
 import panel as pn
 import param
+from panel.io.state import set_curdoc
 
 from ..state import PlannerState
 
@@ -15,6 +18,24 @@ def session_doc():
     """The served page's Bokeh document, or None in a notebook or a test."""
     doc = pn.state.curdoc
     return doc if doc is not None and doc.session_context is not None else None
+
+
+@contextlib.contextmanager
+def page_hold(doc, thread: int):
+    """Panel's hold of a page's document, on the page's own thread (``thread``) only.
+
+    There every edit must be held: Panel queues a message while the websocket is busy, and an edit made
+    outside a hold is written at once by Bokeh, ahead of the queue; the browser then meets a model before
+    its definition ("reference pNNN isn't known") and the page stops updating. On another thread nothing is
+    edited (refreshes are handed to the page's thread), and a hold there lasts until a next-tick callback
+    releases it: a browser message handled in between makes Bokeh count the held new models as already
+    sent (``Document.apply_json_patch``), and the same error follows. Panel queues for its current document,
+    so that is made ``doc`` (a callback of one page may edit another's, e.g. the shared GPU runner's)."""
+    if doc is None or threading.get_ident() != thread:
+        yield
+        return
+    with set_curdoc(doc), pn.io.hold(doc):
+        yield
 
 
 class StateView(pn.viewable.Viewer):
@@ -32,7 +53,7 @@ class StateView(pn.viewable.Viewer):
     and one websocket message per view, which the browser lays out one after another (issue 25: the slider
     took 189 ms in Chromium against 96 ms before).
 
-    A view in a tab is ``shown`` only while its tab is open (``set_shown``): while hidden, a change only marks it
+    A view in a tab is ``shown`` only while its tab is open (``tab_opened``): while hidden, a change only marks it
     stale (and runs ``_refresh_hidden``), and opening the tab refreshes it once from the current state, so a
     slider move redraws only what is seen (issue 25: ten sessions on two CPUs).
     """
@@ -42,7 +63,10 @@ class StateView(pn.viewable.Viewer):
 
     def __init__(self, shown: bool = True, **params):
         super().__init__(**params)
-        self.shown, self._stale = shown, False
+        self.shown, self._stale, self._tab_turn = shown, False, 0  # turn: tab opens and closes so far
+        # set by the page for a view in a tab: whether its tab is the chosen one (true from the click on,
+        # before Panel has moved the tab out of the page)
+        self.tab_open: Callable[[], bool] | None = None
         self._doc = session_doc()
         self._thread = threading.get_ident()
         self._build()
@@ -57,12 +81,13 @@ class StateView(pn.viewable.Viewer):
             self._update(*events)
 
     def _update(self, *events) -> None:
-        if self.shown:
-            self._stale = False
-            self._refresh(*events)
-        else:
-            self._stale = True
-            self._refresh_hidden(*events)
+        with page_hold(self._doc, self._thread):
+            if self.shown and (self.tab_open is None or self.tab_open()):
+                self._stale = False
+                self._refresh(*events)
+            else:
+                self._stale = True
+                self._refresh_hidden(*events)
 
     def _refresh_hidden(self, *_events) -> None:
         """What must stay current while the view's tab is closed (nothing, unless a view says otherwise)."""
@@ -73,20 +98,43 @@ class StateView(pn.viewable.Viewer):
         if shown and self._stale:
             self._dispatch()
 
+    def tab_closed(self) -> None:
+        self.locked(self._turn, False)
+
+    def tab_opened(self) -> None:
+        """Its tab opened: refresh once Panel has put the tab back into the page. Panel does that on the page's
+        thread, at once there and on a next tick from another (--num-threads); refreshed earlier, or after
+        the tab closed again, an HTML pane out of the page would be given Panel's CDN stylesheet URLs (Panel
+        reads them from the model's document, which it then lacks)."""
+        turn = self.locked(self._turn, None)
+        if self._doc is not None and threading.get_ident() != self._thread:
+            self._doc.add_next_tick_callback(lambda: self.locked(self._open, turn))
+        else:
+            self.locked(self._open, turn)
+
+    def _turn(self, shown: bool | None) -> int:
+        self._tab_turn += 1
+        if shown is not None:
+            self.set_shown(shown)
+        return self._tab_turn
+
+    def _open(self, turn: int) -> None:
+        if turn == self._tab_turn:  # not closed (or opened again) since
+            self.set_shown(True)
+
     def locked(self, fn, *args):
         with self.state.lock:
             return fn(*args)
 
     def listen(self, widget, names, fn) -> None:
-        """``fn(event)`` on a change of a widget's ``names``, under the page's lock and a hold of its document:
-        served without --num-threads, Panel runs a widget's event with the document unlocked, and a refresh's raw
-        Bokeh edit (the memory plot's data on a typed capacity) then raised in Bokeh's session."""
+        """``fn(event)`` on a change of a widget's ``names``, under the page's lock and (on the page's thread) a
+        hold of its document: served without --num-threads, Panel runs a widget's event with the document
+        unlocked, and a refresh's raw Bokeh edit (the memory plot's data on a typed capacity) then raised in
+        Bokeh's session."""
         widget.param.watch(lambda *events: self.locked(self._held, fn, *events), names)
 
     def _held(self, fn, *events):
-        if self._doc is None:
-            return fn(*events)
-        with pn.io.hold(self._doc):
+        with page_hold(self._doc, self._thread):
             return fn(*events)
 
     def __panel__(self):
@@ -143,6 +191,6 @@ class _Handover:
             return
         doc = self.doc()
         lock = next(iter(batch)).state.lock
-        with lock, pn.io.hold(doc):
+        with lock, set_curdoc(doc), pn.io.hold(doc):
             for view, events in batch.items():
                 view._update(*events)

@@ -40,8 +40,8 @@ class GPUView(StateView):
         self.cancel_btn = pn.widgets.Button(label="Cancel", color="warning", sizing_mode="stretch_width")
         self.progress = pn.indicators.Progress(value=0, max=100, sizing_mode="stretch_width", visible=False)
         self.status = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
-        self.profile_btn.on_click(lambda _e: self.locked(self.start_profile))
-        self.verify_btn.on_click(lambda _e: self.locked(self.start_verify))
+        self.profile_btn.on_click(lambda _e: self.locked(self._held, self.start_profile))
+        self.verify_btn.on_click(lambda _e: self.locked(self._held, self.start_verify))
         self.cancel_btn.on_click(lambda _e: self.runner.cancel())
         self.panel = pn.Column(
             pn.pane.Markdown("**GPU**", margin=(5, 10, 0, 10)),
@@ -92,11 +92,12 @@ class GPUView(StateView):
 
     # --- runner -> page ---------------------------------------------------------------------------
     def _from_runner(self, *events) -> None:
-        """Runner events arrive on the worker thread; the page may only change on its own loop."""
-        if self._doc is not None and threading.get_ident() != self._thread:
-            self._doc.add_next_tick_callback(lambda: self.locked(self._on_runner, *events))
+        """Runner events arrive on the worker thread, or in another page's callback; the page may only change
+        on its own loop, in its own callback."""
+        if self._doc is not None and (threading.get_ident() != self._thread or pn.state.curdoc is not self._doc):
+            self._doc.add_next_tick_callback(lambda: self.locked(self._held, self._on_runner, *events))
         else:
-            self._on_runner(*events)
+            self._held(self._on_runner, *events)
 
     def _on_runner(self, *events) -> None:
         r, s = self.runner, self.state
