@@ -12,6 +12,7 @@ from engine.units import format_size, parse_size
 
 from ..selection import SCOPE
 from .base import StateView
+from .widgets import Choice
 
 MODE_HELP = {
     "WR": "WR (workspace reuse): the budget is each kernel's own workspace limit.",
@@ -67,7 +68,7 @@ class Controls(StateView):
         sel, plan = self.state.selection, self.state.planning
         self.widgets: dict[str, tuple] = {}  # name -> (widget, owning part)
         for name, label in SELECTS.items():
-            self.widgets[name] = (pn.widgets.Select(label=label, sizing_mode="stretch_width"), sel)
+            self.widgets[name] = (Choice(label=label, sizing_mode="stretch_width"), sel)
         self.widgets["engines"] = (pn.widgets.RadioButtonGroup(sizing_mode="stretch_width", variant="outline"), sel)
         for name in ("policy", "mode"):
             self.widgets[name] = (pn.widgets.RadioButtonGroup(sizing_mode="stretch_width", variant="outline"), plan)

@@ -10,6 +10,7 @@ from engine.units import format_size
 from ..frames import KIND_NAMES
 from ..plots import DesirablePlot
 from .base import StateView
+from .widgets import Choice
 
 
 class DesirableView(StateView):
@@ -17,7 +18,7 @@ class DesirableView(StateView):
         self.plot = DesirablePlot()
         self.plot.fig.css_classes = ["ucd-desirable"]
         self.pane = pn.pane.Bokeh(self.plot.fig, sizing_mode="stretch_width")
-        self.picker = pn.widgets.Select(label="Kernel", options=[], width=210)
+        self.picker = Choice(label="Kernel", options=[], width=210)
         self.listen(self.picker, "value", self._pick)
         self._syncing = False
         self._options_of = None

@@ -20,6 +20,7 @@ from ..errors import describe_error
 from ..memory_plot import MemoryPlot
 from ..memory_runs import MEASURE, RESULTS_ENV, Measured
 from .base import StateView
+from .widgets import Choice
 
 CAPACITIES = {
     "12 GiB (K40, TITAN X: the papers' GPUs)": 12 * GiB,
@@ -36,15 +37,13 @@ class MemoryView(StateView):
     def _build(self) -> None:
         self.plot: MemoryPlot | None = None  # made, with its data, when the tab first shows a plan
         self.plots = pn.Column(sizing_mode="stretch_width")
-        self.policy = pn.widgets.Select(
+        self.policy = Choice(
             label="Memory policy",
             options=self.state.memory_state.param.memory_policy.objects,
             value=self.state.memory_policy,
             width=220,
         )
-        self.capacity = pn.widgets.Select(
-            label="GPU capacity", options=CAPACITIES, value=self.state.capacity, width=260
-        )
+        self.capacity = Choice(label="GPU capacity", options=CAPACITIES, value=self.state.capacity, width=260)
         self.exact = pn.widgets.TextInput(label="or exactly", placeholder="e.g. 24GiB", width=140)
         self.error = pn.pane.Alert("", alert_type="danger", visible=False, sizing_mode="stretch_width")
         self.listen(self.capacity, "value", self._pick_capacity)
