@@ -92,8 +92,18 @@ def plain_server(synthetic_profile_file, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bundled_server(tmp_path_factory):
-    """The bundled (measured) profiles only, as a new user's ``panel serve app.py`` offers them."""
+    """The bundled (measured) profiles only, as a new user's ``panel serve app.py`` offers them (with
+    --num-threads 2, like ``server``)."""
     srv = Server(None, tmp_path_factory.mktemp("ui-bundled") / "panel-serve.log")
+    yield srv
+    srv.stop()
+    assert not server_problems(srv.log()), srv.log()
+
+
+@pytest.fixture(scope="module")
+def bundled_plain_server(tmp_path_factory):
+    """The bundled profiles served exactly as the README says: no --num-threads."""
+    srv = Server(None, tmp_path_factory.mktemp("ui-bundled-plain") / "panel-serve.log", options=())
     yield srv
     srv.stop()
     assert not server_problems(srv.log()), srv.log()
@@ -158,6 +168,15 @@ def bundled_page(ui_browser, bundled_server):
     pg.problems = problems
     yield pg
     close_page(pg, problems, bundled_server)
+
+
+@pytest.fixture
+def bundled_plain_page(ui_browser, bundled_plain_server):
+    """A page on the bundled profiles served without --num-threads, checked like ``app_page``."""
+    pg, problems = open_page(ui_browser, bundled_plain_server)
+    pg.problems = problems
+    yield pg
+    close_page(pg, problems, bundled_plain_server)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ machine, and any Traceback or ERROR/WARNING line in the server's log.
 
 from __future__ import annotations
 
+import random
 import re
 import time
 
@@ -187,6 +188,78 @@ def test_controls_tabs_and_compare_on_a_measured_profile(bundled_page):
     compare.select_option(label="(none)")
     wait_text(page, lambda: page.get_by_text("Sum over ").first.inner_text(), r"^(?!.*H200)")
     assert not page.problems, page.problems
+
+
+RAPID = [
+    "h100-resnet50-b64-tf32-nchw-powerOfTwo",
+    "h200-resnet50-b64-tf32-nchw-powerOfTwo",
+    "h100-alexnet-b256-tf32-nchw-all",
+    "h100-vgg16-b64-fp16-nhwc-powerOfTwo",
+]
+TABS = ["Workspace division", "Timeline (Fig. 3)", "Plan", "Memory"]
+
+
+def rapid_step(page, rng: random.Random, memory_open: bool) -> str:
+    """One user action, taken without waiting for the page to catch up with the last; returns its name."""
+    action = rng.choice(["tab", "tab", "compare", "mode", "engines", "policy", "profile", "budget", "capacity"])
+    if action == "tab":
+        tab = rng.choice(TABS)
+        page.locator(".bk-tab").filter(has_text=tab).click()
+        return f"tab {tab}"
+    if action == "compare":
+        compare = page.get_by_label("Compare with (the same network on another GPU)")
+        if not compare.is_visible():
+            return "compare (none offered)"
+        value = rng.choice(compare.evaluate("s => Array.from(s.options).map(o => o.value)"))
+        compare.select_option(value)
+        return f"compare {value or '(none)'}"
+    if action == "profile":
+        name = rng.choice(RAPID)
+        page.get_by_label("Profile").select_option(name)
+        return f"profile {name}"
+    if action == "budget":
+        text = rng.choice(["120MiB", "1GiB", "8MiB", "120"])
+        box = page.get_by_placeholder("or type a budget with its unit, e.g. 120MiB")
+        box.fill(text)
+        box.press("Enter")
+        return f"budget {text}"
+    if action == "capacity":
+        if not memory_open:
+            return "capacity (tab closed)"
+        text = rng.choice(["1GiB", "2GiB", "80GiB"])
+        box = page.get_by_placeholder("e.g. 24GiB")
+        box.fill(text)
+        box.press("Enter")
+        return f"capacity {text}"
+    name = rng.choice(
+        {"mode": ["WR", "WD"], "engines": ["heuristics", "deterministic"], "policy": ["undivided"]}[action]
+    )
+    button = page.get_by_role("button", name=name, exact=True)
+    if not button.is_visible():  # a profile measured for one policy offers no other
+        return f"{action} {name} (not offered)"
+    button.click()
+    return f"{action} {name}"
+
+
+@pytest.mark.parametrize("served", ["bundled_page", "bundled_plain_page"], ids=["num-threads-2", "as-the-README"])
+def test_rapid_switching_on_measured_profiles_never_tears_the_page(request, served):
+    """60 seeded random actions (tabs, compare, mode, engines, policy, profile, typed budget and capacity), each
+    taken as soon as its control can be used. Taken like this, CI's run tore the page ("reference p3369 isn't
+    known": an edit written ahead of Panel's queued messages) and a stress walk saw CDN stylesheet requests
+    (a pane edited while its tab was out of the page). The page must then still follow a profile switch."""
+    page = request.getfixturevalue(served)
+    rng = random.Random(4)
+    taken, memory_open = [], False
+    for _ in range(60):
+        taken.append(rapid_step(page, rng, memory_open))
+        if taken[-1].startswith("tab "):
+            memory_open = taken[-1] == "tab Memory"
+        assert not page.problems, (taken, page.problems)
+    page.get_by_label("Profile").select_option(DEFAULT)
+    page.get_by_role("button", name="powerOfTwo", exact=True).click()  # a chosen policy outlives the switch
+    wait_for_profile(page, DEFAULT)
+    page.wait_for_timeout(1000)  # the last updates' trailing messages
+    assert not page.problems, (taken, page.problems)
 
 
 def test_a_plan_from_another_bundled_profile_switches_the_page_to_it(bundled_page, tmp_path):
