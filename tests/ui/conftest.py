@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -139,49 +140,57 @@ def open_page(ui_browser, srv):
     pg.on("console", console)
     pg.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     pg.on("request", lambda r: None if LOCAL.match(r.url) else problems.append(f"remote request: {r.url}"))
+    pg.last_frame = time.monotonic()  # when the server last wrote to the page's websocket
+
+    def stamp(_frame):
+        pg.last_frame = time.monotonic()
+
+    pg.on("websocket", lambda ws: ws.on("framereceived", stamp))
     pg.goto(srv.url)
     pg.wait_for_selector("[data-testid=summary-time]", timeout=90_000)
     return pg, problems
 
 
-def close_page(pg, problems, srv):
-    # let the last update's trailing messages (Panel's busy indicator clears ~0.5 s later) reach the page:
-    # closing mid-write makes Tornado log a harmless WebSocketClosedError traceback
-    pg.wait_for_timeout(900)
+def close_page(pg, problems, srv, quiet: float = 0.9, timeout: float = 30.0):
+    """Close once the server has written nothing for ``quiet`` seconds: the last update's trailing messages
+    (Panel's busy indicator clears ~0.5 s later; a burst of rapid actions on a loaded host takes longer) must
+    reach the page, as closing mid-write makes Tornado log a harmless WebSocketClosedError traceback."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() - pg.last_frame < quiet and time.monotonic() < deadline:
+        pg.wait_for_timeout(100)
     pg.context.close()
     assert not problems, problems
     assert not server_problems(srv.log()), srv.log()
 
 
+def checked_page(ui_browser, srv):
+    """A page on ``srv`` (``page.problems``: what the browser reported so far); after the test, no console
+    problem, remote request or server Traceback."""
+    pg, problems = open_page(ui_browser, srv)
+    pg.problems = problems
+    yield pg
+    close_page(pg, problems, srv)
+
+
 @pytest.fixture
 def app_page(ui_browser, server):
-    """A page on the SYNTHETIC server; after the test, no console problem and no server Traceback."""
-    pg, problems = open_page(ui_browser, server)
-    yield pg
-    close_page(pg, problems, server)
+    """A page on the SYNTHETIC server."""
+    yield from checked_page(ui_browser, server)
 
 
 @pytest.fixture
 def bundled_page(ui_browser, bundled_server):
-    """A page on the bundled profiles' server, checked like ``app_page``."""
-    pg, problems = open_page(ui_browser, bundled_server)
-    pg.problems = problems
-    yield pg
-    close_page(pg, problems, bundled_server)
+    """A page on the bundled profiles' server."""
+    yield from checked_page(ui_browser, bundled_server)
 
 
 @pytest.fixture
 def bundled_plain_page(ui_browser, bundled_plain_server):
-    """A page on the bundled profiles served without --num-threads, checked like ``app_page``."""
-    pg, problems = open_page(ui_browser, bundled_plain_server)
-    pg.problems = problems
-    yield pg
-    close_page(pg, problems, bundled_plain_server)
+    """A page on the bundled profiles served without --num-threads."""
+    yield from checked_page(ui_browser, bundled_plain_server)
 
 
 @pytest.fixture
 def plain_page(ui_browser, plain_server):
-    """A page on the server without --num-threads, checked like ``app_page``."""
-    pg, problems = open_page(ui_browser, plain_server)
-    yield pg
-    close_page(pg, problems, plain_server)
+    """A page on the SYNTHETIC server without --num-threads."""
+    yield from checked_page(ui_browser, plain_server)
