@@ -6,19 +6,18 @@ websocket option is needed. Serve with:
 
     panel serve app.py --unused-session-lifetime 60000
 
-(a page whose websocket connects more than 15 s after it was requested, as on a loaded machine, would
-otherwise be built twice). One process builds every page, one at a time in the order the pages loaded
-(dashboard/pages.py), each after its browser shows a header and "Loading...": about 0.8 CPU seconds a page,
-and a slider move's update about 25 ms (ten pages at once, ResNet-50: 5.1 s median page load, slider p90 0.26 s;
-benchmarks/reports/dashboard.md). ``--num-threads N`` buys no parallelism under Python's GIL and with ten
-pages moving their sliders at once cost the server 0.041 CPU seconds a move against 0.024 (each event goes to
-a pool thread and its refresh back to the page's loop), and a burst of rapid choices can end on an earlier one
-(Panel runs one page's events on several threads; README, What does not work yet). ``--num-procs N`` (one per
-core) spreads page builds over the cores: the dashboard is built in the process its websocket reached (only the
-page's header is made twice when that is not the process of its first request); measured 2.4 s and 4.0 s median in two runs against
-5.1 s. Analyses, plans, memory timelines and the snapshots the views draw are cached per process and shared
-by its pages; GPU jobs (Verify on GPU, the memory tab's runs) are queued per process: serve one process where
-measured GPU times matter.
+(a page whose websocket connects more than 15 s after it was requested, as on a loaded machine, would otherwise be
+built twice). One process builds every page, one at a time in the order the pages loaded (dashboard/pages.py), each
+after its browser shows a header and "Loading...": about 0.8 CPU seconds a page, and a slider move's update about
+25 ms (ten pages at once, ResNet-50: 5.1 s median page load, slider p90 0.26 s; benchmarks/reports/dashboard.md).
+``--num-threads N`` buys no parallelism under Python's GIL and with ten pages moving their sliders at once cost the
+server 0.041 CPU seconds a move against 0.024 (each event goes to a pool thread and its refresh back to the page's
+loop), and a burst of rapid choices can end on an earlier one (Panel runs one page's events on several threads;
+README, What does not work yet). ``--num-procs N`` (one per core) spreads page builds over the cores: the dashboard
+is built in the process its websocket reached (only the page's header is made twice when that is not the process of
+its first request); measured 2.4 s and 4.0 s median in two runs against 5.1 s. Analyses, plans, memory timelines
+and the snapshots the views draw are cached per process and shared by its pages; GPU jobs (Verify on GPU, the
+memory tab's runs) are queued per process: serve one process where measured GPU times matter.
 
 The page is one layout (a header, the sidebar and the views), not one of Panel's templates: a template
 added a third of a page's server time (its four roots are preprocessed and themed one by one).
