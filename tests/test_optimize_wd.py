@@ -104,6 +104,17 @@ def test_wd_with_repeated_kernels_equals_exhaustive_search(kernel_sets, budget, 
     assert r.n_solver_variables <= sum(n - 1 for n in distinct.values())  # per group, less its first
 
 
+def test_a_start_that_is_not_the_optimum_is_improved_not_returned_as_optimal():
+    """Hypothesis found it in CI: with the bare hull choice (36 ms) as HiGHS's start, HiGHS 1.16's presolve
+    read that start as 18 ms in its reduced space, met its bound and returned the start as optimal."""
+    s = [cfg(0, 9.0), cfg(1, 6.0), cfg(28, 2.0), cfg(29, 1.0)]
+    sets = [list(s) for _ in range(6)]
+    with hull_incumbent():
+        r = wd(sets, 112)
+    check_choice(sets, 112, r, 21.0)  # three kernels on 1 B, three on 29 B
+    assert r.status == "optimal"
+
+
 def test_repeated_kernels_get_one_configuration_each():
     # 3 + 2 identical kernels in interleaved order; the optimum mixes configurations within a group
     a = [cfg(0, 10.0), cfg(6 * MiB, 4.0)]

@@ -25,13 +25,16 @@ many near-optimal choices, so HiGHS spends its time in primal heuristics, sub-MI
    within the budget takes time >= LB + Σ n_gc r_gc, so one no slower than UB has
    n_gc <= (UB - LB) / r_gc: that bounds n_gc, and configurations bounded to 0 are dropped. Every
    optimum survives (a small margin keeps the borderline ones against rounding).
-5. HiGHS (or CBC) solves what is left, in incremental form (``_problem``), warm-started from the
-   incumbent, and proves it optimal or finds the optimum. HiGHS's primal heuristics, symmetry
-   detection and restarts are off: the incumbent replaces the heuristics, aggregation removed the
-   symmetry, fixing did what restarts would, and each cost more than it saved (measured).
+5. HiGHS (or CBC) solves what is left, in incremental form (``_problem``), and proves the incumbent
+   optimal or finds the optimum. CBC is warm-started from the incumbent; HiGHS is not: HiGHS 1.16 read
+   a MIP start's objective in its presolved space without the constant presolve moved out (a 36 ms
+   start read 18) and returned that start as optimal where 21 ms was best (tests/test_optimize_wd.py).
+   HiGHS's primal heuristics, symmetry detection and restarts are off: aggregation removed the
+   symmetry, fixing did what restarts would, and each cost more than it saved (measured with the
+   start; not measured since).
 
 Unlike mu-cuDNN's GLPK call (no time limit or gap, raw-byte coefficients) the model has MiB-scaled workspace
-coefficients, a time limit, a warm start, a near-zero optimality gap (the result must be the optimum,
+coefficients, a time limit, a near-zero optimality gap (the result must be the optimum,
 not a 1e-4 one), tight feasibility tolerances (so "1 byte over the budget" is infeasible despite the
 scaling) and a clear error naming the least feasible budget. ``wd_problem`` returns the PuLP model
 ``wd`` solves, for export (``problem.writeLP(path)`` / ``writeMPS``).
@@ -385,11 +388,10 @@ def wd_problem(kernel_sets: Sequence[Sequence[Configuration]], budget: int) -> p
 
 class _TimedHiGHS(pulp.HiGHS):
     """PuLP's HiGHS interface with a bulk model load (PuLP's loads column by column, ~40 µs per
-    integrality call), timing load and solve apart, and passing a warm start."""
+    integrality call), and timing load and solve apart."""
 
-    def __init__(self, warm: dict[str, float], **kwargs):  # warm: value by variable name
+    def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.warm = warm
         self.load_s = self.solve_s = 0.0
 
     def createAndConfigureSolver(self, lp):
@@ -460,12 +462,6 @@ class _TimedHiGHS(pulp.HiGHS):
         self.load_s = time.perf_counter() - start
 
     def callSolver(self, lp):
-        import highspy
-
-        sol = highspy.HighsSolution()
-        sol.col_value = [self.warm.get(v.name, 0.0) for v in lp.variables()]  # PuLP may add a __dummy
-        sol.value_valid = True
-        lp.solverModel.setSolution(sol)
         start = time.perf_counter()
         super().callSolver(lp)
         self.solve_s = time.perf_counter() - start
@@ -533,9 +529,7 @@ def wd(
     if name == "highs":
         import highspy
 
-        warm = {v.name: float(v.varValue) for v in prob.variables()}
         backend = _TimedHiGHS(
-            warm,
             msg=SOLVER_LOG["on"],
             timeLimit=time_limit_s,
             gapRel=_GAP,
