@@ -274,7 +274,7 @@ def render(results: list[dict], missing: list[str], stress: dict, meta: dict) ->
             lambda r: ", ".join(f"{format_size(b)}: {ms(s)}" for b, s in zip(r["budgets"], r["solve_per_budget_s"])),
         ),
         ("wd: whole call, median (max)", lambda r: f"{ms(r['call_median_s'])} ({ms(r['call_max_s'])})"),
-        ("wd: ILP solve, warm-started from the front's choice, median", lambda r: ms(r["warm_solve_median_s"])),
+        ("wd: ILP solve, the front's choice as incumbent (warm_start), median", lambda r: ms(r["warm_solve_median_s"])),
         ("sweep, solve median / p90 / max: Eq. 1-4 as written", lambda r: spread(r["sweep_literal"])),
         ("sweep, solve median / p90 / max: wd", lambda r: spread(r["sweep"])),
         (
