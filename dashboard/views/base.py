@@ -63,7 +63,7 @@ class StateView(pn.viewable.Viewer):
 
     def __init__(self, shown: bool = True, **params):
         super().__init__(**params)
-        self.shown, self._stale, self._tab_turn = shown, False, 0  # turn: tab opens and closes so far
+        self.shown, self._stale = shown, False
         # set by the page for a view in a tab: whether its tab is the chosen one (true from the click on,
         # before Panel has moved the tab out of the page)
         self.tab_open: Callable[[], bool] | None = None
@@ -99,27 +99,20 @@ class StateView(pn.viewable.Viewer):
             self._dispatch()
 
     def tab_closed(self) -> None:
-        self.locked(self._turn, False)
+        self.locked(self.set_shown, False)
 
     def tab_opened(self) -> None:
         """Its tab opened: refresh once Panel has put the tab back into the page. Panel does that on the page's
         thread, at once there and on a next tick from another (--num-threads); refreshed earlier, or after
         the tab closed again, an HTML pane out of the page would be given Panel's CDN stylesheet URLs (Panel
         reads them from the model's document, which it then lacks)."""
-        turn = self.locked(self._turn, None)
         if self._doc is not None and threading.get_ident() != self._thread:
-            self._doc.add_next_tick_callback(lambda: self.locked(self._open, turn))
+            self._doc.add_next_tick_callback(lambda: self.locked(self._open))
         else:
-            self.locked(self._open, turn)
+            self.locked(self._open)
 
-    def _turn(self, shown: bool | None) -> int:
-        self._tab_turn += 1
-        if shown is not None:
-            self.set_shown(shown)
-        return self._tab_turn
-
-    def _open(self, turn: int) -> None:
-        if turn == self._tab_turn:  # not closed (or opened again) since
+    def _open(self) -> None:
+        if self.tab_open is None or self.tab_open():  # not closed again since
             self.set_shown(True)
 
     def locked(self, fn, *args):
