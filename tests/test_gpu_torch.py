@@ -553,19 +553,33 @@ def test_a_user_depthwise_model_with_runtime_compiled_plans_trains_like_stock_in
     print("runtime-compiled kernels in the plan:", rtc)
 
 
+def smooth_mobile(model):
+    """MobileNetV3's own kinks removed too (Hardswish -> SiLU, Hardsigmoid -> Sigmoid; see ``smooth``)."""
+    for mod in list(model.modules()):
+        for child_name, child in list(mod.named_children()):
+            if isinstance(child, torch.nn.Hardswish):
+                setattr(mod, child_name, torch.nn.SiLU())
+            elif isinstance(child, torch.nn.Hardsigmoid):
+                setattr(mod, child_name, torch.nn.Sigmoid())
+    return smooth(model)
+
+
 @pytest.mark.parametrize("net", ["efficientnet_b0", "mobilenet_v3_large"])
-def test_whole_torchvision_models_with_runtime_compiled_plans_are_as_close_to_fp32_as_stock(net, tmp_path):
+def test_whole_torchvision_models_with_runtime_compiled_plans_train_like_stock_in_fp16(net, tmp_path):
     """Whole torchvision models whose fp16 NHWC depthwise convolutions get runtime-compiled plans, through the
-    one-line API at 32 MiB per kernel (batch 72 = 64 + 8 where a kernel splits), under autocast: against the
-    same model run in strict fp32, every gradient and the output of the planned model are as close as stock
-    PyTorch's fp16 ones, give or take fp16's tolerance. Compared with stock directly, a deep fp16 network
-    amplifies any change of algorithm (the worst relative error to stock is printed); stochastic depth and
-    dropout are off so both runs are the same function."""
+    one-line API at 32 MiB per kernel (batch 72 = 64 + 8 where a kernel splits), under autocast. Every
+    gradient stock's fp16 run gets right (within fp16's tolerance of a strict fp32 run) the planned model gets
+    within fp16's tolerance of stock's. Some gradients are zero but for rounding: a BatchNorm shift that the
+    next convolution's BatchNorm cancels (MobileNetV3's projections); stock's fp16 value there is rounding
+    noise (measured on the H200: 1e2 times the fp32 value), so the planned one must only be no noisier than
+    twice stock's. Smooth variants, stochastic depth and dropout off, so both runs are the same function."""
     from engine.pytorch import optimize
 
     torch.manual_seed(0)
-    kwargs = {"stochastic_depth_prob": 0.0} if net.startswith("efficientnet") else {}
-    stock = getattr(torchvision.models, net)(weights=None, num_classes=10, dropout=0.0, **kwargs)
+    if net.startswith("efficientnet"):  # SiLU and Sigmoid only: smooth already
+        stock = torchvision.models.efficientnet_b0(weights=None, num_classes=10, dropout=0.0, stochastic_depth_prob=0)
+    else:
+        stock = smooth_mobile(getattr(torchvision.models, net)(weights=None, num_classes=10, dropout=0.0))
     stock = stock.cuda().to(memory_format=torch.channels_last)
     planned, reference = copy.deepcopy(stock), copy.deepcopy(stock)
     auto = optimize(
@@ -587,20 +601,27 @@ def test_whole_torchvision_models_with_runtime_compiled_plans_are_as_close_to_fp
     allow_tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        yr, _ = step(reference, x, t)
+        step(reference, x, t)
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = True, allow_tf32
-    tol, worst = TOL["fp16"], 0.0
-    assert rel(yp, yr) <= rel(ys, yr) + tol, (rel(yp, yr), rel(ys, yr))
+    tol, rows = TOL["fp16"], []
     for (name, r), p, q in zip(reference.named_parameters(), stock.parameters(), planned.parameters()):
-        e_stock, e_planned = rel(p.grad, r.grad), rel(q.grad, r.grad)
-        assert e_planned <= e_stock + tol, f"{name}: planned {e_planned:.2e} from fp32, stock {e_stock:.2e}"
-        worst = max(worst, rel(q.grad, p.grad))
-    split = sum(len(k.micro) > 1 for k in applied.plan.kernels)
+        r = r.grad * 2.0**14  # step() scales the loss under autocast only
+        rows.append((name, rel(q.grad, p.grad), rel(p.grad, r), rel(q.grad, r)))
+    signal = [row for row in rows if row[2] <= tol]
+    noise = [row for row in rows if row[2] > tol]
     print(
-        f"{net}: {len(convs)} layers, {split} kernels split, runtime-compiled kernels "
-        f"{_runtime_compiled(applied.plan)}, worst gradient relative L2 to stock's {worst:.2e}"
+        f"{net}: {len(convs)} layers, {sum(len(k.micro) > 1 for k in applied.plan.kernels)} kernels split, "
+        f"runtime-compiled kernels {_runtime_compiled(applied.plan)}; output to stock's {rel(yp, ys):.2e}; "
+        f"{len(signal)} gradients stock gets right, worst planned to stock's "
+        f"{max((r[1] for r in signal), default=0):.2e}; {len(noise)} rounding noise, worst planned/stock distance "
+        f"to fp32 {max((r[3] / r[2] for r in noise), default=0):.2f}"
     )
+    assert rel(yp, ys) <= tol
+    for name, to_stock, _, _ in signal:
+        assert to_stock <= tol, f"{name}: gradient relative L2 error to stock's {to_stock:.2e} > {tol:g}"
+    for name, _, stock_off, planned_off in noise:
+        assert planned_off <= 2 * stock_off, f"{name}: planned {planned_off:.2e} from fp32, stock {stock_off:.2e}"
 
 
 @pytest.mark.parametrize(
