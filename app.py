@@ -10,14 +10,13 @@ websocket option is needed. Serve with:
 built twice). One process builds every page, one at a time in the order the pages loaded (dashboard/pages.py), each
 after its browser shows a header and "Loading...": about 0.8 CPU seconds a page, and a slider move's update about
 25 ms (ten pages at once, ResNet-50: 5.1 s median page load, slider p90 0.26 s; benchmarks/reports/dashboard.md).
-``--num-threads N`` buys no parallelism under Python's GIL and with ten pages moving their sliders at once cost the
-server 0.041 CPU seconds a move against 0.024 (each event goes to a pool thread and its refresh back to the page's
-loop), and a burst of rapid choices can end on an earlier one (Panel runs one page's events on several threads;
-README, What does not work yet). ``--num-procs N`` (one per core) spreads page builds over the cores: the dashboard
-is built in the process its websocket reached (only the page's header is made twice when that is not the process of
-its first request); measured 2.4 s and 4.0 s median in two runs against 5.1 s. Analyses, plans, memory timelines
-and the snapshots the views draw are cached per process and shared by its pages; GPU jobs (Verify on GPU, the
-memory tab's runs) are queued per process: serve one process where measured GPU times matter.
+``--num-threads N`` is turned off, with a warning (dashboard/threads.py: with Panel's pool a quick choice could be
+lost, and threads bought no parallelism under Python's GIL). ``--num-procs N`` (one per core) spreads page builds
+over the cores: the dashboard is built in the process its websocket reached (only the page's header is made twice
+when that is not the process of its first request); measured 2.4 s and 4.0 s median in two runs against 5.1 s.
+Analyses, plans, memory timelines and the snapshots the views draw are cached per process and shared by its pages;
+GPU jobs (Verify on GPU, the memory tab's runs) are queued per process: serve one process where measured GPU times
+matter.
 
 The page is one layout (a header, the sidebar and the views), not one of Panel's templates: a template
 added a third of a page's server time (its four roots are preprocessed and themed one by one).
@@ -29,17 +28,13 @@ import panel as pn
 from panel.io.resources import get_dist_path
 
 from dashboard.pages import build_in_turn
+from dashboard.threads import page_events_on_loop
 from dashboard.ui import EXTENSIONS, Dashboard
 
 TITLE = "ucudnn-explorer: micro-batched convolutions under workspace budgets"
 
 pn.extension(*EXTENSIONS, notifications=False)
-# Panel marks the process busy around every widget event, lifting the read-only flag of ``state.busy`` for the
-# write (panel.util.edit_readonly); with --num-threads two pool threads do that at once, one restores the flag
-# while the other writes, and the event dies with "Read-only parameter 'busy' cannot be modified" (seen in the
-# browser tests, issue 25). A flag that is never set cannot be restored under another thread's write.
-_busy = pn.state.param.objects("existing")["busy"]  # the process-wide state's own copy, which Panel edits
-_busy.readonly = _busy.constant = False
+page_events_on_loop()
 
 
 def show_dashboard(page: pn.Column) -> None:

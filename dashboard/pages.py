@@ -27,8 +27,7 @@ _building = False
 
 def build_in_turn(doc, build: Callable[[], None]) -> None:
     """Run ``build()`` for ``doc`` on the page's loop with its document locked and held (one message), after
-    the pages that asked before it. Thread-safe (Panel runs onload callbacks on a pool thread with
-    ``--num-threads``)."""
+    the pages that asked before it. Thread-safe, so safe whichever thread Panel runs onload callbacks on."""
     global _building
     with _guard:
         _turns.append((doc, build))

@@ -138,7 +138,7 @@ class PlanningState(param.Parameterized):
             (n.get("policy") for n in analysis.profile.networks if n.get("name") == analysis.scope.network), None
         )
         # a newly chosen profile, not another engine set of the same one (a new Profile object too): a user's
-        # policy chosen before an engine-set click was reset, and with --num-threads a click's order is not kept
+        # policy chosen before an engine-set click was reset (and the two clicks must agree in either order)
         new_profile, self._profile = self._profile != self.selection.profile, self.selection.profile
         if new_profile and "policy" not in self._given and recorded in policies:
             updates["policy"] = recorded  # what the profile was measured for, e.g. "all"

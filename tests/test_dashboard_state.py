@@ -168,7 +168,8 @@ def test_engine_set_switch_recomputes_and_comes_back(tmp_path):
 
 @pytest.mark.parametrize("first", ["policy", "engines"])
 def test_a_chosen_policy_survives_an_engine_set_switch_in_either_order(first):
-    """Served with --num-threads, two clicks may reach the state in either order: an engine-set switch used to
+    """Served with --num-threads (before the app turned Panel's pool off), two clicks reached the state in either
+    order: an engine-set switch used to
     put the policy back to the profile's recorded one, so "undivided" then "heuristics" ended on powerOfTwo."""
     st = PlannerState(profiles={"SYNTHETIC-engines": engine_set_profile()}, budget=256 * MiB)
     clicks = {"policy": dict(policy="undivided"), "engines": dict(engines="heuristics")}

@@ -378,8 +378,9 @@ def test_upload_arrives_in_chunks_and_is_bounded(dash, monkeypatch):
 
 
 def test_chunks_handled_at_once_and_out_of_order_join_in_order(dash):
-    """Served with --num-threads, Panel handles each chunk's event on a pool thread: they may arrive reversed and
-    at once, and the file must still be the one sent (FileDropper's own buffer raised KeyError in CI)."""
+    """Served with Panel's thread pool (--num-threads, before the app turned it off), each chunk's event ran on a
+    pool thread: chunks may arrive reversed and at once, and the file must still be the one sent (FileDropper's
+    own buffer raised KeyError in CI)."""
     import random
     import threading
 

@@ -45,10 +45,10 @@ class StateView(pn.viewable.Viewer):
     snapshot, and read nothing else that could already have moved on.
 
     Refreshes edit raw Bokeh models, which Bokeh allows only on the page's own thread with the document
-    locked; state changes made on another thread (``--num-threads``, the GPU job) are therefore handed to
-    the page's event loop. With ``--num-threads`` Panel runs two widget events of one page on two threads at
-    once; every input (``listen``) and every handed-over refresh holds the page's lock (``state.lock``), so
-    one page's state changes one event at a time. The refreshes one state change hands over go to the loop
+    locked; state changes made on another thread (the GPU job's; Panel's thread pool is off:
+    dashboard/threads.py) are therefore handed to the page's event loop. Every input (``listen``) and every
+    handed-over refresh holds the page's lock (``state.lock``), so the job's changes and the user's do not
+    interleave. The refreshes one state change hands over go to the loop
     together (``_Handover``): one callback, each view refreshed once, in one held message - not one callback
     and one websocket message per view, which the browser lays out one after another (issue 25: the slider
     took 189 ms in Chromium against 96 ms before).
@@ -102,18 +102,8 @@ class StateView(pn.viewable.Viewer):
         self.locked(self.set_shown, False)
 
     def tab_opened(self) -> None:
-        """Its tab opened: refresh once Panel has put the tab back into the page. Panel does that on the page's
-        thread, at once there and on a next tick from another (--num-threads); refreshed earlier, or after
-        the tab closed again, an HTML pane out of the page would be given Panel's CDN stylesheet URLs (Panel
-        reads them from the model's document, which it then lacks)."""
-        if self._doc is not None and threading.get_ident() != self._thread:
-            self._doc.add_next_tick_callback(lambda: self.locked(self._open))
-        else:
-            self.locked(self._open)
-
-    def _open(self) -> None:
-        if self.tab_open is None or self.tab_open():  # not closed again since
-            self.set_shown(True)
+        """Its tab opened (Panel's watcher, on the page's thread, has put the tab back into the page)."""
+        self.locked(self.set_shown, True)
 
     def locked(self, fn, *args):
         with self.state.lock:
@@ -121,9 +111,8 @@ class StateView(pn.viewable.Viewer):
 
     def listen(self, widget, names, fn) -> None:
         """``fn(event)`` on a change of a widget's ``names``, under the page's lock and (on the page's thread) a
-        hold of its document: served without --num-threads, Panel runs a widget's event with the document
-        unlocked, and a refresh's raw Bokeh edit (the memory plot's data on a typed capacity) then raised in
-        Bokeh's session."""
+        hold of its document: Panel runs a widget's event with the document unlocked, and a refresh's raw
+        Bokeh edit (the memory plot's data on a typed capacity) then raised in Bokeh's session."""
         widget.param.watch(lambda *events: self.locked(self._held, fn, *events), names)
 
     def _held(self, fn, *events):

@@ -40,9 +40,9 @@ class PlanDropper(pn.widgets.FileDropper):
     is dropped chunk by chunk as it arrives, whatever the client claims. A completed file is handed over once
     as ``file`` = (name, bytes), or (name, None) when it was too large, and not kept in ``value``.
 
-    Chunks are kept by their number and joined in order once all have come, under a lock: served with
-    --num-threads, Panel handles each chunk's event on a pool thread, so they may run at once and out of order
-    (FileDropper's own buffer then raised KeyError, or would have joined them in arrival order)."""
+    Chunks are kept by their number and joined in order once all have come, under a lock: with Panel's thread
+    pool (``--num-threads``, which the app now turns off: dashboard/threads.py) chunk events ran at once and out
+    of order, and FileDropper's own buffer raised KeyError (or would have joined them in arrival order)."""
 
     file = param.Parameter(default=None, doc="(name, bytes or None) of the last upload; set on every upload")
     _rename = {**pn.widgets.FileDropper._rename, "file": None}  # server-side only, no Bokeh property

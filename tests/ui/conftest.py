@@ -94,7 +94,7 @@ def plain_server(synthetic_profile_file, tmp_path_factory):
 @pytest.fixture(scope="module")
 def bundled_server(tmp_path_factory):
     """The bundled (measured) profiles only, as a new user's ``panel serve app.py`` offers them (with
-    --num-threads 2, like ``server``)."""
+    --num-threads 2, like ``server``: the app turns Panel's pool off, dashboard/threads.py)."""
     srv = Server(None, tmp_path_factory.mktemp("ui-bundled") / "panel-serve.log")
     yield srv
     srv.stop()

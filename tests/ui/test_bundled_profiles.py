@@ -245,8 +245,8 @@ def test_rapid_switching_on_measured_profiles_never_tears_the_page(bundled_plain
     """60 seeded random actions (tabs, compare, mode, engines, policy, profile, typed budget and capacity), each
     taken as soon as its control can be used, on the app served as the README says. Taken like this, pages tore
     ("reference pNNNN isn't known": an edit written ahead of Panel's queued messages). The page must then still
-    follow a profile switch. Served with --num-threads 2 the same walk ended on an earlier profile than the one last
-    chosen in 3 of 16 runs (README, What does not work yet)."""
+    follow a profile switch. Served with Panel's thread pool (--num-threads 2) the same walk ended on an earlier
+    choice than the last in 3 of 16 runs, so the app turns the pool off (dashboard/threads.py)."""
     page = bundled_plain_page
     rng = random.Random(4)
     taken, memory_open = [], False
