@@ -383,6 +383,16 @@ def measure_layer(torch, precision: str, layout: str) -> dict:
             if not name.startswith("_"):
                 cases[f"forward+backward/{name}"] = lambda f=f: f(xg, wg, bg, h).backward(gy)
         cases["forward+backward/old"] = lambda: old_forward(xg, wg, bg, h).backward(gy)
+        if p == 1:  # stock PyTorch on the same tensors: what this host takes for cuDNN's own C++ path
+            F = torch.nn.functional
+            cases |= {
+                "forward/stock": lambda: F.conv2d(x, w, bias, 1, 1),
+                "forward/stock, no bias": lambda: F.conv2d(x, w, None, 1, 1),
+                "backward_filter/stock": lambda: torch.ops.aten.convolution_backward(
+                    gy, x, w, None, (1, 1), (1, 1), (1, 1), False, (0, 0), 1, (False, True, False)
+                ),
+                "forward+backward/stock": lambda: F.conv2d(xg, wg, bg, 1, 1).backward(gy),
+            }
         kernels[p] = kernels_per_call(torch, new_launch)
         for case, fn in cases.items():
             host, elapsed = host_and_elapsed_us(torch, fn)
@@ -530,7 +540,7 @@ def summary(layer: dict) -> dict:
         case: {
             "host": {p: r["host_us"] for p, r in ps.items()},
             "elapsed": {p: r["elapsed_us"] for p, r in ps.items()},
-            "per_piece": slope(list(ps), [r["host_us"] for r in ps.values()]),
+            "per_piece": slope(list(ps), [r["host_us"] for r in ps.values()]) if len(ps) > 1 else None,
         }
         for case, ps in by.items()
     }
@@ -574,24 +584,32 @@ def report(args) -> None:
     ]
 
     def mark(v, limit):
-        return f"{v:.1f}" + ("" if v <= limit else " (above)")
+        return "-" if v is None else f"{v:.1f}" + ("" if v <= limit else " (above)")
+
+    def cell(s, case, what, limit):
+        c = s.get(case)
+        return "-" if c is None else mark(c["per_piece"] if what == "per_piece" else c["host"][1], limit)
 
     for layer in data["layers"]:
         s = summary(layer)
-        for path in ("new", "old"):
+        for path in ("new", "old", "stock"):
+            if f"forward/{path}" not in s:  # runs before 2026-11-29 did not time stock PyTorch
+                continue
             lines.append(
                 f"| {layer['precision']} {layer['layout']} | {path} | "
-                f"{mark(s[f'launch/{path}']['per_piece'], per_piece)} | "
-                f"{mark(s[f'forward/{path}']['per_piece'], per_piece)} | "
-                f"{mark(s[f'forward/{path}']['host'][1], per_call)} | "
-                f"{mark(s[f'backward_filter/{path}']['host'][1], per_call)} |"
+                f"{cell(s, f'launch/{path}', 'per_piece', per_piece)} | "
+                f"{cell(s, f'forward/{path}', 'per_piece', per_piece)} | "
+                f"{cell(s, f'forward/{path}', 'host', per_call)} | "
+                f"{cell(s, f'backward_filter/{path}', 'host', per_call)} |"
             )
     lines += [
         "",
         "Host us, median. *launch*: the pieces' launches alone (new: engine.gpu.pieces over pointer arrays; "
         "old: a dict-based execute per piece), no op around them; *per piece*: the least-squares slope of host "
         "time over 1, 2, 4 and 8 pieces. Host time is measured with the GPU held busy by a spin kernel, so "
-        "each call only enqueues work.",
+        "each call only enqueues work. *stock*: stock PyTorch on the same tensors (`F.conv2d`, and "
+        "`aten.convolution_backward` for dW alone; `cudnn.benchmark` off), the whole mini-batch in one call: "
+        "what this host takes for cuDNN's own C++ path, against which the targets can be read.",
         "",
         "## Registration",
         "",
@@ -610,12 +628,13 @@ def report(args) -> None:
         ]
         for case, c in s.items():
             cells = [f"{c['host'][p]:.1f}" if p in c["host"] else "-" for p in ps]
-            lines.append(f"| {case} | " + " | ".join(cells) + f" | {c['per_piece']:.1f} |")
+            slope_cell = "-" if c["per_piece"] is None else f"{c['per_piece']:.1f}"
+            lines.append(f"| {case} | " + " | ".join(cells) + f" | {slope_cell} |")
         lines += [
             "",
-            "Elapsed us per call with the GPU free (CUDA events over back-to-back calls): "
+            "Elapsed us per call with the GPU free (CUDA events over back-to-back calls; 1 to 8 pieces): "
             + ", ".join(
-                f"{case} {c['elapsed'][ps[0]]:.0f}-{c['elapsed'][ps[-1]]:.0f}"
+                f"{case} " + "-".join(f"{c['elapsed'][p]:.0f}" for p in sorted({min(c["elapsed"]), max(c["elapsed"])}))
                 for case, c in s.items()
                 if case.startswith(("forward/", "backward_filter/"))
             )
