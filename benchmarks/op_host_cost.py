@@ -551,12 +551,52 @@ def _registrations(data: dict) -> str:
     wins, cells = {}, 0
     for layer in data["layers"]:
         s = summary(layer)
-        regs = {c: v for c, v in s.items() if c.startswith("forward+backward/") and not c.endswith("/old")}
+        regs = {c: v for c, v in s.items() if c.startswith("forward+backward/") and not c.endswith(("/old", "/stock"))}
         for p in next(iter(regs.values()))["host"]:
             best = min(regs, key=lambda c: regs[c]["host"][p])
             wins[best] = wins.get(best, 0) + 1
             cells += 1
     return ", ".join(f"{c.split('/', 1)[1]} {n} of {cells}" for c, n in sorted(wins.items(), key=lambda kv: -kv[1]))
+
+
+def _run_to_run(first: str, earlier: list[str]) -> list[str]:
+    """The single-piece host times of this run and the earlier ones that timed stock PyTorch too, one row each:
+    how far one host's numbers move between runs of this script."""
+    rows = []
+    for path in (first, *earlier):
+        data = json.loads(Path(path).read_text())
+        for layer in data["layers"]:
+            s = summary(layer)
+            if "forward/stock" not in s:
+                continue
+            v = [s[c]["host"][1] for c in RUN_CASES] + [s["forward/new"]["per_piece"]]
+            rows.append(
+                f"| `{Path(path).name}` ({data['provenance']['date']}) | {layer['precision']} {layer['layout']} | "
+                + " | ".join(f"{x:.1f}" for x in v)
+                + " |"
+            )
+    if len(rows) <= 2:  # one run: its tables say it all
+        return []
+    return [
+        "## Run to run",
+        "",
+        "Host us per call, median, one piece: " + ", ".join(RUN_CASES) + "; and the planned forward's us per piece.",
+        "",
+        "| run | precision | " + " | ".join(RUN_CASES) + " | forward/new per piece |",
+        "|---|---|" + "---|" * (len(RUN_CASES) + 1),
+        *rows,
+        "",
+    ]
+
+
+RUN_CASES = (
+    "forward/new",
+    "forward/stock",
+    "forward/new, no bias",
+    "forward/stock, no bias",
+    "backward_filter/new",
+    "backward_filter/stock",
+)
 
 
 def report(args) -> None:
@@ -667,6 +707,7 @@ def report(args) -> None:
         ]
     elif m:
         lines += ["## A training step", "", f"Not run: {m['skipped']}.", ""]
+    lines += _run_to_run(args.input, args.earlier)
     for path in args.earlier:  # the same step in earlier runs of this script: how far it moves between runs
         earlier = json.loads(Path(path).read_text())
         e, ep = earlier.get("model"), earlier["provenance"]
