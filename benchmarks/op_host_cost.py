@@ -539,7 +539,7 @@ def summary(layer: dict) -> dict:
     return {
         case: {
             "host": {p: r["host_us"] for p, r in ps.items()},
-            "elapsed": {p: r["elapsed_us"] for p, r in ps.items()},
+            "elapsed": {p: r.get("elapsed_us") for p, r in ps.items()},  # runs before 2026-11-26: none
             "per_piece": slope(list(ps), [r["host_us"] for r in ps.values()]) if len(ps) > 1 else None,
         }
         for case, ps in by.items()
@@ -559,24 +559,33 @@ def _registrations(data: dict) -> str:
     return ", ".join(f"{c.split('/', 1)[1]} {n} of {cells}" for c, n in sorted(wins.items(), key=lambda kv: -kv[1]))
 
 
-def _run_to_run(first: str, earlier: list[str]) -> list[str]:
-    """The single-piece host times of this run and the earlier ones that timed stock PyTorch too, one row each:
-    how far one host's numbers move between runs of this script."""
+RUN_CASES = (
+    "forward/new",
+    "forward/stock",
+    "forward/new, no bias",
+    "forward/stock, no bias",
+    "backward_filter/new",
+    "backward_filter/stock",
+    "forward+backward/Library + autograd.Function",
+    "forward+backward/stock",
+)
+
+
+def _run_to_run(runs: dict[str, dict]) -> list[str]:
+    """The single-piece host times of every run given (file name -> its JSON), one row per run and precision:
+    how far the numbers move between runs of this script ("-": a case that run did not time)."""
+    if len(runs) < 2:  # one run: its tables say it all
+        return []
     rows = []
-    for path in (first, *earlier):
-        data = json.loads(Path(path).read_text())
+    for name, data in runs.items():
         for layer in data["layers"]:
             s = summary(layer)
-            if "forward/stock" not in s:
-                continue
-            v = [s[c]["host"][1] for c in RUN_CASES] + [s["forward/new"]["per_piece"]]
+            cells = [f"{s[c]['host'][1]:.1f}" if c in s else "-" for c in RUN_CASES]
             rows.append(
-                f"| `{Path(path).name}` ({data['provenance']['date']}) | {layer['precision']} {layer['layout']} | "
-                + " | ".join(f"{x:.1f}" for x in v)
+                f"| `{name}` ({data['provenance']['date']}) | {layer['precision']} {layer['layout']} | "
+                + " | ".join([*cells, f"{s['forward/new']['per_piece']:.1f}"])
                 + " |"
             )
-    if len(rows) <= 2:  # one run: its tables say it all
-        return []
     return [
         "## Run to run",
         "",
@@ -587,16 +596,6 @@ def _run_to_run(first: str, earlier: list[str]) -> list[str]:
         *rows,
         "",
     ]
-
-
-RUN_CASES = (
-    "forward/new",
-    "forward/stock",
-    "forward/new, no bias",
-    "forward/stock, no bias",
-    "backward_filter/new",
-    "backward_filter/stock",
-)
 
 
 def report(args) -> None:
@@ -707,13 +706,13 @@ def report(args) -> None:
         ]
     elif m:
         lines += ["## A training step", "", f"Not run: {m['skipped']}.", ""]
-    lines += _run_to_run(args.input, args.earlier)
-    for path in args.earlier:  # the same step in earlier runs of this script: how far it moves between runs
-        earlier = json.loads(Path(path).read_text())
+    earlier_runs = {Path(path).name: json.loads(Path(path).read_text()) for path in args.earlier}
+    lines += _run_to_run({Path(args.input).name: data, **earlier_runs})
+    for name, earlier in earlier_runs.items():  # the same step in earlier runs of this script
         e, ep = earlier.get("model"), earlier["provenance"]
         if e and "skipped" not in e:
             lines += [
-                f"An earlier run ({ep['date']}, {ep['gpu']} {ep.get('gpu_uuid', '')}, `{Path(path).name}`): "
+                f"An earlier run ({ep['date']}, {ep['gpu']} {ep.get('gpu_uuid', '')}, `{name}`): "
                 f"stock {e['stock_ms']:.2f} ms, old ops {e['old_ms']:.2f} ms "
                 f"({e['old_ms'] / e['stock_ms']:.2f}x), new ops {e['new_ms']:.2f} ms "
                 f"({e['new_ms'] / e['stock_ms']:.2f}x).",

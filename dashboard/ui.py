@@ -67,9 +67,7 @@ class Dashboard(pn.viewable.Viewer):
         views = (self.workspace, self.timeline, self.plan, self.memory)
         for i, v in enumerate(views):
             v.tab_open = lambda i=i: self.tabs.active == i
-        self.tabs.param.watch(
-            lambda e: [v.tab_opened() if i == e.new else v.tab_closed() for i, v in enumerate(views)], "active"
-        )
+        self.tabs.param.watch(lambda e: [v.locked(v.set_shown, i == e.new) for i, v in enumerate(views)], "active")
         self.main = pn.Column(
             self.summary,
             pn.Row(self.pareto, self.desirable, sizing_mode="stretch_width"),

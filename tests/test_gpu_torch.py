@@ -6,12 +6,12 @@ engine.planner.make_plan (the one planning path) at mini-batch 200, so kernels r
 such as 128 + 64 + 8. Each test builds fresh random weights and inputs; the planned model is a deep copy
 of the stock one with the plan applied.
 
-Whole-model gradients are compared on *smooth* variants of the torchvision models (ReLU -> Softplus,
-max-pool -> average-pool, dropout off; the convolutions are untouched). In the unmodified models a
-rounding difference of 1e-7 in a convolution flips some max-pool choices and ReLU signs, which moves
-whole gradient entries: measured on the H100, stock PyTorch's own gradients differ from a float64 run
-of the same model by 2e-3 (strict fp32) to 0.12 (TF32) relative L2, so no other convolution algorithm
-can match them to 5e-3. On the unmodified models every planned kernel is instead checked against a
+Whole-model gradients are compared on *smooth* variants of the torchvision models (ReLU -> Softplus, max-pool
+-> average-pool, Hardswish -> SiLU, Hardsigmoid -> Sigmoid, dropout off; the convolutions are untouched). In
+the unmodified models a rounding difference of 1e-7 in a convolution flips some max-pool choices and ReLU
+signs, which moves whole gradient entries: measured on the H100, stock PyTorch's own gradients differ from a
+float64 run of the same model by 2e-3 (strict fp32) to 0.12 (TF32) relative L2, so no other convolution
+algorithm can match them to 5e-3. On the unmodified models every planned kernel is instead checked against a
 float64 reference on the shapes the model runs, and the outputs against stock PyTorch.
 """
 
@@ -82,6 +82,10 @@ def smooth(model):
                 )
             elif isinstance(child, torch.nn.Dropout):
                 child.p = 0.0
+            elif isinstance(child, torch.nn.Hardswish):  # MobileNetV3's own kinks
+                setattr(mod, child_name, torch.nn.SiLU())
+            elif isinstance(child, torch.nn.Hardsigmoid):
+                setattr(mod, child_name, torch.nn.Sigmoid())
     return model
 
 
@@ -553,17 +557,6 @@ def test_a_user_depthwise_model_with_runtime_compiled_plans_trains_like_stock_in
     print("runtime-compiled kernels in the plan:", rtc)
 
 
-def smooth_mobile(model):
-    """MobileNetV3's own kinks removed too (Hardswish -> SiLU, Hardsigmoid -> Sigmoid; see ``smooth``)."""
-    for mod in list(model.modules()):
-        for child_name, child in list(mod.named_children()):
-            if isinstance(child, torch.nn.Hardswish):
-                setattr(mod, child_name, torch.nn.SiLU())
-            elif isinstance(child, torch.nn.Hardsigmoid):
-                setattr(mod, child_name, torch.nn.Sigmoid())
-    return smooth(model)
-
-
 @pytest.mark.parametrize("net", ["efficientnet_b0", "mobilenet_v3_large"])
 def test_whole_torchvision_models_with_runtime_compiled_plans_train_like_stock_in_fp16(net, tmp_path):
     """Whole torchvision models whose fp16 NHWC depthwise convolutions get runtime-compiled plans, through the
@@ -576,10 +569,8 @@ def test_whole_torchvision_models_with_runtime_compiled_plans_train_like_stock_i
     from engine.pytorch import optimize
 
     torch.manual_seed(0)
-    if net.startswith("efficientnet"):  # SiLU and Sigmoid only: smooth already
-        stock = torchvision.models.efficientnet_b0(weights=None, num_classes=10, dropout=0.0, stochastic_depth_prob=0)
-    else:
-        stock = smooth_mobile(getattr(torchvision.models, net)(weights=None, num_classes=10, dropout=0.0))
+    kwargs = {"stochastic_depth_prob": 0.0} if net.startswith("efficientnet") else {}
+    stock = smooth(getattr(torchvision.models, net)(weights=None, num_classes=10, dropout=0.0, **kwargs))
     stock = stock.cuda().to(memory_format=torch.channels_last)
     planned, reference = copy.deepcopy(stock), copy.deepcopy(stock)
     auto = optimize(

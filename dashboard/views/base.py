@@ -53,7 +53,7 @@ class StateView(pn.viewable.Viewer):
     and one websocket message per view, which the browser lays out one after another (issue 25: the slider
     took 189 ms in Chromium against 96 ms before).
 
-    A view in a tab is ``shown`` only while its tab is open (``tab_opened``): while hidden, a change only marks it
+    A view in a tab is ``shown`` only while its tab is open (``set_shown``): while hidden, a change only marks it
     stale (and runs ``_refresh_hidden``), and opening the tab refreshes it once from the current state, so a
     slider move redraws only what is seen (issue 25: ten sessions on two CPUs).
     """
@@ -97,13 +97,6 @@ class StateView(pn.viewable.Viewer):
         self.shown = shown
         if shown and self._stale:
             self._dispatch()
-
-    def tab_closed(self) -> None:
-        self.locked(self.set_shown, False)
-
-    def tab_opened(self) -> None:
-        """Its tab opened (Panel's watcher, on the page's thread, has put the tab back into the page)."""
-        self.locked(self.set_shown, True)
 
     def locked(self, fn, *args):
         with self.state.lock:
