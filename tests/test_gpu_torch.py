@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not (ok and torch.cuda.is_avai
 from engine.errors import EngineError  # noqa: E402
 from engine.planner import make_plan  # noqa: E402
 from engine.precision import PRECISIONS  # noqa: E402
+from engine.testing.torchmodels import smooth  # noqa: E402
 from engine.zoo import get_network  # noqa: E402
 
 TOL = {name: p.tolerance for name, p in PRECISIONS.items()}  # verification's tolerances
@@ -66,27 +67,6 @@ def profiled(net: str, precision: str):
 
 def plan_for(net: str, precision: str, budget="64MiB", mode="wr"):
     return make_plan(profiled(net, precision), get_network(net, BATCH), mode=mode, budget=budget, policy=SIZES)
-
-
-def smooth(model):
-    """The same convolutions, with every non-differentiable point removed (see the module docstring)."""
-    for _name, mod in list(model.named_modules()):
-        for child_name, child in list(mod.named_children()):
-            if isinstance(child, torch.nn.ReLU):
-                setattr(mod, child_name, torch.nn.Softplus())
-            elif isinstance(child, torch.nn.MaxPool2d):
-                setattr(
-                    mod,
-                    child_name,
-                    torch.nn.AvgPool2d(child.kernel_size, child.stride, child.padding, ceil_mode=child.ceil_mode),
-                )
-            elif isinstance(child, torch.nn.Dropout):
-                child.p = 0.0
-            elif isinstance(child, torch.nn.Hardswish):  # MobileNetV3's own kinks
-                setattr(mod, child_name, torch.nn.SiLU())
-            elif isinstance(child, torch.nn.Hardsigmoid):
-                setattr(mod, child_name, torch.nn.Sigmoid())
-    return model
 
 
 def models(net: str, channels_last=False, smooth_model=True):
