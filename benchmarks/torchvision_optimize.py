@@ -3,18 +3,19 @@
     python benchmarks/torchvision_optimize.py run --out DIR [--models a,b]   # on a GPU host
     python benchmarks/torchvision_optimize.py report DIR [DIR ...]          # anywhere
 
-``run`` takes each model in a process of its own (a crash loses one model): fresh random weights, the smooth
-variant (engine.testing.torchmodels: the convolutions untouched, kinks and random draws removed), strict fp32
-(TF32 off for convolutions and matmuls), batch 8. One copy trains a step with stock PyTorch, one with
-``optimize(model, "4MiB", policy=[8, 4], engines="heuristics", keep_stock=False)`` (every convolution through the
-planned ops; 4 MiB so some kernels split into micro-batches) and one in float64, the reference. Both fp32 runs are
-measured by their distance to float64: the output, the whole gradient (every parameter's, concatenated) and each
-parameter's gradient. A model passes when every convolution it has is planned and the planned run is no farther
-from float64 than twice stock's distance plus fp32's verification tolerance, on the output, on the whole gradient
-and on each parameter whose stock gradient is within 1e-2 of float64 (others are zero but for rounding, such as a
-convolution bias that the next BatchNorm cancels; they are counted). Models ``optimize`` cannot plan (a video
-model's 5-D input) must run stock PyTorch with one warning naming why. ``report`` writes
-benchmarks/reports/torchvision-optimize.md from the DIRs' results.json.
+``run`` takes each model in a process of its own (a crash loses one model): fresh random weights, the smooth variant
+(engine.testing.torchmodels: the convolutions untouched, kinks and random draws removed), strict fp32 (TF32 off for
+convolutions and matmuls), batch 8. One copy trains a step with stock PyTorch, one with ``optimize(model, "4MiB",
+policy=[8, 4], engines="heuristics", keep_stock=False)`` (every convolution through the planned ops; 4 MiB so some
+kernels split into micro-batches; a profile cache of its own, from cold, so its first step holds everything a user's
+first step on a new machine does) and one in float64, the reference. Both fp32 runs are measured by their distance
+to float64: the output, the whole gradient (every parameter's, concatenated) and each parameter's gradient. A model
+passes when every convolution it has is planned and the planned run is no farther from float64 than twice stock's
+distance plus fp32's verification tolerance, on the output, on the whole gradient and on each parameter whose stock
+gradient is within 1e-2 of float64 (others are zero but for rounding, such as a convolution bias that the next
+BatchNorm cancels; they are counted). Models ``optimize`` cannot plan (a video model's 5-D input) must run stock
+PyTorch with one warning naming why. ``report`` writes benchmarks/reports/torchvision-optimize.md from the DIRs'
+results.json.
 """
 
 from __future__ import annotations
@@ -141,7 +142,10 @@ def case(name: str, cache: str) -> dict:
     per = [(n, rel(q, e), rel(s, e)) for n, s, q, e in grads]
     signal = [(n, p, s) for n, p, s in per if s <= SIGNAL]
     tol = PRECISIONS["fp32"].tolerance
-    worst = max(signal, key=lambda r: r[1] - 2 * r[2], default=("", 0.0, 0.0))
+    above = [
+        r for r in signal if r[2] >= tol
+    ]  # where stock's own error is above fp32's tolerance a ratio means something
+    worst = max(above, key=lambda r: r[1] / r[2]) if above else max(signal, key=lambda r: r[1], default=("", 0.0, 0.0))
     res.update(
         output=dict(planned=rel(yp, ye), stock=rel(ys, ye)),
         gradient=dict(planned=rel(cat[1], cat[2]), stock=rel(cat[0], cat[2])),
@@ -167,9 +171,9 @@ def run(args) -> None:
     doc["settings"] = dict(batch=BATCH, budget=BUDGET, policy=POLICY, engines="heuristics", precision="fp32")
     names = args.models.split(",") if args.models else list(MODELS)
     for name in names:
-        if name in doc["models"] and not args.again:
+        if "error" not in doc["models"].get(name, {"error": None}) and not args.again:
             continue
-        cmd = [sys.executable, __file__, "case", name, "--cache", str(out / "cache.sqlite")]
+        cmd = [sys.executable, __file__, "case", name, "--cache", str(out / f"{name}.sqlite")]
         doc["models"][name] = run_case(cmd, {"name": name}, args.timeout, failed={"passed": False})
         save_json(path, doc)
         r = doc["models"][name]
@@ -194,7 +198,8 @@ def report(args) -> None:
         __doc__.split("\n\n", 2)[2].split("``report``")[0].strip(),
         "",
         "| model | input | convolutions planned | kernels split | graphs measured | first step s | output: planned / "
-        "stock from float64 | whole gradient: planned / stock | worst parameter: planned / stock | passed |",
+        "stock from float64 | whole gradient: planned / stock | the parameter gradient farthest above stock's: planned "
+        "/ stock (gradients stock gets right) | passed |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in MODELS:
