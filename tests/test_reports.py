@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import memory_training_report, optimizer, profiling, reproduction, side_by_side  # noqa: E402
 from benchmarks import profiling_speed, profiling_speed_report  # noqa: E402
 from benchmarks import first_plan_cost, profile_multigpu, stock_layers, torch_training  # noqa: E402
+from benchmarks import torchvision_optimize  # noqa: E402
 from benchmarks.readme import README, markers, read_block, write_block  # noqa: E402
 from engine.units import MiB  # noqa: E402
 
@@ -56,6 +57,16 @@ def test_side_by_side_results_hold_every_network_and_row():
 def test_torch_training_readme_block_matches_the_committed_results():
     doc = json.loads((Path(torch_training.ROOT) / "benchmarks" / "reports" / "torch_training.json").read_text())
     assert read_block(README.read_text(), "torch_training") == torch_training.readme_block(doc)
+
+
+def test_torchvision_optimize_report_and_readme_block_match_the_committed_runs():
+    """Every run folder's results, the report and the README block; every family of the script was measured."""
+    runs = sorted(d for d in torchvision_optimize.RUNS.iterdir() if (d / "results.json").exists())
+    rows, prov = torchvision_optimize.load(runs)
+    dirs = [str(d.relative_to(ROOT)) for d in runs]
+    assert torchvision_optimize.REPORT.read_text() == torchvision_optimize.render(rows, prov, dirs)
+    assert read_block(README.read_text(), "torchvision_optimize") == torchvision_optimize.readme_block(rows, prov)
+    assert set(rows) == set(torchvision_optimize.MODELS)
 
 
 def test_memory_training_readme_block_matches_the_committed_results():
