@@ -73,6 +73,8 @@ def test_a_conv_plan_is_checked_against_the_network(alexnet):
         plan_memory(get_network("alexnet", 128), "liveness", conv_plan=wr)
     with pytest.raises(EngineError, match="plans none of vgg16's convolution kernels"):
         plan_memory("vgg16", "liveness", batch=256, conv_plan=wr)
+    with pytest.raises(EngineError, match=r"made for other convolutions: its conv1:F is .*, alexnet-caffe's is"):
+        plan_memory("alexnet-caffe", "liveness", batch=256, conv_plan=wr)  # same layer names, other shapes
     with pytest.raises(EngineError, match="either conv_plan .* or a workspace rule"):
         plan_memory(net, "liveness", conv_plan=wr, workspace="p")
     with pytest.raises(EngineError, match="conv_plan must be an engine.plan.Plan"):

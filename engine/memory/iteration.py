@@ -244,9 +244,15 @@ def _plan_rule(conv_plan, plan_workspace: str | None, workspace: str | None, net
         raise EngineError("give either conv_plan (its kernels' workspaces) or a workspace rule, not both")
     if conv_plan.batch != net.batch:
         raise EngineError(f"conv_plan is for mini-batch {conv_plan.batch}, the network is built for {net.batch}")
-    ids = {k.id for k in net.kernels(conv_plan.precision, conv_plan.layout)}
-    if not any(k.id in ids for k in conv_plan.kernels):
+    ours = {k.id: k.signature.key for k in net.kernels(conv_plan.precision, conv_plan.layout)}
+    if not any(k.id in ours for k in conv_plan.kernels):
         raise EngineError(f"conv_plan ({conv_plan.network}) plans none of {net.name}'s convolution kernels")
+    for k in conv_plan.kernels:  # a kernel of the same name is another convolution in another network
+        if k.id in ours and k.signature != ours[k.id]:
+            raise EngineError(
+                f"conv_plan ({conv_plan.network}) was made for other convolutions: its {k.id} is {k.signature}, "
+                f"{net.name}'s is {ours[k.id]}; plan this network (python -m engine torch-plan) and pass that plan"
+            )
     mode = plan_workspace or ("per-call" if conv_plan.limits else "arena")
     if mode not in ("arena", "per-call"):
         raise EngineError(f"plan_workspace must be 'arena' or 'per-call', got {mode!r}")
