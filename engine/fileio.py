@@ -52,6 +52,8 @@ def atomic_write(path: str | Path, data: bytes | str, gzip_suffix: bool = False,
             _write_straight(path, raw)
         else:
             _write_atomic(target, raw)
+    except BrokenPipeError:  # `-o /dev/stdout | head`: the reader has all it wants, as on plain stdout
+        raise
     except OSError as err:
         raise EngineError(f"{label}: {err.strerror or err}") from None
     return path

@@ -457,3 +457,46 @@ def test_a_long_engine_sweep_names_the_faster_heuristic_list_once(capsys):
     api = sweep_hint("sweep", said.append, option='engines="heuristics"')
     api({"done": 50, "total": 100, "eta_s": long})
     assert len(said) == 1 and 'engines="heuristics" times' in said[0] and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("out", [[], ["-o", "/dev/stdout"]])
+def test_a_reader_that_stops_early_ends_the_command_quietly(out):
+    """``front ... | head -1``: the same quiet end whether the front goes to stdout or to ``-o /dev/stdout``
+    (atomic_write once turned the broken pipe into an error line)."""
+    import os
+    import subprocess
+    import sys
+
+    from engine.testing.cli import ROOT
+
+    cmd = [sys.executable, "-m", "engine", "front", "--profile", "h100-resnet50-b32-tf32-nchw-powerOfTwo"]
+    cmd += ["--network", "resnet50", *out]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT))
+    )
+    assert proc.stdout.readline().startswith(b"workspace_bytes")
+    proc.stdout.close()  # as head does after its line
+    assert proc.wait(timeout=120) == 0
+    assert proc.stderr.read() == b""
+
+
+def test_ctrl_c_while_the_modules_load_is_one_line(tmp_path):
+    """Ctrl-C before the command runs (here: while engine.cli loads) ends as it does later, not in a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    from engine.testing.cli import ROOT
+
+    (tmp_path / "sitecustomize.py").write_text(
+        "import builtins\nreal = builtins.__import__\n"
+        "def interrupting(name, *a, **k):\n"
+        "    if name == 'engine.cli' or (name == 'cli' and a and a[0] and a[0].get('__package__') == 'engine'):\n"
+        "        raise KeyboardInterrupt\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = interrupting\n"
+    )
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+    cmd = [sys.executable, "-m", "engine", "networks"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert (proc.returncode, proc.stderr) == (130, "interrupted\n")
