@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into head & co.
         sys.stderr.close()
         return 0
+    except MemoryError:
+        print("error: out of memory: this command needs more memory than this machine gave it", file=sys.stderr)
     except OSError as err:  # a file the command was pointed at: unreadable, a folder, on a full disk
         print(f"error: {err.strerror or err}" + (f": {err.filename!r}" if err.filename else ""), file=sys.stderr)
     return 2

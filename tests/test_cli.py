@@ -500,3 +500,16 @@ def test_ctrl_c_while_the_modules_load_is_one_line(tmp_path):
     cmd = [sys.executable, "-m", "engine", "networks"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert (proc.returncode, proc.stderr) == (130, "interrupted\n")
+
+
+def test_running_out_of_memory_is_one_line(monkeypatch, capsys):
+    from engine import cli
+
+    module = importlib.import_module(COMMANDS["networks"][0])
+
+    def hungry(args):
+        raise MemoryError
+
+    monkeypatch.setattr(module, "run", hungry)
+    assert cli.main(["networks"]) == 2
+    assert capsys.readouterr().err == "error: out of memory: this command needs more memory than this machine gave it\n"

@@ -98,6 +98,25 @@ def test_large_merges_take_the_block_pruning_path_and_stay_exact():
         assert (a[ca].workspace + b[cb].workspace, a[ca].time_ms + b[cb].time_ms) == (f.workspace[i], f.time_ms[i])
 
 
+def test_a_front_too_large_to_hold_is_refused_in_one_line(monkeypatch):
+    """A merge that would enumerate more sums than MAX_PAIRS is refused before it allocates them (ResNet-3002 b32
+    once asked for 96 million, 0.7 GiB at once, and died of memory); under the limit the front is unchanged."""
+    from engine.errors import EngineError
+    from engine.optimize import front
+
+    rng = np.random.default_rng(3)
+    sets = [
+        [cfg(int(w), float(t)) for w, t in zip(np.cumsum(rng.integers(1, 9, 300)), np.linspace(9, 1, 300) + k)]
+        for k in range(2)
+    ]
+    whole = network_front(sets)
+    monkeypatch.setattr(front, "MAX_PAIRS", 1000)
+    with pytest.raises(EngineError, match=r"too large to compute here: one merge would enumerate [\d,]+ sums"):
+        network_front(sets)
+    monkeypatch.setattr(front, "MAX_PAIRS", 10**9)
+    assert network_front(sets).time_ms.tolist() == whole.time_ms.tolist()
+
+
 def test_identical_kernels_each_get_a_choice():
     s = [cfg(0, 10.0), cfg(5, 4.0), cfg(9, 1.0)]
     f = network_front([s, s, s])
