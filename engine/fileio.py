@@ -59,6 +59,22 @@ def atomic_write(path: str | Path, data: bytes | str, gzip_suffix: bool = False,
     return path
 
 
+def check_writable(path: str | Path, what: str) -> None:
+    """Raise the EngineError ``atomic_write(path, ..., what=what)`` would, now: before a long computation whose
+    result goes there (a profile, a plan), not after it. A regular file's folder must take a temporary file (one
+    is made and removed); a device, pipe or descriptor is written straight and not checked."""
+    if not str(path):
+        raise EngineError(f"cannot write {what}: the file name is empty")
+    try:
+        target = _target(Path(path))
+        if target is not None:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as err:
+        raise EngineError(f"cannot write {what} to {str(path)!r}: {err.strerror or err}") from None
+
+
 def _target(path: Path) -> Path | None:
     """The regular file to replace atomically (a symlink's target), or None to write ``path`` straight."""
     if _proc_link(path) is not None:  # /dev/stdout -> /proc/self/fd/1: whatever the shell opened

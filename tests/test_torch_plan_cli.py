@@ -32,6 +32,30 @@ def test_mistakes_are_one_line_before_any_gpu_work(capsys, argv, expected):
     assert expected in one_line_error(capsys, ["torch-plan", "--network", "alexnet", *argv])
 
 
+@pytest.mark.parametrize("command", ["torch-plan", "profile"])
+@pytest.mark.parametrize(
+    "argv,expected",
+    [
+        (["--policy", "bogus"], "unknown batch-size policy 'bogus'"),
+        (["--max-workspace", "abc"], "invalid size 'abc'"),
+        (["--cache", "/dev/null"], "--cache '/dev/null' is not a file"),
+        (["-o", "{tmp}"], "is a folder"),
+        (["-o", "{tmp}/no/such/folder/out.json"], "No such file or directory"),
+    ],
+)
+def test_what_profiling_is_asked_is_checked_before_the_gpu_and_the_measuring(capsys, tmp_path, command, argv, expected):
+    """A wrong destination was found only once the whole profile was measured (the measurements kept in the
+    cache, the file not written); now every such mistake comes before the GPU is asked for."""
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    budget = ["--budget", "64MiB"] if command == "torch-plan" else []
+    assert expected in one_line_error(capsys, [command, "--network", "alexnet", *budget, *argv])
+
+
+def test_torch_plan_checks_its_profile_output_too(capsys, tmp_path):
+    argv = ["torch-plan", "--network", "alexnet", "--budget", "64MiB", "--profile-output", str(tmp_path)]
+    assert f"cannot write the profile to '{tmp_path}': is a folder" in one_line_error(capsys, argv)
+
+
 def test_unknown_network_is_named_before_the_gpu_is_asked_for(capsys):
     assert "nosuchnet" in one_line_error(capsys, ["torch-plan", "--network", "nosuchnet", "--budget", "64MiB"])
 

@@ -57,6 +57,31 @@ def add_precision_arguments(p) -> None:
     )
 
 
+def check_before_profiling(args, net, outputs: dict[str, str]) -> None:
+    """What ``profile`` and ``torch-plan`` are asked, checked before anything is measured (and before the GPU
+    is): the policy at the network's batch, the cache and the files the results go to (``{what: path}``), so a
+    wrong one is not found only after the whole run."""
+    import os
+    import stat
+
+    from ..fileio import check_writable
+    from ..policies import batch_sizes
+
+    batch_sizes(args.policy, net.batch)
+    parse_size(args.max_workspace)
+    if args.cache:
+        try:
+            mode = os.stat(os.path.expanduser(args.cache)).st_mode
+        except FileNotFoundError:
+            mode = None
+        except OSError as err:
+            raise EngineError(f"cannot open profile cache {args.cache!r}: {err.strerror}") from None
+        if mode is not None and not stat.S_ISREG(mode):
+            raise EngineError(f"--cache {args.cache!r} is not a file; give the path of an SQLite cache file")
+    for what, path in outputs.items():
+        check_writable(path, what)
+
+
 def layout_of(args) -> str:
     """--layout, else the default layout of --dtype."""
     return args.layout or PRECISIONS[args.precision].layout
@@ -100,8 +125,11 @@ def run(args) -> int:
     from ..gpu.progress import sweep_hint
     from ..zoo import get_network
 
-    profile_network = choose_profiler(args.gpus, args.scheduler)
     net = get_network(args.network, args.batch)
+    layout = layout_of(args)
+    out = args.output or f"{net.name}-b{net.batch}-{args.precision}-{layout.lower()}-{args.policy}.profile.json.gz"
+    check_before_profiling(args, net, {"the profile": out})
+    profile_network = choose_profiler(args.gpus, args.scheduler)
     cap = parse_size(args.max_workspace)
     command = "python -m engine " + " ".join(sys.argv[1:])
     extra = {}
@@ -109,7 +137,6 @@ def run(args) -> int:
         if isinstance(profile_network, partial):  # Dask: one process per GPU
             raise EngineError("--build-workers applies to profiling on one GPU, not with --gpus or --scheduler")
         extra["workers"] = args.build_workers
-    layout = layout_of(args)
     prof = profile_network(
         net,
         policy=args.policy,
@@ -126,7 +153,6 @@ def run(args) -> int:
         status=sweep_hint(args.engines),
         **extra,
     )
-    out = args.output or f"{net.name}-b{net.batch}-{args.precision}-{layout.lower()}-{args.policy}.profile.json.gz"
     prof.save(out)
     t = prof.table
     skipped = t[t.status == "skipped"]

@@ -15,7 +15,7 @@ import sys
 
 from ..errors import EngineError
 from .network_args import add_input_argument
-from .profile import add_precision_arguments, add_profiling_arguments, layout_of
+from .profile import add_precision_arguments, add_profiling_arguments, check_before_profiling, layout_of
 from .progress import progress_bar
 
 MODES = ("wr", "wd", "free")  # engine.gpu.planning.MODES; not imported from there, which loads CuPy
@@ -63,6 +63,10 @@ def run(args) -> int:
     cap = parse_size(args.max_workspace)
     layout = layout_of(args)
     net = get_network(args.network, args.batch)
+    safe = net.name.replace(":", "-").replace("/", "-").replace("@", "-")
+    out = args.output or f"{safe}-b{net.batch}-{args.precision}-{args.mode}.plan.json"
+    outputs = {"the plan": out} | ({"the profile": args.profile_output} if args.profile_output else {})
+    check_before_profiling(args, net, outputs)
     ok, why = available()
     if not ok:
         raise GPUUnavailableError(f"cannot profile: {why}")
@@ -93,7 +97,5 @@ def run(args) -> int:
             f"(no plan above --max-workspace {format_size(cap)} was timed)"
         )
     print(plan_summary(done.plan))
-    safe = net.name.replace(":", "-").replace("/", "-").replace("@", "-")
-    out = args.output or f"{safe}-b{net.batch}-{args.precision}-{args.mode}.plan.json"
     print(f"wrote {done.plan.save(out)}; apply it with engine.pytorch.apply_plan(model, {out!r})")
     return 0
