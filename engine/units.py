@@ -36,7 +36,7 @@ def parse_size(text: str | int | float) -> int:
     is never what someone typing a budget means). Decimal (MB) and binary (MiB) units are distinct."""
     shown = short(text)
     if isinstance(text, bool) or not isinstance(text, (str, int, float)):
-        raise BudgetError(f"invalid size {shown}")
+        raise BudgetError(f"invalid size {shown}: give bytes (an integer) or text with a unit such as 64MiB or 1GiB")
     if isinstance(text, (int, float)):
         value = float(text) if isinstance(text, float) else text
     else:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import SpecError, UnknownNetworkError
+from .errors import PolicyError, SpecError, UnknownNetworkError
 from .fileio import short
 from .network import NetBuilder, Network
 from .netnames import SYNTAX as TORCH_SYNTAX
@@ -399,9 +399,9 @@ def get_network(name: str, batch: int | None = None, *, trusted: bool = False, *
     (engine.pytorch.loader.trust).
     """
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
-        raise ValueError(f"mini-batch size must be a positive integer, got {batch!r}")
+        raise PolicyError(f"mini-batch size must be a positive integer, got {short(batch)}")
     if batch is not None and batch > MAX_BATCH:
-        raise ValueError(f"mini-batch size {batch} is above {MAX_BATCH}, the largest this engine plans")
+        raise PolicyError(f"mini-batch size {batch} is above {MAX_BATCH}, the largest this engine plans")
     if is_torch_name(name):  # checked before lowercasing: module paths are case-sensitive
         if options:
             raise SpecError(f"a PyTorch network takes no build options, got {', '.join(options)}; "

@@ -252,9 +252,18 @@ def test_plan_memory_reads_sizes_and_profiles_as_the_cli_does():
         (dict(framework_bytes=-1), "must not be negative"),
         (dict(profile=5), "a profile is a bundled profile's name or a file's path, got int 5"),
         (dict(profile="no-such-profile"), "no profile 'no-such-profile'"),
+        (dict(itemsize=-4), "itemsize must be 1, 2, 4 or 8 bytes"),
+        (dict(itemsize=0), "itemsize must be 1, 2, 4 or 8 bytes"),
+        (dict(itemsize=3.5), "itemsize must be 1, 2, 4 or 8 bytes"),
+        (dict(optimizer_copies=-100), "optimizer_copies must be from 0 to 16"),
+        (dict(optimizer_copies=10**6), "optimizer_copies must be from 0 to 16"),
+        (dict(optimizer_copies="2"), "optimizer_copies must be an integer"),
     ]:
         with pytest.raises(EngineError, match=message):
             plan_memory("alexnet", "liveness", batch=8, **kwargs)
+    for batch in (0, "32", True):
+        with pytest.raises(EngineError, match="mini-batch size must be a positive integer"):
+            plan_memory("alexnet", "liveness", batch=batch)
 
 
 def test_plan_memory_of_a_model_object_says_how_to_name_it():

@@ -171,7 +171,7 @@ def test_warm_start_and_cbc_agree_with_cold_highs():
 
 def test_bad_arguments():
     sets = [[cfg(0, 1.0)]]
-    with pytest.raises(ValueError, match="unknown ILP solver 'glpk'"):
+    with pytest.raises(EngineError, match="unknown ILP solver 'glpk'"):
         wd(sets, 10, solver="glpk")
     with pytest.raises(ValueError, match="warm_start has 2 entries for 1 kernels"):
         wd(sets, 10, warm_start=[0, 0])

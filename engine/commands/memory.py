@@ -36,7 +36,6 @@ from ..memory.timemodel import TimeParams, time_note
 from ..memory.workspace import RULES
 
 BATCH_SEARCH_LIMIT = 1 << 16  # --max-batch looks no further
-MAX_OPTIMIZER_COPIES = 16  # SGD momentum 1, Adam 2; more is a typo
 
 
 def add_arguments(parser) -> None:
@@ -154,15 +153,10 @@ def _emit(args, payload, text: str) -> None:
 
 
 def _check_options(args) -> None:
-    """Options the parser cannot check alone: empty file names and out-of-range counts."""
+    """Options the parser cannot check alone: empty file names (plan_memory checks the rest)."""
     for flag, value in (("--json", args.json), ("--snapshot", args.snapshot), ("--time-params", args.time_params)):
         if value == "":
             raise EngineError(f"{flag} was given an empty file name")
-    if not 0 <= args.optimizer_copies <= MAX_OPTIMIZER_COPIES:
-        raise EngineError(
-            f"--optimizer-copies must be from 0 to {MAX_OPTIMIZER_COPIES} (SGD momentum: 1, Adam: 2), "
-            f"got {args.optimizer_copies}"
-        )
 
 
 def _time_params(path: str | None):

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import BudgetError, EngineError
+from ..fileio import short
 from ..network import Network
 from ..precision import DEFAULT_PRECISION, check_layout, get_precision
 from ..profile import Profile, resolve_profile
@@ -163,6 +164,7 @@ def plan_memory(
     info = P.get_policy(policy)
     info.check_options(policy_options)
     record = get_precision(precision)
+    _check_counts(itemsize, optimizer_copies)
     variant = (precision, check_layout(layout or record.layout))
     if workspace is not None and workspace not in RULES:
         raise EngineError(f"unknown workspace rule {workspace!r}; expected one of {', '.join(RULES)}")
@@ -226,6 +228,24 @@ def _least_cap(result: MemoryResult) -> MemoryResult:
     if result.reserve:
         result.summary["min_capacity"] /= 1 - result.reserve
     return result
+
+
+MAX_OPTIMIZER_COPIES = 16  # SGD momentum 1, Adam 2; more is a typo
+
+
+def _check_counts(itemsize, optimizer_copies) -> None:
+    """``itemsize`` (bytes per element, or None for the precision's) and ``optimizer_copies`` (per parameter)."""
+    if itemsize is not None and (type(itemsize) is not int or itemsize not in (1, 2, 4, 8)):
+        raise EngineError(f"itemsize must be 1, 2, 4 or 8 bytes (or None: the precision's), got {short(itemsize)}")
+    if isinstance(optimizer_copies, bool) or not isinstance(optimizer_copies, int):
+        raise EngineError(
+            f"optimizer_copies must be an integer (SGD momentum: 1, Adam: 2), got {short(optimizer_copies)}"
+        )
+    if not 0 <= optimizer_copies <= MAX_OPTIMIZER_COPIES:
+        raise EngineError(
+            f"optimizer_copies must be from 0 to {MAX_OPTIMIZER_COPIES} (SGD momentum: 1, Adam: 2), "
+            f"got {optimizer_copies}"
+        )
 
 
 def _plan_rule(conv_plan, plan_workspace: str | None, workspace: str | None, net: Network) -> str | None:

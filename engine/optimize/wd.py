@@ -480,7 +480,7 @@ def _cbc(**kwargs) -> pulp.LpSolver:
 
 def _resolve_solver(solver: str) -> str:
     if solver not in SOLVERS:
-        raise ValueError(f"unknown ILP solver {solver!r}; expected one of {', '.join(SOLVERS)}")
+        raise EngineError(f"unknown ILP solver {solver!r}; expected one of {', '.join(SOLVERS)}")
     highs = pulp.HiGHS().available()
     if solver == "auto":
         return "highs" if highs else "cbc"
