@@ -182,6 +182,28 @@ def test_policy_options_are_strict():
 @pytest.mark.parametrize(
     "argv,message",
     [
+        (["--strategy", "memory"], "--strategy applies to sn-recompute, superneurons; none of the policies given"),
+        (["--reserve", "0.5", "--convention", "pytorch"], "--reserve is a share of --capacity"),
+        (["--capacity", "4GiB", "--max-batch", "--deepest", "vgg"], "--max-batch and --deepest ask different"),
+    ],
+)
+def test_options_that_would_be_ignored_are_refused(capsys, argv, message):
+    assert main(["memory", "--network", "alexnet", "--policy", "liveness", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_a_policy_table_without_a_profile_says_its_peaks_are_lower_bounds(capsys):
+    assert main(["memory", "--network", "alexnet", "--batch", "8", "--policy", "liveness,vdnn-all-m"]) == 0
+    assert "the peak is a lower bound" in capsys.readouterr().out
+    name = "h100-alexnet-b256-tf32-nchw-powerOfTwo"
+    assert main(["memory", "--network", "alexnet", "--policy", "liveness,vdnn-all-m", "--profile", name]) == 0
+    assert "lower bound" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
         (["--capacity", "2048TiB", "--max-batch"], "capacity 2097152 GiB is not a GPU memory size"),
         (["--capacity", "1e30B", "--max-batch"], "invalid size '1e30B': more than"),
         (

@@ -193,6 +193,15 @@ def run(args) -> int:
     options = {}
     if args.strategy:
         options["strategy"] = args.strategy
+        takers = [n for n, p in MEMORY_POLICIES.items() if "strategy" in p.options()]
+        if not set(takers) & set(names):
+            raise EngineError(
+                f"--strategy applies to {', '.join(takers)}; none of the policies given ({', '.join(names)}) takes it"
+            )
+    if args.reserve is not None and capacity is None:
+        raise EngineError("--reserve is a share of --capacity: give --capacity too")
+    if args.max_batch and args.deepest:
+        raise EngineError("--max-batch and --deepest ask different questions: give one of them")
     reserve = _reserve(args.reserve) if args.reserve is not None else None
     common = dict(
         batch=args.batch,
@@ -299,6 +308,7 @@ def run(args) -> int:
             )
         if any(r.time_note for r in results):
             lines.append(time_note(params) + " (per policy: --json, summary.layer_runs_measured)")
+        lines += sorted({n for r in results for n in r.notes if n.startswith("the peak is a lower bound")})
         _emit(args, {"results": [r.to_dict(ticks=False) for r in results]}, "\n".join(lines))
     if capacity is not None and not any(r.fits for r in results):
         mins = smallest_capacity(args.network, args.batch, profile=profile)

@@ -466,8 +466,8 @@ def _unknown_note(unknown: int, conv_plan) -> str:
     )
     return (
         f"the peak is a lower bound, not a prediction of what runs: {unknown} convolution kernel runs {where} "
-        f"their workspace, which cuDNN takes at run time (give profile=, whose heuristic rule is what stock "
-        f"PyTorch picks, or conv_plan=, the plan applied with engine.pytorch.apply_plan)"
+        f"their workspace, which cuDNN takes at run time (give a profile, --profile or profile=, whose heuristic "
+        f"rule is what stock PyTorch picks; in Python also conv_plan=, the plan applied with apply_plan)"
     )
 
 
