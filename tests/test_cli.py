@@ -513,3 +513,24 @@ def test_running_out_of_memory_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(module, "run", hungry)
     assert cli.main(["networks"]) == 2
     assert capsys.readouterr().err == "error: out of memory: this command needs more memory than this machine gave it\n"
+
+
+def test_show_with_the_options_of_making_a_plan_is_refused(synthetic_profile_path, tmp_path, capsys):
+    """``plan --show PLAN -o copy.json --network vgg16 ...`` printed PLAN and ignored the rest (no copy written)."""
+    from engine import cli
+
+    out = tmp_path / "p.json"
+    assert (
+        cli.main(
+            ["plan", "--profile", str(synthetic_profile_path), "--network", "alexnet", "--mode", "wr"]
+            + ["--budget", "64MiB", "-o", str(out)]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    argv = ["plan", "--show", str(out), "-o", str(tmp_path / "copy.json"), "--network", "vgg16"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == (
+        "error: --show prints a saved plan; --network, --output belong to making one: give one or the other\n"
+    )
+    assert not (tmp_path / "copy.json").exists()

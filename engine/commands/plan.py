@@ -48,6 +48,11 @@ def run(args) -> int:
         if value == "":
             raise EngineError(f"{flag} was given an empty file name")
     if args.show:
+        planning = [f"--{a}" for a in ("profile", "network", "mode", "budget", "output") if getattr(args, a)]
+        if planning:
+            raise EngineError(
+                f"--show prints a saved plan; {', '.join(planning)} belong to making one: give one or the other"
+            )
         print(plan_summary(load_plan(args.show)))
         return 0
     missing = [f"--{a}" for a in ("profile", "network", "mode", "budget") if getattr(args, a) is None]
