@@ -54,7 +54,7 @@ def _check_batch(batch: int) -> None:
 
 def parse_size_list(text: str) -> list[int]:
     try:
-        return [int(t) for t in text.split(",") if t.strip()]
+        return [int(t) for t in text.split(",")]  # an empty item (1,,2) is refused: a size typed wrong
     except ValueError:
         raise PolicyError(f"invalid micro-batch size list {text!r}; expected e.g. 1,2,4,8,256") from None
 

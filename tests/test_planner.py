@@ -348,7 +348,7 @@ def test_make_plan_names_a_wrong_argument_and_how_to_get_the_right_one(args, mes
         make_plan(profile, network, mode="wd", budget="64MiB", time_limit_s=limit[0] if limit else 10.0)
 
 
-@pytest.mark.parametrize("policy", ["bogus", "4,x", [0, 4], [True, 4], ["a", 4], 123, None, 2.5])
+@pytest.mark.parametrize("policy", ["bogus", "4,x", "1,,2", "4,", [0, 4], [True, 4], ["a", 4], 123, None, 2.5])
 def test_a_bad_policy_is_one_engine_error_naming_it(alexnet_profile, policy):
     """make_plan's ``policy`` is checked like its other arguments: one EngineError (still a ValueError) naming
     what is wrong, not a TypeError from deep inside (SYNTHETIC profile)."""

@@ -345,6 +345,10 @@ def run_cli(*args):
         (["networks", "--network", "alexnet", "--input", "3x64x64"], "error: --input is for PyTorch networks"),
         (["memory", "--network", "torchvision:alexnet", "--input", "big"], "error: input shape 'big' is not CxHxW"),
         (["networks", "--input", "3x64x64"], "error: --input needs --network"),
+        (
+            ["networks", "--network", "torchvision:alexnet@3x64x64", "--input", "3x32x32"],
+            "error: 'torchvision:alexnet@3x64x64' gives input 3x64x64 and --input 3x32x32: give the shape once",
+        ),
     ],
 )
 def test_cli_errors_one_line(args, message):
