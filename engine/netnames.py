@@ -53,15 +53,9 @@ def canonical_name(source: str, input_shape) -> str:
 
 
 def with_input(name: str, input_text: str) -> str:
-    """``name`` with the input shape ``input_text`` (the CLI's ``--input``); a name that already gives
-    another shape (``@CxHxW``) is refused, not overridden."""
-    source, shape = split_name(name)
-    given = parse_input(input_text)
-    if "@" in name and given != shape:
-        raise ModelImportError(
-            f"{name!r} gives input {'x'.join(map(str, shape))} and --input {input_text}: give the shape once"
-        )
-    return canonical_name(source, given)
+    """``name`` with the input shape replaced by ``input_text`` (the CLI's ``--input``)."""
+    source, _ = split_name(name)
+    return canonical_name(source, parse_input(input_text))
 
 
 def default_batch(name: str, twins: Mapping[str, int]) -> int:

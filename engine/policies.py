@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .errors import PolicyError
+from .fileio import short
 
 POLICIES = ("undivided", "powerOfTwo", "all")
 MAX_BATCH = 1 << 20  # mini-batch sizes beyond this are a mistake, and would make ``all`` list a million sizes
@@ -56,7 +57,7 @@ def parse_size_list(text: str) -> list[int]:
     try:
         return [int(t) for t in text.split(",")]  # an empty item (1,,2) is refused: a size typed wrong
     except ValueError:
-        raise PolicyError(f"invalid micro-batch size list {text!r}; expected e.g. 1,2,4,8,256") from None
+        raise PolicyError(f"invalid micro-batch size list {short(text)}; expected e.g. 1,2,4,8,256") from None
 
 
 def _check_kind(policy) -> None:

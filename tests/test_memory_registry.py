@@ -70,7 +70,7 @@ def test_a_new_policy_reaches_every_reader_from_its_registry_line(registered, ca
                 "--network",
                 "alexnet",
                 "--policy",
-                f"liveness,{NAME}",
+                f"liveness,sn-recompute,{NAME}",
                 "--capacity",
                 "2GiB",
                 "--convention",

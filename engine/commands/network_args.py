@@ -8,7 +8,7 @@ records rebuilds the same network.
 from __future__ import annotations
 
 from ..errors import EngineError
-from ..netnames import SYNTAX, is_torch_name, with_input
+from ..netnames import SYNTAX, is_torch_name, parse_input, split_name, with_input
 from ..pytorch.loader import trust
 
 
@@ -30,4 +30,9 @@ def apply_input(args) -> None:
         raise EngineError("--input needs --network, e.g. --network torchvision:inception_v3 --input 3x299x299")
     if not is_torch_name(args.network):
         raise EngineError(f"--input is for PyTorch networks ({SYNTAX}); {args.network!r} sets its own input")
+    named = split_name(args.network)[1]
+    if "@" in args.network and named != parse_input(shape):
+        raise EngineError(
+            f"{args.network!r} gives input {'x'.join(map(str, named))} and --input {shape}: give the shape once"
+        )
     args.network = with_input(args.network, shape)
