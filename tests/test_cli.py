@@ -534,3 +534,19 @@ def test_show_with_the_options_of_making_a_plan_is_refused(synthetic_profile_pat
         "error: --show prints a saved plan; --network, --output belong to making one: give one or the other\n"
     )
     assert not (tmp_path / "copy.json").exists()
+
+
+def test_network_defaults_to_the_one_the_profile_records(synthetic_profile_path, tmp_path, capsys):
+    """``plan --profile P --mode wr --budget 64MiB`` needed --network although P names one network; a profile of
+    several networks still asks for it, naming them (SYNTHETIC profiles)."""
+    from engine import cli
+
+    argv = ["plan", "--profile", str(synthetic_profile_path), "--mode", "wr", "--budget", "64MiB"]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out.startswith("alexnet b256 ")
+    one = synthetic_profile()
+    two = Profile(one.table, one.provenance, [*one.networks, dict(one.networks[0], name="vgg16")])
+    path = tmp_path / "two.profile.json.gz"
+    two.save(path)
+    assert cli.main(["front", "--profile", str(path)]) == 2
+    assert capsys.readouterr().err == "error: --network is needed: the profile records 2 networks (alexnet, vgg16)\n"

@@ -21,7 +21,9 @@ def add_source_arguments(parser: argparse.ArgumentParser, required: bool = True)
         metavar="PATH|NAME",
         help="a profile file (.profile.json[.gz]) or the name of a bundled profile",
     )
-    parser.add_argument("--network", required=required, metavar="NAME", help="a zoo network, e.g. alexnet")
+    parser.add_argument(
+        "--network", metavar="NAME", help="a zoo network, e.g. alexnet (default: the profile's, when it records one)"
+    )
     add_input_argument(parser)
     parser.add_argument(
         "--batch",
@@ -53,6 +55,14 @@ def add_source_arguments(parser: argparse.ArgumentParser, required: bool = True)
 
 def load_sources(args) -> tuple[Profile, Network]:
     profile = Profile.load(resolve_profile(args.profile)).restrict(args.engines)
+    if args.network is None:  # a name read from the file: get_network imports no code it names untrusted
+        names = list(dict.fromkeys(str(n.get("name")) for n in profile.networks))
+        if len(names) != 1:
+            raise EngineError(
+                f"--network is needed: the profile records {len(names)} networks"
+                + (f" ({', '.join(names[:5])})" if names else "")
+            )
+        args.network = names[0]
     batch = None
     if args.batch is not None:
         try:

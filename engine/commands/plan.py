@@ -55,7 +55,7 @@ def run(args) -> int:
             )
         print(plan_summary(load_plan(args.show)))
         return 0
-    missing = [f"--{a}" for a in ("profile", "network", "mode", "budget") if getattr(args, a) is None]
+    missing = [f"--{a}" for a in ("profile", "mode", "budget") if getattr(args, a) is None]
     if missing:
         raise EngineError(f"missing {', '.join(missing)} (or use --show PLAN.json to print a saved plan)")
     mode = args.mode.lower()
