@@ -343,6 +343,19 @@ def test_loading_a_malformed_plan_shows_an_error(dash, content, needle):
     assert (dash.state.mode, dash.state.budget) == before
 
 
+def test_what_a_user_uploads_or_types_is_shown_never_run(dash):
+    """A plan whose network name is an ``<img onerror=...>`` ran its script in the page (the alert renders
+    Markdown with raw HTML); a file name with ``**`` turned bold; a typed budget too. Each now shows as written."""
+    doc = json.loads(dash.state.plan_json())
+    doc["network"]["name"] = "<img src=/probe onerror=alert(1)>"
+    drop(dash.plan.upload, "<b>x</b>**bold**.plan.json", json.dumps(doc).encode())
+    shown = dash.plan.alert.object
+    assert dash.plan.alert.visible and "<img" not in shown and "&lt;img src=/probe onerror=alert(1)&gt;" in shown
+    assert "\\*\\*bold\\*\\*" in shown and "<b>" not in shown
+    dash.controls.exact.value = "<img src=/b onerror=alert(2)>"
+    assert dash.controls.exact_error.visible and "<img" not in dash.controls.exact_error.object
+
+
 def drop(widget, name: str, data: bytes, chunk: int | None = None) -> None:
     """Send ``data`` to a FileDropper as the browser does: upload events of ``chunk_size`` bytes (the last one
     may be empty)."""

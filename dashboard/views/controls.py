@@ -10,6 +10,7 @@ from bokeh.models import CustomJSTickFormatter
 from engine.errors import BudgetError
 from engine.units import format_size, parse_size
 
+from ..errors import literal
 from ..selection import SCOPE
 from .base import StateView
 from .widgets import Choice
@@ -153,9 +154,9 @@ class Controls(StateView):
         finally:
             self._syncing = False
         if names & {"messages", "error", "analysis", "result"}:
-            notes = [pn.pane.Alert(text, alert_type=level, margin=(0, 10)) for level, text in state.messages]
+            notes = [pn.pane.Alert(literal(text), alert_type=level, margin=(0, 10)) for level, text in state.messages]
             if plan.error and plan.result is None:
-                notes.append(pn.pane.Alert(plan.error, alert_type="danger", margin=(0, 10)))
+                notes.append(pn.pane.Alert(literal(plan.error), alert_type="danger", margin=(0, 10)))
             self.notes[:] = notes
         self.mode_help.object = MODE_HELP[plan.mode]
         self.compare.visible = len(state.selection.param.compare.objects) > 1
@@ -205,7 +206,7 @@ class Controls(StateView):
         try:
             budget = parse_size(event.new)
         except BudgetError as err:
-            self.exact_error.param.update(object=str(err), visible=True)
+            self.exact_error.param.update(object=literal(err), visible=True)
             return
         self.exact_error.visible = False
         self.state.planning.budget = budget

@@ -7,7 +7,7 @@ import uuid
 
 import panel as pn
 
-from ..errors import describe_error
+from ..errors import describe_error, literal
 from ..gpu import gpu_function, gpu_status
 from ..jobs import JobRunner
 from ..scopes import network
@@ -111,13 +111,13 @@ class GPUView(StateView):
         self.progress.value = r.progress
         if not self.available:
             self.profile_btn.description = self.verify_btn.description = f"No GPU: {self.reason}"
-            self.status.object = f"GPU actions are disabled: {self.reason}"
+            self.status.object = literal(f"GPU actions are disabled: {self.reason}")
         elif busy and not mine:
             self.status.object = f"Busy: another page is running a {r.kind} job ({r.progress}%). One GPU job at a time."
         elif r.status != "idle" and mine:
-            self.status.object = r.message
+            self.status.object = literal(r.message)
         else:
-            self.status.object = f"GPU ready: {self.reason}" if self.reason else "GPU ready."
+            self.status.object = literal(f"GPU ready: {self.reason}" if self.reason else "GPU ready.")
         if any(e.name == "finished" for e in events) and mine and r.status == "done":
             self._collect(r.kind, r.result)
 
@@ -126,7 +126,7 @@ class GPUView(StateView):
         try:
             self._apply(kind, result)
         except Exception as err:
-            self.status.object = f"{kind} finished, but its result cannot be shown: {describe_error(err)}"
+            self.status.object = literal(f"{kind} finished, but its result cannot be shown: {describe_error(err)}")
 
     def _apply(self, kind: str, result) -> None:
         s = self.state

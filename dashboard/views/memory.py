@@ -16,7 +16,7 @@ from engine.errors import BudgetError, EngineError
 from engine.memory import MEMORY_POLICIES
 from engine.units import GiB, format_size, parse_size
 
-from ..errors import describe_error
+from ..errors import describe_error, literal
 from ..memory_plot import MemoryPlot
 from ..memory_runs import MEASURE, RESULTS_ENV, Measured
 from .base import StateView
@@ -84,7 +84,7 @@ class MemoryView(StateView):
                 )
             self.state.capacity = capacity
         except BudgetError as err:
-            self.error.param.update(object=str(err), visible=True)
+            self.error.param.update(object=literal(err), visible=True)
             return
         self.error.visible = False
 
@@ -118,7 +118,7 @@ class MemoryView(StateView):
         try:
             frames = self.state.memory()
         except (EngineError, ValueError, KeyError) as err:
-            self.error.param.update(object=f"Memory planner: {describe_error(err)}", visible=True)
+            self.error.param.update(object=literal(f"Memory planner: {describe_error(err)}"), visible=True)
             self._stale = True  # planned again when the tab next opens
             return
         self.error.visible = False
@@ -163,7 +163,7 @@ class MemoryView(StateView):
         """The measured run for these controls beside the prediction, or why there is none."""
         m = self.state.memory_measured()
         self.measured_error.param.update(
-            object=f"Measured memory runs not shown: {html.escape(m.error)}", visible=bool(m.error)
+            object=literal(f"Measured memory runs not shown: {m.error}"), visible=bool(m.error)
         )
         run = m.run if m.run is not None and not m.run.error else None
         self.plot.mark_measured(

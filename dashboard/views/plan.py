@@ -15,7 +15,7 @@ from engine.fileio import MAX_FILE_BYTES
 from engine.plan import plan_from_bytes
 from engine.units import MiB, format_size
 
-from ..errors import describe_error
+from ..errors import describe_error, literal
 from ..frames import plan_frame_columns
 from .base import StateView
 
@@ -204,4 +204,4 @@ class PlanView(StateView):
         self.show("success", f"Loaded {name}: {text}")
 
     def show(self, level: str, text: str) -> None:
-        self.alert.param.update(object=text, alert_type=level, visible=True)
+        self.alert.param.update(object=literal(text), alert_type=level, visible=True)
