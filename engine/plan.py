@@ -334,6 +334,10 @@ def _parse_plan(doc) -> Plan:
         raise PlanFormatError(f"field version is {_short(version)}; this engine reads version {VERSION} (an integer)")
     check_depth(doc, "the plan", PlanFormatError)
     mode = doc.get("mode")
+    if "mode" not in doc:
+        _fail("mode", "is missing")
+    if mode not in MODES:  # before the fields, which depend on it (a WD plan has arena_size and solver)
+        _fail("mode", f"must be one of {MODES}, got {_short(mode)}")
     wd = mode == "wd"
     _fields(
         doc,
@@ -355,8 +359,6 @@ def _parse_plan(doc) -> Plan:
         + (("arena_size", "solver") if wd else ()),
         () if wd else ("limits",),
     )
-    if mode not in MODES:
-        _fail("mode", f"must be one of {MODES}, got {_short(mode)}")
     budget = _int(doc["budget"], "budget")
     net = _fields(doc["network"], "network", ("name", "batch"))
     name = _str(net["name"], "network.name")

@@ -136,6 +136,7 @@ DEFECTS = [
     ("wr", "version", 2, "field version is 2"),
     ("wr", "mode", DELETE, "field mode is missing"),
     ("wr", "mode", "wx", "field mode"),
+    ("wd", "mode", "WD", "field mode must be one of ('wr', 'wd'), got 'WD'"),  # not "arena_size is not part of"
     ("wr", "extra", 1, "field extra is not part of the plan format"),
     ("wr", "budget", "64MiB", "field budget must be an integer"),
     ("wr", "budget", -1, "field budget must be >= 0"),
