@@ -15,6 +15,7 @@ import threading
 import param
 
 from engine.errors import EngineError
+from engine.profile import ENGINE_SETS
 from engine.netnames import is_torch_name
 from engine.units import format_size
 
@@ -137,13 +138,9 @@ class PlannerState(param.Parameterized):
     def memory_measured(self) -> Measured:
         return self.memory_state.measured()
 
-    def apply_plan(self, plan) -> str:
-        """Show a loaded plan (engine.plan.Plan): move the controls to its network, mini-batch, dtype, layout,
-        policy, mode and budget, and say how its prediction compares with this profile's. When the current
-        profile has no measurements for it, switch to the listed profile the plan was made from, if any. Raises
-        EngineError when no listed profile can plan that network."""
+    def _switch_to(self, plan, scope: Scope, engines: str) -> str:
+        """The page's profile, model and engine set for ``plan`` (apply_plan); EngineError when none shows it."""
         sel = self.selection
-        scope = Scope(plan.network, int(plan.batch), plan.precision, plan.layout)
         switched = ""
         if sel.names and scope not in sel.scopes:
             source = sel.profile_of(plan.provenance.get("profile", {}), plan.network, plan.batch)
@@ -162,6 +159,26 @@ class PlannerState(param.Parameterized):
                 f"profile {sel.profile!r} cannot plan policy {plan.policy!r} for {plan.network} "
                 f"b{plan.batch} (it offers {', '.join(policies)})"
             )
+        if engines != sel.engines:  # the engine set the plan was made with (Profile.restrict records it)
+            sel.engines = engines
+            switched += f"engine set {engines}, as the plan was made; "
+        return switched
+
+    def apply_plan(self, plan) -> str:
+        """Show a loaded plan (engine.plan.Plan): move the controls to its network, mini-batch, dtype, layout,
+        policy, mode and budget, and say how its prediction compares with this profile's. When the current
+        profile has no measurements for it, switch to the listed profile the plan was made from, if any. Raises
+        EngineError when no listed profile can plan that network."""
+        sel = self.selection
+        scope = Scope(plan.network, int(plan.batch), plan.precision, plan.layout)
+        made_with = plan.provenance.get("profile", {})
+        engines = made_with.get("engines", "all") if isinstance(made_with, dict) else "all"
+        before = dict(profile=sel.profile, model=sel.model, engines=sel.engines)
+        try:
+            switched = self._switch_to(plan, scope, engines if engines in ENGINE_SETS else "all")
+        except EngineError:
+            sel.param.update(**before)  # a plan that cannot be shown changes nothing on the page
+            raise
         sel.param.update(network=scope.network, batch=scope.batch, precision=scope.precision, layout=scope.layout)
         self.planning.set_controls(plan.policy, plan.mode.upper(), int(plan.budget))
         c = self.result.choice

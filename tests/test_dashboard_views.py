@@ -543,6 +543,35 @@ def test_a_plan_made_from_another_listed_profile_switches_to_it(two_gpus):
     assert (state.selection.profile, state.selection.network, state.selection.batch) == ("gpua-vgg16-b32", "vgg16", 8)
 
 
+def test_a_plan_is_shown_with_the_engine_set_it_was_made_with_and_a_failed_one_changes_nothing(two_gpus):
+    """A plan made on the heuristic list was shown against all engines with a false difference; a plan the
+    profile it came from cannot show (policy 'all' there) switched the page to that profile all the same."""
+    from engine.planner import make_plan
+    from engine.profile import Profile
+    from engine.zoo import get_network
+
+    state = PlannerState(profiles=two_gpus, profile="gpua-alexnet-b32")
+    dash = Dashboard(state, gpu=(False, "no GPU in tests"), runner=JobRunner())
+    alexnet = Profile.load(two_gpus["gpua-alexnet-b32"]).restrict("heuristics")
+    plan = make_plan(alexnet, get_network("alexnet", 32), mode="wd", budget="8MiB")
+    drop(dash.plan.upload, "h.plan.json", json.dumps(plan.to_dict()).encode())
+    assert dash.plan.alert.alert_type == "success" and "engine set heuristics" in dash.plan.alert.object
+    assert state.selection.engines == "heuristics" and state.result.choice.time_ms == pytest.approx(plan.totals.time_ms)
+    state.selection.engines = "all"
+    vgg = Profile.load(two_gpus["gpua-vgg16-b32"])
+    doc = make_plan(vgg, get_network("vgg16", 8), mode="wr", budget="8MiB").to_dict()
+    doc["policy"] = "all"  # valid in a file, but the profile measured powerOfTwo sizes only
+    drop(dash.plan.upload, "all.plan.json", json.dumps(doc).encode())
+    assert dash.plan.alert.alert_type == "warning" and "Cannot show all.plan.json (the page is unchanged)" in (
+        dash.plan.alert.object
+    )
+    assert (state.selection.profile, state.selection.network, state.selection.engines) == (
+        "gpua-alexnet-b32",
+        "alexnet",
+        "all",
+    )
+
+
 def test_a_choice_the_options_no_longer_hold_is_dropped_and_the_browser_shown_the_pages_value():
     """A comparison chosen in the browser as the profile switched arrived after the options had changed:
     Panel's Select raised "... not in list" in its callback (a browser stress walk). The page keeps its
@@ -560,3 +589,12 @@ def test_a_choice_the_options_no_longer_hold_is_dropped_and_the_browser_shown_th
     stock.get_root()
     with pytest.raises(ValueError, match="not in list"):  # why Choice exists (remove it once Panel copes)
         stock._process_events({"value": "gone"})
+
+
+def test_the_uploaders_own_limit_never_refuses_a_plan_file_the_engine_takes():
+    """The browser's uploader counts 1000-byte KB and MB: "64MB" refused valid files of 64.0 to 67.1 million bytes."""
+    from dashboard.views.plan import PlanDropper
+    from engine.fileio import MAX_FILE_BYTES
+
+    size = PlanDropper().max_file_size
+    assert size.endswith("KB") and MAX_FILE_BYTES <= int(size[:-2]) * 1000 < MAX_FILE_BYTES + 1000

@@ -49,7 +49,9 @@ class PlanDropper(pn.widgets.FileDropper):
 
     def __init__(self, **params):
         params.setdefault("chunk_size", CHUNK_BYTES)
-        params.setdefault("max_file_size", f"{MAX_FILE_BYTES // MiB}MB")  # the browser refuses it up front
+        # the browser refuses a larger file up front; its uploader counts 1000-byte KB, so the limit is rounded up
+        # (a file above MAX_FILE_BYTES still gets the server's alert), never down below a valid file
+        params.setdefault("max_file_size", f"{-(-MAX_FILE_BYTES // 1000)}KB")
         super().__init__(multiple=False, previews=[], **params)
         self._uploads: dict[str, Upload] = {}  # name -> its chunks so far
         self._lock = threading.Lock()
@@ -165,7 +167,9 @@ class PlanView(StateView):
         if sc is not None:  # named here, not per budget change: a filename change costs a browser re-layout
             self.download.filename = (
                 f"{sc.network}-b{sc.batch}-{sc.precision}-{sc.layout}-{s.mode}-{s.policy}-"
-                f"{format_size(s.budget).replace(' ', '')}.plan.json"
+                f"{format_size(s.budget).replace(' ', '')}"
+                + ("" if s.selection.engines == "all" else f"-{s.selection.engines}")
+                + ".plan.json"
             )
         try:
             text = self.state.plan_json()
@@ -199,7 +203,7 @@ class PlanView(StateView):
         try:
             text = self.state.apply_plan(plan)
         except Exception as err:  # noqa: BLE001 - the user must see why the plan cannot be shown
-            self.show("warning", f"Loaded {name}, but cannot show it with this profile: {describe_error(err)}")
+            self.show("warning", f"Cannot show {name} (the page is unchanged): {describe_error(err)}")
             return
         self.show("success", f"Loaded {name}: {text}")
 
