@@ -58,6 +58,8 @@ def parse_size(text: str | int | float) -> int:
         raise BudgetError(f"invalid size {shown}: must not be negative")
     if value > MAX_SIZE:
         raise BudgetError(f"invalid size {shown}: more than {MAX_SIZE // TiB} TiB, beyond any memory")
+    if 0 < value < 0.5:  # would round to 0 B, which means something else (no workspace at all)
+        raise BudgetError(f"invalid size {shown}: less than one byte")
     return int(round(value))
 
 
