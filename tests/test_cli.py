@@ -544,13 +544,13 @@ def test_show_with_the_options_of_making_a_plan_is_refused(synthetic_profile_pat
 
 
 def test_network_defaults_to_the_one_the_profile_records(synthetic_profile_path, tmp_path, capsys):
-    """``plan --profile P --mode wr --budget 64MiB`` needed --network although P names one network; a profile of
+    """``plan --profile P --budget 64MiB`` needed --network (and --mode) although P names one network; a profile of
     several networks still asks for it, naming them (SYNTHETIC profiles)."""
     from engine import cli
 
-    argv = ["plan", "--profile", str(synthetic_profile_path), "--mode", "wr", "--budget", "64MiB"]
+    argv = ["plan", "--profile", str(synthetic_profile_path), "--budget", "64MiB"]  # --mode wr by default too
     assert cli.main(argv) == 0
-    assert capsys.readouterr().out.startswith("alexnet b256 ")
+    assert capsys.readouterr().out.startswith("alexnet b256 ") and cli.main([*argv, "--mode", "wr"]) == 0
     one = synthetic_profile()
     two = Profile(one.table, one.provenance, [*one.networks, dict(one.networks[0], name="vgg16")])
     path = tmp_path / "two.profile.json.gz"

@@ -19,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mode",
         metavar="wr|wd",
-        help="wr: per-kernel workspace limit (mu-cuDNN WR); wd: one total budget (WD, 0-1 ILP)",
+        help="wr (default, as torch-plan): per-kernel workspace limit (mu-cuDNN WR); wd: one total budget "
+        "(WD, 0-1 ILP)",
     )
     parser.add_argument(
         "--budget", metavar="SIZE", help="workspace budget, e.g. 64MiB or 1.5GiB: per kernel for wr, in total for wd"
@@ -55,10 +56,10 @@ def run(args) -> int:
             )
         print(plan_summary(load_plan(args.show)))
         return 0
-    missing = [f"--{a}" for a in ("profile", "mode", "budget") if getattr(args, a) is None]
+    missing = [f"--{a}" for a in ("profile", "budget") if getattr(args, a) is None]
     if missing:
         raise EngineError(f"missing {', '.join(missing)} (or use --show PLAN.json to print a saved plan)")
-    mode = args.mode.lower()
+    mode = (args.mode or "wr").lower()
     if mode not in MODES:
         raise EngineError(f"--mode must be wr or wd, got {args.mode!r}")
     try:
