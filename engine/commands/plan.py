@@ -59,7 +59,7 @@ def run(args) -> int:
     missing = [f"--{a}" for a in ("profile", "budget") if getattr(args, a) is None]
     if missing:
         raise EngineError(f"missing {', '.join(missing)} (or use --show PLAN.json to print a saved plan)")
-    mode = (args.mode or "wr").lower()
+    mode = "wr" if args.mode is None else args.mode.lower()  # an empty --mode is a mistake, not the default
     if mode not in MODES:
         raise EngineError(f"--mode must be wr or wd, got {args.mode!r}")
     try:
