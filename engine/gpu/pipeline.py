@@ -118,13 +118,16 @@ def _watch_parent(parent: int) -> None:
         time.sleep(0.5)
 
 
-def _worker(index: int, lock_path: str, tasks, results, measure: Callable, probe: Callable, parent: int) -> None:
+def _worker(
+    index: int, lock_path: str, tasks, results, started, measure: Callable, probe: Callable, parent: int
+) -> None:
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     try:
         prov = probe()
     except Exception as err:
         results.put(("dead", index, f"{type(err).__name__}: {err}"))
         return
+    started[index] = 1  # shared memory, at once: a queued message is lost if the process dies before it is sent
     results.put(("ready", index, prov))
     lock = GPULock(lock_path)
     while (task := tasks.get()) is not None:
@@ -152,6 +155,7 @@ class Pool:
         ctx = mp.get_context("spawn")  # a forked CUDA or cuDNN state is unusable in the child
         self.dir = tempfile.TemporaryDirectory(prefix="ucudnn-gpu-")
         self.tasks, self.results = ctx.Queue(), ctx.Queue()
+        self.started = ctx.Array("b", workers, lock=False)  # worker -> loaded CuPy and cuDNN (_worker)
         self.gpu = [i % len(devices) if devices else 0 for i in range(workers)]  # worker -> GPU index
         self.procs = [
             ctx.Process(
@@ -163,6 +167,7 @@ class Pool:
                     os.path.join(self.dir.name, f"gpu{self.gpu[i]}.lock"),
                     self.tasks,
                     self.results,
+                    self.started,
                     measure,
                     probe,
                     os.getpid(),
@@ -200,7 +205,7 @@ class Pool:
 
     def died(self, msg: tuple) -> EngineError:
         """The error of a "died" message: a worker that never started, or one that died measuring."""
-        if msg[1] not in self.provs:
+        if not self.started[msg[1]]:
             return EngineError(
                 f"a profiling worker exited (code {msg[3]}) while loading CuPy and cuDNN; profile "
                 f"graph after graph with --build-workers 1 to see why"
