@@ -226,8 +226,9 @@ def test_dead_and_failing_workers_are_retried_once_then_recorded_and_the_run_goe
     assert measured(tmp_path, "faulty").count((big.key, big.b)) >= 2  # Dask reruns a task its restart interrupted
     # a dying worker also kills the graph queued behind the culprit, so failed graphs are retried alone, after
     # every other graph (but that neighbour, which never started): only their own fault can fail them again
+    # (the last attempt: under load the restart for the lost context can kill mid's first before it logs)
     attempts = measured(tmp_path, "faulty")
-    retry = [i for i, g in enumerate(attempts) if g == (mid.key, mid.b)][1]
+    retry = [i for i, g in enumerate(attempts) if g == (mid.key, mid.b)][-1]
     assert len(set(COST) - set(attempts[:retry])) <= 1
     t = prof.table
     assert set(zip(t.signature, t.micro_batch)) == set(COST) - set(failed)
