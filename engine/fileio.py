@@ -39,9 +39,7 @@ def atomic_write(path: str | Path, data: bytes | str, gzip_suffix: bool = False,
     """Write ``data`` to ``path``: atomically (temporary file, fsync, rename) where ``path`` is a regular file
     or missing, straight where it is a device, pipe or ``/dev/stdout``; gzip it when ``gzip_suffix`` and the
     name ends in ``.gz``. Raises EngineError naming ``what`` and the path."""
-    label = f"cannot write {what + ' to ' if what else ''}{str(path)!r}"
-    if not str(path):
-        raise EngineError(f"cannot write {what or 'a file'}: the file name is empty")
+    label = _label(path, what)
     path = Path(path)
     raw = data.encode() if isinstance(data, str) else bytes(data)
     if gzip_suffix and path.suffix == ".gz":
@@ -63,8 +61,7 @@ def check_writable(path: str | Path, what: str) -> None:
     """Raise the EngineError ``atomic_write(path, ..., what=what)`` would, now: before a long computation whose
     result goes there (a profile, a plan), not after it. A regular file's folder must take a temporary file (one
     is made and removed); a device, pipe or descriptor is written straight and not checked."""
-    if not str(path):
-        raise EngineError(f"cannot write {what}: the file name is empty")
+    label = _label(path, what)
     try:
         target = _target(Path(path))
         if target is not None:
@@ -72,7 +69,14 @@ def check_writable(path: str | Path, what: str) -> None:
             os.close(fd)
             os.unlink(tmp)
     except OSError as err:
-        raise EngineError(f"cannot write {what} to {str(path)!r}: {err.strerror or err}") from None
+        raise EngineError(f"{label}: {err.strerror or err}") from None
+
+
+def _label(path, what: str) -> str:
+    """How a failed write of ``what`` to ``path`` begins; an empty file name is refused here."""
+    if not str(path):
+        raise EngineError(f"cannot write {what or 'a file'}: the file name is empty")
+    return f"cannot write {what + ' to ' if what else ''}{str(path)!r}"
 
 
 def _target(path: Path) -> Path | None:

@@ -25,7 +25,7 @@ from ..kernel_sets import network_variant
 from ..profile import Profile, resolve_profile
 from ..units import format_size, parse_size
 from ..memory.capacity import deepest, deepest_limit, max_batch, smallest_capacity
-from ..memory.iteration import format_table, plan_memory
+from ..memory.iteration import LOWER_BOUND, format_table, plan_memory
 from ..memory.policies import MEMORY_POLICIES, get_policy
 from ..memory.reserve import RESERVE
 from ..memory.snapshot import snapshot_bytes, snapshot_path
@@ -57,8 +57,7 @@ def add_arguments(parser) -> None:
         "--strategy",
         default=None,
         choices=("speed", "memory", "cost-aware"),
-        help="SuperNeurons recomputation strategy (the policies that take one: "
-        f"{', '.join(n for n, p in MEMORY_POLICIES.items() if 'strategy' in p.options())})",
+        help=f"SuperNeurons recomputation strategy (the policies that take one: {', '.join(_taking('strategy'))})",
     )
     parser.add_argument(
         "--reserve",
@@ -109,6 +108,11 @@ def add_arguments(parser) -> None:
         choices=("resnet", "resnet-sn", "vgg"),
         help="deepest network of this family that fits --capacity at --batch",
     )
+
+
+def _taking(option: str) -> list[str]:
+    """The memory policies that take ``option`` (their registry entries)."""
+    return [n for n, p in MEMORY_POLICIES.items() if option in p.options()]
 
 
 def _policies(text: str) -> list[str]:
@@ -193,10 +197,10 @@ def run(args) -> int:
     options = {}
     if args.strategy:
         options["strategy"] = args.strategy
-        takers = [n for n, p in MEMORY_POLICIES.items() if "strategy" in p.options()]
-        if not set(takers) & set(names):
+        if not set(_taking("strategy")) & set(names):
             raise EngineError(
-                f"--strategy applies to {', '.join(takers)}; none of the policies given ({', '.join(names)}) takes it"
+                f"--strategy applies to {', '.join(_taking('strategy'))}; none of the policies given "
+                f"({', '.join(names)}) takes it"
             )
     if args.reserve is not None and capacity is None:
         raise EngineError("--reserve is a share of --capacity: give --capacity too")
@@ -308,7 +312,7 @@ def run(args) -> int:
             )
         if any(r.time_note for r in results):
             lines.append(time_note(params) + " (per policy: --json, summary.layer_runs_measured)")
-        lines += sorted({n for r in results for n in r.notes if n.startswith("the peak is a lower bound")})
+        lines += sorted({n for r in results if r.peak_is_lower_bound for n in r.notes if n.startswith(LOWER_BOUND)})
         _emit(args, {"results": [r.to_dict(ticks=False) for r in results]}, "\n".join(lines))
     if capacity is not None and not any(r.fits for r in results):
         mins = smallest_capacity(args.network, args.batch, profile=profile)

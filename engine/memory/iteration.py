@@ -458,6 +458,9 @@ def _evaluate(
     )
 
 
+LOWER_BOUND = "the peak is a lower bound"  # how the note of a peak without convolution workspace begins
+
+
 def _unknown_note(unknown: int, conv_plan) -> str:
     where = (
         "are not in the conv plan (stock PyTorch runs them) and no profile gives"
@@ -465,7 +468,7 @@ def _unknown_note(unknown: int, conv_plan) -> str:
         else "have no profile to give"
     )
     return (
-        f"the peak is a lower bound, not a prediction of what runs: {unknown} convolution kernel runs {where} "
+        f"{LOWER_BOUND}, not a prediction of what runs: {unknown} convolution kernel runs {where} "
         f"their workspace, which cuDNN takes at run time (give a profile, --profile or profile=, whose heuristic "
         f"rule is what stock PyTorch picks; in Python also conv_plan=, the plan applied with apply_plan)"
     )
