@@ -25,6 +25,7 @@ from .views.timeline import TimelineView
 from .views.workspace import WorkspaceView
 
 EXTENSIONS = ("tabulator", "filedropper")
+MAIN_MIN_WIDTH = 770  # px beside the 330 px sidebar: the views as drawn in a 1100 px window
 
 
 def rule() -> pn.pane.HTML:
@@ -68,7 +69,12 @@ class Dashboard(pn.viewable.Viewer):
         for i, v in enumerate(views):
             v.tab_open = lambda i=i: self.tabs.active == i
         self.tabs.param.watch(lambda e: [v.locked(v.set_shown, i == e.new) for i, v in enumerate(views)], "active")
+        # narrower than MAIN_MIN_WIDTH the page scrolls sideways: squeezed beside the fixed sidebar, the plots'
+        # legends covered their curves and captions wrapped a word a line. A strut, because Panel replaces a
+        # layout's own min_width with its children's
+        strut = pn.Spacer(height=0, margin=0, min_width=MAIN_MIN_WIDTH, sizing_mode="stretch_width")
         self.main = pn.Column(
+            strut,
             self.summary,
             pn.Row(self.pareto, self.desirable, sizing_mode="stretch_width"),
             self.tabs,

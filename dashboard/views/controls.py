@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import panel as pn
 from bokeh.models import CustomJSTickFormatter
@@ -13,12 +14,16 @@ from engine.units import format_size, parse_size
 from ..errors import literal
 from ..selection import SCOPE
 from .base import StateView
+from .busy import SLOW, BusyVeil
 from .widgets import Choice
 
 MODE_HELP = {
     "WR": "WR (workspace reuse): the budget is each kernel's own workspace limit.",
     "WD": "WD (workspace division): one network-wide workspace of this total, divided among kernels.",
 }
+
+
+RESEND_S = 5.0  # a slider move this soon after the page moved the handle may have started from the old spot
 
 
 def budget_label(b: int) -> str:
@@ -69,15 +74,17 @@ class Controls(StateView):
         sel, plan = self.state.selection, self.state.planning
         self.widgets: dict[str, tuple] = {}  # name -> (widget, owning part)
         for name, label in SELECTS.items():
-            self.widgets[name] = (Choice(label=label, sizing_mode="stretch_width"), sel)
-        self.widgets["engines"] = (pn.widgets.RadioButtonGroup(sizing_mode="stretch_width", variant="outline"), sel)
+            self.widgets[name] = (Choice(label=label, sizing_mode="stretch_width", css_classes=[SLOW]), sel)
+        radio = dict(sizing_mode="stretch_width", variant="outline", css_classes=[SLOW])
+        self.widgets["engines"] = (pn.widgets.RadioButtonGroup(**radio), sel)
         for name in ("policy", "mode"):
-            self.widgets[name] = (pn.widgets.RadioButtonGroup(sizing_mode="stretch_width", variant="outline"), plan)
+            self.widgets[name] = (pn.widgets.RadioButtonGroup(**radio), plan)
         for name, (widget, part) in self.widgets.items():
             setattr(self, name, widget)
             self.listen(widget, "value", lambda e, part=part, name=name: self._to_state(part, name, e.new))
         self.mode_help = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
         self.steps: list[int] = [0]
+        self._moved_at = -math.inf  # when the page last moved the slider's handle
         self._steps_key: tuple | None = None  # (analysis, mode) the steps were made for
         self.slider = BudgetSlider(
             start=0,
@@ -97,13 +104,17 @@ class Controls(StateView):
             name="Another model",
             placeholder="torchvision:resnet101 (planned if this profile measured its kernels)",
             sizing_mode="stretch_width",
+            css_classes=[SLOW],
         )
         self.listen(self.model, "value", lambda e: setattr(sel, "model", e.new))
+        self.veil = BusyVeil()
+        self.listen(self.veil, "asked", self.veil.answer)
         self.notes = pn.Column(sizing_mode="stretch_width")
         self._syncing = False
         self.listen(self.slider, "value", self._from_slider)
         self.listen(self.exact, "value", self._from_text)
         self.panel = pn.Column(
+            self.veil,
             self.notes,
             self.profile,
             self.compare,
@@ -180,9 +191,10 @@ class Controls(StateView):
         """The slider sits on the step nearest the budget; its label shows the budget itself, exactly."""
         plan = self.state.planning
         what = "Workspace limit per kernel" if plan.mode == "WR" else "Total workspace budget"
-        self.slider.param.update(
-            value=nearest_step(self.steps, plan.budget), label=f"{what}: {budget_label(plan.budget)} (log scale)"
-        )
+        step = nearest_step(self.steps, plan.budget)
+        if step != self.slider.value:
+            self._moved_at = time.monotonic()
+        self.slider.param.update(value=step, label=f"{what}: {budget_label(plan.budget)} (log scale)")
         typed = self.exact.value.strip()
         if typed:
             try:
@@ -196,6 +208,18 @@ class Controls(StateView):
         if self._syncing or event.new is None or not 0 <= event.new < len(self.steps):
             return
         self.state.planning.budget = int(self.steps[event.new])
+        if time.monotonic() - self._moved_at < RESEND_S:
+            self._resend_handle()
+
+    def _resend_handle(self) -> None:
+        """Put the browser's handle back on the step it just sent. The page had moved the handle (a typed
+        budget, another profile, an earlier resend) and a key press made before that arrived moved it from
+        where it was: the browser then showed the page's older step under the new budget's label. Panel sends
+        nothing (the value is the one the browser sent), so the value is sent again at the Bokeh model
+        (``_models``: Panel's own record of them); a browser already showing that step ignores it."""
+        self._moved_at = time.monotonic()
+        for model, _parent in list(self.slider._models.values()):
+            model.trigger("value", model.value, model.value)
 
     def _from_text(self, event) -> None:
         if not event.new.strip():

@@ -78,6 +78,11 @@ def shown(page) -> tuple[str, dict]:
     return page.locator("[data-testid=summary-scope]").inner_text(), page.evaluate(TITLES_JS)
 
 
+def veiled(page) -> bool:
+    """Whether the busy veil (dashboard/views/busy.py) covers the views."""
+    return page.locator("[data-testid=busy]").is_visible()
+
+
 def wait_for_profile(page, name: str, timeout: float = 90.0) -> None:
     """Until the summary and every plot show ``name``'s GPU, scope and the policy it was measured for (no two
     neighbours on the walk agree on all of them; first analyses take seconds)."""
@@ -119,7 +124,53 @@ def test_every_bundled_profile_opens_and_every_switch_shows_it(bundled_page):
         ):
             assert page.get_by_label(label, exact=True).input_value() == value, (name, label)
         assert page.get_by_text("Sum over ").first.is_visible()
+        wait_text(page, lambda: str(veiled(page)), "^False$", timeout=10)  # lifted once the switch is answered
         assert not page.problems, (name, page.problems)
+
+
+# In one task of the page's own script: a choice as the browser makes it, then whether the veil is up (the
+# server's answer cannot arrive before the task ends, however quickly it comes).
+CHOOSE_JS = """([select, veil, value]) => {
+  select.value = value;
+  select.dispatchEvent(new Event("input", {bubbles: true, composed: true}));
+  select.dispatchEvent(new Event("change", {bubbles: true}));
+  return veil.checkVisibility();
+}"""
+CLICK_JS = "([button, veil]) => { button.click(); return veil.checkVisibility(); }"
+
+
+def engine_set(page, name: str):
+    """The engine-set button ``name`` (the policy buttons offer an "all" too)."""
+    return page.locator(".bk-btn-group").filter(has_text="heuristics").get_by_role("button", name=name, exact=True)
+
+
+def test_a_slow_choice_veils_the_views_until_the_page_answers(bundled_page):
+    """The first switch to AlexNet's engine sweep (6,105 measured rows) and to another engine set takes the server
+    seconds, in which the cards still showed the last profile's numbers: the browser veils the views at once and
+    the server's answer lifts the veil. A click on the engine set already chosen sends nothing and veils
+    nothing; a budget move is quick and veils nothing."""
+    page = bundled_page
+    wait_for_profile(page, DEFAULT)
+    veil = page.locator("[data-testid=busy]").element_handle()
+    assert not veiled(page)
+    active = engine_set(page, "all").element_handle()
+    assert not page.evaluate(CLICK_JS, [active, veil])
+    name = "h100-alexnet-b256-tf32-nchw-all"
+    select = page.get_by_label("Profile").element_handle()
+    assert page.evaluate(CHOOSE_JS, [select, veil, name])
+    wait_for_profile(page, name)
+    wait_text(page, lambda: str(veiled(page)), "^False$")
+    heuristics = engine_set(page, "heuristics").element_handle()
+    assert page.evaluate(CLICK_JS, [heuristics, veil])
+    wait_text(page, lambda: str(veiled(page)), "^False$")
+    assert "bk-active" in engine_set(page, "heuristics").get_attribute("class")
+    slider = page.get_by_role("slider").first
+    slider.focus()
+    slider.press("ArrowLeft")
+    assert not veiled(page)
+    engine_set(page, "all").click()
+    wait_text(page, lambda: str(veiled(page)), "^False$")
+    assert not page.problems, page.problems
 
 
 def budget_card(page) -> str:
@@ -262,6 +313,7 @@ def test_rapid_switching_on_measured_profiles_never_tears_the_page(bundled_plain
     except AssertionError as err:
         raise AssertionError(f"{err} after {taken}") from None
     page.wait_for_timeout(1000)  # the last updates' trailing messages
+    assert not veiled(page), taken
     assert not page.problems, (taken, page.problems)
 
 
@@ -283,4 +335,5 @@ def test_a_plan_from_another_bundled_profile_switches_the_page_to_it(bundled_pag
     bundled_page.get_by_text(f"switched to profile {name}").wait_for(timeout=60_000)
     wait_for_profile(bundled_page, name)
     assert bundled_page.get_by_label("Profile").input_value() == name
+    assert not veiled(bundled_page)  # the page's own switch of its controls veils nothing
     assert not bundled_page.problems, bundled_page.problems

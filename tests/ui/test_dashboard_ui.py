@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -41,6 +42,55 @@ def test_page_loads_with_every_view(app_page):
     assert app_page.get_by_role("button", name="Profile on GPU").is_disabled()
     assert app_page.get_by_role("button", name="Verify plan on GPU").is_disabled()
     assert app_page.get_by_text("GPU actions are disabled").is_visible()
+
+
+def test_a_narrow_window_scrolls_sideways_instead_of_squeezing_the_plots(app_page):
+    """Below 1100 px the plots beside the fixed sidebar were squeezed (at 900 px the Pareto plot's legend covered
+    its curves, the desirable set's caption wrapped a word a line): the page now keeps the views at their 1100 px
+    size and scrolls sideways."""
+    from dashboard.ui import MAIN_MIN_WIDTH
+
+    def widths():
+        app_page.wait_for_timeout(500)  # Bokeh lays the page out again after a resize
+        box = app_page.locator(".ucd-pareto").first.bounding_box()
+        return box["width"], app_page.evaluate("() => document.documentElement.scrollWidth")
+
+    wide, page_wide = widths()
+    app_page.set_viewport_size({"width": 900, "height": 800})
+    narrow, page_narrow = widths()
+    app_page.set_viewport_size({"width": 1280, "height": 800})
+    assert page_wide == 1280 and page_narrow >= 330 + MAIN_MIN_WIDTH
+    assert narrow >= 0.45 * MAIN_MIN_WIDTH and narrow <= wide
+
+
+def settled(page, quiet: float = 1.0, timeout: float = 30.0) -> None:
+    """Until the server has written nothing to the page for ``quiet`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() - page.last_frame < quiet and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+
+
+def test_slider_keys_right_after_a_typed_budget_leave_the_handle_on_the_budget_shown(app_page, synthetic_profile_file):
+    """Keys pressed on the slider before the page's answer to a typed budget arrived moved the handle from its
+    old spot; the page's late answer then put it on the typed budget's step, under the label of the budget the
+    keys chose (9 of 12 rounds of a probe on the bundled profiles). After each round the handle is on the step
+    of the budget the label shows."""
+    from dashboard.state import PlannerState
+    from dashboard.views.controls import nearest_step
+    from engine.units import parse_size
+
+    steps = PlannerState(profiles={"synthetic": synthetic_profile_file}).budget_steps()  # the page's, by default
+    box = app_page.get_by_placeholder("or type a budget with its unit, e.g. 120MiB")
+    handle = app_page.get_by_role("slider").first
+    for typed, key, presses in [("120MiB", "ArrowLeft", 1), ("3GiB", "ArrowRight", 2), ("5MiB", "ArrowLeft", 3)]:
+        box.fill(typed)
+        box.press("Enter")
+        for _ in range(presses):
+            handle.press(key)
+        settled(app_page)
+        label = app_page.get_by_text(re.compile(r"budget: .* \(log scale\)")).first.inner_text()
+        shown = parse_size(re.search(r"budget: (.*) \(log scale\)", label)[1].replace(" ", ""))
+        assert int(float(handle.get_attribute("aria-valuenow"))) == nearest_step(steps, shown), (typed, label)
 
 
 def test_budget_slider_changes_summary_and_bars(app_page):
