@@ -8,9 +8,11 @@ and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 
+from . import fileio
 from .commands.network_args import apply_input
 from .errors import EngineError
 
@@ -47,6 +49,9 @@ COMMANDS = {
 }
 
 
+STDOUT_ARGS = ("output", "profile_output")  # file options that take "-" (memory's --json reads it itself)
+
+
 def one_line_errors(parser: argparse.ArgumentParser) -> None:
     """Usage mistakes print one ``error:`` line (exit 2) like every other bad input, not argparse's usage block."""
 
@@ -76,6 +81,14 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     return parser, parsers
 
 
+def _outputs(args):
+    """``-o -`` (or ``--profile-output -``): that file to stdout, the command's messages to stderr."""
+    to_stdout = [f"--{k.replace('_', '-')}" for k in STDOUT_ARGS if getattr(args, k, None) == fileio.STDOUT]
+    if len(to_stdout) > 1:
+        raise EngineError(f"{' and '.join(to_stdout)} are both '-': only one file can go to standard output")
+    return fileio.data_to_stdout() if to_stdout else contextlib.nullcontext()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser, parsers = build_parser()
@@ -92,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         importlib.import_module("engine.optimize.wd").SOLVER_LOG["on"] = args.verbose
     try:
         apply_input(args)
-        return int(module.run(args) or 0)
+        with _outputs(args):
+            return int(module.run(args) or 0)
     except EngineError as err:
         print(f"error: {err}", file=sys.stderr)
     except (ValueError, KeyError) as err:

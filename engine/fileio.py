@@ -4,13 +4,14 @@ A write to a regular file (or a new one) goes to a temporary file ``.NAME.XXXXXX
 folder, is fsync'ed and then renamed over the target, so a process killed mid-write leaves the old file
 intact, never an empty or half-written one; a temporary file such a kill left is removed by a later
 write to the same name once it is an hour old. Anything else (``/dev/null``, ``/dev/stdout``, a pipe)
-is written straight, never replaced by a regular file. A read is bounded before anything is built: the
-file size, the gzip-decompressed size and the JSON nesting depth, so a crafted file (a gzip bomb, a
-10 MB nest of brackets) fails with one clear line.
+is written straight, never replaced by a regular file; ``-`` is standard output (``data_to_stdout``). A
+read is bounded before anything is built: the file size, the gzip-decompressed size and the JSON nesting
+depth, so a crafted file (a gzip bomb, a 10 MB nest of brackets) fails with one clear line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -30,6 +31,9 @@ MAX_JSON_BYTES = 64 * MiB  # after gzip decompression: the largest bundled profi
 MAX_DEPTH = 32  # JSON/YAML nesting; the formats need 6
 STALE_TMP_S = 3600  # a temporary file this old is a killed writer's: no write takes an hour
 
+STDOUT = "-"  # as a file to write: standard output
+_DATA_OUT: list = []  # where STDOUT goes while a command's own messages go to stderr (data_to_stdout)
+
 # read once at import: os.umask can only be read by setting it, which would race with other threads
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -40,8 +44,11 @@ def atomic_write(path: str | Path, data: bytes | str, gzip_suffix: bool = False,
     or missing, straight where it is a device, pipe or ``/dev/stdout``; gzip it when ``gzip_suffix`` and the
     name ends in ``.gz``. Raises EngineError naming ``what`` and the path."""
     label = _label(path, what)
-    path = Path(path)
     raw = data.encode() if isinstance(data, str) else bytes(data)
+    if str(path) == STDOUT:
+        _write_stdout(raw)
+        return Path(path)
+    path = Path(path)
     if gzip_suffix and path.suffix == ".gz":
         raw = gzip.compress(raw, mtime=0)
     try:
@@ -62,6 +69,8 @@ def check_writable(path: str | Path, what: str) -> None:
     result goes there (a profile, a plan), not after it. A regular file's folder must take a temporary file (one
     is made and removed); a device, pipe or descriptor is written straight and not checked."""
     label = _label(path, what)
+    if str(path) == STDOUT:
+        return
     try:
         target = _target(Path(path))
         if target is not None:
@@ -70,6 +79,34 @@ def check_writable(path: str | Path, what: str) -> None:
             os.unlink(tmp)
     except OSError as err:
         raise EngineError(f"{label}: {err.strerror or err}") from None
+
+
+@contextlib.contextmanager
+def data_to_stdout():
+    """While a command writes a file to ``-``: that file goes to standard output, and everything else the
+    command prints goes to stderr, so the output is the file alone (``plan -o - | jq``)."""
+    _DATA_OUT.append(sys.stdout)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _DATA_OUT.pop()
+
+
+def shown(path) -> str:
+    """How a message names a file written: ``-`` is standard output."""
+    return "standard output" if str(path) == STDOUT else str(path)
+
+
+def _write_stdout(raw: bytes) -> None:
+    stream = _DATA_OUT[-1] if _DATA_OUT else sys.stdout
+    stream.flush()
+    if hasattr(stream, "buffer"):
+        stream.buffer.write(raw)
+        stream.buffer.flush()
+    else:
+        stream.write(raw.decode())
+        stream.flush()
 
 
 def _label(path, what: str) -> str:

@@ -428,7 +428,7 @@ def test_outputs_to_devices(synthetic_profile_path, tmp_path):
         "-o",
         null,
     )
-    assert proc.returncode == 0 and f"wrote {null}" in proc.stdout, proc.stderr
+    assert proc.returncode == 0 and f"wrote the plan to {null}" in proc.stdout, proc.stderr
     line = one_error_line(
         engine("memory", "--network", "alexnet", "--batch", "32", "--snapshot", full),
         "cannot write memory snapshot",
@@ -438,6 +438,26 @@ def test_outputs_to_devices(synthetic_profile_path, tmp_path):
     proc = engine("memory", "--network", "alexnet", "--batch", "32", "--json", "/dev/fd/1")
     assert proc.returncode == 0 and json.loads(proc.stdout)["network"] == "alexnet" and "wrote" in proc.stderr
     assert Path(null).is_char_device() and Path(full).is_char_device()
+
+
+def test_dash_writes_the_file_to_stdout_and_the_messages_to_stderr(synthetic_profile_path, tmp_path):
+    """``-o -`` wrote a file named ``-``; it is standard output, the file alone (``plan -o - | jq``), as memory's
+    ``--json -`` already was. Two outputs cannot both be ``-``; a pickle snapshot is not written there."""
+    plan = engine(
+        "plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--mode", "wr", "--budget", "64MiB",
+        "-o", "-", cwd=tmp_path,
+    )  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["network"]["name"] == "alexnet"
+    assert "wrote the plan to standard output" in plan.stderr and "unlimited-workspace optimum" in plan.stderr
+    front = engine("front", "--profile", synthetic_profile_path, "--network", "alexnet", "-o", "-", cwd=tmp_path)
+    assert front.returncode == 0 and front.stdout.startswith("workspace_bytes,"), front.stderr
+    assert not (tmp_path / "-").exists()
+    one_error_line(
+        engine("torch-plan", "--network", "alexnet", "-o", "-", "--profile-output", "-", cwd=tmp_path),
+        "--output and --profile-output are both '-'",
+    )
+    one_error_line(engine("memory", "--network", "alexnet", "--batch", "32", "--snapshot", "-"), "--snapshot -")
 
 
 def test_a_long_engine_sweep_names_the_faster_heuristic_list_once(capsys):

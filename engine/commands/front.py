@@ -11,7 +11,7 @@ import json
 import sys
 
 from ..errors import EngineError
-from ..fileio import atomic_write
+from ..fileio import atomic_write, shown
 from ..kernel_sets import kernel_sets, network_variant
 from ..planner import wd_front
 from ..policies import policy_name
@@ -54,7 +54,7 @@ def run(args) -> int:
         )
     if args.output is not None:
         atomic_write(args.output, text, what="front")
-        print(f"wrote {len(points)} front points to {args.output}", file=sys.stderr)
+        print(f"wrote {len(points)} front points to {shown(args.output)}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

@@ -161,6 +161,8 @@ def _check_options(args) -> None:
     for flag, value in (("--json", args.json), ("--snapshot", args.snapshot), ("--time-params", args.time_params)):
         if value == "":
             raise EngineError(f"{flag} was given an empty file name")
+    if args.snapshot == "-":
+        raise EngineError("--snapshot -: a memory snapshot is a pickle file for memory_viz; give a file name")
 
 
 def _time_params(path: str | None):

@@ -8,6 +8,7 @@ import shlex
 import sys
 
 from ..errors import EngineError
+from ..fileio import shown
 from ..plan import MODES, load_plan
 from ..planner import make_plan
 from ..summary import plan_summary
@@ -83,5 +84,5 @@ def run(args) -> int:
     )
     print(plan_summary(plan))
     if args.output is not None:
-        print(f"wrote {plan.save(args.output)}")
+        print(f"wrote the plan to {shown(plan.save(args.output))}")
     return 0

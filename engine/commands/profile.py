@@ -9,6 +9,7 @@ import sys
 from functools import partial
 
 from ..errors import EngineError
+from ..fileio import shown
 from ..gpu import ENGINES, KNOB_SAMPLES
 from ..precision import DEFAULT_PRECISION, LAYOUTS, PRECISIONS
 from ..units import format_size, parse_size
@@ -165,14 +166,14 @@ def run(args) -> int:
         f"{len(t)} plan measurements ({swept} from the engine sweep; {(t.status == 'ok').sum()} ok, "
         f"{(t.status == 'failed').sum()} failed, "
         f"{above} not timed above {format_size(cap)}, {len(skipped) - above} runtime-compiled or filtered "
-        f"out) in {prof.provenance['profiling_seconds']} s -> {out}"
+        f"out) in {prof.provenance['profiling_seconds']} s -> {shown(out)}"
     )
     if prof.provenance.get("time_split"):
         print(split_line(prof.provenance))
     failed = prof.provenance.get("failed_graphs", [])
     for f in failed:
         print(
-            f"error: {f['signature']} at b={f['micro_batch']} failed ({f['reason']}) and is not in {out}; "
+            f"error: {f['signature']} at b={f['micro_batch']} failed ({f['reason']}) and is not in {shown(out)}; "
             f"run the same command again to retry it",
             file=sys.stderr,
         )

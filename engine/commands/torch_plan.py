@@ -14,6 +14,7 @@ import shlex
 import sys
 
 from ..errors import EngineError
+from ..fileio import STDOUT, shown
 from .network_args import add_input_argument
 from .profile import add_precision_arguments, add_profiling_arguments, check_before_profiling, layout_of
 from .progress import progress_bar
@@ -90,12 +91,16 @@ def run(args) -> int:
         status=sweep_hint(args.engines),
     )
     if args.profile_output:
-        print(f"wrote {done.profile.save(args.profile_output)}")
+        print(f"wrote {shown(done.profile.save(args.profile_output))}")
     if args.mode == "free":
         print(
             f"--mode free: WR at {format_size(done.budget)} per kernel, the device memory free now "
             f"(no plan above --max-workspace {format_size(cap)} was timed)"
         )
     print(plan_summary(done.plan))
-    print(f"wrote {done.plan.save(out)}; apply it with engine.pytorch.apply_plan(model, {out!r})")
+    done.plan.save(out)
+    if out == STDOUT:
+        print("wrote the plan to standard output; save it and apply it with engine.pytorch.apply_plan(model, PATH)")
+    else:
+        print(f"wrote {out}; apply it with engine.pytorch.apply_plan(model, {out!r})")
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import GPUUnavailableError
+from ..fileio import shown
 from .progress import progress_bar
 
 
@@ -33,5 +34,5 @@ def run(args) -> int:
     )
     write_report(report, args.output)
     print(report_table(report))
-    print(f"report: {args.output}")
+    print(f"report: {shown(args.output)}")
     return 0 if report["totals"]["all_passed"] else 1
