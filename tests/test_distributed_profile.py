@@ -6,6 +6,8 @@ number of GPUs, dead and failing workers, refusal of mixed GPUs, and the CLI opt
 
 from __future__ import annotations
 
+import itertools
+
 import json
 import os
 import signal
@@ -237,13 +239,25 @@ def test_dead_and_failing_workers_are_retried_once_then_recorded_and_the_run_goe
     pd.testing.assert_frame_equal(again.table, expected_table(tmp_path))
 
 
-@pytest.mark.parametrize(
-    "probe,message", [(fake.mixed_probe, "the Dask workers' GPUs differ"), (fake.shared_probe, "share GPU SYNTHETIC-0")]
-)
-def test_mixed_or_shared_gpus_are_refused_before_measuring(tmp_path, cluster, probe, message):
-    with pytest.raises(EngineError, match=message):
-        run(tmp_path, "refused", probe=probe, scheduler=full(cluster))
+def test_mixed_gpus_are_refused_before_measuring(tmp_path, cluster):
+    with pytest.raises(EngineError, match="the Dask workers' GPUs differ"):
+        run(tmp_path, "refused", probe=fake.mixed_probe, scheduler=full(cluster))
     assert not measured(tmp_path, "refused") and not (tmp_path / "cache.sqlite").exists()
+
+
+def test_workers_sharing_a_gpu_build_at_once_and_time_one_at_a_time(tmp_path, cluster):
+    """Both workers report one GPU (they were refused: a Dask worker measured one graph at a time, its GPU idle
+    while it built). Each builds on its own and times holding the GPU's lock (gpu_lock), so the held spans never
+    overlap, every graph is stored once, and the GPU is listed once with both workers."""
+    log = tmp_path / "held.jsonl"
+    measure = partial(fake.pipeline_measure, log=str(log), build=0.04, timing=0.01)
+    where = dict(measure=measure, probe=fake.shared_probe, scheduler=full(cluster))
+    prof = profile_network(NET, cache_path=str(tmp_path / "cache.sqlite"), **where)
+    spans = sorted((t0, t1, pid) for pid, _k, _b, t0, t1, _n in fake.log_lines(log))
+    assert len(spans) == len(WORK) and len({pid for *_, pid in spans}) == 2
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), "two workers held the GPU at once"
+    assert [len(g["workers"]) for g in prof.provenance["gpus"]] == [2]
+    pd.testing.assert_frame_equal(prof.table, expected_table(tmp_path))
 
 
 def test_cli_options_fail_with_one_line(cluster, monkeypatch):

@@ -1,18 +1,19 @@
-"""Profiling spread over several GPUs with Dask: one worker per GPU, one writer.
+"""Profiling spread over several GPUs with Dask: worker processes on each GPU, one writer.
 
 Profiling is the slow step, and each (unique kernel, micro-batch size) graph is measured on its own,
 so the graphs are Dask tasks. ``--scheduler`` runs them on a cluster. ``--gpus`` on one host no longer comes
-here (choose_profiler): a Dask worker measures one graph at a time, building its plans while its GPU
-idles, so the host's GPUs run engine.gpu.pipeline's processes instead, fed from one queue.
+here (choose_profiler): the host's GPUs run engine.gpu.pipeline's processes instead, fed from one queue.
+A worker measures one graph at a time and most of a graph is host time building its plans, so a GPU is best
+given several single-threaded workers (``CUDA_VISIBLE_DEVICES=i dask worker ADDRESS --nworkers 4 --nthreads
+1``, pipeline.MAX_WORKERS says why four): as in the pipeline, they build at once and take turns timing, under
+one lock per GPU (``gpu_lock``: a file named by the GPU's uuid), so no kernel shares the GPU with a timed one.
 profile_network(gpus=...) still starts one ``distributed`` Nanny worker per local GPU (the CPU tests' cluster), pinned
 by ``CUDA_VISIBLE_DEVICES`` (what dask-cuda's LocalCUDACluster does); dask-cuda itself is not used
 because dask-cuda 26.10 pins dask and distributed to 2026.7.1 (rapids-dask-dependency) and needs
-cuda-core and NVML to start, so its cluster could not be the one the CPU tests run. ``--scheduler``
-uses an existing cluster: start one single-threaded worker per GPU (``dask cuda worker ADDRESS``, or
-``CUDA_VISIBLE_DEVICES=i dask worker ADDRESS --nthreads 1``).
+cuda-core and NVML to start, so its cluster could not be the one the CPU tests run.
 
 The client checks that every worker has the same GPU model, driver, cuDNN and frontend (plans are per
-GPU model) and its own GPU, submits the graphs the cache lacks, biggest expected cost first (Dask
+GPU model), submits the graphs the cache lacks, biggest expected cost first (Dask
 priorities; a few at a time, each with the numerical notes its signature already has), and stores each
 graph's rows in the SQLite cache as it finishes: a run killed at any moment keeps every finished graph and
 resumes on any number of GPUs. A graph whose worker died (KilledWorker, CommClosedError) or that raised is
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -36,7 +39,8 @@ from ..profile import Profile
 from . import KNOB_SAMPLES
 from .cache import ProfileCache
 from .cluster import connect
-from .progress import ProfileProgress
+from .pipeline import GPULock
+from .progress import ProfileProgress, sample_seconds
 from .work import (
     DEFAULT_CACHE,
     Graph,
@@ -82,19 +86,25 @@ def gpu_provenance() -> dict:
     return runtime.provenance()
 
 
-def measure_on_gpu(graph: Graph, settings: Settings, notes: dict[str, str]) -> list[dict]:
-    """Rows of one graph on this worker's GPU; the worker keeps its own CUDA context and buffers."""
+def measure_on_gpu(graph: Graph, settings: Settings, notes: dict[str, str], gpu) -> tuple[list[dict], dict]:
+    """Rows of one graph on this worker's GPU, and seconds per step: built here, timed while holding ``gpu``
+    (the GPU's lock); the worker keeps its own CUDA context and buffers."""
     import cupy as cp
 
     from .profiler import GraphMeasurer
 
-    measurer = _WORKER.setdefault("measurer", GraphMeasurer())
+    measurer = _WORKER.setdefault("measurer", GraphMeasurer(gpu))
     try:
-        rows = measurer.measure(graph, settings, notes)
+        return measurer.measure(graph, settings, notes), measurer.split
     except cp.cuda.runtime.CUDARuntimeError as err:
         raise GPUContextLost(f"CUDA error: {err}") from None
-    _WORKER["split"] = measurer.split
-    return rows
+
+
+def gpu_lock(prov: dict) -> GPULock:
+    """The lock of this worker's GPU, shared by every worker process on it: a file in the host's temporary
+    folder named by the GPU's uuid (the kernel drops a dead holder's lock)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(prov.get("gpu_uuid") or f"pid{os.getpid()}"))
+    return _WORKER.setdefault(("lock", name), GPULock(os.path.join(tempfile.gettempdir(), f"ucudnn-gpu-{name}.lock")))
 
 
 def worker_provenance(probe: Callable[[], dict]) -> dict:
@@ -113,10 +123,9 @@ def run_graph(measure: Callable, probe: Callable, graph: Graph, settings: Settin
     worker = get_worker()
     prov = worker_provenance(probe)
     try:
-        rows, timing = timed_measure(measure, graph, settings, notes)
+        (rows, split), timing = timed_measure(measure, graph, settings, notes, gpu_lock(prov))
     except GPUContextLost as err:
         raise GPUContextLost(err.args[0], worker.address) from None
-    split = _WORKER.pop("split", None)  # seconds per step, when measure is measure_on_gpu
     return {
         "rows": rows,
         "provenance": prov,
@@ -180,14 +189,15 @@ def gpu_id(prov: dict, worker: str) -> str:
 
 
 def check_workers(client, probe: Callable[[], dict]) -> dict[str, tuple[str, dict]]:
-    """{worker address: (name, provenance)} once every worker is known to be single-threaded, on a GPU of
-    its own, and of the same GPU model, driver, cuDNN and frontend; else one EngineError saying what differs."""
+    """{worker address: (name, provenance)} once every worker is known to be single-threaded and of the same
+    GPU model, driver, cuDNN and frontend; else one EngineError saying what differs. Workers may share a GPU:
+    they time one at a time (gpu_lock)."""
     info = client.scheduler_info(n_workers=-1)["workers"]
     busy = [f"{w.get('name', a)} ({w['nthreads']} threads)" for a, w in info.items() if w["nthreads"] != 1]
     if busy:
         raise EngineError(
-            f"Dask workers {', '.join(busy)} would time several graphs on one GPU at once; run one "
-            f"single-threaded worker per GPU (dask cuda worker, or dask worker --nthreads 1)"
+            f"Dask workers {', '.join(busy)} would time several graphs on one GPU at once; run "
+            f"single-threaded workers (dask worker --nthreads 1, up to 4 per GPU with --nworkers 4)"
         )
     try:
         provs = client.run(worker_provenance, probe)
@@ -203,15 +213,6 @@ def check_workers(client, probe: Callable[[], dict]) -> dict[str, tuple[str, dic
             f"the Dask workers' GPUs differ ({listing}); plans are per GPU model, driver and cuDNN, "
             f"so profile on GPUs of one kind at a time (--gpus, e.g. --gpus 0)"
         )
-    seen: dict[str, str] = {}
-    for name, p in workers.values():
-        gpu = gpu_id(p, name)
-        if gpu in seen:
-            raise EngineError(
-                f"Dask workers {seen[gpu]} and {name} share GPU {p['gpu_uuid']} on {p.get('host')}; "
-                f"their timings would disturb each other: give each worker its own GPU"
-            )
-        seen[gpu] = name
     return workers
 
 
@@ -233,7 +234,7 @@ def profile_network(
     progress: Callable[[int, int, str], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     status: Callable[[dict], None] | None = None,
-    measure: Callable[[Graph, Settings, dict], list[dict]] = measure_on_gpu,
+    measure: Callable[..., tuple[list[dict], dict]] = measure_on_gpu,
     probe: Callable[[], dict] = gpu_provenance,
 ) -> Profile:
     """engine.gpu.profiler.profile_network spread over Dask workers: one per local GPU of ``gpus``
@@ -342,11 +343,14 @@ class Run:
                     again.append((graph, attempt + 1))
                     continue
                 if fut.status == "finished":
+                    gpu = self.used(result["worker"], result["provenance"])
+                    shared = len(gpu["workers"]) > 1  # its workers build at once: the GPU's wall is its held time
+                    timing = result["timing"]
                     track.finished(
                         graph,
-                        result["worker"],
-                        result["timing"]["seconds"],
-                        result["timing"].get("split"),
+                        gpu["worker"],
+                        sample_seconds(timing["seconds"], timing.get("split"), shared=shared),
+                        timing.get("split"),
                         commit=time.perf_counter() - t,
                         note=note,
                     )
@@ -399,13 +403,22 @@ class Run:
         return f"on {res['worker']}"
 
     def used(self, worker: str, prov: dict) -> dict:
-        """The entry of the GPU behind ``worker`` (added when a worker joins or restarts)."""
-        return self.gpus.setdefault(
+        """The entry of the GPU behind ``worker`` (added when a worker joins or restarts): named by its first
+        worker, with every worker on it (several single-threaded workers may share a GPU: gpu_lock)."""
+        entry = self.gpus.setdefault(
             gpu_id(prov, worker),
             dict(
-                worker=worker, gpu=prov["gpu"], gpu_uuid=prov.get("gpu_uuid", ""), host=prov.get("host", ""), graphs=0
+                worker=worker,
+                workers=[],
+                gpu=prov["gpu"],
+                gpu_uuid=prov.get("gpu_uuid", ""),
+                host=prov.get("host", ""),
+                graphs=0,
             ),
         )
+        if worker not in entry["workers"]:
+            entry["workers"].append(worker)
+        return entry
 
     def provenance(self, ref: dict, command: str, scheduler: str, total: int) -> dict:
         """The workers' common provenance, every GPU used (with the graphs it measured) and the counts."""

@@ -51,9 +51,11 @@ def log_lines(log) -> list[list]:
         return []
 
 
-def measure(graph, settings, notes, log: str, tag: str, pause: float = 0.01, faults: dict | None = None) -> list[dict]:
-    """SYNTHETIC rows of ``graph`` after ``pause`` s, each attempt logged to ``log`` under ``tag`` with the
-    number of plans whose numerical notes it was given.
+def measure(
+    graph, settings, notes, gpu, log: str, tag: str, pause: float = 0.01, faults: dict | None = None
+) -> tuple[list[dict], dict]:
+    """SYNTHETIC rows of ``graph`` after ``pause`` s (no split: the GPU lock ``gpu`` is not taken), each attempt
+    logged to ``log`` under ``tag`` with the number of plans whose numerical notes it was given.
 
     ``faults`` maps "signature@b" to (kind, times): the first ``times`` attempts of that graph under
     this tag "die" (the worker process exits), "raise" a RuntimeError, or "lose" the GPU context.
@@ -69,7 +71,7 @@ def measure(graph, settings, notes, log: str, tag: str, pause: float = 0.01, fau
             raise GPUContextLost("SYNTHETIC CUDA error: an illegal memory access was encountered")
         raise RuntimeError(f"SYNTHETIC fault at attempt {attempt}")
     time.sleep(pause)
-    return synthetic_rows(graph.sig, [graph.b])
+    return synthetic_rows(graph.sig, [graph.b]), {}
 
 
 def pipeline_measure(
