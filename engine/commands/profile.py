@@ -117,7 +117,8 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--scheduler",
         help="profile on the GPUs of an existing Dask cluster, e.g. tcp://HOST:8786 "
-        "(one single-threaded worker per GPU: dask cuda worker tcp://HOST:8786)",
+        "(single-threaded workers, up to 4 per GPU: CUDA_VISIBLE_DEVICES=0 dask worker tcp://HOST:8786 "
+        "--nworkers 4 --nthreads 1, one such line per GPU)",
     )
 
 
