@@ -101,10 +101,12 @@ def measure_on_gpu(graph: Graph, settings: Settings, notes: dict[str, str], gpu)
 
 
 def gpu_lock(prov: dict) -> GPULock:
-    """The lock of this worker's GPU, shared by every worker process on it: a file in the host's temporary
-    folder named by the GPU's uuid (the kernel drops a dead holder's lock)."""
+    """The lock of this worker's GPU, shared by every worker process of this user on it: a file in the host's
+    temporary folder named by the user and the GPU's uuid (the kernel drops a dead holder's lock; another
+    user's workers could not open this user's file, so they keep a lock of their own)."""
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(prov.get("gpu_uuid") or f"pid{os.getpid()}"))
-    return _WORKER.setdefault(("lock", name), GPULock(os.path.join(tempfile.gettempdir(), f"ucudnn-gpu-{name}.lock")))
+    path = os.path.join(tempfile.gettempdir(), f"ucudnn-gpu-{os.getuid()}-{name}.lock")
+    return _WORKER.setdefault(("lock", path), GPULock(path))
 
 
 def worker_provenance(probe: Callable[[], dict]) -> dict:
