@@ -25,7 +25,9 @@ def start_cluster(devices: list[str]):
     A graph's host side (building ~60 plans) is Python and C++ that a serial profile runs undisturbed, so
     the workers do too: without Dask's pre-spawn variables (MALLOC_TRIM_THRESHOLD_, set for dataframe
     workers' memory, turns every large host allocation into an mmap) and without its statistical profiler,
-    which takes the GIL every 10 ms to sample the running task's stack.
+    which takes the GIL every 10 ms to sample the running task's stack. Without Dask's NVML diagnostics, too:
+    on a host with NVML, a worker pinned to a GPU number the host lacks (the CPU tests' second fake GPU on a
+    one-GPU host) failed to start (``NVMLError_InvalidArgument``).
     """
     import logging
 
@@ -52,6 +54,7 @@ def start_cluster(devices: list[str]):
             "distributed.scheduler.worker-saturation": 2.0,
             "distributed.nanny.pre-spawn-environ": {},
             "distributed.worker.profile.enabled": False,
+            "distributed.diagnostics.nvml": False,  # NVML failed a worker pinned to a GPU it cannot see
         }
     ):
         return SpecCluster(
