@@ -178,8 +178,7 @@ class ProfileProgress:
         also its biggest (the Dask path before it took spread order too) or its network's first (the serial
         one), and a start term took their cost: replayed on the two-GPU Dask runs of
         benchmarks/reports/profile-multigpu, biggest first, the ETA was 26-53 % off after a tenth of the graphs
-        with it, 12-25 % without. The Dask path names no worker (replayed in spread order on four workers
-        sharing an H200, the ETA was as close without the start term as with it)."""
+        with it, 12-25 % without. The Dask path takes spread order too, and names its workers."""
         if self.began is None:
             self.start()
         for k, v in dict(split or {}, commit=commit).items():
