@@ -74,6 +74,7 @@ class Dashboard(pn.viewable.Viewer):
         # layout's own min_width with its children's
         strut = pn.Spacer(height=0, margin=0, min_width=MAIN_MIN_WIDTH, sizing_mode="stretch_width")
         self.main = pn.Column(
+            self.controls.veil,  # over the views only (dashboard/views/busy.py)
             strut,
             self.summary,
             pn.Row(self.pareto, self.desirable, sizing_mode="stretch_width"),

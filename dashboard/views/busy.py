@@ -1,5 +1,7 @@
 """A veil over the views from the moment a slow control is changed in the browser until the page has answered.
 
+Placed in the views' column (dashboard/ui.py), it covers that column only, in a served page and in a notebook.
+
 The server handles a choice on the page's one event loop (dashboard/threads.py) and can send nothing before it
 has finished: a first switch to a large profile or engine set takes it 2-3 s, during which the cards showed the
 earlier numbers as if current. So the browser veils the views itself, on the user's own input to a control
@@ -64,16 +66,20 @@ export function render({{ model, el }}) {{
         """
 .veil { display: none; }
 .veil.on {
-  display: flex; position: fixed; top: 0; bottom: 0; right: 0; left: 345px; z-index: 1000;
-  justify-content: center; align-items: flex-start; padding-top: 120px;
+  display: flex; position: absolute; top: 0; bottom: 0; right: 0; left: 0; z-index: 1000;
+  justify-content: center; align-items: flex-start;
   background: rgba(255, 255, 255, 0.55); cursor: progress;
 }
-.veil span { background: #1f4e79; color: white; padding: 8px 16px; border-radius: 4px; font-size: 1.1em; }
+.veil span {
+  position: sticky; top: 120px; margin-top: 120px;
+  background: #1f4e79; color: white; padding: 8px 16px; border-radius: 4px; font-size: 1.1em;
+}
 """
     ]
 
     def __init__(self, **params):
-        super().__init__(height=0, width=0, margin=0, **params)
+        # static, so that the veil (absolute) covers the layout the component is placed in, not its 0 x 0 self
+        super().__init__(height=0, width=0, margin=0, styles={"position": "static"}, **params)
 
     def answer(self, event) -> None:
         """The browser's question, read after the changes it sent before it: answer it."""

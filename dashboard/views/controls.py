@@ -114,7 +114,6 @@ class Controls(StateView):
         self.listen(self.slider, "value", self._from_slider)
         self.listen(self.exact, "value", self._from_text)
         self.panel = pn.Column(
-            self.veil,
             self.notes,
             self.profile,
             self.compare,
