@@ -226,12 +226,13 @@ def test_dead_and_failing_workers_are_retried_once_then_recorded_and_the_run_goe
     assert failed[(small.key, small.b)]["reason"] == "RuntimeError: SYNTHETIC fault at attempt 2"
     assert prof.provenance["graphs"] == {"total": 56, "from_cache": 0, "measured": 54, "failed": 2}
     assert measured(tmp_path, "faulty").count((big.key, big.b)) >= 2  # Dask reruns a task its restart interrupted
-    # a dying worker also kills the graph queued behind the culprit, so failed graphs are retried alone, after
-    # every other graph (but that neighbour, which never started): only their own fault can fail them again
-    # (the last attempt: under load the restart for the lost context can kill mid's first before it logs)
+    # a dying worker also kills the graph queued behind the culprit, as the restart for big's lost context kills
+    # the one queued behind big, so failed graphs are retried alone, after every other graph but those two
+    # neighbours (retried in the order they failed): only their own fault can fail them again (the last attempt:
+    # under load the restart for the lost context can kill mid's first before it logs)
     attempts = measured(tmp_path, "faulty")
     retry = [i for i, g in enumerate(attempts) if g == (mid.key, mid.b)][-1]
-    assert len(set(COST) - set(attempts[:retry])) <= 1
+    assert len(set(COST) - set(attempts[:retry])) <= 2
     t = prof.table
     assert set(zip(t.signature, t.micro_batch)) == set(COST) - set(failed)
     again = run(tmp_path, "rerun", scheduler=full(cluster))  # the failed graphs were not cached: measured now
