@@ -435,6 +435,52 @@ def test_eta_on_measured_graphs_in_spread_order_is_within_15_percent_after_a_ten
     assert replay_worst(work, r["graphs"], r["workers"], spread_order(work)) <= 0.15
 
 
+CLOCK_MISSES = {  # committed runs whose ETA on their own clock is not yet within 15 %, and why (strict)
+    ("2026-11-26-run4", "B"): "12 processes (before 4 became the default): from the first stored graph 18 % off at "
+    "worst (10 % with the clock from the start; every run with 4 processes is closer from the first stored graph)"
+}
+ON_CLOCK = [
+    pytest.param(
+        run["dir"],
+        name,
+        marks=[pytest.mark.xfail(strict=True, reason=CLOCK_MISSES[run["dir"], name])]
+        if (run["dir"], name) in CLOCK_MISSES
+        else [],
+    )
+    for run in json.loads((SPEED / "runs.json").read_text())["runs"]
+    for name, r in json.loads((SPEED / run["dir"] / "speed.json").read_text())["runs"].items()
+    if r.get("workers", 1) > 1
+    and r.get("graphs")
+    and r["graphs"][0].get("start") is not None
+    and any(net in r["command"] and len(r["graphs"]) == n for net, (_, n) in NETS.items())
+    and run["dir"] >= "2026-11-26-run4"  # measured in spread order
+]
+
+
+@pytest.mark.parametrize("run,name", ON_CLOCK)
+def test_eta_on_each_runs_own_clock_is_within_15_percent_after_a_tenth(run, name):
+    """The committed whole-network runs measured in spread order, replayed as they ran: each graph handed to the
+    ETA when its process stored it (its start plus its seconds), the clock from the first stored graph as the
+    pipeline now starts it. From a tenth of the graphs on the predicted finish is within 15 % of the real one.
+    With the clock from the pipeline's start, the processes' first builds (a fill, no work done) counted: runs
+    with 4 processes were 7-15 % off at worst, from the first stored graph 4-11 %."""
+    r = json.loads((SPEED / run / "speed.json").read_text())["runs"][name]
+    net = next(spec for key, (spec, _) in NETS.items() if key in r["command"])
+    work = {(g.key, g.b): g for g in graphs(get_network(*net), "powerOfTwo", "tf32", "NCHW")}
+    measured = sorted(r["graphs"], key=lambda g: g["start"] + g["seconds"])
+    first, finish = measured[0]["start"], measured[-1]["start"] + measured[-1]["seconds"]
+    now = [0.0]
+    track = ProfileProgress(list(work.values()), clock=lambda: now[0])
+    worst = 0.0
+    for n, g in enumerate(measured, 1):
+        now[0] = g["start"] + g["seconds"]
+        own = sample_seconds(g["seconds"], g["split"], shared=True)
+        track.finished(work[g["signature"], g["micro_batch"]], "gpu0", own, g["split"], worker=g["worker"])
+        if 0.1 * len(measured) <= n < len(measured):
+            worst = max(worst, abs(now[0] + track.eta_s() - finish) / (finish - first))
+    assert worst <= 0.15
+
+
 def test_spread_order_samples_every_cost_in_each_prefix():
     order = spread_order(WORK)
     assert sorted(order, key=lambda g: (g.key, g.b)) == sorted(WORK, key=lambda g: (g.key, g.b))

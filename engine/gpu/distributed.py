@@ -332,8 +332,8 @@ class Run:
         for g in set(work) - set(todo):
             self.learn(self.cache.rows(g.key, g.b))
         track.from_cache([g for g in work if g not in set(todo)])
-        # the ETA's clock starts at the first stored graph (ProfileProgress.finished): until then the workers only
-        # build, and that fill, counted as work done, put call 47's finish 21 % late after a tenth of the graphs
+        # the ETA's clock starts at the first stored graph (ProfileProgress.finished), as in the pipeline: until then
+        # the workers only build, and that fill, counted as work done, put call 47's finish 21 % late at a tenth
         order = spread_order(todo)
         self.rank = {(g.key, g.b): i for i, g in enumerate(order)}
         waiting = order[::-1]  # popped from the end
