@@ -306,20 +306,9 @@ def test_eta_of_workers_sharing_a_gpu_is_within_15_percent_after_a_tenth(call):
     Run submitted before, the command printed 52-62 % late there (calls 43, 45 and 46)."""
     import gzip
 
-    from engine.gpu.progress import ProfileProgress, sample_seconds
+    from engine.testing.replay import eta_worst_on_own_clock
 
     path = Path(__file__).parent.parent / "benchmarks" / "reports" / "gpu-h200" / f"{call}-dask4-spread.json.gz"
-    measured = sorted(json.loads(gzip.decompress(path.read_bytes()))["graphs"], key=lambda g: g["start"] + g["seconds"])
-    work = {(g.key, g.b): g for g in graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")}
-    assert {(g["signature"], g["micro_batch"]) for g in measured} == set(work)
-    first, finish = measured[0]["start"], measured[-1]["start"] + measured[-1]["seconds"]
-    now = [0.0]
-    track = ProfileProgress(list(work.values()), clock=lambda: now[0])
-    worst = 0.0
-    for n, g in enumerate(measured, 1):
-        now[0] = g["start"] + g["seconds"]
-        held = sample_seconds(g["seconds"], g["split"], shared=True)
-        track.finished(work[g["signature"], g["micro_batch"]], "gpu0", held, g["split"], worker=g["worker"])
-        if 0.1 * len(measured) <= n < len(measured):
-            worst = max(worst, abs(now[0] + track.eta_s() - finish) / (finish - first))
-    assert worst <= 0.15
+    measured = json.loads(gzip.decompress(path.read_bytes()))["graphs"]
+    work = graphs(get_network("resnet50", 64), "powerOfTwo", "tf32", "NCHW")
+    assert eta_worst_on_own_clock(work, measured) <= 0.15

@@ -26,6 +26,7 @@ import pandas as pd
 import pytest
 
 from engine.errors import EngineError
+from engine.testing.replay import eta_worst_on_own_clock
 from engine.gpu.cache import ProfileCache
 from engine.gpu.pipeline import run_pipeline, worker_count
 from engine.gpu.progress import ProfileProgress, Sample, features, fit, sample_seconds, warm, warm_left
@@ -466,19 +467,8 @@ def test_eta_on_each_runs_own_clock_is_within_15_percent_after_a_tenth(run, name
     with 4 processes were 7-15 % off at worst, from the first stored graph 4-11 %."""
     r = json.loads((SPEED / run / "speed.json").read_text())["runs"][name]
     net = next(spec for key, (spec, _) in NETS.items() if key in r["command"])
-    work = {(g.key, g.b): g for g in graphs(get_network(*net), "powerOfTwo", "tf32", "NCHW")}
-    measured = sorted(r["graphs"], key=lambda g: g["start"] + g["seconds"])
-    first, finish = measured[0]["start"], measured[-1]["start"] + measured[-1]["seconds"]
-    now = [0.0]
-    track = ProfileProgress(list(work.values()), clock=lambda: now[0])
-    worst = 0.0
-    for n, g in enumerate(measured, 1):
-        now[0] = g["start"] + g["seconds"]
-        own = sample_seconds(g["seconds"], g["split"], shared=True)
-        track.finished(work[g["signature"], g["micro_batch"]], "gpu0", own, g["split"], worker=g["worker"])
-        if 0.1 * len(measured) <= n < len(measured):
-            worst = max(worst, abs(now[0] + track.eta_s() - finish) / (finish - first))
-    assert worst <= 0.15
+    work = graphs(get_network(*net), "powerOfTwo", "tf32", "NCHW")
+    assert eta_worst_on_own_clock(work, r["graphs"]) <= 0.15
 
 
 def test_spread_order_samples_every_cost_in_each_prefix():
