@@ -50,8 +50,8 @@ from .work import (
     device_key,
     graphs,
     measure_settings,
-    timed_measure,
     spread_order,
+    timed_measure,
 )
 
 RETRIES = 1  # a graph is submitted at most 1 + RETRIES times
