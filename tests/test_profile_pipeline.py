@@ -391,18 +391,24 @@ ETA_MISSES = {  # committed runs the ETA does not yet meet, and why (strict: a f
     "with its start term swings 8-76 % over graphs 20-48; 17.1 % off at graph 49 (21.6 % before noise_weights)"
 }
 NETS = {"resnet50": (("resnet50", 64), 476), "mobilenet_v3_large": (("torchvision:mobilenet_v3_large", 128), 1048)}
-MEASURED = [
-    pytest.param(
-        run["dir"],
-        name,
-        marks=[pytest.mark.xfail(strict=True, reason=ETA_MISSES[run["dir"], name])]
-        if (run["dir"], name) in ETA_MISSES
-        else [],
-    )
-    for run in json.loads((SPEED / "runs.json").read_text())["runs"]
-    for name, r in json.loads((SPEED / run["dir"] / "speed.json").read_text())["runs"].items()
-    if any(net in r["command"] and len(r.get("graphs", [])) == n for net, (_, n) in NETS.items())
-]
+
+
+def committed_runs(misses: dict, keep=lambda run, r: True) -> list:
+    """pytest params (run folder, run name) of the committed whole-network runs that ``keep`` admits, each one in
+    ``misses`` a strict xfail with its reason."""
+    params = []
+    for run in json.loads((SPEED / "runs.json").read_text())["runs"]:
+        for name, r in json.loads((SPEED / run["dir"] / "speed.json").read_text())["runs"].items():
+            whole = any(net in r["command"] and len(r.get("graphs", [])) == n for net, (_, n) in NETS.items())
+            if whole and keep(run, r):
+                why = misses.get((run["dir"], name))
+                params.append(
+                    pytest.param(run["dir"], name, marks=[pytest.mark.xfail(strict=True, reason=why)] if why else [])
+                )
+    return params
+
+
+MEASURED = committed_runs(ETA_MISSES)
 
 
 def replay_worst(work: list, measured: list[dict], workers: int, order: list) -> float:
@@ -440,22 +446,14 @@ CLOCK_MISSES = {  # committed runs whose ETA on their own clock is not yet withi
     ("2026-11-26-run4", "B"): "12 processes (before 4 became the default): from the first stored graph 18 % off at "
     "worst (10 % with the clock from the start; every run with 4 processes is closer from the first stored graph)"
 }
-ON_CLOCK = [
-    pytest.param(
-        run["dir"],
-        name,
-        marks=[pytest.mark.xfail(strict=True, reason=CLOCK_MISSES[run["dir"], name])]
-        if (run["dir"], name) in CLOCK_MISSES
-        else [],
-    )
-    for run in json.loads((SPEED / "runs.json").read_text())["runs"]
-    for name, r in json.loads((SPEED / run["dir"] / "speed.json").read_text())["runs"].items()
-    if r.get("workers", 1) > 1
-    and r.get("graphs")
-    and r["graphs"][0].get("start") is not None
-    and any(net in r["command"] and len(r["graphs"]) == n for net, (_, n) in NETS.items())
-    and run["dir"] >= "2026-11-26-run4"  # measured in spread order
-]
+ON_CLOCK = committed_runs(
+    CLOCK_MISSES,
+    lambda run, r: (
+        r.get("workers", 1) > 1  # processes sharing the GPU
+        and r["graphs"][0].get("start") is not None  # per-graph start times
+        and run["dir"] >= "2026-11-26-run4"
+    ),  # measured in spread order
+)
 
 
 @pytest.mark.parametrize("run,name", ON_CLOCK)

@@ -199,10 +199,10 @@ def run(args) -> int:
     options = {}
     if args.strategy:
         options["strategy"] = args.strategy
-        if not set(_taking("strategy")) & set(names):
+        takers = _taking("strategy")
+        if not set(takers) & set(names):
             raise EngineError(
-                f"--strategy applies to {', '.join(_taking('strategy'))}; none of the policies given "
-                f"({', '.join(names)}) takes it"
+                f"--strategy applies to {', '.join(takers)}; none of the policies given ({', '.join(names)}) takes it"
             )
     if args.reserve is not None and capacity is None:
         raise EngineError("--reserve is a share of --capacity: give --capacity too")

@@ -355,6 +355,7 @@ class Run:
                     continue
                 if fut.status == "finished":
                     gpu = self.used(result["worker"], result["provenance"])
+                    gpu["graphs"] += 1
                     shared = len(gpu["workers"]) > 1  # its workers build at once: the GPU's wall is its held time
                     timing = result["timing"]
                     track.finished(
@@ -411,7 +412,6 @@ class Run:
             graph.key, graph.b, self.options, res["rows"], dict(prov, worker=res["worker"], timing=res["timing"])
         )
         self.learn(res["rows"])
-        self.used(res["worker"], prov)["graphs"] += 1
         return f"on {res['worker']}"
 
     def used(self, worker: str, prov: dict) -> dict:
