@@ -18,6 +18,7 @@ from engine.units import MiB, format_size
 from ..errors import describe_error, literal
 from ..frames import plan_frame_columns
 from .base import StateView
+from .busy import SLOW
 
 COLUMNS = {
     "kernel": "Kernel",
@@ -121,6 +122,7 @@ class PlanView(StateView):
             accepted_filetypes=[".json", ".gz", "application/json", "application/gzip"],
             label="Load a plan file (JSON)",
             sizing_mode="stretch_width",
+            css_classes=[SLOW],  # a plan of another profile switches the page to it: seconds
         )
         self.listen(self.upload, "file", self._load)
         self.alert = pn.pane.Alert("", alert_type="info", visible=False, sizing_mode="stretch_width")

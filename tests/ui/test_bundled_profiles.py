@@ -331,9 +331,19 @@ def test_a_plan_from_another_bundled_profile_switches_the_page_to_it(bundled_pag
     path = tmp_path / "resnet50-fp16.plan.json"
     plan.save(path)
     wait_for_profile(bundled_page, DEFAULT)
+    bundled_page.evaluate(WATCH_VEIL_JS, bundled_page.locator("[data-testid=busy]").element_handle())
     bundled_page.locator("input[type=file]").set_input_files(str(path))
     bundled_page.get_by_text(f"switched to profile {name}").wait_for(timeout=60_000)
     wait_for_profile(bundled_page, name)
     assert bundled_page.get_by_label("Profile").input_value() == name
-    assert not veiled(bundled_page)  # the page's own switch of its controls veils nothing
+    wait_text(bundled_page, lambda: str(veiled(bundled_page)), "^False$")  # lifted once the upload is answered
+    assert bundled_page.evaluate("window.veilShown"), "the views were not veiled while the server loaded the plan"
     assert not bundled_page.problems, bundled_page.problems
+
+
+# Records whether the veil was ever up from now on (an upload's veil may lift before a poll would see it).
+WATCH_VEIL_JS = """(veil) => {
+  window.veilShown = false;
+  new MutationObserver(() => { if (veil.classList.contains('on')) window.veilShown = true; })
+    .observe(veil, {attributes: true, attributeFilter: ['class']});
+}"""
