@@ -131,14 +131,19 @@ def compare_lines(c: dict, a_name: str, b_name: str) -> list[str]:
     return lines
 
 
-def eta_replay(name: str, run: dict) -> dict:
+SPREAD_SINCE = "2026-11-26-run4"  # the first run measured in spread order
+
+
+def eta_replay(name: str, run: dict, spread_measured: bool = True) -> dict:
     """engine.gpu.progress's ETA replayed on a run's graphs, handed what engine.gpu.pipeline hands it (each
     graph's sample_seconds and, with processes sharing the GPU, the process that measured it): the error of the
     predicted finish (elapsed + ETA) against the real one, as a fraction of the measuring time, worst and
     median after 10, 25 and 50 % of the graphs, in the order measured (the stored ends) and in spread order (the
-    wall grown by each graph's sample). A run cut at its time limit is replayed on the graphs it measured."""
+    wall grown by each graph's sample), and, for a run of processes sharing the GPU in spread order, on its own
+    clock. A run cut at its time limit is replayed on the graphs it measured."""
     from engine.gpu.progress import sample_seconds
     from engine.gpu.work import graphs, spread_order
+    from engine.testing.replay import eta_worst_on_own_clock
     from engine.zoo import get_network
 
     if name == "D":
@@ -156,6 +161,8 @@ def eta_replay(name: str, run: dict) -> dict:
     ends = [measured[g.key, g.b]["start"] + measured[g.key, g.b]["seconds"] - t0 for g in live]
     spread = spread_order(work)
     return {
+        # as the pipeline's and the Dask path's ETA now runs: its clock from the first stored graph
+        "own_clock": eta_worst_on_own_clock(work, run["graphs"]) if shared and spread_measured else None,
         "measured": eta_errors(work, live, ends, sample, measured, shared),
         "spread": eta_errors(
             work, spread, list(itertools.accumulate(sample[g.key, g.b] for g in spread)), sample, measured, shared
@@ -579,19 +586,24 @@ def speed_render(rows: list[tuple[dict, dict]], source: str) -> str:
         "10 % of graphs. Every row replays today's ETA, whatever code measured the run. Since 2026-11-26 it fits "
         f"each process's start apart from its graphs' own cost (engine.gpu.progress){start_text(rows)}; since "
         "2026-11-28 it fits grouped graphs (depthwise included) apart too, whose host-bound plans cost about the "
-        "same whatever their FLOPs: without that, MobileNetV3-Large's H runs were 33 % off in spread order.",
+        "same whatever their FLOPs: without that, MobileNetV3-Large's H runs were 33 % off in spread order. The "
+        "last column replays a run as it ran, where processes shared the GPU: each graph handed to the ETA when it "
+        "was stored, the clock from the first stored graph (engine.testing.replay), as the pipeline's and the Dask "
+        "path's ETA run since 2026-11-29, for the runs measured in spread order; the error is a share of the time from "
+        "the first stored graph to the last.",
         "",
         "| run | graphs | in the order measured, after 10 % of the graphs: worst / median | after 25 % | after 50 % "
-        "| in spread order, after 10 %: worst / median | after 25 % |",
-        "|---|---|---|---|---|---|---|",
+        "| in spread order, after 10 %: worst / median | after 25 % | on its own clock, after 10 %: worst |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r, name, x in each_run(rows, "graphs"):
-        e = eta_replay(name, x)
+        e = eta_replay(name, x, r["dir"] >= SPREAD_SINCE)
         cells = [*e["measured"].values(), *list(e["spread"].values())[:2]]
+        own = "-" if e["own_clock"] is None else f"{100 * e['own_clock']:.1f} %"
         lines.append(
             f"| {r['dir']} {name} | {len(x['graphs'])} | "
             + " | ".join(f"{100 * v['worst']:.0f} / {100 * v['median']:.0f} %" for v in cells)
-            + " |"
+            + f" | {own} |"
         )
     live = [(r, name, e) for r, name, x in each_run(rows, "command") if (e := live_eta(r["folder"], name, x))]
     if live:

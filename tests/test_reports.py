@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import memory_training_report, optimizer, profiling, reproduction, side_by_side  # noqa: E402
 from benchmarks import profiling_speed, profiling_speed_report  # noqa: E402
-from benchmarks import first_plan_cost, profile_multigpu, stock_layers, torch_training  # noqa: E402
+from benchmarks import first_plan_cost, profile_multigpu, stock_layers, torch_training, user_command_runs  # noqa: E402
 from benchmarks import torchvision_optimize  # noqa: E402
 from benchmarks.readme import README, markers, read_block, write_block  # noqa: E402
 from engine.units import MiB  # noqa: E402
@@ -91,6 +91,15 @@ def test_profiling_speed_report_and_readme_block_match_the_committed_runs():
     rows = rep.load_speed_runs(rep.SPEED_RUNS)
     assert read_block(README.read_text(), "profiling_speed_report") == rep.speed_readme(rows)
     assert rep.SPEED_REPORT.read_text() == rep.speed_render(rows, "profiling-speed/runs.json")
+
+
+def test_user_command_runs_report_and_readme_block_match_the_committed_logs():
+    calls = user_command_runs.load()
+    assert read_block(README.read_text(), "user_command_runs") == user_command_runs.readme_block(calls)
+    assert user_command_runs.REPORT.read_text() == user_command_runs.render(calls)
+    # every listed command was found in its log, with its wall and its profile's rows
+    listed = sum(len(e["commands"]) for e in json.loads(user_command_runs.LISTING.read_text())["runs"])
+    assert sum(len(cmds) for _, cmds, _ in calls) == listed
 
 
 def test_profile_multigpu_report_and_readme_block_match_the_committed_runs():
