@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import sys
 
 from . import fileio
@@ -50,6 +51,8 @@ COMMANDS = {
 
 
 STDOUT_ARGS = ("output", "profile_output")  # file options that take "-" (memory's --json reads it itself)
+OUTPUT_ARGS = ("output", "profile_output", "json", "snapshot")  # files a command writes
+INPUT_ARGS = ("profile", "plan", "show", "time_params", "network")  # files it reads (a network: a spec file)
 
 
 def one_line_errors(parser: argparse.ArgumentParser) -> None:
@@ -81,11 +84,35 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     return parser, parsers
 
 
+def _flag(dest: str) -> str:
+    return f"--{dest.replace('_', '-')}"
+
+
+def _distinct_files(args) -> None:
+    """No output may replace a file the command reads (``plan --profile p.gz -o p.gz`` would overwrite the
+    measurements with a plan) or another output: refused before anything is computed or written."""
+    outs = [(_flag(k), v) for k in OUTPUT_ARGS if isinstance(v := getattr(args, k, None), str) and v != fileio.STDOUT]
+    ins = [(_flag(k), v) for k in INPUT_ARGS if isinstance(v := getattr(args, k, None), str) and os.path.isfile(v)]
+    for flag, out in outs:
+        for read_flag, read in ins:
+            if fileio.same_file(out, read):
+                raise EngineError(
+                    f"{flag} {out!r} is the file {read_flag} reads: writing there would replace it; write elsewhere"
+                )
+    for i, (flag, out) in enumerate(outs):
+        for other_flag, other in outs[i + 1 :]:
+            regular = os.path.isfile(out) and os.path.isfile(other) and fileio.same_file(out, other)
+            if regular or (out and os.path.abspath(out) == os.path.abspath(other)):
+                raise EngineError(f"{flag} and {other_flag} both name {out!r}: give each output its own file")
+
+
 def _outputs(args):
-    """``-o -`` (or ``--profile-output -``): that file to stdout, the command's messages to stderr."""
-    to_stdout = [f"--{k.replace('_', '-')}" for k in STDOUT_ARGS if getattr(args, k, None) == fileio.STDOUT]
+    """``-o -`` (or ``--profile-output -``, or a name for what stdout already is, such as ``/dev/stdout``): that
+    file to stdout, the command's messages to stderr."""
+    _distinct_files(args)
+    to_stdout = [_flag(k) for k in STDOUT_ARGS if (v := getattr(args, k, None)) is not None and fileio.is_stdout(v)]
     if len(to_stdout) > 1:
-        raise EngineError(f"{' and '.join(to_stdout)} are both '-': only one file can go to standard output")
+        raise EngineError(f"{' and '.join(to_stdout)} both go to standard output: only one file can")
     return fileio.data_to_stdout() if to_stdout else contextlib.nullcontext()
 
 

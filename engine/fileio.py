@@ -31,6 +31,7 @@ MAX_JSON_BYTES = 64 * MiB  # after gzip decompression: the largest bundled profi
 MAX_DEPTH = 32  # JSON/YAML nesting; the formats need 6
 STALE_TMP_S = 3600  # a temporary file this old is a killed writer's: no write takes an hour
 
+GZIP_MAGIC = b"\x1f\x8b"  # the first bytes of every gzip file (RFC 1952)
 STDOUT = "-"  # as a file to write: standard output
 _DATA_OUT: list = []  # where STDOUT goes while a command's own messages go to stderr (data_to_stdout)
 
@@ -91,6 +92,30 @@ def data_to_stdout():
             yield
     finally:
         _DATA_OUT.pop()
+
+
+def is_stdout(path) -> bool:
+    """Whether writing ``path`` writes this process's standard output: ``-``, or a name for the file, pipe or
+    terminal already open there (``/dev/stdout``, ``/dev/fd/1``, the very file stdout was redirected to)."""
+    if str(path) == STDOUT:
+        return True
+    return bool(str(path)) and _same_inode(path, 1)
+
+
+def same_file(a, b) -> bool:
+    """Whether two names are one existing file (a hard link, a symlink, ``./x`` and ``x``)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def _same_inode(path, fd: int) -> bool:
+    try:
+        st, open_ = os.stat(path), os.fstat(fd)
+    except (OSError, ValueError, TypeError):
+        return False
+    return (st.st_dev, st.st_ino) == (open_.st_dev, open_.st_ino)
 
 
 def shown(path) -> str:
@@ -228,7 +253,8 @@ def read_bounded(
     limit: int = MAX_FILE_BYTES,
     decompressed_limit: int = MAX_JSON_BYTES,
 ) -> bytes:
-    """The bytes of ``path`` (gunzipped when it ends in ``.gz``), refusing more than the limits.
+    """The bytes of ``path`` (gunzipped when it ends in ``.gz`` or starts as gzip does, ``plan.json`` being a
+    gzip file someone renamed), refusing more than the limits.
 
     ``what`` names the file in messages (e.g. "plan 'x.json'"); every failure raises ``error``."""
     if not isinstance(path, (str, os.PathLike)):
@@ -245,7 +271,7 @@ def read_bounded(
         raise error(f"{what} cannot be read: {err.strerror or err}") from None
     if len(raw) > limit:
         raise error(f"{what} is larger than {limit // MiB} MiB, the most this engine reads")
-    if path.suffix != ".gz":
+    if path.suffix != ".gz" and not raw.startswith(GZIP_MAGIC):
         return raw
     return gunzip_bounded(raw, what, error, decompressed_limit)
 
@@ -266,7 +292,7 @@ def gunzip_bounded(raw: bytes, what: str, error: type[EngineError] = EngineError
                 raise error(f"{what} is not valid gzip: the compressed data ends early")
             rest = d.unused_data
             pos = len(raw) - len(rest)
-            if rest and not rest.startswith(b"\x1f\x8b"):
+            if rest and not rest.startswith(GZIP_MAGIC):
                 break  # trailing garbage after the last member, as gzip(1) tolerates zeros
     except zlib.error as err:
         raise error(f"{what} is not valid gzip: {err}") from None

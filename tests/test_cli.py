@@ -192,6 +192,7 @@ PLAN = ["plan", "--network", "alexnet", "--batch", "8", "--mode", "wr", "--budge
         ({"--precision": "fp16"}, ["holds no fp16/* measurements for alexnet"]),
         ({"--budget": None}, ["missing --budget"]),
         ({"-o": "/nonexistent-dir/p.json"}, ["cannot write plan to '/nonexistent-dir/p.json'"]),
+        ({"--time-limit": "5"}, ["--time-limit tunes WD's ILP; WR (the default --mode) solves none"]),
     ],
 )
 def test_plan_bad_arguments(synthetic_profile_path, change, fragments):
@@ -455,9 +456,66 @@ def test_dash_writes_the_file_to_stdout_and_the_messages_to_stderr(synthetic_pro
     assert not (tmp_path / "-").exists()
     one_error_line(
         engine("torch-plan", "--network", "alexnet", "-o", "-", "--profile-output", "-", cwd=tmp_path),
-        "--output and --profile-output are both '-'",
+        "--output and --profile-output both go to standard output",
     )
     one_error_line(engine("memory", "--network", "alexnet", "--batch", "32", "--snapshot", "-"), "--snapshot -")
+
+
+def test_an_output_that_is_stdout_by_another_name_gets_the_file_alone(synthetic_profile_path, tmp_path):
+    """``-o /dev/stdout > plan.json`` (the README offers /dev/stdout) wrote the summary table and the plan into
+    one stream, a plan that did not load, with exit status 0: it is ``-o -`` by another name."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "plan.json"
+    with out.open("w") as f:
+        proc = subprocess.run(
+            [sys.executable, "-m", "engine", "plan", "--profile", str(synthetic_profile_path), "--network",
+             "alexnet", "--budget", "64MiB", "-o", "/dev/stdout"],
+            stdout=f, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120, check=False,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert load_plan(out).network == "alexnet"
+    assert "unlimited-workspace optimum" in proc.stderr
+
+
+def test_an_output_never_replaces_a_file_the_command_reads_or_another_output(synthetic_profile_path, tmp_path):
+    """``plan --profile p.gz -o p.gz`` replaced hours of measurements with a plan, exit status 0."""
+    profile = tmp_path / "my.profile.json"
+    profile.write_bytes(Path(synthetic_profile_path).read_bytes())
+    before = profile.read_bytes()
+    link = tmp_path / "link.json"
+    link.symlink_to(profile)
+    for cmd in (
+        ("plan", "--profile", profile, "--network", "alexnet", "--budget", "64MiB", "-o", profile),
+        ("plan", "--profile", profile, "--network", "alexnet", "--budget", "64MiB", "-o", link),
+        ("front", "--profile", profile, "--network", "alexnet", "-o", profile),
+        ("memory", "--network", "alexnet", "--batch", "16", "--profile", profile, "--json", profile),
+    ):
+        one_error_line(engine(*cmd, cwd=tmp_path), "reads: writing there would replace it")
+    assert profile.read_bytes() == before
+    both = engine("memory", "--network", "alexnet", "--batch", "16", "--json", "o.json", "--snapshot", "o.json",
+                  cwd=tmp_path)  # fmt: skip
+    one_error_line(both, "--json and --snapshot both name 'o.json'")
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_small_mistakes_of_a_qa_walk(synthetic_profile_path, tmp_path):
+    """A gzip plan renamed .json loads; --repeats 0 is refused by argparse before the GPU is looked for; a
+    capacity nothing fits says so."""
+    import gzip
+
+    plan = tmp_path / "p.json.gz"
+    made = engine("plan", "--profile", synthetic_profile_path, "--network", "alexnet", "--budget", "64MiB", "-o", plan)
+    assert made.returncode == 0, made.stderr
+    renamed = tmp_path / "p.json"
+    renamed.write_bytes(plan.read_bytes())
+    assert gzip.decompress(renamed.read_bytes())  # really gzip
+    shown = engine("plan", "--show", renamed)
+    assert shown.returncode == 0 and "speed-up over undivided" in shown.stdout, shown.stderr
+    one_error_line(engine("verify", renamed, "--repeats", "0"), "--repeats: must be a positive integer, got '0'")
+    tiny = engine("memory", "--network", "alexnet", "--capacity", "1KiB", "--max-batch")
+    assert tiny.returncode == 0 and "0 (none fits: even the smallest needs more)" in tiny.stdout, tiny.stderr
 
 
 def test_a_long_engine_sweep_names_the_faster_heuristic_list_once(capsys):

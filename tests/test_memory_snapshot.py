@@ -68,7 +68,21 @@ def test_memory_viz_renders_it():
 def test_snapshot_path_per_policy():
     assert snapshot_path("out.pickle", "liveness", False) == "out.pickle"
     assert snapshot_path("d/out.pickle", "vdnn-all-m", True) == "d/out.vdnn-all-m.pickle"
-    assert snapshot_path("a.b/out", "liveness", True) == "a.b/out.liveness"
+    assert snapshot_path("a.b/out", "liveness", True) == "a.b/out.liveness.pickle"
+    assert snapshot_path("out.pkl", "liveness", True) == "out.pkl.liveness.pickle"
+
+
+@pytest.mark.parametrize("bad", ["/dev/null", "FOLDER", "FOLDER/", "new/"])
+def test_several_policies_refuse_a_snapshot_name_that_is_no_file_name(bad, tmp_path, capsys):
+    """With several policies each snapshot's name is made from the one given: a device or folder cannot be
+    split so (``/dev/null.liveness`` was written as root; a folder got hidden ``.liveness`` files)."""
+    (tmp_path / "FOLDER").mkdir()
+    path = bad.replace("FOLDER", str(tmp_path / "FOLDER")).replace("new/", str(tmp_path / "new") + "/")
+    args = ["memory", "--network", "alexnet", "--batch", "16", "--policy", "liveness,vdnn-all-p", "--snapshot", path]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "give a file name" in err[0], err
+    assert list((tmp_path / "FOLDER").iterdir()) == []
 
 
 def test_cli_round_trip(tmp_path, capsys):

@@ -30,8 +30,7 @@ from ..memory.policies import MEMORY_POLICIES, get_policy
 from ..memory.reserve import RESERVE
 from ..memory.snapshot import snapshot_bytes, snapshot_path
 from ..memory.tensors import CONVENTIONS
-from ..memory.calibrate import framework_bytes, time_params
-from ..memory.calibrate import load as load_calibration
+from ..memory.calibrate import load_measured
 from ..memory.timemodel import TimeParams, time_note
 from ..memory.workspace import RULES
 
@@ -167,18 +166,14 @@ def _check_options(args) -> None:
 
 def _time_params(path: str | None):
     """(TimeParams, framework bytes) from ``--time-params`` (default: the assumed constants, 0)."""
-    if path is None:
-        return TimeParams(), 0
-    measured = load_calibration(path)
-    try:
-        return time_params(measured), framework_bytes(measured)
-    except EngineError as err:
-        raise EngineError(f"time params {path!r}: {str(err).removeprefix('time params: ')}") from None
+    return (TimeParams(), 0) if path is None else load_measured(path)
 
 
 def run(args) -> int:
     _check_options(args)
     names = _policies(args.policy)
+    if args.snapshot:
+        snapshot_path(args.snapshot, names[0], len(names) > 1)  # a name it cannot split is refused before any work
     capacity = parse_size(args.capacity) if args.capacity is not None else None
     profile = Profile.load(resolve_profile(args.profile)) if args.profile else None
     # the precision and layout the profile measured (the default precision's without a profile)
@@ -276,6 +271,7 @@ def run(args) -> int:
             + [
                 f"  {r['policy']:<24} {r[key]}"
                 + (f" or more (the search stops at {r['search_limit']})" if r["at_limit"] else "")
+                + (" (none fits: even the smallest needs more)" if r[key] == 0 else "")
                 for r in rows
             ]
         )

@@ -10,7 +10,9 @@ plus workspace, so its largest value is the predicted peak. Nothing here imports
 
 from __future__ import annotations
 
+import os
 import pickle
+from pathlib import Path
 
 from ..errors import EngineError
 
@@ -188,12 +190,22 @@ def snapshot_bytes(result) -> bytes:
     return pickle.dumps(memory_snapshot(result), protocol=4)
 
 
+SUFFIX = ".pickle"
+
+
 def snapshot_path(path: str, policy: str, several: bool) -> str:
-    """One file per policy when several are compared: ``out.pickle`` -> ``out.vdnn-all.pickle``."""
+    """One file per policy when several are compared: ``out.pickle`` (or ``out``) -> ``out.vdnn-all.pickle``.
+    Only a file name can be split so: a folder, a device or a name ending in a separator is refused."""
     if not several:
         return path
-    stem, dot, suffix = path.rpartition(".")
-    return f"{stem}.{policy}.{suffix}" if dot and "/" not in suffix else f"{path}.{policy}"
+    p = Path(path)
+    if str(path).endswith(("/", os.sep)) or p.is_dir() or (p.exists() and not p.is_file()) or not p.name:
+        raise EngineError(
+            f"--snapshot {path!r}: with several policies each gets its own file named from this one "
+            f"(out{SUFFIX} -> out.POLICY{SUFFIX}); give a file name, not a folder or a device"
+        )
+    stem = p.name[: -len(SUFFIX)] if p.name.endswith(SUFFIX) and len(p.name) > len(SUFFIX) else p.name
+    return str(p.with_name(f"{stem}.{policy}{SUFFIX}"))
 
 
 __all__ = ["memory_snapshot", "snapshot_bytes", "snapshot_path"]
