@@ -13,7 +13,6 @@ one, on the progress bar's clock (from its first draw, the first stored graph).
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import sys
@@ -24,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.profile_multigpu import PROGRESS  # noqa: E402
 from benchmarks.readme import README, write_block  # noqa: E402
-from engine.fileio import atomic_write  # noqa: E402
+from engine.fileio import atomic_write, read_bounded  # noqa: E402
 
 REPORTS = ROOT / "benchmarks" / "reports"
 LISTING = REPORTS / "user-command-runs.json"
@@ -71,7 +70,8 @@ def finish_s(entry: dict, label: str, progress: list[tuple]) -> float | None:
     if progress and progress[-1][0] == progress[-1][1]:
         return progress[-1][2]
     if label in entry.get("per_graph", {}):
-        doc = json.loads(gzip.open(REPORTS / entry["per_graph"][label]).read())
+        path = REPORTS / entry["per_graph"][label]
+        doc = json.loads(read_bounded(path, f"per-graph timings {path.name!r}"))
         stored = [g["start"] + g["seconds"] for g in doc["graphs"]]
         return max(stored) - min(stored)
     return None

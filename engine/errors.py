@@ -48,3 +48,25 @@ class GPUUnavailableError(EngineError, RuntimeError):
 
 class MemoryRuntimeError(EngineError, ValueError):
     """A memory plan the PyTorch runtime cannot execute on a model: a mismatch, or a part it cannot run."""
+
+
+class ArgumentError(EngineError, TypeError):
+    """A Python API called with a keyword it does not take, or too many or too few arguments."""
+
+
+def check_call(function, signature, args: tuple, kwargs: dict, options=()) -> None:
+    """Raise ArgumentError unless ``args``/``kwargs`` bind to ``signature`` (an ``inspect.Signature``), naming
+    the nearest keyword for a misspelt one (``budgte`` -> ``budget``); ``options`` are further keywords taken."""
+    import difflib
+
+    params = signature.parameters
+    named = [n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    for key in kwargs:
+        if key not in params and key not in options:
+            near = difflib.get_close_matches(key, [*named, *options], n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else f"; it takes {', '.join([*named, *options])}"
+            raise ArgumentError(f"{function}() takes no keyword {key!r}{hint}")
+    try:
+        signature.bind(*args, **{k: v for k, v in kwargs.items() if k in params})
+    except TypeError as err:
+        raise ArgumentError(f"{function}(): {err}") from None

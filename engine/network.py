@@ -72,6 +72,9 @@ class Network:
     batch: int
     layers: list[Layer]
     description: str = ""
+    # what rebuilds it where its name does not (a spec file's path; the name is the spec's own): for commands
+    # that a message suggests
+    source: str = field(default="", compare=False)
 
     def __post_init__(self):
         seen: set[str] = set()

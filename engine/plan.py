@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import EngineError, PlanFormatError
-from .fileio import MAX_FILE_BYTES, atomic_write, check_depth, gunzip_bounded, load_json_file, parse_json
+from .fileio import GZIP_MAGIC, MAX_FILE_BYTES, atomic_write, check_depth, gunzip_bounded, load_json_file, parse_json
 from .fileio import short as _short
 from .kernels import KernelKind, KernelSignature
 from .configuration import Configuration, MicroConfig, parse_plan_name
@@ -198,11 +198,12 @@ def load_plan(path: str | Path, network=None) -> Plan:
 
 
 def plan_from_bytes(data: bytes, name: str, network=None) -> Plan:
-    """``load_plan`` for a file's content (an upload), gzip-compressed when ``name`` ends in ``.gz``."""
+    """``load_plan`` for a file's content (an upload), gzip-compressed when ``name`` ends in ``.gz`` or it
+    starts as gzip does."""
     what = f"plan {name!r}"
     if len(data) > MAX_FILE_BYTES:
         raise PlanFormatError(f"{what} is larger than {MAX_FILE_BYTES // 1024**2} MiB, the most this engine reads")
-    if name.endswith(".gz"):
+    if name.endswith(".gz") or data.startswith(GZIP_MAGIC):
         data = gunzip_bounded(data, what, PlanFormatError)
     return _checked(parse_json(data, what, PlanFormatError), what, network)
 

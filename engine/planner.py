@@ -13,7 +13,6 @@ the one arena rule, ``arena_layout``.
 
 from __future__ import annotations
 
-import json
 import weakref
 from collections import OrderedDict
 from datetime import datetime, timezone
@@ -28,7 +27,7 @@ from .optimize.front import NetworkFront, network_front
 from .optimize.wd import wd
 from .plan import ALIGNMENT, MODES, Plan, PlanKernel, PlanMicro, PlanTotals, align
 from .policies import batch_sizes, policy_name
-from .profile import Profile
+from .profile import Profile, parse_knobs
 from .stock import stock_estimate
 from .units import format_size, parse_size
 
@@ -110,15 +109,12 @@ def _plan_ids(profile: Profile) -> dict:
 
 def _micro(profile: Profile, key: str, m: MicroConfig) -> PlanMicro:
     engine_id, knobs = _plan_ids(profile)[(key, m.batch, m.plan)]
-    try:
-        parsed = json.loads(knobs)
-        if not isinstance(parsed, dict):
-            raise ValueError("not an object")
-    except ValueError as err:
+    parsed = parse_knobs(knobs)
+    if parsed is None:
         raise ProfileFormatError(
-            f"profile {profile_label(profile)}: plan {m.plan!r} of {key} at b={m.batch} has "
-            f"malformed knobs {knobs!r} ({err})"
-        ) from None
+            f"profile {profile_label(profile)}: plan {m.plan!r} of {key} at b={m.batch} has malformed knobs "
+            f"{short(knobs)} (not a flat JSON object)"
+        )
     return PlanMicro(m.batch, m.plan, engine_id, {str(k): v for k, v in parsed.items()}, m.time_ms, m.workspace)
 
 

@@ -18,6 +18,7 @@ storage time: budgets are applied at query time (mu-cuDNN filtered by its limit 
 from __future__ import annotations
 
 import json
+import shlex
 import functools
 import math
 import os
@@ -190,8 +191,8 @@ class Profile:
         kernels = network.kernels(precision, layout)
         missing = [k for k in kernels if not self.has(k.signature.key)]
         command = (
-            f"python -m engine profile --network {network.name} --batch {network.batch} --dtype {precision} "
-            f"--layout {layout} --policy {policy}"
+            f"python -m engine profile --network {shlex.quote(network.source or network.name)} --batch "
+            f"{network.batch} --dtype {precision} --layout {layout} --policy {policy}"
         )
         where = repr(Path(self.source).name) if self.source else "(in memory)"
         if missing:
@@ -419,16 +420,30 @@ def _validate_table(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+MAX_KNOBS_CHARS = 1024  # a plan's knobs are a flat {knob type: value} of a dozen entries at most
+
+
+def parse_knobs(knobs) -> dict | None:
+    """A plan's knobs cell as the dict it spells, or None when it is not a flat JSON object of bounded size (a
+    crafted cell of 10,000 nested brackets made json.loads recurse out of the interpreter's stack)."""
+    if not isinstance(knobs, str) or len(knobs) > MAX_KNOBS_CHARS:
+        return None
+    try:
+        parsed = json.loads(knobs)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(parsed, dict) or any(isinstance(v, (dict, list)) for v in parsed.values()):
+        return None
+    return parsed
+
+
 def _check_plan_identity(name: str, engine_id: int, knobs: str) -> None:
     """The engine id and knobs must be the ones the plan name spells: they are what rebuilds the plan."""
     named = parse_plan_name(name)
     if named is None:
         raise ProfileFormatError(f"plan {_short(name)} is not a cuDNN plan name such as eng38_k2=0_k13=2")
-    try:
-        parsed = json.loads(knobs)
-    except ValueError:
-        parsed = None
-    if not isinstance(parsed, dict):
+    parsed = parse_knobs(knobs)
+    if parsed is None:
         raise ProfileFormatError(
             f"plan {_short(name)} has knobs {_short(knobs)}, not a JSON object {{knob type: value}}"
         )

@@ -68,16 +68,20 @@ def load_spec(source: str | Path | dict, batch: int | None = None) -> Network:
 
     ``batch`` overrides the spec's ``batch`` field (default 32 when neither is given).
     """
-    where = "spec"
+    where, ref = "spec", ""
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        where = f"spec {str(path)!r}"
+        where, ref = f"spec {str(path)!r}", str(path)
         source = _read(path, where)
-    return build_spec(source, batch, where)
+    net = build_spec(source, batch, where)
+    net.source = ref
+    return net
 
 
 def _read(path: Path, where: str) -> Any:
     """The parsed spec, bounded in file size, nesting and (YAML) alias expansion before anything is built."""
+    if path.is_dir():
+        raise SpecError(f"{where}: is a folder; give the spec file (.json, .yaml or .yml)")
     if not path.is_file():
         raise SpecError(f"{where}: file not found")
     suffix = path.suffix.lower()

@@ -122,6 +122,10 @@ def bombs(tmp_path_factory):
         ),
     )
 
+    knobs = list(COLUMNS).index("knobs")
+    deep = row[:knobs] + ["[" * 10_000 + "]" * 10_000] + row[knobs + 1 :]
+    put("profile", "nested-knobs.profile.json", head.replace('"rows": []', f'"rows": [{json.dumps(deep)}]'))
+
     laughs = (
         "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
         + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi"))

@@ -177,6 +177,29 @@ def test_policy_options_are_strict():
     with pytest.raises(EngineError, match="memory policy 'vdnn-dyn' has no option 'strategy'; it takes none"):
         plan_memory("alexnet", "vdnn-dyn", batch=8, strategy="speed")
     assert plan_memory("alexnet", "sn-recompute", batch=8, strategy="memory").options["strategy"] == "memory"
+    with pytest.raises(EngineError, match=r"plan_memory\(\) takes no keyword 'capcity' \(did you mean 'capacity'\?\)"):
+        plan_memory("resnet18", "liveness", capcity="12GiB")  # not "policy 'liveness' has no option"
+
+
+def test_plan_memory_time_params_and_a_conv_plan_of_another_precision(tmp_path):
+    """time_params takes a measurements file as --time-params does, anything else but a TimeParams is one line;
+    a conv plan's precision is the step's (an fp16 request with a TF32 plan was planned as given)."""
+    from engine.errors import EngineError
+    from engine.planner import make_plan
+    from engine.testing.synthetic import synthetic_profile
+    from engine.zoo import get_network
+
+    with pytest.raises(EngineError, match="time_params must be a TimeParams or the path of a measurements file"):
+        plan_memory("alexnet", "liveness", batch=8, time_params=5)
+    with pytest.raises(EngineError, match="does not exist"):
+        plan_memory("alexnet", "liveness", batch=8, time_params=str(tmp_path / "tp.json"))
+    profile = synthetic_profile()
+    plan = make_plan(profile, get_network("alexnet", 256), mode="wr", budget="64MiB")
+    with pytest.raises(EngineError, match=r"conv_plan is a tf32 NCHW plan, but precision='fp16'"):
+        plan_memory("alexnet", "liveness", batch=256, precision="fp16", conv_plan=plan)
+    with pytest.raises(EngineError, match=r"but layout='NHWC'"):
+        plan_memory("alexnet", "liveness", batch=256, layout="NHWC", conv_plan=plan)
+    assert plan_memory("alexnet", "liveness", batch=256, conv_plan=plan, profile=profile).peak > 0
 
 
 @pytest.mark.parametrize(

@@ -103,6 +103,18 @@ def test_missing_kernels_are_counted_with_the_command_that_measures_them():
     )
 
 
+def test_the_command_for_a_spec_file_network_names_the_file(tmp_path):
+    """A spec's name is its own ("custom"), which `profile --network` does not know: the command names the file."""
+    spec = tmp_path / "my net.yml"
+    spec.write_text("name: custom\ninput: [3, 32, 32]\nlayers:\n  - {op: conv, k: 8, r: 3}\n")
+    net = get_network(str(spec), 4)
+    with pytest.raises(EngineError, match="measure them on a GPU with: python -m engine profile --network ") as info:
+        Profile.from_records(
+            synthetic_rows(get_network("alexnet", 4).kernels()[0].signature, [4]), PROV
+        ).require_kernels(net, "tf32", "NCHW")
+    assert f"--network '{spec}' --batch 4" in str(info.value)
+
+
 def test_a_mini_batch_far_beyond_the_measured_sizes_is_refused_before_planning():
     """16 micro-batches of the largest measured size at most: beyond, the optimizers would take minutes."""
     from engine.profile import MAX_PIECES

@@ -436,6 +436,10 @@ def test_apply_memory_policy_arguments_are_one_line(user, memory_result, case, e
         (dict(max_shapes=True), "max_shapes must be a positive integer"),
         (dict(progress=5), "progress must be True, False or a callable"),
         (dict(keep_stock="yes"), "keep_stock must be True or False"),
+        (dict(budget=64), "budget=64 is 64 bytes (a Python int counts bytes): write budget='64MiB'"),
+        (dict(budget=64, mode="wd"), "budget=64 is 64 bytes"),
+        (dict(budgte="64MiB"), "optimize() takes no keyword 'budgte' (did you mean 'budget'?)"),
+        (dict(model=None, moed="wr"), "did you mean 'mode'?"),
     ],
 )
 def test_optimize_arguments_are_one_line(user, kwargs, expected):

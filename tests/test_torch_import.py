@@ -248,6 +248,9 @@ def test_module_callable_loader(tmp_path, monkeypatch):
         def not_a_model():
             return 42
 
+        def video():
+            return nn.Sequential(nn.Conv3d(3, 8, 3), nn.ReLU())
+
         VALUE = 7
     """)
     )
@@ -260,6 +263,7 @@ def test_module_callable_loader(tmp_path, monkeypatch):
         "tinynets:not_a_model",
         "tinynets:VALUE",
         "tinynets:missing",
+        "tinynets:video",
         "nosuchmodule_xyz:build",
     ):
         trust(source)
@@ -276,6 +280,7 @@ def test_module_callable_loader(tmp_path, monkeypatch):
         ("torchvision:alexnet@3x224", "input shape '3x224' is not CxHxW"),
         ("torchvision:alexnet@3x32x32", "cannot run torchvision:alexnet@3x32x32 on a 2x3x32x32"),
         ("tinynets:build@3x8x8", "cannot run tinynets:build@3x8x8 on a 2x3x8x8 input: at 0: .*channel"),
+        ("tinynets:video@3x8x8", r"at 0: .*\(Conv3d: only models of 2-D convolutions on an N x C x H x W input"),
     ]:
         with pytest.raises(ModelImportError, match=message):
             get_network(name, 2)

@@ -13,6 +13,17 @@ from ..zoo import get_network
 from .network_args import add_input_argument
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a count such as --repeats (argparse names the option in its one-line error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
 def add_source_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
     """Arguments shared by ``plan`` and ``front``: which profile, network and policy."""
     parser.add_argument(

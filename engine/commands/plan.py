@@ -26,9 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--budget", metavar="SIZE", help="workspace budget, e.g. 64MiB or 1.5GiB: per kernel for wr, in total for wd"
     )
-    parser.add_argument("--solver", default="auto", help="WD only: ILP solver (default auto)")
+    parser.add_argument("--solver", default=None, help="WD only: ILP solver (default auto)")
     parser.add_argument(
-        "--time-limit", type=str, default="10", metavar="SECONDS", help="WD only: ILP time limit (default 10 s)"
+        "--time-limit", type=str, default=None, metavar="SECONDS", help="WD only: ILP time limit (default 10 s)"
     )
     parser.add_argument(
         "-o",
@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PLAN.json",
         help="instead of planning, validate a saved plan and print its summary",
     )
+
+
+TIME_LIMIT_S = 10  # WD's ILP, unless --time-limit
 
 
 def run(args) -> int:
@@ -63,8 +66,14 @@ def run(args) -> int:
     mode = "wr" if args.mode is None else args.mode.lower()  # an empty --mode is a mistake, not the default
     if mode not in MODES:
         raise EngineError(f"--mode must be wr or wd, got {args.mode!r}")
+    wd_only = [f for f, v in (("--solver", args.solver), ("--time-limit", args.time_limit)) if v is not None]
+    if mode != "wd" and wd_only:
+        raise EngineError(
+            f"{' and '.join(wd_only)} {'tune' if len(wd_only) > 1 else 'tunes'} WD's ILP; WR (the default --mode) "
+            "solves none: drop it"
+        )
     try:
-        time_limit = float(args.time_limit)
+        time_limit = float(args.time_limit or TIME_LIMIT_S)
     except ValueError:
         time_limit = math.nan
     if not 0 < time_limit < math.inf:
@@ -79,7 +88,7 @@ def run(args) -> int:
         precision=args.precision,
         layout=args.layout,
         command="python -m engine " + shlex.join(sys.argv[1:]),
-        solver=args.solver,
+        solver=args.solver or "auto",
         time_limit_s=time_limit,
     )
     print(plan_summary(plan))

@@ -14,6 +14,7 @@ from ..gpu import ENGINES, KNOB_SAMPLES
 from ..precision import DEFAULT_PRECISION, LAYOUTS, PRECISIONS
 from ..units import format_size, parse_size
 from .network_args import add_input_argument
+from .options import positive_int
 from .progress import progress_bar
 
 
@@ -94,7 +95,7 @@ def add_arguments(p) -> None:
     p.add_argument("--batch", type=int, help="mini-batch size (default: the network's)")
     add_precision_arguments(p)
     add_profiling_arguments(p)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=positive_int, default=5)
     p.add_argument(
         "--knob-samples",
         type=int,

@@ -9,12 +9,13 @@ import sys
 
 from ..errors import GPUUnavailableError
 from ..fileio import shown
+from .options import positive_int
 from .progress import progress_bar
 
 
 def add_arguments(p) -> None:
     p.add_argument("plan", help="plan JSON file (python -m engine plan ... -o plan.json)")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=positive_int, default=5)
     p.add_argument("-o", "--output", default="verify-report.json", help="JSON report to write")
 
 

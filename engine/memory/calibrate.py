@@ -181,6 +181,16 @@ def load_time_params(path: str | Path, base: TimeParams | None = None) -> TimePa
     return time_params(load(path), base)
 
 
+def load_measured(path: str | Path) -> tuple[TimeParams, int]:
+    """(TimeParams, framework bytes) of a measurements file, as ``memory --time-params FILE`` and
+    ``plan_memory(time_params=FILE)`` take it."""
+    doc = load(path)
+    try:
+        return time_params(doc), framework_bytes(doc)
+    except EngineError as err:
+        raise EngineError(f"time params {str(path)!r}: {str(err).removeprefix('time params: ')}") from None
+
+
 def framework_bytes(doc: dict) -> int:
     """Bytes the framework keeps allocated beside the network's tensors, as measured (0 when not measured):
     ``plan_memory(framework_bytes=...)``."""

@@ -8,6 +8,8 @@ profile) runs the time model. ``MemoryResult`` holds tidy tables for the CLI, th
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
 import os
 from dataclasses import dataclass, field
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..errors import BudgetError, EngineError
+from ..errors import ArgumentError, BudgetError, EngineError
 from ..fileio import short
 from ..network import Network
 from ..precision import DEFAULT_PRECISION, check_layout, get_precision
@@ -23,6 +25,7 @@ from ..profile import Profile, resolve_profile
 from ..units import format_size, parse_size
 from ..zoo import get_network
 from . import policies as P
+from .calibrate import load_measured
 from .reserve import check_reserve, default_reserve, planning_capacity
 from .tensors import CLASSES, DATA_CLASSES, build_inventory, get_convention
 from .timeline import MemoryPlan, memory_curve
@@ -135,7 +138,7 @@ def plan_memory(
     convention: str | None = None,
     time_params: TimeParams | None = None,
     itemsize: int | None = None,
-    precision: str = DEFAULT_PRECISION,
+    precision: str | None = None,
     layout: str | None = None,
     optimizer_copies: int = 0,
     framework_bytes: int = 0,
@@ -159,10 +162,13 @@ def plan_memory(
     paper's); ``convention`` its framework's tensor rules; ``framework_bytes`` what the framework itself keeps
     allocated (PyTorch's cuBLAS and cuBLASLt workspaces: ``engine.pytorch.calibrate`` measures them; counted as
     workspace the whole iteration); remaining keywords are policy switches. ``precision`` and ``layout`` (default:
-    the precision's) pick the profile's kernels; ``itemsize`` (default: the precision's) sizes tensors.
+    the precision's) pick the profile's kernels (default: the conv plan's, which they must match, else tf32);
+    ``itemsize`` (default: the precision's) sizes tensors.
     """
     info = P.get_policy(policy)
+    _misspelt(policy_options, info.options())
     info.check_options(policy_options)
+    precision, layout = _plan_variant(conv_plan, precision, layout)
     record = get_precision(precision)
     _check_counts(itemsize, optimizer_copies)
     variant = (precision, check_layout(layout or record.layout))
@@ -177,6 +183,14 @@ def plan_memory(
     conv = get_convention(convention or info.convention)
     if optimizer_copies:
         conv = conv.with_options(optimizer_copies=optimizer_copies)
+    if isinstance(time_params, (str, os.PathLike)):  # a measurements file, as the CLI's --time-params
+        time_params, measured_bytes = load_measured(time_params)
+        framework_bytes = framework_bytes or measured_bytes
+    elif time_params is not None and not isinstance(time_params, TimeParams):
+        raise EngineError(
+            f"time_params must be a TimeParams or the path of a measurements file (python -m "
+            f"engine.pytorch.calibrate), got {short(time_params)}"
+        )
     framework_bytes = _size("framework_bytes", framework_bytes)
     reserve = check_reserve(default_reserve(conv.name) if reserve is None else reserve)
     plan_rule = _plan_rule(conv_plan, plan_workspace, workspace, net)
@@ -216,6 +230,16 @@ def plan_memory(
     return _least_cap(result)
 
 
+def _misspelt(options: dict, taken) -> None:
+    """A keyword the policy does not take, close to one of plan_memory's own (``capcity``): named as such, not
+    as a policy option the policy lacks (the policy's check names its own options)."""
+    own = [k for k in inspect.signature(plan_memory).parameters if k != "policy_options"]
+    for key in options:
+        near = difflib.get_close_matches(key, own, n=1) if key not in taken else []
+        if near:
+            raise ArgumentError(f"plan_memory() takes no keyword {key!r} (did you mean {near[0]!r}?)")
+
+
 def _size(name: str, value) -> int:
     try:
         return parse_size(value)
@@ -246,6 +270,22 @@ def _check_counts(itemsize, optimizer_copies) -> None:
             f"optimizer_copies must be from 0 to {MAX_OPTIMIZER_COPIES} (SGD momentum: 1, Adam: 2), "
             f"got {optimizer_copies}"
         )
+
+
+def _plan_variant(conv_plan, precision: str | None, layout: str | None) -> tuple[str, str | None]:
+    """The precision and layout: as given, else the conv plan's; a plan of another precision or layout than the
+    one given is refused (its kernels are not the ones the step would run, nor its tensors that size)."""
+    from ..plan import Plan
+
+    if not isinstance(conv_plan, Plan):
+        return precision or DEFAULT_PRECISION, layout
+    for name, given, planned in (("precision", precision, conv_plan.precision), ("layout", layout, conv_plan.layout)):
+        if given is not None and (check_layout(given) if name == "layout" else given) != planned:
+            raise EngineError(
+                f"conv_plan is a {conv_plan.precision} {conv_plan.layout} plan, but {name}={given!r}: leave {name} "
+                f"out (the plan's) or pass a plan made for {given}"
+            )
+    return conv_plan.precision, conv_plan.layout
 
 
 def _plan_rule(conv_plan, plan_workspace: str | None, workspace: str | None, net: Network) -> str | None:

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
+
+from ..errors import check_call
 
 
 def _lazy(module: str):
     """Forward every argument, as given, to the function of the same name in ``engine.pytorch.<module>``."""
 
     def wrap(stub):
+        signature = inspect.signature(stub)
+
         @functools.wraps(stub)
         def call(*args, **kwargs):
+            check_call(stub.__name__, signature, args, kwargs)  # a misspelt keyword: one line naming the nearest
             return getattr(importlib.import_module(f"{__name__}.{module}"), stub.__name__)(*args, **kwargs)
 
         call.implementation = f"{__name__}.{module}.{stub.__name__}"

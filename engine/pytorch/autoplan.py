@@ -33,6 +33,7 @@ from . import checks
 
 MODES = ("wr", "wd", "free")
 DEFAULT_BUDGET = "64MiB"  # per kernel: the limit mu-cuDNN's evaluation and issue 22 compare stock PyTorch at
+SMALLEST_INT_BUDGET = 1024  # budget=64 means 64 MiB to whoever types it, not 64 bytes: a smaller int is refused
 PRECISION = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
@@ -75,6 +76,11 @@ def optimize(
         raise EngineError("mode='free' takes no budget: the limit is the device memory free when planning")
     if mode == "wd" and budget is None:
         raise EngineError("mode='wd' needs budget=, the total workspace of all kernels (e.g. '256MiB')")
+    if isinstance(budget, int) and not isinstance(budget, bool) and 0 < budget < SMALLEST_INT_BUDGET:
+        raise EngineError(
+            f"budget={budget} is {budget} bytes (a Python int counts bytes): write budget='{budget}MiB', or "
+            f"'{budget}B' if bytes are meant"
+        )
     if mode == "wr":
         budget = parse_size(DEFAULT_BUDGET if budget is None else budget)
     elif mode == "wd":

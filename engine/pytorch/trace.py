@@ -261,6 +261,16 @@ class _Run(torch.fx.Interpreter):
             finally:  # the output's graph would hold this run (through ``pack``) and the run its output
                 self.env.clear()
 
+    def _hint(self, node) -> str:
+        """Why a convolution of another dimension fails here: the import feeds an N x C x H x W input."""
+        mod = self.fetch_attr(node.target) if node.op == "call_module" else None
+        if isinstance(mod, (torch.nn.Conv3d, torch.nn.ConvTranspose3d, torch.nn.Conv1d, torch.nn.ConvTranspose1d)):
+            return (
+                f" ({type(mod).__name__}: only models of 2-D convolutions on an N x C x H x W input are imported; "
+                f"--input gives C x H x W)"
+            )
+        return ""
+
     def run_node(self, node):
         inputs = [_leaves(self.env[n]) for n in node.all_input_nodes]
         versions = [[t._version for t in ts] for ts in inputs]
@@ -270,7 +280,7 @@ class _Run(torch.fx.Interpreter):
                 result = super().run_node(node)
         except Exception as err:  # noqa: BLE001 - e.g. a wrong channel count: the model's own error
             where = node.target if node.op == "call_module" else node.name
-            raise ModelImportError(f"cannot run {self.where}: at {where}: {line(err)}") from None
+            raise ModelImportError(f"cannot run {self.where}: at {where}: {line(err)}{self._hint(node)}") from None
         out = _leaves(result)
         f = self.facts[node]
         if self.first:
