@@ -417,7 +417,9 @@ def test_layers_the_plan_does_not_speed_up_stay_stock(cudnn_benchmark):
 GEOMETRY = (32, 14, 14, 64, 3, 3, 1, 1, 2, 2, 1)  # c, h, w, k, r, s, padding, stride, groups
 
 
-def _one_layer(precision: str, layout: str, sizes=(128, 64, 8), per_call=False, geometry=GEOMETRY, first=False):
+def _one_layer(
+    precision: str, layout: str, sizes=(128, 64, 8), per_call=False, geometry=GEOMETRY, first=False, graphs=False
+):
     """One planned layer (200 = 128 + 64 + 8, each piece cuDNN's first heuristic plan that builds; ``first``: its
     first heuristic plan, whatever it is) registered with the ops directly, without a model: (handle, dtype, memory
     format, stride/padding/dilation/groups, the workspace arena, which must outlive the handle, and how many
@@ -449,7 +451,7 @@ def _one_layer(precision: str, layout: str, sizes=(128, 64, 8), per_call=False, 
         built.append(Pieces(f"t:{kind.short}", sig, micro, plans))
     arena = torch.empty(cap, dtype=torch.uint8, device="cuda")
     args = ((sh, sw), (ph, pw), (1, 1), groups)
-    L = ops.PlannedLayer("t", *built, None if per_call else arena.data_ptr(), ctx, *args)
+    L = ops.PlannedLayer("t", *built, None if per_call else arena.data_ptr(), ctx, *args, graphs=graphs)
     return ops.register(L), ops.TORCH_DTYPE[precision], ops.MEMORY_FORMAT[layout], args, arena, rtc
 
 
@@ -595,17 +597,22 @@ def test_whole_torchvision_models_with_runtime_compiled_plans_train_like_stock_i
         assert planned_off <= 2 * stock_off, f"{name}: planned {planned_off:.2e} from fp32, stock {stock_off:.2e}"
 
 
+@pytest.mark.parametrize("graphs", [False, True])
 @pytest.mark.parametrize(
     "precision,layout,per_call", [("tf32", "NCHW", False), ("fp16", "NHWC", False), ("fp16", "NHWC", True)]
 )
-def test_op_path_uneven_pieces_equal_float64_with_accumulation_compile_and_cuda_graph(precision, layout, per_call):
+def test_op_path_uneven_pieces_equal_float64_with_accumulation_compile_and_cuda_graph(
+    precision, layout, per_call, graphs
+):
     """The ops run every piece of 128 + 64 + 8 in one call (BackwardFilter summing three pieces, in fp32 for
-    fp16): each of the three kernels equals a float64 reference; through ``planned_conv`` two backward passes
-    accumulate into ``.grad``; ``torch.compile(fullgraph=True)`` and a captured CUDA graph give the same."""
+    fp16): each of the three kernels equals a float64 reference, with per-kernel graphs replayed on fresh data at
+    the same addresses too; through ``planned_conv`` two backward passes accumulate into ``.grad``;
+    ``torch.compile(fullgraph=True)`` and a captured CUDA graph of the caller's (graphs never nested) give the
+    same."""
     from engine.pytorch import conv as ops
 
     F = torch.nn.functional
-    handle, dtype, fmt, args, _arena, _ = _one_layer(precision, layout, per_call=per_call)
+    handle, dtype, fmt, args, _arena, _ = _one_layer(precision, layout, per_call=per_call, graphs=graphs)
     tol = TOL[precision]
     torch.manual_seed(0)
     x = torch.randn(200, 32, 14, 14, device="cuda", dtype=dtype).to(memory_format=fmt)
@@ -616,9 +623,24 @@ def test_op_path_uneven_pieces_equal_float64_with_accumulation_compile_and_cuda_
     y_ref = F.conv2d(x64, w64, b.double(), *args)
     dx_ref = torch.nn.grad.conv2d_input(x.shape, w64, gy64, *args)
     dw_ref = torch.nn.grad.conv2d_weight(x64, w.shape, gy64, *args)
-    assert rel(ops.conv_forward(x, w, b, handle), y_ref) <= tol
-    assert rel(ops.conv_backward_data(gy, w, handle), dx_ref) <= tol
-    assert rel(ops.conv_backward_filter(x, gy, w, handle), dw_ref) <= tol
+    for _ in range(4 if graphs else 1):  # with graphs: captured at the second call, replayed at the third
+        assert rel(ops.conv_forward(x, w, b, handle), y_ref) <= tol
+        assert rel(ops.conv_backward_data(gy, w, handle), dx_ref) <= tol
+        assert rel(ops.conv_backward_filter(x, gy, w, handle), dw_ref) <= tol
+    if graphs:
+        L = ops.layer(handle)
+        kernels = (L.run_f.__self__, L.run_bd.__self__, L.graphs_bf)
+        assert all(k.graphs and k.failed is None for k in kernels), [k.failed for k in kernels]
+        with torch.no_grad():  # new values at the same addresses: a replay reads memory as it is
+            for t in (x, w, gy):
+                t.copy_(torch.randn_like(t) / (10 if t is w else 1))
+        x64, w64, gy64 = x.double(), w.double(), gy.double()
+        y_ref = F.conv2d(x64, w64, b.double(), *args)
+        dx_ref = torch.nn.grad.conv2d_input(x.shape, w64, gy64, *args)
+        dw_ref = torch.nn.grad.conv2d_weight(x64, w.shape, gy64, *args)
+        assert rel(ops.conv_forward(x, w, b, handle), y_ref) <= tol
+        assert rel(ops.conv_backward_data(gy, w, handle), dx_ref) <= tol
+        assert rel(ops.conv_backward_filter(x, gy, w, handle), dw_ref) <= tol
     # a view starting off the 16-byte grid is copied, not read misaligned
     xs = torch.randn(201 * 32 * 14 * 14 + 1, device="cuda", dtype=dtype)[1:].view(201, 32, 14, 14)[1:]
     assert rel(ops.conv_forward(xs, w, None, handle), F.conv2d(xs.double(), w64, None, *args)) <= tol

@@ -159,10 +159,11 @@ def test_bad_workspace_is_one_line(user, workspace):
 
 
 @pytest.mark.parametrize("keep", ["no", 0, None])
-def test_bad_keep_stock_is_one_line(user, keep):
+@pytest.mark.parametrize("name", ["keep_stock", "graphs"])
+def test_bad_switches_are_one_line(user, keep, name):
     with pytest.raises(EngineError) as err:
-        api.apply_plan(user[0], user[1], keep_stock=keep)
-    assert "keep_stock must be True or False" in one_line(err)
+        api.apply_plan(user[0], user[1], **{name: keep})
+    assert f"{name} must be True or False" in one_line(err)
 
 
 def test_a_synthetic_plan_is_refused(user):
@@ -436,6 +437,7 @@ def test_apply_memory_policy_arguments_are_one_line(user, memory_result, case, e
         (dict(max_shapes=True), "max_shapes must be a positive integer"),
         (dict(progress=5), "progress must be True, False or a callable"),
         (dict(keep_stock="yes"), "keep_stock must be True or False"),
+        (dict(graphs=1), "graphs must be True or False"),
         (dict(budget=64), "budget=64 is 64 bytes (a Python int counts bytes): write budget='64MiB'"),
         (dict(budget=64, mode="wd"), "budget=64 is 64 bytes"),
         (dict(budgte="64MiB"), "optimize() takes no keyword 'budgte' (did you mean 'budget'?)"),
@@ -480,11 +482,11 @@ class FakeGPU:
         self.planned.append((net.batch, precision, layout))
         return SimpleNamespace(plan=plan, profile=profile, budget=budget, graphs=3, measured=0, seconds=0.0)
 
-    def apply(self, model, plan, chw, workspace, keep_stock):
+    def apply(self, model, plan, chw, workspace, keep_stock, graphs):
         calls = checks.conv_calls(model, torch.zeros(1, *chw))
         _, matched, unplanned = checks.match_plan(plan, calls)
         assert not unplanned
-        self.attached = SimpleNamespace(plan=plan, chw=chw, workspace=workspace, keep_stock=keep_stock)
+        self.attached = SimpleNamespace(plan=plan, chw=chw, workspace=workspace, keep_stock=keep_stock, graphs=graphs)
         return self.attached
 
     def detach(self, model):
@@ -531,9 +533,10 @@ def test_nothing_is_planned_until_the_first_forward_then_once_per_shape(fake):
     assert fake.attached.plan.budget == 8 * 2**20 and fake.attached.plan.batch == 8
     assert auto.current == ((8, 3, 32, 32), "tf32", "NCHW") and len(auto.history) == 1
     assert fake.attached.keep_stock is True  # apply_plan's default: layers the plan does not speed up stay stock
-    api.optimize(model, budget="8MiB", progress=False, keep_stock=False)
+    assert fake.attached.graphs is True  # apply_plan's default: each kernel's pieces as CUDA graphs
+    api.optimize(model, budget="8MiB", progress=False, keep_stock=False, graphs=False)
     model(batch(8))
-    assert fake.attached.keep_stock is False
+    assert fake.attached.keep_stock is False and fake.attached.graphs is False
 
 
 def test_a_new_shape_is_planned_and_an_old_one_switched_back_without_planning(fake):

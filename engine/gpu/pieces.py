@@ -11,10 +11,10 @@ writing each piece's three pointers into its own preallocated array: no per-piec
 description. Arrays are reused across calls, so one Pieces must not launch from two threads at once (the
 workspace it is given would be shared between them anyway). Nothing here synchronises with the host; the
 pointers are read at launch, so the launches can be captured in a CUDA graph (a whole training step, by the
-caller). A kernel's pieces are not made into a graph of their own: the frontend's ``populate_cuda_graph`` needs
-plans with the behaviour note SUPPORTS_CUDA_GRAPH_NATIVE_API, which none of the 186 built plans of a ResNet-50
-fp16 plan carry on the H100 with cuDNN 9.19 (benchmarks/reports/op-host-cost.md), and since activations move
-between calls such a graph would need ``update_cuda_graph`` and a graph update before every launch anyway.
+caller, or one kernel's pieces per address set, by engine.pytorch.kernelgraph: stream capture, since the
+frontend's ``populate_cuda_graph`` needs plans with the behaviour note SUPPORTS_CUDA_GRAPH_NATIVE_API, which none
+of the 186 built plans of a ResNet-50 fp16 plan carry on the H100 with cuDNN 9.19,
+benchmarks/reports/op-host-cost.md).
 
 BackwardFilter pieces each produce a whole dW and frontend conv nodes hard-code beta = 0 (its conv_wgrad node):
 ``filter_pieces`` writes the first piece into dW (unless accumulating into it) and every other piece into a

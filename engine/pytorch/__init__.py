@@ -45,12 +45,13 @@ def optimize(
     max_shapes=8,
     progress=True,
     keep_stock=True,
+    graphs=True,
 ):
     """Plan the model's convolutions at its first forward, per input shape (engine.pytorch.autoplan.optimize)."""
 
 
 @_lazy("apply")
-def apply_plan(model, plan, input_shape=None, workspace=None, keep_stock=True):
+def apply_plan(model, plan, input_shape=None, workspace=None, keep_stock=True, graphs=True):
     """Swap the convolutions a plan covers for its planned kernels (engine.pytorch.apply.apply_plan)."""
 
 

@@ -140,6 +140,7 @@ def apply_plan(
     input_shape: tuple[int, int, int] | None = None,
     workspace: str | None = None,
     keep_stock: bool = True,
+    graphs: bool = True,
 ) -> nn.Module:
     """Swap every convolution the plan covers for its planned kernels; returns ``model`` (changed in place).
 
@@ -150,12 +151,15 @@ def apply_plan(
     ``workspace``: ``"arena"`` (one tensor, allocated here) or ``"per-call"`` (each kernel's from the
     caching allocator while it runs); default per-call for a plan with per-kernel limits, else arena.
     ``keep_stock``: leave to stock PyTorch the layers where the plan gains less than its host cost (engine.stock).
+    ``graphs``: launch each kernel's micro-batch pieces as one CUDA graph, captured per address set at its second
+    use (engine.pytorch.kernelgraph); False launches every piece from the host on each call.
     Every argument is checked before the cuDNN frontend is loaded; a mistake is one ``EngineError``.
     """
     checks.checked_model(model)
     checks.checked_workspace(workspace)
-    if not isinstance(keep_stock, bool):
-        raise EngineError(f"keep_stock must be True or False, got {short(keep_stock)}")
+    for name, value in (("keep_stock", keep_stock), ("graphs", graphs)):
+        if not isinstance(value, bool):
+            raise EngineError(f"{name} must be True or False, got {short(value)}")
     input_shape = checks.checked_input_shape(input_shape)
     plan = checks.loaded_plan(plan)
     if plan.provenance.get("profile", {}).get("synthetic"):
@@ -212,6 +216,7 @@ def apply_plan(
             mod.padding,
             mod.dilation,
             mod.groups,
+            graphs,
         )
         mod.__class__ = PlannedConv2d  # same Parameters, buffers, hooks and state-dict keys
         mod._setup(ops.register(L), name, applied)

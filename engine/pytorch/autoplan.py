@@ -50,6 +50,7 @@ def optimize(
     max_shapes=8,
     progress=True,
     keep_stock=True,
+    graphs=True,
 ) -> "AutoPlan":
     """Plan ``model``'s convolutions per input shape at its first forward there; returns the ``AutoPlan``.
 
@@ -59,7 +60,8 @@ def optimize(
     torch-plan``); ``workspace`` is apply_plan's (per-call: from the caching allocator while a kernel
     runs, as stock cuDNN takes it); ``max_shapes`` bounds the shapes kept applied; ``progress`` is True
     (lines on stderr with a time estimate), False, or a callable ``(done, total, message)``; ``keep_stock``
-    is apply_plan's (layers where the plan gains less than its host cost stay stock PyTorch: engine.stock).
+    is apply_plan's (layers where the plan gains less than its host cost stay stock PyTorch: engine.stock), and
+    so is ``graphs`` (each kernel's pieces replayed as one CUDA graph per address set).
     The model must already be on its GPU (``model.cuda()``). Every argument is checked here.
     """
     from ..gpu import ENGINES
@@ -97,8 +99,9 @@ def optimize(
     checks.checked_workspace(workspace)
     if isinstance(max_shapes, bool) or not isinstance(max_shapes, int) or max_shapes < 1:
         raise EngineError(f"max_shapes must be a positive integer, got {short(max_shapes)}")
-    if not isinstance(keep_stock, bool):
-        raise EngineError(f"keep_stock must be True or False, got {short(keep_stock)}")
+    for name, value in (("keep_stock", keep_stock), ("graphs", graphs)):
+        if not isinstance(value, bool):
+            raise EngineError(f"{name} must be True or False, got {short(value)}")
     if not (isinstance(progress, bool) or callable(progress)):
         raise EngineError(f"progress must be True, False or a callable (done, total, message), got {short(progress)}")
     device = _check_host(model)
@@ -108,7 +111,7 @@ def optimize(
     if "ucudnn" in model.__dict__:
         _remove(model)
     settings = dict(mode=mode, budget=budget, policy=policy, engines=engines, max_workspace=max_workspace, cache=cache)
-    auto = AutoPlan(model, device, settings, workspace, max_shapes, progress, keep_stock)
+    auto = AutoPlan(model, device, settings, workspace, max_shapes, progress, keep_stock, graphs)
     model.ucudnn_auto = auto
     return auto
 
@@ -117,11 +120,19 @@ class AutoPlan:
     """The plans ``optimize`` made for one model, per input key (shape, precision, layout)."""
 
     def __init__(
-        self, model: nn.Module, device, settings: dict, workspace: str | None, max_shapes: int, progress, keep_stock
+        self,
+        model: nn.Module,
+        device,
+        settings: dict,
+        workspace: str | None,
+        max_shapes: int,
+        progress,
+        keep_stock: bool,
+        graphs: bool,
     ):
         self.model, self.device, self.settings = model, device, settings
         self.workspace, self.max_shapes, self.progress = workspace, max_shapes, progress
-        self.keep_stock = keep_stock
+        self.keep_stock, self.graphs = keep_stock, graphs
         self.plans: OrderedDict[tuple, object] = OrderedDict()  # key -> AppliedPlan, least recent first
         self.stock: dict[tuple, str] = {}  # key -> why it runs stock PyTorch
         self.history: list[dict] = []  # one entry per shape planned
@@ -225,7 +236,7 @@ class AutoPlan:
             status=self._status(name),
             **self.settings,
         )
-        applied = _apply(self.model, done.plan, chw, self.workspace, self.keep_stock)
+        applied = _apply(self.model, done.plan, chw, self.workspace, self.keep_stock, self.graphs)
         self.history.append(
             dict(
                 shape=key[0],
@@ -306,12 +317,12 @@ def _profile_and_plan(net, **kwargs):
     return profile_and_plan(net, command="engine.pytorch.optimize", **kwargs)
 
 
-def _apply(model: nn.Module, plan, input_shape, workspace, keep_stock: bool):
+def _apply(model: nn.Module, plan, input_shape, workspace, keep_stock: bool, graphs: bool):
     from .apply import apply_plan
 
     with warnings.catch_warnings():  # convolutions left stock are listed in model.ucudnn.unplanned
         warnings.simplefilter("ignore")
-        return apply_plan(model, plan, input_shape, workspace, keep_stock).ucudnn
+        return apply_plan(model, plan, input_shape, workspace, keep_stock, graphs).ucudnn
 
 
 def _detach(model: nn.Module):

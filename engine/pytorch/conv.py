@@ -12,6 +12,8 @@ capture working, chosen by measurement (benchmarks/reports/op-host-cost.md): ``t
 ``define``/``impl`` on the CUDA key with ``register_fake`` (the ops stay opaque to ``torch.compile``), and one
 ``torch.autograd.Function``, ``planned_conv``, whose backward calls the two backward ops. ``custom_op`` and
 ``register_autograd`` wrap the same kernels in more Python per call. Nothing here synchronises with the host.
+With ``graphs`` (apply_plan's default) each kernel's launches go through engine.pytorch.kernelgraph: one CUDA graph
+per address set, replayed in one launch where every piece would be one cuDNN execute from the host.
 
 BackwardFilter pieces each produce a whole dW; cuDNN frontend conv nodes have no beta, so later pieces
 write a scratch tensor that is added on the stream (an fp32 sum for fp16/bf16), by the rule of
@@ -29,6 +31,7 @@ import torch
 from ..gpu.graphs import ALIGN
 from ..gpu.pieces import Pieces
 from ..precision import PRECISIONS
+from .kernelgraph import KernelGraphs
 
 TORCH_DTYPE = {name: getattr(torch, p.torch_dtype) for name, p in PRECISIONS.items()}
 MEMORY_FORMAT = {"NCHW": torch.contiguous_format, "NHWC": torch.channels_last}
@@ -47,7 +50,7 @@ class TorchContext:
             torch.cuda.init()
             self.handle = cudnn.create_handle()
         self.backend_handle = to_backend_handle(self.handle)
-        self.device, self._set_stream, self._stream = device, cudnn.set_stream, None
+        self.device, self._set_stream, self._stream, self._capture = device, cudnn.set_stream, None, None
         self._raw_stream = torch._C._cuda_getCurrentRawStream  # an int, no torch.cuda.Stream built per call
 
     @classmethod
@@ -55,6 +58,12 @@ class TorchContext:
         if device not in cls._by_device:
             cls._by_device[device] = cls(device)
         return cls._by_device[device]
+
+    def capture_stream(self) -> torch.cuda.Stream:
+        """The side stream per-kernel graphs are captured on (engine.pytorch.kernelgraph)."""
+        if self._capture is None:
+            self._capture = torch.cuda.Stream(self.device)
+        return self._capture
 
     def bind(self) -> None:
         stream = self._raw_stream(self.device)
@@ -94,6 +103,10 @@ class PlannedLayer:
         "ws_f",
         "ws_bd",
         "ws_bf",
+        "run_f",
+        "run_bd",
+        "run_bf",
+        "graphs_bf",
     )
 
     def __init__(
@@ -108,8 +121,10 @@ class PlannedLayer:
         padding,
         dilation,
         groups: int,
+        graphs: bool = False,
     ):
-        """``arena``: the device address of the plan's workspace arena, or None for workspace per call."""
+        """``arena``: the device address of the plan's workspace arena, or None for workspace per call;
+        ``graphs``: launch each kernel's pieces as a CUDA graph per address set (engine.pytorch.kernelgraph)."""
         self.name, self.context = name, context
         self.forward, self.backward_data, self.backward_filter = forward, backward_data, backward_filter
         s = self.sig = forward.sig
@@ -125,6 +140,14 @@ class PlannedLayer:
         self.ws_f, self.ws_bd, self.ws_bf = (
             None if arena is None or k is None else arena + k.offset for k in (forward, backward_data, backward_filter)
         )
+        # how each kernel is launched: its pieces, or their CUDA graphs (a multi-piece BackwardFilter's with the
+        # sum of its pieces, through graphs_bf.run)
+        self.graphs_bf = KernelGraphs(backward_filter, context) if graphs else None
+        self.run_f, self.run_bd = (
+            None if k is None else KernelGraphs(k, context).launch if graphs else k.launch
+            for k in (forward, backward_data)
+        )
+        self.run_bf = self.graphs_bf.launch if graphs else backward_filter.launch
 
 
 _LAYERS: list[PlannedLayer | None] = []
@@ -174,7 +197,7 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, h
     if ws is None:
         keep = _block(L.forward, x)
         ws = keep.data_ptr()
-    L.forward.launch(x.data_ptr(), weight.data_ptr(), y.data_ptr(), ws)
+    L.run_f(x.data_ptr(), weight.data_ptr(), y.data_ptr(), ws)
     if bias is not None:
         y.add_(bias.view(1, -1, 1, 1))
     return y
@@ -221,7 +244,7 @@ def _data(L: PlannedLayer, grad_y: torch.Tensor, weight: torch.Tensor) -> torch.
     if ws is None:
         keep = _block(k, grad_y)
         ws = keep.data_ptr()
-    k.launch(grad_y.data_ptr(), weight.data_ptr(), dx.data_ptr(), ws)  # roles of BackwardData: x = dY, y = dX
+    L.run_bd(grad_y.data_ptr(), weight.data_ptr(), dx.data_ptr(), ws)  # roles of BackwardData: x = dY, y = dX
     return dx
 
 
@@ -236,13 +259,23 @@ def _filter(L: PlannedLayer, x: torch.Tensor, grad_y: torch.Tensor, weight: torc
         ws = keep.data_ptr()
     xp, dwp, yp = x.data_ptr(), dw.data_ptr(), grad_y.data_ptr()  # roles of BackwardFilter: x = X, y = dY, w = dW
     if len(k) == 1:
-        k.launch(xp, dwp, yp, ws)
+        L.run_bf(xp, dwp, yp, ws)
         return dw if dw.dtype == dw_dtype else dw.to(dw_dtype)
-    scratch, acc = torch.empty_like(dw), None
-    for _ in k.filter_pieces(xp, dwp, yp, ws, scratch.data_ptr()):
-        if acc is None:  # dW holds the first piece: fp16/bf16 pieces are summed in fp32 from there
-            acc = dw.float() if dw.dtype != torch.float32 else dw
-        acc.add_(scratch)
+    scratch = torch.empty_like(dw)
+    # fp16/bf16 pieces are summed in fp32, from the first piece on (in dW at the first yield)
+    acc = dw if dw.dtype == torch.float32 else dw.new_empty_strided(L.w_shape, L.w_stride, dtype=torch.float32)
+    sp = scratch.data_ptr()
+
+    def body():
+        for i in k.filter_pieces(xp, dwp, yp, ws, sp):
+            if i == 1 and acc is not dw:
+                acc.copy_(dw)
+            acc.add_(scratch)
+
+    if L.graphs_bf is None:
+        body()
+    else:  # every address the launches and the sums touch
+        L.graphs_bf.run((xp, dwp, yp, ws, sp, acc.data_ptr()), body)
     return acc if acc.dtype == dw_dtype else acc.to(dw_dtype)
 
 

@@ -1,0 +1,91 @@
+"""CUDA graphs of one planned kernel's pieces, captured per set of addresses and replayed in one launch.
+
+Each micro-batch piece is one cuDNN execute, whose host cost (10-35 us a piece, most of it cuDNN's own) is what
+keeps an eager planned step host-bound (benchmarks/reports/op-host-cost-h200.md). A graph of the pieces costs
+one launch. The frontend's native graph API (``populate_cuda_graph``) needs plans with the behaviour note
+SUPPORTS_CUDA_GRAPH_NATIVE_API, which the plans of this project's profiles lack; stream capture of the same
+executes needs no note. A captured graph holds the addresses it was captured with, and activations move
+between calls; but a training loop allocates the same blocks from the caching allocator step after step, so
+the graphs are kept per (x, w, y, workspace) address set: an address set seen ``CAPTURE_AT`` times is
+captured, then replayed whenever it comes again. An address set that never repeats costs a dict lookup.
+
+Inside a capture of the caller's own (a whole step in a CUDA graph, ``torch.compile``'s cudagraphs) the pieces
+are launched as before, into the caller's graph. A kernel whose capture fails launches its pieces as before
+from then on.
+"""
+
+from __future__ import annotations
+
+import torch
+
+CAPTURE_AT = 2  # an address set seen this often is captured: a training step's comes again each step
+MAX_SETS = 4  # address sets counted and graphs kept per kernel (a step's, plus a few of shape changes)
+
+_capturing = torch._C._cuda_isCurrentStreamCapturing
+
+
+class KernelGraphs:
+    """The captured graphs of one kernel's pieces (engine.gpu.pieces.Pieces), by address set."""
+
+    __slots__ = ("pieces", "context", "seen", "graphs", "failed")
+
+    def __init__(self, pieces, context):
+        self.pieces, self.context = pieces, context  # context: engine.pytorch.conv.TorchContext
+        self.seen: dict[tuple, int] = {}
+        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}
+        self.failed: str | None = None  # why capture failed, once it has
+
+    def launch(self, x: int, w: int, y: int, ws: int) -> None:
+        """Enqueue the pieces on the current stream (the handle bound to it): a replay where this address set
+        has a graph, else the pieces themselves."""
+        graph = self.graphs.get((x, w, y, ws))
+        if graph is not None and not _capturing():
+            graph.replay()
+            return
+        self._miss((x, w, y, ws), lambda: self.pieces.launch(x, w, y, ws))
+
+    def run(self, key: tuple, body) -> None:
+        """``body()`` (launches on the current stream, in place on memory ``key`` names), or the replay of its
+        graph at ``key``: for a BackwardFilter whose pieces are summed between launches."""
+        graph = self.graphs.get(key)
+        if graph is not None and not _capturing():
+            graph.replay()
+            return
+        self._miss(key, body)
+
+    def _miss(self, key: tuple, body) -> None:
+        if self.failed is None and key not in self.graphs and not _capturing():
+            n = self.seen.get(key, 0) + 1
+            if n >= CAPTURE_AT:
+                graph = self._capture(key, body)
+                if graph is not None:
+                    graph.replay()
+                    return
+            else:
+                if len(self.seen) >= MAX_SETS:
+                    self.seen.clear()
+                self.seen[key] = n
+        body()
+
+    def _capture(self, key: tuple, body) -> torch.cuda.CUDAGraph | None:
+        """The graph of ``body`` at ``key``'s addresses, captured on a side stream (capture runs nothing, so it
+        waits on no stream), or None when the capture fails (then never tried again for this kernel)."""
+        ctx, graph = self.context, torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.stream(ctx.capture_stream()):
+                graph.capture_begin(capture_error_mode="thread_local")
+                try:
+                    ctx.bind()
+                    body()
+                finally:
+                    graph.capture_end()
+        except RuntimeError as err:  # an engine that does what capture forbids (a host sync, an allocation)
+            self.failed = str(err).splitlines()[0] if str(err) else type(err).__name__
+            return None
+        finally:
+            ctx.bind()  # back to the caller's stream
+        self.seen.pop(key, None)
+        if len(self.graphs) >= MAX_SETS:
+            self.graphs.pop(next(iter(self.graphs)))
+        self.graphs[key] = graph
+        return graph
