@@ -17,7 +17,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import memory_training_report, optimizer, profiling, reproduction, side_by_side  # noqa: E402
 from benchmarks import profiling_speed, profiling_speed_report  # noqa: E402
-from benchmarks import first_plan_cost, profile_multigpu, stock_layers, torch_training, user_command_runs  # noqa: E402
+from benchmarks import first_plan_cost, kernel_graphs, profile_multigpu, stock_layers, torch_training  # noqa: E402
+from benchmarks import user_command_runs  # noqa: E402
 from benchmarks import torchvision_optimize  # noqa: E402
 from benchmarks.readme import README, markers, read_block, write_block  # noqa: E402
 from engine.units import MiB  # noqa: E402
@@ -91,6 +92,12 @@ def test_profiling_speed_report_and_readme_block_match_the_committed_runs():
     rows = rep.load_speed_runs(rep.SPEED_RUNS)
     assert read_block(README.read_text(), "profiling_speed_report") == rep.speed_readme(rows)
     assert rep.SPEED_REPORT.read_text() == rep.speed_render(rows, "profiling-speed/runs.json")
+
+
+def test_kernel_graphs_report_and_readme_block_match_the_committed_run():
+    data = kernel_graphs.load(kernel_graphs.DEFAULT_JSON)
+    assert read_block(README.read_text(), "kernel_graphs") == kernel_graphs.readme_block(data)
+    assert kernel_graphs.REPORT.read_text() == kernel_graphs.render(data, str(kernel_graphs.DEFAULT_JSON))
 
 
 def test_user_command_runs_report_and_readme_block_match_the_committed_logs():
