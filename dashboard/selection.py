@@ -15,7 +15,7 @@ from pathlib import Path
 
 import param
 
-from engine.errors import EngineError
+from engine.errors import EngineError, UntrustedModelError
 from engine.profile import ENGINE_SETS, Profile
 from engine.pytorch.loader import trust
 from engine.zoo import DEFAULT_BATCH
@@ -252,7 +252,15 @@ class SelectionState(param.Parameterized):
         if key not in self._models:
             try:
                 self._models[key] = model_scopes(profile, model)
-            except EngineError as err:  # not a model name, an untrusted module, a model that cannot import
+            except UntrustedModelError as err:  # the page's own rule, not the command line's
+                self._models[key] = (
+                    [],
+                    (
+                        f"{err.source} names Python code to run: a name typed in a page may only be a torchvision: "
+                        f"model; to offer your own, start the server with {MODELS_ENV}={err.source}"
+                    ),
+                )
+            except EngineError as err:  # not a model name, a model that cannot import
                 self._models[key] = [], describe_error(err)
         return self._models[key]
 

@@ -42,6 +42,14 @@ class ModelImportError(EngineError, ValueError):
     """A PyTorch model that cannot be imported as a Network faithfully, or cannot be loaded."""
 
 
+class UntrustedModelError(ModelImportError):
+    """A ``package.module:callable`` named by data (a file, an upload, a page), not by the user: not imported."""
+
+    def __init__(self, message: str, source: str):
+        super().__init__(message)
+        self.source = source
+
+
 class GPUUnavailableError(EngineError, RuntimeError):
     pass
 

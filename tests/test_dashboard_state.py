@@ -200,7 +200,9 @@ def test_a_model_the_profile_does_not_list_is_planned_where_its_kernels_were_mea
     assert "torchvision:mobilenet_v3_small" not in sel.param.network.objects
 
     sel.model = "os:system"
-    assert any("os:system" in text and "names Python code" in text for _, text in sel.messages)
+    said = " ".join(text for _, text in sel.messages)
+    assert "os:system names Python code to run" in said and "start the server with UCUDNN_MODELS=os:system" in said
+    assert "--network" not in said  # the command line's advice, which a page cannot follow
     assert s.analysis is not None
 
 

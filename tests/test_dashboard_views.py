@@ -591,6 +591,49 @@ def test_a_choice_the_options_no_longer_hold_is_dropped_and_the_browser_shown_th
         stock._process_events({"value": "gone"})
 
 
+def test_a_click_on_a_button_the_options_no_longer_hold_is_dropped_and_taken_clicks_are_echoed(monkeypatch):
+    """A policy click sent as the profile switched to fewer policies: Panel's RadioButtonGroup raised
+    IndexError in its callback (a QA walk; the Mini-batch select then stayed empty). The page keeps its value and
+    sends it back; a click still offered is taken, and echoed to the browser, as a select's choice is."""
+    from dashboard.views import widgets
+
+    echoed = []
+    monkeypatch.setattr(widgets, "echo", lambda widget, prop: echoed.append(prop))
+    w = widgets.Buttons(options=["undivided", "powerOfTwo"], value="powerOfTwo")
+    model = w.get_root()
+    model.active = 2  # the browser's click on the third button of the old options
+    w._process_events({"active": 2})
+    assert w.value == "powerOfTwo" and model.active == 1 and echoed == []
+    w._process_events({"active": 0})
+    assert w.value == "undivided" and echoed == ["active"]
+    c = widgets.Choice(options=["8", "64"], value="64")
+    c.get_root()
+    c._process_events({"value": "8"})
+    assert c.value == "8" and echoed == ["active", "value"]
+    stock = pn.widgets.RadioButtonGroup(options=["undivided", "powerOfTwo"], value="powerOfTwo")
+    stock.get_root()
+    with pytest.raises(IndexError):  # why Buttons exists (remove it once Panel copes)
+        stock._process_events({"active": 2})
+
+
+def test_echo_sends_the_model_value_to_the_browser_again():
+    """Panel sends nothing for a value the browser itself sent: the echo triggers the Bokeh model's property."""
+    from dashboard.views.widgets import echo
+
+    from dashboard.views.widgets import Choice
+
+    w = Choice(options=["8", "64"], value="8")
+    model = w.get_root()
+    seen, processed = [], []
+    model.on_change("value", lambda attr, old, new: seen.append((old, new)))
+    w.param.watch(lambda e: processed.append(e.new), "value", onlychanged=False)
+    echo(w, "value")
+    assert seen == [("8", "8")]  # sent once, and not taken back as a browser change (it was echoed forever)
+    assert processed == [] and not w._changing.get(model.ref["id"])
+    model.value = "64"  # a browser choice (Bokeh patches the page's model, then Panel's callback runs)
+    assert w.value == "64" and sorted(seen[1:]) == [("64", "64"), ("8", "64")]  # taken, and echoed once
+
+
 def test_the_uploaders_own_limit_never_refuses_a_plan_file_the_engine_takes():
     """The browser's uploader counts 1000-byte KB and MB: "64MB" refused valid files of 64.0 to 67.1 million bytes."""
     from dashboard.views.plan import PlanDropper

@@ -15,7 +15,7 @@ from ..errors import literal
 from ..selection import SCOPE
 from .base import StateView
 from .busy import SLOW, BusyVeil
-from .widgets import Choice
+from .widgets import Buttons, Choice
 
 MODE_HELP = {
     "WR": "WR (workspace reuse): the budget is each kernel's own workspace limit.",
@@ -76,9 +76,9 @@ class Controls(StateView):
         for name, label in SELECTS.items():
             self.widgets[name] = (Choice(label=label, sizing_mode="stretch_width", css_classes=[SLOW]), sel)
         radio = dict(sizing_mode="stretch_width", variant="outline", css_classes=[SLOW])
-        self.widgets["engines"] = (pn.widgets.RadioButtonGroup(**radio), sel)
+        self.widgets["engines"] = (Buttons(**radio), sel)
         for name in ("policy", "mode"):
-            self.widgets[name] = (pn.widgets.RadioButtonGroup(**radio), plan)
+            self.widgets[name] = (Buttons(**radio), plan)
         for name, (widget, part) in self.widgets.items():
             setattr(self, name, widget)
             self.listen(widget, "value", lambda e, part=part, name=name: self._to_state(part, name, e.new))

@@ -76,7 +76,10 @@ class PlanDropper(pn.widgets.FileDropper):
                 if not up.refused:
                     handed = (name, b"".join(up.chunks[i] for i in sorted(up.chunks)))
         if handed is not None:
-            self.param.update(file=handed)
+            if self.file == handed:  # the same file again (a reload after changing the controls): param sends
+                self.param.trigger("file")  # no event for an equal value
+            else:
+                self.param.update(file=handed)
 
 
 @dataclass

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import difflib
 import functools
 import importlib
 import os
 import sys
 import warnings
 
-from ..errors import ModelImportError
+from ..errors import ModelImportError, UntrustedModelError
 from ..netnames import canonical_name, is_torch_name, split_name
 
 # ``package.module:callable`` sources the user named, on the command line or by calling trust(): only
@@ -40,10 +41,11 @@ def load_model(name: str, device=None):
     source, shape = split_name(name)
     module, attr = source.split(":")
     if module != "torchvision" and source not in _TRUSTED:
-        raise ModelImportError(
+        raise UntrustedModelError(
             f"network {source!r} names Python code to run; a name read from a file or an upload may "
             f"only be a zoo or torchvision: network. Name your own model with --network {source} "
-            f"(or engine.pytorch.loader.trust({source!r}) in Python)"
+            f"(or engine.pytorch.loader.trust({source!r}) in Python)",
+            source,
         )
     torch = _torch(name)
 
@@ -122,10 +124,12 @@ def _torchvision(model: str):
     known = torchvision.models.list_models(module=torchvision.models)
     segmentation = torchvision.models.list_models(module=torchvision.models.segmentation)
     if model not in known + segmentation:
+        near = difflib.get_close_matches(model, known + segmentation, n=3)
         raise ModelImportError(
-            f"unknown torchvision model {model!r}; classification models: {', '.join(known)}; "
-            f"segmentation models: see torchvision.models.list_models(module=torchvision.models."
-            f"segmentation)"
+            f"unknown torchvision model {model!r}"
+            + (f" (did you mean {', '.join(near)}?)" if near else "")
+            + f"; torchvision.models.list_models() names its {len(known)} classification models, "
+            "list_models(module=torchvision.models.segmentation) its segmentation models"
         )
     with warnings.catch_warnings():  # weight-initialisation notices: the weights are never used
         warnings.simplefilter("ignore")

@@ -173,6 +173,29 @@ def test_a_slow_choice_veils_the_views_until_the_page_answers(bundled_page):
     assert not page.problems, page.problems
 
 
+def test_choices_made_while_the_page_switches_profile_end_as_the_views_show(bundled_page):
+    """A QA walk: the AlexNet engine-sweep profile, then ResNet-50 and, before the page has answered, a policy
+    click and Mini-batch 8 from the old options. The page took 8 (the views showed B=8), but the browser, which
+    received the page's own batch (64) after sending 8, kept showing 64 for good. Each control must end showing
+    what the views use."""
+    page = bundled_page
+    select = page.get_by_label("Profile")
+    select.select_option("h100-alexnet-b256-tf32-nchw-all")
+    wait_for_profile(page, "h100-alexnet-b256-tf32-nchw-all")
+    for _ in range(2):
+        select.select_option("h200-resnet50-b64-tf32-nchw-powerOfTwo")
+        page.locator(".bk-btn-group").filter(has_text="powerOfTwo").get_by_role("button", name="undivided").click()
+        page.get_by_label("Mini-batch size", exact=True).select_option("8")
+        wait_text(page, lambda: str(veiled(page)), "^False$")
+        page.wait_for_timeout(1500)  # the page's last messages
+        scope = page.locator("[data-testid=summary-scope]").inner_text()
+        batch = re.search(r"B=(\d+)", scope).group(1)
+        assert page.get_by_label("Mini-batch size", exact=True).input_value() == batch, scope
+        select.select_option("h100-alexnet-b256-tf32-nchw-all")
+        wait_for_profile(page, "h100-alexnet-b256-tf32-nchw-all")
+    assert not page.problems, page.problems
+
+
 def budget_card(page) -> str:
     return page.locator("[data-testid=summary-time] .s").inner_text()
 

@@ -170,6 +170,15 @@ def test_loading_an_exported_plan_round_trips(app_page, tmp_path):
     info.value.save_as(path)
     app_page.locator("input[type=file]").set_input_files(str(path))
     app_page.get_by_text("Loaded round.plan.json").wait_for(timeout=10_000)
+    loaded = summary(app_page)
+    handle = app_page.locator(".noUi-handle").first
+    handle.focus()
+    handle.press("End")
+    wait_for_change(app_page, lambda: summary(app_page), loaded)
+    # the same file again loads again (param sent no event for the equal (name, bytes): nothing happened)
+    app_page.locator("input[type=file]").set_input_files(str(path))
+    wait_for_change(app_page, lambda: summary(app_page), summary(app_page))
+    assert summary(app_page) == loaded
 
 
 def test_tabs_show_the_current_plan(app_page):
