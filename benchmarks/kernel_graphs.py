@@ -35,11 +35,16 @@ from engine.fileio import atomic_write  # noqa: E402
 REPORT = ROOT / "benchmarks" / "reports" / "kernel-graphs.md"
 DEFAULT_JSON = ROOT / "benchmarks" / "reports" / "kernel-graphs.json"
 CASES = ("forward", "backward_data", "backward_filter", "forward+backward")
-MODELS = (  # precision, layout, WR budget per kernel
-    ("fp16", "NHWC", "256MiB"),
-    ("tf32", "NCHW", "256MiB"),
-    ("tf32", "NCHW", "64MiB"),
+MODELS = (  # network, batch, precision, layout, WR budget per kernel (the networks with bundled H200 profiles)
+    ("alexnet", 256, "fp16", "NHWC", "256MiB"),
+    ("alexnet", 256, "tf32", "NCHW", "256MiB"),
+    ("resnet50", 64, "fp16", "NHWC", "256MiB"),
+    ("resnet50", 64, "tf32", "NCHW", "256MiB"),
+    ("resnet50", 64, "tf32", "NCHW", "64MiB"),
+    ("vgg16", 64, "fp16", "NHWC", "256MiB"),
+    ("vgg16", 64, "tf32", "NCHW", "256MiB"),
 )
+VARIANTS = ("stock", "pieces", "graphs", "default")  # default: apply_plan's own (keep_stock and graphs on)
 ROUNDS, WARMUP_STEPS, STEPS = 3, 5, 30
 
 
@@ -135,7 +140,7 @@ def check_layer(torch, ops, KernelGraphs, handles: dict, x, w, gy) -> dict:
     return {"max_rel_err": err, "replays": count[0], "capture_failed": {k: v for k, v in failed.items() if v}}
 
 
-def measure_model(torch, precision: str, layout: str, budget: str) -> dict:
+def measure_model(torch, net: str, batch: int, precision: str, layout: str, budget: str) -> dict:
     import torchvision
 
     from engine.gpu.runtime import provenance
@@ -146,7 +151,7 @@ def measure_model(torch, precision: str, layout: str, budget: str) -> dict:
 
     here = provenance()
     gpu = "h200" if "H200" in here["gpu"] else "h100"
-    name = f"{gpu}-resnet50-b64-{precision}-{layout.lower()}-powerOfTwo"
+    name = f"{gpu}-{net}-b{batch}-{precision}-{layout.lower()}-powerOfTwo"
     profile = Profile.load(bundled_profiles()[name])
     if (profile.provenance["gpu"], profile.provenance["cudnn_version"]) != (here["gpu"], here["cudnn_version"]):
         return {"skipped": f"{name} is of {profile.provenance['gpu']} cuDNN {profile.provenance['cudnn_version']}"}
@@ -154,17 +159,20 @@ def measure_model(torch, precision: str, layout: str, budget: str) -> dict:
     amp = precision == "fp16"
     fmt = torch.channels_last if layout == "NHWC" else torch.contiguous_format
     torch.manual_seed(0)
-    x = torch.randn(64, 3, 224, 224, device="cuda").to(memory_format=fmt)
-    target = torch.randint(0, 1000, (64,), device="cuda")
-    plan = make_plan(
-        profile, get_network("resnet50", 64), mode="wr", budget=budget, command="benchmarks/kernel_graphs.py"
-    )
-    stock = torchvision.models.resnet50().cuda().to(memory_format=fmt)
+    x = torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=fmt)
+    target = torch.randint(0, 1000, (batch,), device="cuda")
+    plan = make_plan(profile, get_network(net, batch), mode="wr", budget=budget, command="benchmarks/kernel_graphs.py")
+    stock = getattr(torchvision.models, net)().cuda().to(memory_format=fmt)
+    for m in stock.modules():  # dropout off: the copies compare kernels, not masks
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
     models = {"stock": stock}
     for graphs in (False, True):  # copies of the same weights, each with the plan applied once
         models["graphs" if graphs else "pieces"] = apply_plan(
             copy.deepcopy(stock), plan, keep_stock=False, graphs=graphs
         )
+    models["default"] = apply_plan(copy.deepcopy(stock), plan)
+    kept = len(models["default"].ucudnn.stock)
     opts = {k: torch.optim.SGD(m.parameters(), lr=1e-3) for k, m in models.items()}
 
     def step(model):
@@ -201,11 +209,12 @@ def measure_model(torch, precision: str, layout: str, budget: str) -> dict:
                 times.append(a.elapsed_time(b))
         return statistics.median(times)
 
-    out = {"model": "resnet50", "batch": 64, "precision": precision, "layout": layout, "budget": budget}
+    out = {"model": net, "batch": batch, "precision": precision, "layout": layout, "budget": budget}
     out |= {"profile": name, "kernels": len(plan.kernels), "pieces": sum(len(k.micro) for k in plan.kernels)}
+    out |= {"layers": len({k.layer for k in plan.kernels}), "default_kept_stock": kept}
     out["rounds"] = []
     for _ in range(ROUNDS):
-        out["rounds"].append({f"{k}_ms": round(timed(k), 3) for k in ("stock", "pieces", "graphs")})
+        out["rounds"].append({f"{k}_ms": round(timed(k), 3) for k in VARIANTS})
         print(json.dumps(out["rounds"][-1]), flush=True)
     for m in models.values():
         if hasattr(m, "ucudnn"):
@@ -246,10 +255,14 @@ def per_piece(data: dict, precision: str, graphs: bool, case: str = "forward") -
     return sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / sum((a - mx) ** 2 for a in xs)
 
 
+def model_name(m: dict) -> str:
+    return f"{m['model']} b{m['batch']} {m['precision']} {m['layout']}{' AMP' if m['precision'] == 'fp16' else ''}"
+
+
 def model_ratios(m: dict) -> dict:
     """Median over the rounds of each round's planned/stock step ratio, and the range."""
     out = {}
-    for key in ("pieces_ms", "graphs_ms"):
+    for key in [f"{v}_ms" for v in VARIANTS[1:] if f"{v}_ms" in m["rounds"][0]]:
         ratios = [r[key] / r["stock_ms"] for r in m["rounds"]]
         out[key] = (statistics.median(ratios), min(ratios), max(ratios))
     return out
@@ -310,22 +323,24 @@ def render(data: dict, source: str) -> str:
         f"{ROUNDS} interleaved rounds of stock, pieces and graphs, each the median of {STEPS} steps after "
         f"{WARMUP_STEPS} (CUDA events around forward, backward and an SGD step).",
         "",
-        "| model | budget | kernels / pieces | stock ms | pieces ms | graphs ms | pieces / stock | graphs / stock "
-        "| loss, pieces / graphs | max gradient rel. L2, graphs vs pieces |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | budget | layers / pieces | stock ms | pieces ms | graphs ms | pieces / stock | graphs / stock "
+        "| apply_plan's defaults / stock (layers left stock) | loss, pieces / graphs | max gradient rel. L2, graphs vs "
+        "pieces |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in data["models"]:
         if "skipped" in m:
-            lines.append(f"| {m.get('precision', '?')} | - | skipped: {m['skipped']} | | | | | | | |")
+            lines.append(f"| {m.get('model', '?')} | - | skipped: {m['skipped']} | | | | | | | | |")
             continue
         med = {k: statistics.median(r[k] for r in m["rounds"]) for k in ("stock_ms", "pieces_ms", "graphs_ms")}
         q = model_ratios(m)
+        ratio = lambda key: f"{q[key][0]:.3f}x ({q[key][1]:.3f}-{q[key][2]:.3f})" if key in q else "-"  # noqa: E731
+        kept = f" ({m['default_kept_stock']})" if "default_kept_stock" in m else ""
         lines.append(
-            f"| resnet50 b64 {m['precision']} {m['layout']}{' AMP' if m['precision'] == 'fp16' else ''} | "
-            f"{m['budget']} | {m['kernels']} / {m['pieces']} | {med['stock_ms']:.2f} | {med['pieces_ms']:.2f} | "
-            f"{med['graphs_ms']:.2f} | {q['pieces_ms'][0]:.3f}x ({q['pieces_ms'][1]:.3f}-{q['pieces_ms'][2]:.3f}) | "
-            f"{q['graphs_ms'][0]:.3f}x ({q['graphs_ms'][1]:.3f}-{q['graphs_ms'][2]:.3f}) | "
-            f"{m['loss']['pieces']:.6f} / {m['loss']['graphs']:.6f} | {m['max_grad_rel_l2']:.2g} |"
+            f"| {model_name(m)} | {m['budget']} | {m.get('layers', '?')} / {m['pieces']} | {med['stock_ms']:.2f} | "
+            f"{med['pieces_ms']:.2f} | {med['graphs_ms']:.2f} | {ratio('pieces_ms')} | {ratio('graphs_ms')} | "
+            f"{ratio('default_ms')}{kept} | {m['loss']['pieces']:.6f} / {m['loss']['graphs']:.6f} | "
+            f"{m['max_grad_rel_l2']:.2g} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -337,9 +352,10 @@ def readme_block(data: dict) -> str:
         if "skipped" in m:
             continue
         q = model_ratios(m)
+        default = f", {q['default_ms'][0]:.2f}x with apply_plan's defaults" if "default_ms" in q else ""
         parts.append(
-            f"{m['precision']} at {m['budget']} ({m['pieces']} pieces) {q['pieces_ms'][0]:.2f}x stock's step with "
-            f"every piece launched from the host, {q['graphs_ms'][0]:.2f}x with graphs"
+            f"{model_name(m)} at {m['budget']} {q['pieces_ms'][0]:.2f}x with every piece launched from the host, "
+            f"{q['graphs_ms'][0]:.2f}x with graphs{default}"
         )
     pieces = "; ".join(
         f"{x['precision']} {per_piece(data, x['precision'], False):.1f} us a piece from the host, "
@@ -355,8 +371,8 @@ def readme_block(data: dict) -> str:
     return (
         f"Per-kernel CUDA graphs (`apply_plan`'s and `optimize`'s `graphs=True`, the default), on {p['gpu']} "
         f"({data['date'][:10]}; issue 22's targets {TARGETS['per_piece_us']:g} us a piece, "
-        f"{TARGETS['per_call_us']:g} us an op call): {pieces}; ResNet-50 b64 eager steps with every layer planned "
-        f"(`keep_stock=False`), median of {ROUNDS} interleaved rounds: "
+        f"{TARGETS['per_call_us']:g} us an op call): {pieces}. Eager training steps against stock PyTorch's, every "
+        f"layer planned (`keep_stock=False`) unless said, median of {ROUNDS} interleaved rounds: "
         + "; ".join(parts)
         + " ([benchmarks/reports/kernel-graphs.md](benchmarks/reports/kernel-graphs.md))."
     )
