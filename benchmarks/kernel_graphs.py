@@ -356,6 +356,7 @@ def render(data: dict, source: str) -> str:
 
 def readme_block(data: dict) -> str:
     p = data["provenance"]
+    rounds = max(len(m.get("rounds", [])) for m in data["models"])
     parts = []
     for m in data["models"]:
         if "skipped" in m:
@@ -381,7 +382,7 @@ def readme_block(data: dict) -> str:
         f"Per-kernel CUDA graphs (`apply_plan`'s and `optimize`'s `graphs=True`, the default), on {p['gpu']} "
         f"({data['date'][:10]}; issue 22's targets {TARGETS['per_piece_us']:g} us a piece, "
         f"{TARGETS['per_call_us']:g} us an op call): {pieces}. Eager training steps against stock PyTorch's, every "
-        f"layer planned (`keep_stock=False`) unless said, median of {ROUNDS} interleaved rounds (host-bound steps "
+        f"layer planned (`keep_stock=False`) unless said, median of {rounds} interleaved rounds (host-bound steps "
         "vary 5-10 % run to run): "
         + "; ".join(parts)
         + " ([benchmarks/reports/kernel-graphs.md](benchmarks/reports/kernel-graphs.md))."
