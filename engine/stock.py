@@ -1,12 +1,14 @@
 """Which planned convolution layers the PyTorch runtime leaves to stock PyTorch: never slower than stock.
 
-A planned convolution costs the host more than stock PyTorch's (a custom op, the frontend's execute per
-micro-batch piece: benchmarks/reports/op-host-cost.md measured ResNet-50 b64 fp16 AMP eager steps of 30.04 ms
-planned against 21.01 ms stock on an H100 host, about 57 us more per kernel run, with predicted convolution
-times equal). Where the plan's predicted time is no better than what stock PyTorch runs for that layer, the
-replacement can only add that cost, so a WR plan replaces a layer (its Forward, BackwardData and
-BackwardFilter kernels together: one module) only where it saves more than ``REL_GAIN`` of stock's time plus
-``HOST_MS_PER_PIECE`` per micro-batch piece, and only where stock PyTorch stays within the plan's workspace
+A planned convolution launched piece by piece costs the host more than stock PyTorch's (a custom op, the
+frontend's execute per micro-batch piece: benchmarks/reports/op-host-cost.md measured ResNet-50 b64 fp16 AMP
+eager steps of 30.04 ms planned against 21.01 ms stock on an H100 host, about 57 us more per kernel run, with
+predicted convolution times equal). Where the plan's predicted time is no better than what stock PyTorch runs
+for that layer, the replacement can only add that cost, so a WR plan replaces a layer (its Forward,
+BackwardData and BackwardFilter kernels together: one module) only where it saves more than ``REL_GAIN`` of
+stock's time plus ``HOST_MS_PER_PIECE`` per micro-batch piece (none with per-kernel CUDA graphs, apply_plan's
+default: a piece then costs the host about 1 us, benchmarks/reports/kernel-graphs.md, and an op call no more
+than stock's own), and only where stock PyTorch stays within the plan's workspace
 limits: every plan it might take (``StockEstimate.workspace``) fits each kernel's limit. What stock runs is
 cuDNN's first heuristic plan with ``cudnn.benchmark`` off, the fastest of the first ``BENCHMARK_LIMIT`` with
 it on (``torch.backends.cudnn.benchmark_limit``'s default), both from the profile; where one of those plans was
@@ -59,8 +61,9 @@ def _estimates(profile, batch: int) -> dict[str, StockEstimate]:
     return out
 
 
-def stock_layers(plan: Plan, benchmark: bool) -> dict[str, str]:
-    """{plan layer: why it stays stock PyTorch} under the rule above, for ``cudnn.benchmark`` on or off."""
+def stock_layers(plan: Plan, benchmark: bool, graphs: bool = True) -> dict[str, str]:
+    """{plan layer: why it stays stock PyTorch} under the rule above, for ``cudnn.benchmark`` on or off and the
+    planned kernels launched as CUDA graphs (``graphs``, apply_plan's default) or piece by piece."""
     if plan.mode != "wr":
         return {}
     layers: dict[str, list[PlanKernel]] = {}
@@ -68,13 +71,13 @@ def stock_layers(plan: Plan, benchmark: bool) -> dict[str, str]:
         layers.setdefault(k.layer, []).append(k)
     out = {}
     for layer, ks in layers.items():
-        why = _stays(plan, ks, benchmark)
+        why = _stays(plan, ks, benchmark, 0.0 if graphs else HOST_MS_PER_PIECE)
         if why:
             out[layer] = why
     return out
 
 
-def _stays(plan: Plan, ks: list[PlanKernel], benchmark: bool) -> str | None:
+def _stays(plan: Plan, ks: list[PlanKernel], benchmark: bool, per_piece_ms: float) -> str | None:
     ref = []
     for k in ks:
         s = k.stock
@@ -85,9 +88,10 @@ def _stays(plan: Plan, ks: list[PlanKernel], benchmark: bool) -> str | None:
         return "stock PyTorch may run a plan the profile did not time (above its workspace cap, or runtime-compiled)"
     stock_ms, plan_ms = sum(ref), sum(k.time_ms for k in ks)
     pieces = sum(len(k.micro) for k in ks)
-    if stock_ms - plan_ms > REL_GAIN * stock_ms + HOST_MS_PER_PIECE * pieces:
+    if stock_ms - plan_ms > REL_GAIN * stock_ms + per_piece_ms * pieces:
         return None
     return (
         f"the plan predicts {plan_ms:.3f} ms against stock's {stock_ms:.3f} ms "
-        f"(cudnn.benchmark {'on' if benchmark else 'off'}), less gain than its host cost"
+        f"(cudnn.benchmark {'on' if benchmark else 'off'}), less gain than "
+        + (f"{REL_GAIN:.0%} of stock's time" if not per_piece_ms else "its host cost")
     )

@@ -41,21 +41,26 @@ def est(ms, workspace=MiB, bench=None):
 F, BD, BF = KernelKind.FORWARD, KernelKind.BACKWARD_DATA, KernelKind.BACKWARD_FILTER
 
 
-def margin(stock_ms, pieces):
-    return REL_GAIN * stock_ms + HOST_MS_PER_PIECE * pieces
+def margin(stock_ms, pieces, graphs):
+    return REL_GAIN * stock_ms + (0.0 if graphs else HOST_MS_PER_PIECE * pieces)
 
 
-def test_a_layer_stays_stock_exactly_when_the_gain_is_within_the_margin():
-    for gain in (-1.0, 0.0, margin(10.0, 3) - 1e-6, margin(10.0, 3) + 1e-6, 5.0):
+@pytest.mark.parametrize("graphs", [True, False])
+def test_a_layer_stays_stock_exactly_when_the_gain_is_within_the_margin(graphs):
+    m = margin(10.0, 3, graphs)
+    for gain in (-1.0, 0.0, m - 1e-6, m + 1e-6, 5.0):
         p = plan([kernel("a", F, [4.0 - gain / 3], est(4.0)), kernel("a", BD, [3.0 - gain / 3], est(3.0)),
                   kernel("a", BF, [3.0 - gain / 3], est(3.0))])  # fmt: skip
-        assert ("a" in stock_layers(p, False)) == (gain <= margin(10.0, 3)), gain
+        assert ("a" in stock_layers(p, False, graphs)) == (gain <= m), gain
 
 
-def test_each_piece_raises_the_margin():
+def test_each_piece_raises_the_margin_only_when_pieces_are_launched_from_the_host():
+    """Piece by piece each costs the host a cuDNN execute; as one CUDA graph (apply_plan's default) about 1 us."""
     one = plan([kernel("a", F, [9.0], est(10.0))])
     many = plan([kernel("a", F, [9.0 / 12] * 12, est(10.0))])  # 1 ms gain: above 0.55 ms, below 1.1 ms
-    assert "a" not in stock_layers(one, False) and "a" in stock_layers(many, False)
+    assert "a" not in stock_layers(one, False, graphs=False) and "a" in stock_layers(many, False, graphs=False)
+    assert "a" not in stock_layers(many, False) and "a" not in stock_layers(many, False, graphs=True)
+    assert "5% of stock's time" in stock_layers(plan([kernel("a", F, [9.8], est(10.0))]), False)["a"]
 
 
 def test_stock_that_may_take_more_workspace_than_the_limit_is_replaced_whatever_the_gain():

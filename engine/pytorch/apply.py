@@ -176,7 +176,7 @@ def apply_plan(
     dtype = next(model.parameters()).dtype
     calls = checks.conv_calls(model, torch.zeros((1, *input_shape), device=device, dtype=dtype))
     layers, matched, unplanned = checks.match_plan(plan, calls)
-    stays = stock_layers(plan, torch.backends.cudnn.benchmark) if keep_stock else {}
+    stays = stock_layers(plan, torch.backends.cudnn.benchmark, graphs) if keep_stock else {}
     stock = {name: layer for name, _, layer in matched if layer in stays}
     matched = [m for m in matched if m[0] not in stock]
 
