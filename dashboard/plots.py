@@ -39,6 +39,7 @@ KIND_COLORS = {"F": "#4c72b0", "BD": "#dd8452", "BF": "#55a868"}
 KIND_LABELS = {"F": "Forward (F)", "BD": "BackwardData (BD)", "BF": "BackwardFilter (BF)"}
 MEASURED_COLOR = "#444444"
 WS_FLOOR_MIB = 1 / 1024  # a log axis cannot show 0 B: zero-workspace points sit at 1 KiB (tooltips say 0 B)
+HEADROOM = 1.25  # the workspace-division plot's y range over its tallest bar: room for the legend's row
 TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
 # tick labels of a MiB axis with binary units, so a log axis reads "1 KiB ... 1 MiB ... 1 GiB"
 _MIB_TICKS_JS = """
@@ -434,6 +435,8 @@ class WorkspacePlot:
                     "kernel": [f"{layer}:{kind}" for layer in frame.layer],
                 }
             bottom = bottom + v
+        # a quarter of headroom above the tallest bar for the legend's row (it hid AlexNet's conv4)
+        self.fig.y_range.end = HEADROOM * float(bottom.max()) if bottom.size and bottom.max() > 0 else 1.0
 
 
 class TimelinePlot:
