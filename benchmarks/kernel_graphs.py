@@ -34,7 +34,7 @@ from engine.fileio import atomic_write  # noqa: E402
 
 REPORT = ROOT / "benchmarks" / "reports" / "kernel-graphs.md"
 DEFAULT_JSON = ROOT / "benchmarks" / "reports" / "kernel-graphs.json"
-CASES = ("forward", "backward_data", "backward_filter", "forward+backward")
+CASES = ("forward", "forward with bias", "backward_data", "backward_filter", "forward+backward")
 MODELS = (  # network, batch, precision, layout, WR budget per kernel (the networks with bundled H200 profiles)
     ("alexnet", 256, "fp16", "NHWC", "256MiB"),
     ("alexnet", 256, "tf32", "NCHW", "256MiB"),
@@ -63,6 +63,7 @@ def measure_layer(torch, precision: str, layout: str) -> dict:
     names = {sig.kind: common_plan(plans, sig, [BATCH // p for p in PIECES]) for sig in sigs}
     x, gy = (torch.randn(BATCH, 64, 14, 14, device="cuda", dtype=dtype).to(memory_format=fmt) for _ in "xy")
     w = torch.randn(64, 64, 3, 3, device="cuda", dtype=dtype).to(memory_format=fmt)
+    b = torch.randn(64, device="cuda", dtype=dtype)
     rows, checks = [], []
     for p in PIECES:
         handles = {}
@@ -74,6 +75,7 @@ def measure_layer(torch, precision: str, layout: str) -> dict:
             xg, wg = (t.detach().clone().requires_grad_() for t in (x, w))
             calls = {
                 "forward": lambda h=h: ops._forward(x, w, None, h),
+                "forward with bias": lambda h=h: ops._forward(x, w, b, h),
                 "backward_data": lambda h=h: ops._backward_data(gy, w, h),
                 "backward_filter": lambda h=h: ops._backward_filter(x, gy, w, h),
                 "forward+backward": lambda h=h, xg=xg, wg=wg: ops.planned_conv(xg, wg, None, h).backward(gy),
@@ -288,7 +290,7 @@ def render(data: dict, source: str) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for layer in data["layers"]:
-        for case in CASES:
+        for case in [c for c in CASES if any(r["case"] == c for r in layer["rows"])]:
             for n in PIECES:
                 a, b = (host(data, layer["precision"], n, g, case) for g in (False, True))
                 lines.append(

@@ -632,7 +632,7 @@ def test_op_path_uneven_pieces_equal_float64_with_accumulation_compile_and_cuda_
         kernels = (L.run_f.__self__, L.run_bd.__self__, L.graphs_bf)
         assert all(k.graphs and k.failed is None for k in kernels), [k.failed for k in kernels]
         with torch.no_grad():  # new values at the same addresses: a replay reads memory as it is
-            for t in (x, w, gy):
+            for t in (x, w, gy, b):  # the bias too: its add is in the Forward's graph
                 t.copy_(torch.randn_like(t) / (10 if t is w else 1))
         x64, w64, gy64 = x.double(), w.double(), gy.double()
         y_ref = F.conv2d(x64, w64, b.double(), *args)

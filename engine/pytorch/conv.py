@@ -106,6 +106,7 @@ class PlannedLayer:
         "run_f",
         "run_bd",
         "run_bf",
+        "graphs_f",
         "graphs_bf",
     )
 
@@ -140,13 +141,15 @@ class PlannedLayer:
         self.ws_f, self.ws_bd, self.ws_bf = (
             None if arena is None or k is None else arena + k.offset for k in (forward, backward_data, backward_filter)
         )
-        # how each kernel is launched: its pieces, or their CUDA graphs (a multi-piece BackwardFilter's with the
-        # sum of its pieces, through graphs_bf.run)
-        self.graphs_bf = KernelGraphs(backward_filter, context) if graphs else None
-        self.run_f, self.run_bd = (
-            None if k is None else KernelGraphs(k, context).launch if graphs else k.launch
-            for k in (forward, backward_data)
+        # how each kernel is launched: its pieces, or their CUDA graphs (through graphs_f.run a Forward's with its
+        # bias add, through graphs_bf.run a multi-piece BackwardFilter's with the sum of its pieces)
+        self.graphs_f, self.graphs_bf = (
+            KernelGraphs(k, context) if graphs else None for k in (forward, backward_filter)
         )
+        self.run_f = self.graphs_f.launch if graphs else forward.launch
+        self.run_bd = None
+        if backward_data is not None:
+            self.run_bd = KernelGraphs(backward_data, context).launch if graphs else backward_data.launch
         self.run_bf = self.graphs_bf.launch if graphs else backward_filter.launch
 
 
@@ -197,9 +200,15 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, h
     if ws is None:
         keep = _block(L.forward, x)
         ws = keep.data_ptr()
-    L.run_f(x.data_ptr(), weight.data_ptr(), y.data_ptr(), ws)
-    if bias is not None:
+    xp, wp, yp = x.data_ptr(), weight.data_ptr(), y.data_ptr()
+    if bias is None:
+        L.run_f(xp, wp, yp, ws)
+    elif L.graphs_f is None:
+        L.forward.launch(xp, wp, yp, ws)
         y.add_(bias.view(1, -1, 1, 1))
+    else:  # the bias add in the graph too: it cost the host as much as a piece
+        b = bias.view(1, -1, 1, 1)
+        L.graphs_f.run((xp, wp, yp, ws, b.data_ptr()), lambda: (L.forward.launch(xp, wp, yp, ws), y.add_(b)))
     return y
 
 
