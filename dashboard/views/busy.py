@@ -5,11 +5,12 @@ Placed in the views' column (dashboard/ui.py), it covers that column only, in a 
 The server handles a choice on the page's one event loop (dashboard/threads.py) and can send nothing before it has
 finished: a first switch to a large profile or engine set takes it 2-3 s, during which the cards showed the
 earlier numbers as if current. So the browser veils the views itself, on the user's own input to a control marked
-``SLOW`` (a select's ``input``, a click on a button not already active, Enter in a text box, a file whose chunks
-have all been sent; never a value the server sets), and then asks the server (``asked``, sent after the control's
-own change, so the server reads it after handling that change); the server echoes it in ``done`` and the veil
-lifts once the latest question is answered. The echo makes no assumption about what the server received: a choice
-the browser did not send (the value the server already had) or Panel dropped is answered all the same.
+``SLOW`` (a select's ``input``, a click on a button not already active, Enter in a text box, a file chosen or
+dropped, and again once its chunks have all been sent; never a value the server sets), and then asks the server
+(``asked``, sent after the control's own change, so the server reads it after handling that change); the server
+echoes it in ``done`` and the veil lifts once the latest question is answered. The echo makes no assumption about
+what the server received: a choice the browser did not send (the value the server already had) or Panel dropped is
+answered all the same.
 """
 
 from __future__ import annotations
@@ -43,18 +44,23 @@ export function render({{ model, el }}) {{
     timer = setTimeout(hide, {TIMEOUT_MS})
   }}
   const slow = (e) => e.composedPath().some((n) => n.classList && n.classList.contains('{SLOW}'))
-  const onInput = (e) => {{ if (e.composedPath()[0].tagName === 'SELECT' && slow(e)) show() }}
+  const onInput = (e) => {{
+    const t = e.composedPath()[0]
+    if ((t.tagName === 'SELECT' || t.type === 'file') && slow(e)) show()
+  }}
   const onClick = (e) => {{
     const button = e.composedPath().find((n) => n.tagName === 'BUTTON')
     if (button && !button.classList.contains('bk-active') && slow(e)) show()
   }}
   const onKey = (e) => {{ if (e.key === 'Enter' && e.composedPath()[0].tagName === 'INPUT' && slow(e)) show() }}
-  // FilePond's event once the uploader has handed every chunk to the websocket: the question goes after them
+  // a file chosen or dropped veils at once; FilePond's event once the uploader has handed every chunk to the
+  // websocket (on its own animation-frame loop, so late under load) asks again, after them
   const onFile = (e) => {{ if (slow(e)) show() }}
   document.addEventListener('input', onInput, true)
   document.addEventListener('click', onClick, true)
   document.addEventListener('keydown', onKey, true)
   document.addEventListener('FilePond:processfile', onFile, true)
+  document.addEventListener('drop', onFile, true)
   model.on('done', () => {{ if (model.done >= asked) hide() }})
   model.on('remove', () => {{
     hide()
@@ -62,6 +68,7 @@ export function render({{ model, el }}) {{
     document.removeEventListener('click', onClick, true)
     document.removeEventListener('keydown', onKey, true)
     document.removeEventListener('FilePond:processfile', onFile, true)
+    document.removeEventListener('drop', onFile, true)
   }})
 }}
 """
