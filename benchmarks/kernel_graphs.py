@@ -251,6 +251,11 @@ def host(data: dict, precision: str, p: int, graphs: bool, case: str) -> dict:
     return next(r for r in layer["rows"] if (r["pieces"], r["graphs"], r["case"]) == (p, graphs, case))
 
 
+def slope_text(v: float) -> str:
+    """A per-piece slope for prose: a negative one is noise around nothing."""
+    return f"{v:.2f} us" if v >= 0 else f"about 0 us (a slope of {v:.2f})"
+
+
 def per_piece(data: dict, precision: str, graphs: bool, case: str = "forward") -> float:
     """Least-squares slope of host us over the piece count (op_host_cost's per-piece measure)."""
     xs = list(PIECES)
@@ -302,7 +307,7 @@ def render(data: dict, source: str) -> str:
         pr = layer["precision"]
         lines.append(
             f"- {pr}: {per_piece(data, pr, False):.1f} us a piece launched from the host, "
-            f"{per_piece(data, pr, True):.2f} us with graphs."
+            f"{slope_text(per_piece(data, pr, True))} with graphs."
         )
     lines += [
         "",
@@ -371,7 +376,7 @@ def readme_block(data: dict) -> str:
         )
     pieces = "; ".join(
         f"{x['precision']} {per_piece(data, x['precision'], False):.1f} us a piece from the host, "
-        f"{per_piece(data, x['precision'], True):.2f} us with graphs (a forward op call "
+        f"{slope_text(per_piece(data, x['precision'], True))} with graphs (a forward op call "
         + " and ".join(
             f"{host(data, x['precision'], n, True, 'forward')['host_us']:.1f} us at {n} piece{'s' * (n > 1)} "
             f"({host(data, x['precision'], n, False, 'forward')['host_us']:.1f} without)"

@@ -52,7 +52,7 @@ COMMANDS = {
 
 STDOUT_ARGS = ("output", "profile_output")  # file options that take "-" (memory's --json reads it itself)
 OUTPUT_ARGS = ("output", "profile_output", "json", "snapshot")  # files a command writes
-INPUT_ARGS = ("profile", "plan", "show", "time_params", "network")  # files it reads (a network: a spec file)
+INPUT_ARGS = ("profile", "plan", "show", "time_params", "network", "cache")  # files it reads (a network: a spec)
 
 
 def one_line_errors(parser: argparse.ArgumentParser) -> None:

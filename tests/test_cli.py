@@ -459,6 +459,8 @@ def test_dash_writes_the_file_to_stdout_and_the_messages_to_stderr(synthetic_pro
         "--output and --profile-output both go to standard output",
     )
     one_error_line(engine("memory", "--network", "alexnet", "--batch", "32", "--snapshot", "-"), "--snapshot -")
+    stdout = engine("memory", "--network", "alexnet", "--batch", "32", "--snapshot", "/dev/stdout")
+    one_error_line(stdout, "--snapshot /dev/stdout: a memory snapshot is a pickle")
 
 
 def test_an_output_that_is_stdout_by_another_name_gets_the_file_alone(synthetic_profile_path, tmp_path):

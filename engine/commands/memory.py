@@ -20,7 +20,7 @@ import sys
 
 from .network_args import add_input_argument
 from ..errors import EngineError
-from ..fileio import atomic_write
+from ..fileio import atomic_write, is_stdout
 from ..kernel_sets import network_variant
 from ..profile import Profile, resolve_profile
 from ..units import format_size, parse_size
@@ -160,8 +160,10 @@ def _check_options(args) -> None:
     for flag, value in (("--json", args.json), ("--snapshot", args.snapshot), ("--time-params", args.time_params)):
         if value == "":
             raise EngineError(f"{flag} was given an empty file name")
-    if args.snapshot == "-":
-        raise EngineError("--snapshot -: a memory snapshot is a pickle file for memory_viz; give a file name")
+    if args.snapshot and is_stdout(args.snapshot):  # "-", /dev/stdout: the pickle would mix with the table
+        raise EngineError(
+            f"--snapshot {args.snapshot}: a memory snapshot is a pickle file for memory_viz; give a file name"
+        )
 
 
 def _time_params(path: str | None):

@@ -136,7 +136,7 @@ def plan_memory(
     profile: Profile | None = None,
     workspace: str | None = None,
     convention: str | None = None,
-    time_params: TimeParams | None = None,
+    time_params: TimeParams | str | os.PathLike | None = None,
     itemsize: int | None = None,
     precision: str | None = None,
     layout: str | None = None,
@@ -161,7 +161,9 @@ def plan_memory(
     policy's rule (in the ``pytorch`` convention the default is ``heuristic``: stock PyTorch's, whatever the
     paper's); ``convention`` its framework's tensor rules; ``framework_bytes`` what the framework itself keeps
     allocated (PyTorch's cuBLAS and cuBLASLt workspaces: ``engine.pytorch.calibrate`` measures them; counted as
-    workspace the whole iteration); remaining keywords are policy switches. ``precision`` and ``layout`` (default:
+    workspace the whole iteration); ``time_params`` the time model's measurements (a TimeParams, or the file
+    ``python -m engine.pytorch.calibrate`` writes, whose framework bytes count where ``framework_bytes`` is 0);
+    remaining keywords are policy switches. ``precision`` and ``layout`` (default:
     the precision's) pick the profile's kernels (default: the conv plan's, which they must match, else tf32);
     ``itemsize`` (default: the precision's) sizes tensors.
     """

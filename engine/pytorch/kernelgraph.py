@@ -11,14 +11,21 @@ captured, then replayed whenever it comes again. An address set that never repea
 
 Inside a capture of the caller's own (a whole step in a CUDA graph, ``torch.compile``'s cudagraphs) the pieces
 are launched as before, into the caller's graph. A kernel whose capture fails launches its pieces as before
-from then on.
+from then on, with one warning: PyTorch's ``capture_end`` raises before it tells its caching allocator that the
+capture is over, so the allocator may go on expecting one (``torch.cuda.empty_cache`` would then fail); no run
+has seen a capture fail, and ``graphs=False`` avoids captures altogether. Captures are made by one thread at a
+time per device (the handle and the side stream are shared), as a training loop makes them.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
-CAPTURE_AT = 2  # an address set seen this often is captured: a training step's comes again each step
+# an address set seen this often is captured: a training step's comes again each step. At least 2: the first
+# use loads the engine's kernels (NVRTC compiles a runtime-compiled one), which a capture must not do
+CAPTURE_AT = 2
 MAX_SETS = 4  # address sets counted and graphs kept per kernel (a step's, plus a few of shape changes)
 
 _capturing = torch._C._cuda_isCurrentStreamCapturing
@@ -79,8 +86,15 @@ class KernelGraphs:
                     body()
                 finally:
                     graph.capture_end()
-        except RuntimeError as err:  # an engine that does what capture forbids (a host sync, an allocation)
+        except Exception as err:  # noqa: BLE001 - an engine that does what capture forbids (a sync, an allocation)
             self.failed = str(err).splitlines()[0] if str(err) else type(err).__name__
+            warnings.warn(
+                f"CUDA graph capture of planned kernel {self.pieces.id} failed ({self.failed}); its pieces are "
+                "launched one by one from now on. PyTorch's caching allocator may be left expecting the capture: "
+                "apply the plan with graphs=False if torch.cuda.empty_cache() or memory use misbehave",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             return None
         finally:
             ctx.bind()  # back to the caller's stream
