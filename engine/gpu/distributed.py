@@ -349,11 +349,14 @@ class Run:
                 fut, result = next(queue)
                 graph, attempt = self.pending.pop(fut)
                 t = time.perf_counter()
-                note = self.finish(fut, result, graph, attempt)
+                # read once: a finished future whose worker then dies turns "lost" (its result already here and
+                # stored), and a second read had it neither measured nor failed (CI, the fault test: 53 + 2 of 56)
+                ok = fut.status == "finished"
+                note = self.finish(fut, ok, result, graph, attempt)
                 if note is None:
                     again.append((graph, attempt + 1))
                     continue
-                if fut.status == "finished":
+                if ok:
                     gpu = self.used(result["worker"], result["provenance"])
                     gpu["graphs"] += 1
                     shared = len(gpu["workers"]) > 1  # its workers build at once: the GPU's wall is its held time
@@ -385,9 +388,10 @@ class Run:
         for r in rows:
             self.notes.setdefault(r["signature"], {})[r["plan"]] = r["numerical_notes"]
 
-    def finish(self, fut, res, graph: Graph, attempt: int) -> str | None:
-        """Store a finished graph, or record a failed one; None: submit it again. Else a progress note."""
-        if fut.status != "finished":  # KilledWorker, CommClosedError, GPUContextLost, the graph's own error
+    def finish(self, fut, ok: bool, res, graph: Graph, attempt: int) -> str | None:
+        """Store a finished graph (``ok``: its future's status as read once), or record a failed one; None: submit
+        it again. Else a progress note."""
+        if not ok:  # KilledWorker, CommClosedError, GPUContextLost, the graph's own error
             err = fut.exception() if fut.status == "error" else RuntimeError(f"task {fut.status}")
             if self.client.status != "running":
                 raise EngineError(
