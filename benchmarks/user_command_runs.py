@@ -50,7 +50,10 @@ def read_log(entry: dict) -> list[dict]:
         if m["label"] not in entry["commands"]:
             raise SystemExit(f"{entry['log']}: command {m['label']!r} is not described in {LISTING.name}")
         after = text[m.end() : walls[i + 1].start() if i + 1 < len(walls) else len(text)]
-        progress = [(int(n), int(t), float(s), int(mm) * 60 + int(ss)) for n, t, s, mm, ss in PROGRESS.findall(after)]
+        progress = [
+            (int(n), int(t), float(s), int(mm) * 60 + int(ss) if mm else None)  # "ETA ?" before a first sample
+            for n, t, s, mm, ss in PROGRESS.findall(after)
+        ]
         out.append(
             {
                 "label": m["label"],
@@ -173,8 +176,7 @@ def readme_block(calls) -> str:
         "cold caches, one run each; [benchmarks/reports/user-command-runs.md]"
         "(benchmarks/reports/user-command-runs.md)):\n\n"
         + "\n".join(table(calls))
-        + f"\n\nTwo GPUs against one, {ratios} "
-        "(issue 24's target: 1.9x)."
+        + (f"\n\nTwo GPUs against one, {ratios} (issue 24's target: 1.9x)." if ratios else "")
     )
 
 

@@ -88,6 +88,13 @@ def test_sets_counted_and_graphs_kept_are_bounded(setup):
     assert rec.take().count("replay") == 3 * kg.MAX_SETS  # each captured set replayed at its capture
     graphs.launch(3 * kg.MAX_SETS - 1, 0, 0, 0)  # the latest set is kept
     assert rec.take() == ["replay"]
+    graphs.launch(3 * kg.MAX_SETS - 3, 0, 0, 0)  # the second oldest set kept, used again: now the most recent
+    for n in range(kg.MAX_SETS - 1):  # new sets captured evict the least recently used, not it
+        for _ in range(kg.CAPTURE_AT):
+            graphs.launch(500 + n, 0, 0, 0)
+    rec.take()
+    graphs.launch(3 * kg.MAX_SETS - 3, 0, 0, 0)
+    assert rec.take() == ["replay"]
     for n in range(100):  # sets that never come again cost no graph
         graphs.launch(1000 + n, 0, 0, 0)
     assert len(graphs.seen) <= kg.MAX_SETS and "begin" not in rec.take()

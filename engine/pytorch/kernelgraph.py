@@ -45,11 +45,13 @@ class KernelGraphs:
     def launch(self, x: int, w: int, y: int, ws: int) -> None:
         """Enqueue the pieces on the current stream (the handle bound to it): a replay where this address set
         has a graph, else the pieces themselves."""
-        graph = self.graphs.get((x, w, y, ws))
+        key = (x, w, y, ws)
+        graph = self.graphs.get(key)
         if graph is not None and not _capturing():
             graph.replay()
+            self._used(key)
             return
-        self._miss((x, w, y, ws), lambda: self.pieces.launch(x, w, y, ws))
+        self._miss(key, lambda: self.pieces.launch(x, w, y, ws))
 
     def run(self, key: tuple, body) -> None:
         """``body()`` (launches on the current stream, in place on memory ``key`` names), or the replay of its
@@ -57,8 +59,14 @@ class KernelGraphs:
         graph = self.graphs.get(key)
         if graph is not None and not _capturing():
             graph.replay()
+            self._used(key)
             return
         self._miss(key, body)
+
+    def _used(self, key: tuple) -> None:
+        """The graphs are kept least recently used first, so an eval loop's sets do not evict a training step's."""
+        if len(self.graphs) > 1 and next(reversed(self.graphs)) != key:
+            self.graphs[key] = self.graphs.pop(key)
 
     def _miss(self, key: tuple, body) -> None:
         if self.failed is None and key not in self.graphs and not _capturing():
