@@ -62,17 +62,23 @@ class ArgumentError(EngineError, TypeError):
     """A Python API called with a keyword it does not take, or too many or too few arguments."""
 
 
+def nearest(key: str, names) -> str | None:
+    """The name closest to a misspelt ``key`` (``budgte`` -> ``budget``), or None."""
+    import difflib
+
+    near = difflib.get_close_matches(key, list(names), n=1)
+    return near[0] if near else None
+
+
 def check_call(function, signature, args: tuple, kwargs: dict, options=()) -> None:
     """Raise ArgumentError unless ``args``/``kwargs`` bind to ``signature`` (an ``inspect.Signature``), naming
     the nearest keyword for a misspelt one (``budgte`` -> ``budget``); ``options`` are further keywords taken."""
-    import difflib
-
     params = signature.parameters
     named = [n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     for key in kwargs:
         if key not in params and key not in options:
-            near = difflib.get_close_matches(key, [*named, *options], n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else f"; it takes {', '.join([*named, *options])}"
+            near = nearest(key, [*named, *options])
+            hint = f" (did you mean {near!r}?)" if near else f"; it takes {', '.join([*named, *options])}"
             raise ArgumentError(f"{function}() takes no keyword {key!r}{hint}")
     try:
         signature.bind(*args, **{k: v for k, v in kwargs.items() if k in params})

@@ -319,7 +319,8 @@ class Run:
         handle each as it finishes. Biggest first, the ETA extrapolated from the biggest graphs to the smallest:
         with four workers sharing an H200 the command put ResNet-50's finish 52-62 % late after a tenth of the
         graphs (benchmarks/reports/gpu-tests.md, calls 43, 45 and 46); in spread order, with each worker's start
-        told apart and the clock from the first stored graph, 9 % early there and within 4 % later (call 48).
+        told apart and the clock from the first stored graph, 9 % early there and 11 % early at worst later (call 48;
+        benchmarks/reports/user-command-runs.md).
 
         Graphs are submitted four per worker at a time (one running, one queued on it, two at the scheduler),
         so that each carries the numerical notes its signature got on any worker so far: a signature's plans

@@ -8,7 +8,6 @@ profile) runs the time model. ``MemoryResult`` holds tidy tables for the CLI, th
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import math
 import os
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..errors import ArgumentError, BudgetError, EngineError
+from ..errors import ArgumentError, BudgetError, EngineError, nearest
 from ..fileio import short
 from ..network import Network
 from ..precision import DEFAULT_PRECISION, check_layout, get_precision
@@ -237,9 +236,9 @@ def _misspelt(options: dict, taken) -> None:
     as a policy option the policy lacks (the policy's check names its own options)."""
     own = [k for k in inspect.signature(plan_memory).parameters if k != "policy_options"]
     for key in options:
-        near = difflib.get_close_matches(key, own, n=1) if key not in taken else []
+        near = None if key in taken else nearest(key, own)
         if near:
-            raise ArgumentError(f"plan_memory() takes no keyword {key!r} (did you mean {near[0]!r}?)")
+            raise ArgumentError(f"plan_memory() takes no keyword {key!r} (did you mean {near!r}?)")
 
 
 def _size(name: str, value) -> int:

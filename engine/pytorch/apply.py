@@ -28,7 +28,6 @@ import torch
 from torch import nn
 
 from ..errors import EngineError
-from ..fileio import short
 from ..kernels import KernelSignature
 from ..plan import Plan
 from ..stock import stock_layers
@@ -157,9 +156,7 @@ def apply_plan(
     """
     checks.checked_model(model)
     checks.checked_workspace(workspace)
-    for name, value in (("keep_stock", keep_stock), ("graphs", graphs)):
-        if not isinstance(value, bool):
-            raise EngineError(f"{name} must be True or False, got {short(value)}")
+    checks.checked_switches(keep_stock=keep_stock, graphs=graphs)
     input_shape = checks.checked_input_shape(input_shape)
     plan = checks.loaded_plan(plan)
     if plan.provenance.get("profile", {}).get("synthetic"):

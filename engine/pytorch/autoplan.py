@@ -99,9 +99,7 @@ def optimize(
     checks.checked_workspace(workspace)
     if isinstance(max_shapes, bool) or not isinstance(max_shapes, int) or max_shapes < 1:
         raise EngineError(f"max_shapes must be a positive integer, got {short(max_shapes)}")
-    for name, value in (("keep_stock", keep_stock), ("graphs", graphs)):
-        if not isinstance(value, bool):
-            raise EngineError(f"{name} must be True or False, got {short(value)}")
+    checks.checked_switches(keep_stock=keep_stock, graphs=graphs)
     if not (isinstance(progress, bool) or callable(progress)):
         raise EngineError(f"progress must be True, False or a callable (done, total, message), got {short(progress)}")
     device = _check_host(model)

@@ -46,6 +46,13 @@ def checked_workspace(workspace) -> None:
         )
 
 
+def checked_switches(**switches) -> None:
+    """``keep_stock``, ``graphs``: True or False, nothing else that Python would read as one."""
+    for name, value in switches.items():
+        if not isinstance(value, bool):
+            raise EngineError(f"{name} must be True or False, got {short(value)}")
+
+
 def checked_input_shape(input_shape) -> tuple[int, int, int] | None:
     """(C, H, W) of one sample, or None."""
     if input_shape is None:

@@ -107,6 +107,7 @@ class PlannedLayer:
         "run_bd",
         "run_bf",
         "graphs_f",
+        "graphs_bd",
         "graphs_bf",
     )
 
@@ -143,14 +144,14 @@ class PlannedLayer:
         )
         # how each kernel is launched: its pieces, or their CUDA graphs (through graphs_f.run a Forward's with its
         # bias add, through graphs_bf.run a multi-piece BackwardFilter's with the sum of its pieces)
-        self.graphs_f, self.graphs_bf = (
-            KernelGraphs(k, context) if graphs else None for k in (forward, backward_filter)
+        kernels = (forward, backward_data, backward_filter)
+        self.graphs_f, self.graphs_bd, self.graphs_bf = (
+            KernelGraphs(k, context) if graphs and k is not None else None for k in kernels
         )
-        self.run_f = self.graphs_f.launch if graphs else forward.launch
-        self.run_bd = None
-        if backward_data is not None:
-            self.run_bd = KernelGraphs(backward_data, context).launch if graphs else backward_data.launch
-        self.run_bf = self.graphs_bf.launch if graphs else backward_filter.launch
+        self.run_f, self.run_bd, self.run_bf = (
+            None if k is None else (k if g is None else g).launch
+            for k, g in zip(kernels, (self.graphs_f, self.graphs_bd, self.graphs_bf))
+        )
 
 
 _LAYERS: list[PlannedLayer | None] = []
@@ -203,12 +204,17 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, h
     xp, wp, yp = x.data_ptr(), weight.data_ptr(), y.data_ptr()
     if bias is None:
         L.run_f(xp, wp, yp, ws)
-    elif L.graphs_f is None:
+        return y
+    b = bias.view(1, -1, 1, 1)
+
+    def body():
         L.forward.launch(xp, wp, yp, ws)
-        y.add_(bias.view(1, -1, 1, 1))
+        y.add_(b)
+
+    if L.graphs_f is None:
+        body()
     else:  # the bias add in the graph too: it cost the host as much as a piece
-        b = bias.view(1, -1, 1, 1)
-        L.graphs_f.run((xp, wp, yp, ws, b.data_ptr()), lambda: (L.forward.launch(xp, wp, yp, ws), y.add_(b)))
+        L.graphs_f.run((xp, wp, yp, ws, b.data_ptr()), body)
     return y
 
 

@@ -46,27 +46,25 @@ class KernelGraphs:
         """Enqueue the pieces on the current stream (the handle bound to it): a replay where this address set
         has a graph, else the pieces themselves."""
         key = (x, w, y, ws)
-        graph = self.graphs.get(key)
-        if graph is not None and not _capturing():
-            graph.replay()
-            self._used(key)
-            return
-        self._miss(key, lambda: self.pieces.launch(x, w, y, ws))
+        if not self._replayed(key):
+            self._miss(key, lambda: self.pieces.launch(x, w, y, ws))
 
     def run(self, key: tuple, body) -> None:
         """``body()`` (launches on the current stream, in place on memory ``key`` names), or the replay of its
         graph at ``key``: for a BackwardFilter whose pieces are summed between launches."""
-        graph = self.graphs.get(key)
-        if graph is not None and not _capturing():
-            graph.replay()
-            self._used(key)
-            return
-        self._miss(key, body)
+        if not self._replayed(key):
+            self._miss(key, body)
 
-    def _used(self, key: tuple) -> None:
-        """The graphs are kept least recently used first, so an eval loop's sets do not evict a training step's."""
+    def _replayed(self, key: tuple) -> bool:
+        """Replay ``key``'s graph if it has one (never inside the caller's own capture). The graphs are kept least
+        recently used first, so an eval loop's sets do not evict a training step's."""
+        graph = self.graphs.get(key)
+        if graph is None or _capturing():
+            return False
+        graph.replay()
         if len(self.graphs) > 1 and next(reversed(self.graphs)) != key:
             self.graphs[key] = self.graphs.pop(key)
+        return True
 
     def _miss(self, key: tuple, body) -> None:
         if self.failed is None and key not in self.graphs and not _capturing():
